@@ -1,0 +1,130 @@
+// The contract every compute backend implements. Shapes are passed explicitly; a backend never
+// sees autograd. Ops write fresh outputs unless a destination is named.
+
+export type DType = 'f32' | 'i32';
+
+/** Backend-owned memory for `size` elements of 4 bytes. */
+export interface Storage {
+  readonly size: number;
+}
+
+export type UnaryOp = 'neg' | 'exp' | 'log' | 'sqrt' | 'relu' | 'gelu' | 'tanh' | 'scale' | 'addScalar' | 'square' | 'copy';
+/** Binary ops with broadcasting. `reluGrad(dy, x)`, `geluGrad(dy, x)`, `tanhGrad(dy, y)` are gradient helpers. */
+export type BinaryOp = 'add' | 'sub' | 'mul' | 'div' | 'reluGrad' | 'geluGrad' | 'tanhGrad';
+export type ReduceOp = 'sum' | 'max' | 'mean';
+export type Activation = 'none' | 'relu';
+
+/** C[b] = op(A[b]) · op(B[b]) (+ bias[N]) then activation. A: [batch?, M, K] (or [K, M] if transA). */
+export interface MatmulParams {
+  M: number;
+  N: number;
+  K: number;
+  batch: number;
+  transA: boolean;
+  transB: boolean;
+  /** Elements between consecutive batch matrices; 0 broadcasts one matrix over the batch. */
+  strideA: number;
+  strideB: number;
+  activation: Activation;
+}
+
+export interface Conv2dParams {
+  batch: number;
+  inC: number;
+  inH: number;
+  inW: number;
+  outC: number;
+  kH: number;
+  kW: number;
+  stride: number;
+  pad: number;
+  outH: number;
+  outW: number;
+}
+
+export interface Pool2dParams {
+  batch: number;
+  channels: number;
+  inH: number;
+  inW: number;
+  k: number;
+  stride: number;
+  outH: number;
+  outW: number;
+}
+
+export interface SgdParams {
+  lr: number;
+  momentum: number;
+  nesterov: boolean;
+  weightDecay: number;
+}
+
+export interface AdamWParams {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  /** 1-based step count, for bias correction. */
+  step: number;
+}
+
+export interface Backend {
+  readonly kind: 'cpu' | 'webgpu';
+  /** Human-readable description, e.g. the adapter or "cpu reference (f64)". */
+  readonly description: string;
+
+  alloc(size: number, dtype: DType): Storage;
+  upload(data: Float32Array | Int32Array): Storage;
+  /** Writes host data into an existing storage (same length). */
+  write(dst: Storage, data: Float32Array | Int32Array): void;
+  read(s: Storage, dtype: DType): Promise<Float32Array | Int32Array>;
+  release(s: Storage): void;
+  /** A view of `size` elements at element `offset` of `s`; never released on its own. */
+  view(s: Storage, offset: number, size: number): Storage;
+  fill(dst: Storage, value: number): void;
+  /** dst[i] = src[i] (same sizes). */
+  copy(dst: Storage, src: Storage): void;
+
+  matmul(a: Storage, b: Storage, bias: Storage | null, p: MatmulParams): Storage;
+  unary(op: UnaryOp, x: Storage, size: number, alpha: number): Storage;
+  /** out has shape outShape; aStrides/bStrides are element strides per out dim (0 = broadcast). */
+  binary(op: BinaryOp, a: Storage, b: Storage, outShape: number[], aStrides: number[], bStrides: number[]): Storage;
+  /** x viewed as [outer, reduce, inner] → [outer, inner]. */
+  reduce(op: ReduceOp, x: Storage, outer: number, reduce: number, inner: number): Storage;
+  /** logits [B, C], labels i32 [B] → { loss: [B] per-row loss, probs: [B, C] }. */
+  softmaxCrossEntropy(logits: Storage, labels: Storage, B: number, C: number): { loss: Storage; probs: Storage };
+  /** Gradient of the mean loss: dlogits[b, c] = (probs[b, c] − [c = label_b]) · dmean[0] / B. */
+  softmaxCrossEntropyBackward(probs: Storage, labels: Storage, dmean: Storage, B: number, C: number): Storage;
+  /** Row softmax over the last dim of [rows, C]; with causal, row r of each T×T block masks columns > r mod T. */
+  softmax(x: Storage, rows: number, C: number, causalT: number): Storage;
+  /** dx = y · (dy − Σ dy·y) per row. */
+  softmaxBackward(y: Storage, dy: Storage, rows: number, C: number): Storage;
+
+  conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage;
+  conv2dBackwardInput(dy: Storage, w: Storage, p: Conv2dParams): Storage;
+  conv2dBackwardFilter(dy: Storage, x: Storage, p: Conv2dParams): Storage;
+  /** Max pooling; returns the output and, per output, the flat input index of the max. */
+  maxPool2d(x: Storage, p: Pool2dParams): { y: Storage; argmax: Storage };
+  maxPool2dBackward(dy: Storage, argmax: Storage, p: Pool2dParams): Storage;
+
+  /** Row layer norm over the last dim: y = (x − mean)·rstd·gamma + beta; returns mean and rstd per row. */
+  layerNorm(x: Storage, gamma: Storage, beta: Storage, rows: number, C: number, eps: number): { y: Storage; mean: Storage; rstd: Storage };
+  layerNormBackward(dy: Storage, x: Storage, gamma: Storage, mean: Storage, rstd: Storage, rows: number, C: number): { dx: Storage; dgamma: Storage; dbeta: Storage };
+
+  /** ids i32 [T], table [V, D] → [T, D]. */
+  embedding(table: Storage, ids: Storage, T: number, V: number, D: number): Storage;
+  /** dtable[v, d] = Σ_{t: ids[t] = v} dy[t, d]. */
+  embeddingBackward(dy: Storage, ids: Storage, T: number, V: number, D: number): Storage;
+
+  /** Permutes a tensor of rank ≤ 4: out dim i is input dim perm[i]. */
+  permute(x: Storage, shape: number[], perm: number[]): Storage;
+
+  /** In-place optimizer updates over flat vectors of equal length. */
+  sgdStep(param: Storage, grad: Storage, velocity: Storage, p: SgdParams): void;
+  adamwStep(param: Storage, grad: Storage, m: Storage, v: Storage, p: AdamWParams): void;
+
+  /** Submits pending work (no-op on CPU). */
+  flush(): void;
+}

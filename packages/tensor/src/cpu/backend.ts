@@ -1,0 +1,299 @@
+// Plain-TS reference backend: the definition of every op's semantics, used to test the WGSL kernels
+// and as an explicit, reported fallback when WebGPU is missing. Precision 'f64' is for gradient checks.
+import type {
+  AdamWParams, Backend, BinaryOp, Conv2dParams, DType, MatmulParams, Pool2dParams, ReduceOp, SgdParams, Storage, UnaryOp,
+} from '../backend';
+import { contiguousStrides, numel } from '../shape';
+import { conv2dBackwardFilterRef, conv2dBackwardInputRef, conv2dRef, maxPool2dBackwardRef, maxPool2dRef } from './conv';
+import { layerNormBackwardRef, layerNormRef } from './layernorm';
+
+export type FloatArray = Float32Array | Float64Array;
+
+export class CpuStorage implements Storage {
+  constructor(readonly data: FloatArray | Int32Array) {}
+  get size(): number {
+    return this.data.length;
+  }
+}
+
+const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
+export function gelu(x: number): number {
+  return 0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
+}
+export function geluDerivative(x: number): number {
+  const u = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x);
+  const t = Math.tanh(u);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x);
+}
+
+function unaryFn(op: UnaryOp, alpha: number): (x: number) => number {
+  switch (op) {
+    case 'neg': return (x) => -x;
+    case 'exp': return Math.exp;
+    case 'log': return Math.log;
+    case 'sqrt': return Math.sqrt;
+    case 'relu': return (x) => (x > 0 ? x : 0);
+    case 'gelu': return gelu;
+    case 'tanh': return Math.tanh;
+    case 'scale': return (x) => x * alpha;
+    case 'addScalar': return (x) => x + alpha;
+    case 'square': return (x) => x * x;
+    case 'copy': return (x) => x;
+  }
+}
+
+function binaryFn(op: BinaryOp): (a: number, b: number) => number {
+  switch (op) {
+    case 'add': return (a, b) => a + b;
+    case 'sub': return (a, b) => a - b;
+    case 'mul': return (a, b) => a * b;
+    case 'div': return (a, b) => a / b;
+    case 'reluGrad': return (dy, x) => (x > 0 ? dy : 0);
+    case 'geluGrad': return (dy, x) => dy * geluDerivative(x);
+    case 'tanhGrad': return (dy, y) => dy * (1 - y * y);
+  }
+}
+
+export class CpuBackend implements Backend {
+  readonly kind = 'cpu' as const;
+  readonly description: string;
+  private readonly Float: Float32ArrayConstructor | Float64ArrayConstructor;
+
+  constructor(readonly precision: 'f32' | 'f64' = 'f32') {
+    this.Float = precision === 'f64' ? Float64Array : Float32Array;
+    this.description = `cpu reference (${precision})`;
+  }
+
+  private f(size: number): FloatArray {
+    return new this.Float(size);
+  }
+  private d(s: Storage): FloatArray {
+    return (s as CpuStorage).data as FloatArray;
+  }
+  private i(s: Storage): Int32Array {
+    const data = (s as CpuStorage).data;
+    if (!(data instanceof Int32Array)) throw new Error('expected an i32 tensor');
+    return data;
+  }
+  private out(data: FloatArray | Int32Array): CpuStorage {
+    return new CpuStorage(data);
+  }
+
+  alloc(size: number, dtype: DType): Storage {
+    return this.out(dtype === 'i32' ? new Int32Array(size) : this.f(size));
+  }
+  upload(data: Float32Array | Int32Array): Storage {
+    return this.out(data instanceof Int32Array ? Int32Array.from(data) : this.Float.from(data));
+  }
+  write(dst: Storage, data: Float32Array | Int32Array): void {
+    if (data.length !== dst.size) throw new Error(`write: ${data.length} elements into storage of ${dst.size}`);
+    (dst as CpuStorage).data.set(data);
+  }
+  async read(s: Storage, dtype: DType): Promise<Float32Array | Int32Array> {
+    const data = (s as CpuStorage).data;
+    return dtype === 'i32' ? Int32Array.from(data) : Float32Array.from(data);
+  }
+  /** The backing array itself, at full precision (tests). */
+  raw(s: Storage): FloatArray | Int32Array {
+    return (s as CpuStorage).data;
+  }
+  release(): void {}
+  view(s: Storage, offset: number, size: number): Storage {
+    return this.out((s as CpuStorage).data.subarray(offset, offset + size));
+  }
+  fill(dst: Storage, value: number): void {
+    (dst as CpuStorage).data.fill(value);
+  }
+  copy(dst: Storage, src: Storage): void {
+    (dst as CpuStorage).data.set((src as CpuStorage).data.subarray(0, dst.size));
+  }
+  flush(): void {}
+
+  matmul(a: Storage, b: Storage, bias: Storage | null, p: MatmulParams): Storage {
+    const A = this.d(a), B = this.d(b), out = this.f(p.batch * p.M * p.N);
+    const bb = bias ? this.d(bias) : null;
+    for (let z = 0; z < p.batch; z++) {
+      const oa = z * p.strideA, ob = z * p.strideB, oc = z * p.M * p.N;
+      for (let i = 0; i < p.M; i++) {
+        for (let j = 0; j < p.N; j++) {
+          let acc = 0;
+          for (let k = 0; k < p.K; k++) {
+            const av = p.transA ? A[oa + k * p.M + i] : A[oa + i * p.K + k];
+            const bv = p.transB ? B[ob + j * p.K + k] : B[ob + k * p.N + j];
+            acc += av * bv;
+          }
+          if (bb) acc += bb[j];
+          if (p.activation === 'relu' && acc < 0) acc = 0;
+          out[oc + i * p.N + j] = acc;
+        }
+      }
+    }
+    return this.out(out);
+  }
+
+  unary(op: UnaryOp, x: Storage, size: number, alpha: number): Storage {
+    const X = this.d(x), out = this.f(size), fn = unaryFn(op, alpha);
+    for (let i = 0; i < size; i++) out[i] = fn(X[i]);
+    return this.out(out);
+  }
+
+  binary(op: BinaryOp, a: Storage, b: Storage, outShape: number[], aStrides: number[], bStrides: number[]): Storage {
+    const A = this.d(a), B = this.d(b), n = numel(outShape), out = this.f(n), fn = binaryFn(op);
+    const strides = contiguousStrides(outShape);
+    for (let i = 0; i < n; i++) {
+      let ia = 0, ib = 0, rem = i;
+      for (let d = 0; d < outShape.length; d++) {
+        const c = Math.floor(rem / strides[d]);
+        rem -= c * strides[d];
+        ia += c * aStrides[d];
+        ib += c * bStrides[d];
+      }
+      out[i] = fn(A[ia], B[ib]);
+    }
+    return this.out(out);
+  }
+
+  reduce(op: ReduceOp, x: Storage, outer: number, reduce: number, inner: number): Storage {
+    const X = this.d(x), out = this.f(outer * inner);
+    for (let o = 0; o < outer; o++) {
+      for (let j = 0; j < inner; j++) {
+        let acc = op === 'max' ? -Infinity : 0;
+        for (let r = 0; r < reduce; r++) {
+          const v = X[(o * reduce + r) * inner + j];
+          acc = op === 'max' ? Math.max(acc, v) : acc + v;
+        }
+        out[o * inner + j] = op === 'mean' ? acc / reduce : acc;
+      }
+    }
+    return this.out(out);
+  }
+
+  softmaxCrossEntropy(logits: Storage, labels: Storage, B: number, C: number): { loss: Storage; probs: Storage } {
+    const X = this.d(logits), Y = this.i(labels), loss = this.f(B), probs = this.f(B * C);
+    for (let b = 0; b < B; b++) {
+      let max = -Infinity;
+      for (let c = 0; c < C; c++) max = Math.max(max, X[b * C + c]);
+      let sum = 0;
+      for (let c = 0; c < C; c++) sum += Math.exp(X[b * C + c] - max);
+      const logSum = Math.log(sum);
+      for (let c = 0; c < C; c++) probs[b * C + c] = Math.exp(X[b * C + c] - max - logSum);
+      const y = Y[b];
+      if (y < 0 || y >= C) throw new Error(`label ${y} out of range [0, ${C})`);
+      loss[b] = logSum - (X[b * C + y] - max);
+    }
+    return { loss: this.out(loss), probs: this.out(probs) };
+  }
+
+  softmaxCrossEntropyBackward(probs: Storage, labels: Storage, dmean: Storage, B: number, C: number): Storage {
+    const P = this.d(probs), Y = this.i(labels), g = this.d(dmean)[0] / B, out = this.f(B * C);
+    for (let b = 0; b < B; b++) {
+      for (let c = 0; c < C; c++) out[b * C + c] = (P[b * C + c] - (c === Y[b] ? 1 : 0)) * g;
+    }
+    return this.out(out);
+  }
+
+  softmax(x: Storage, rows: number, C: number, causalT: number): Storage {
+    const X = this.d(x), out = this.f(rows * C);
+    for (let r = 0; r < rows; r++) {
+      const limit = causalT > 0 ? (r % causalT) + 1 : C;
+      let max = -Infinity;
+      for (let c = 0; c < limit; c++) max = Math.max(max, X[r * C + c]);
+      let sum = 0;
+      for (let c = 0; c < limit; c++) sum += Math.exp(X[r * C + c] - max);
+      for (let c = 0; c < C; c++) out[r * C + c] = c < limit ? Math.exp(X[r * C + c] - max) / sum : 0;
+    }
+    return this.out(out);
+  }
+
+  softmaxBackward(y: Storage, dy: Storage, rows: number, C: number): Storage {
+    const Y = this.d(y), D = this.d(dy), out = this.f(rows * C);
+    for (let r = 0; r < rows; r++) {
+      let dot = 0;
+      for (let c = 0; c < C; c++) dot += D[r * C + c] * Y[r * C + c];
+      for (let c = 0; c < C; c++) out[r * C + c] = Y[r * C + c] * (D[r * C + c] - dot);
+    }
+    return this.out(out);
+  }
+
+  conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage {
+    return this.out(conv2dRef(this.d(x), this.d(w), bias ? this.d(bias) : null, p, this.f(p.batch * p.outC * p.outH * p.outW)));
+  }
+  conv2dBackwardInput(dy: Storage, w: Storage, p: Conv2dParams): Storage {
+    return this.out(conv2dBackwardInputRef(this.d(dy), this.d(w), p, this.f(p.batch * p.inC * p.inH * p.inW)));
+  }
+  conv2dBackwardFilter(dy: Storage, x: Storage, p: Conv2dParams): Storage {
+    return this.out(conv2dBackwardFilterRef(this.d(dy), this.d(x), p, this.f(p.outC * p.inC * p.kH * p.kW)));
+  }
+  maxPool2d(x: Storage, p: Pool2dParams): { y: Storage; argmax: Storage } {
+    const n = p.batch * p.channels * p.outH * p.outW;
+    const { y, argmax } = maxPool2dRef(this.d(x), p, this.f(n), new Int32Array(n));
+    return { y: this.out(y), argmax: this.out(argmax) };
+  }
+  maxPool2dBackward(dy: Storage, argmax: Storage, p: Pool2dParams): Storage {
+    return this.out(maxPool2dBackwardRef(this.d(dy), this.i(argmax), p, this.f(p.batch * p.channels * p.inH * p.inW)));
+  }
+
+  layerNorm(x: Storage, gamma: Storage, beta: Storage, rows: number, C: number, eps: number) {
+    const r = layerNormRef(this.d(x), this.d(gamma), this.d(beta), rows, C, eps, this.f(rows * C), this.f(rows), this.f(rows));
+    return { y: this.out(r.y), mean: this.out(r.mean), rstd: this.out(r.rstd) };
+  }
+  layerNormBackward(dy: Storage, x: Storage, gamma: Storage, mean: Storage, rstd: Storage, rows: number, C: number) {
+    const r = layerNormBackwardRef(this.d(dy), this.d(x), this.d(gamma), this.d(mean), this.d(rstd), rows, C, this.f(rows * C), this.f(C), this.f(C));
+    return { dx: this.out(r.dx), dgamma: this.out(r.dgamma), dbeta: this.out(r.dbeta) };
+  }
+
+  embedding(table: Storage, ids: Storage, T: number, V: number, D: number): Storage {
+    const W = this.d(table), I = this.i(ids), out = this.f(T * D);
+    for (let t = 0; t < T; t++) {
+      const v = I[t];
+      if (v < 0 || v >= V) throw new Error(`embedding id ${v} out of range [0, ${V})`);
+      for (let d = 0; d < D; d++) out[t * D + d] = W[v * D + d];
+    }
+    return this.out(out);
+  }
+  embeddingBackward(dy: Storage, ids: Storage, T: number, V: number, D: number): Storage {
+    const G = this.d(dy), I = this.i(ids), out = this.f(V * D);
+    for (let t = 0; t < T; t++) for (let d = 0; d < D; d++) out[I[t] * D + d] += G[t * D + d];
+    return this.out(out);
+  }
+
+  permute(x: Storage, shape: number[], perm: number[]): Storage {
+    const X = (x as CpuStorage).data, n = numel(shape);
+    const outShape = perm.map((p) => shape[p]);
+    const inStrides = contiguousStrides(shape);
+    const outStrides = contiguousStrides(outShape);
+    const out = X instanceof Int32Array ? new Int32Array(n) : this.f(n);
+    for (let i = 0; i < n; i++) {
+      let rem = i, src = 0;
+      for (let d = 0; d < outShape.length; d++) {
+        const c = Math.floor(rem / outStrides[d]);
+        rem -= c * outStrides[d];
+        src += c * inStrides[perm[d]];
+      }
+      out[i] = X[src];
+    }
+    return this.out(out);
+  }
+
+  sgdStep(param: Storage, grad: Storage, velocity: Storage, p: SgdParams): void {
+    const P = this.d(param), G = this.d(grad), V = this.d(velocity);
+    for (let i = 0; i < P.length; i++) {
+      const g = G[i] + p.weightDecay * P[i];
+      const v = p.momentum * V[i] + g;
+      V[i] = v;
+      P[i] -= p.lr * (p.nesterov ? g + p.momentum * v : v);
+    }
+  }
+
+  adamwStep(param: Storage, grad: Storage, m: Storage, v: Storage, p: AdamWParams): void {
+    const P = this.d(param), G = this.d(grad), M = this.d(m), V = this.d(v);
+    const c1 = 1 - Math.pow(p.beta1, p.step), c2 = 1 - Math.pow(p.beta2, p.step);
+    for (let i = 0; i < P.length; i++) {
+      const g = G[i];
+      M[i] = p.beta1 * M[i] + (1 - p.beta1) * g;
+      V[i] = p.beta2 * V[i] + (1 - p.beta2) * g * g;
+      const update = M[i] / c1 / (Math.sqrt(V[i] / c2) + p.eps);
+      P[i] -= p.lr * (update + p.weightDecay * P[i]);
+    }
+  }
+}

@@ -1,0 +1,14 @@
+export * from './backend';
+export * from './shape';
+export * from './tensor';
+export * from './autograd';
+export * from './ops/elementwise';
+export * from './ops/matmul';
+export * from './ops/loss';
+export * from './ops/conv';
+export * from './ops/norm';
+export * from './factory';
+export { CpuBackend, CpuStorage } from './cpu/backend';
+export { WebGpuBackend, type WebGpuBackendOptions } from './webgpu/backend';
+export { GpuRuntime, GpuStorage } from './webgpu/runtime';
+export { requestGpuDevice, GpuUnavailableError, GpuDeviceLostError, GpuKernelError, type AdapterSummary } from './webgpu/device';

@@ -1,0 +1,175 @@
+// Tensors and reverse-mode autograd. A tensor is a shape over backend storage plus, when it was
+// produced by a differentiable op, the node that knows how to push gradients to its inputs.
+import type { Backend, DType, Storage } from './backend';
+import { numel } from './shape';
+
+export interface GradNode {
+  readonly name: string;
+  readonly inputs: readonly Tensor[];
+  /**
+   * Given the output gradient, one thunk per input computing that input's gradient (null where it
+   * has none); autograd calls only the thunks of inputs that require grad.
+   */
+  backward(dy: Tensor): GradThunks;
+}
+
+export type GradThunks = ((() => Tensor) | null)[];
+
+let nextTensorId = 1;
+
+export class Tensor {
+  readonly id = nextTensorId++;
+  /** Gradient slot for leaves (e.g. a view into the flat gradient buffer); filled by backward(). */
+  grad: Tensor | null = null;
+
+  constructor(
+    readonly backend: Backend,
+    readonly storage: Storage,
+    readonly shape: readonly number[],
+    readonly dtype: DType = 'f32',
+    public requiresGrad = false,
+    readonly node: GradNode | null = null,
+  ) {
+    if (numel(shape) > storage.size) throw new Error(`shape [${shape}] needs ${numel(shape)} elements, storage has ${storage.size}`);
+    currentScope()?.track(this);
+  }
+
+  get size(): number {
+    return numel(this.shape);
+  }
+
+  async data(): Promise<Float32Array | Int32Array> {
+    const all = await this.backend.read(this.storage, this.dtype);
+    return all.length === this.size ? all : all.subarray(0, this.size);
+  }
+
+  async toFloat32(): Promise<Float32Array> {
+    const d = await this.data();
+    return d instanceof Float32Array ? d : Float32Array.from(d);
+  }
+
+  /** Same storage, new shape. */
+  reshape(shape: number[]): Tensor {
+    const inferred = inferShape(shape, this.size);
+    return derived(this.backend, this.storage, inferred, [this], 'reshape', (dy) => [() => dy.reshape([...this.shape])], this.dtype, false);
+  }
+}
+
+function inferShape(shape: number[], size: number): number[] {
+  const unknown = shape.indexOf(-1);
+  if (unknown >= 0) {
+    const known = shape.reduce((a, d, i) => (i === unknown ? a : a * d), 1);
+    shape = shape.map((d, i) => (i === unknown ? size / known : d));
+  }
+  if (numel(shape) !== size || shape.some((d) => !Number.isInteger(d) || d < 0)) {
+    throw new Error(`cannot reshape ${size} elements to [${shape}]`);
+  }
+  return shape;
+}
+
+/**
+ * Builds an op's output tensor; attaches a grad node only when some input requires grad.
+ * `owns` says whether the storage is new (and so released with the scope) or borrowed.
+ */
+export function derived(
+  backend: Backend,
+  storage: Storage,
+  shape: readonly number[],
+  inputs: readonly Tensor[],
+  name: string,
+  backward: (dy: Tensor) => GradThunks,
+  dtype: DType = 'f32',
+  owns = true,
+): Tensor {
+  const needs = gradEnabled && inputs.some((t) => t.requiresGrad);
+  const node = needs ? { name, inputs, backward } : null;
+  const t = new Tensor(backend, storage, shape, dtype, needs, node);
+  if (!owns) currentScope()?.borrow(t);
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scopes: every tensor made inside `tidy` is released when it ends, except what it returns or keeps.
+
+class Scope {
+  private readonly owned = new Set<Storage>();
+  private readonly borrowed = new Set<Storage>();
+  private readonly backends = new Map<Storage, Backend>();
+
+  track(t: Tensor): void {
+    if (persistentStorages.has(t.storage)) return;
+    this.owned.add(t.storage);
+    this.backends.set(t.storage, t.backend);
+  }
+
+  borrow(t: Tensor): void {
+    // A reshape shares its input's storage: the input's owner releases it.
+    this.owned.delete(t.storage);
+    this.borrowed.add(t.storage);
+  }
+
+  release(keep: Set<Storage>): void {
+    for (const s of this.owned) {
+      if (keep.has(s)) continue;
+      this.backends.get(s)!.release(s);
+    }
+    // Kept storages move to the enclosing scope.
+    const parent = currentScope();
+    if (parent) for (const s of keep) if (this.owned.has(s)) parent.adopt(s, this.backends.get(s)!);
+  }
+
+  adopt(s: Storage, b: Backend): void {
+    this.owned.add(s);
+    this.backends.set(s, b);
+  }
+}
+
+const scopes: Scope[] = [];
+const persistentStorages = new WeakSet<Storage>();
+let gradEnabled = true;
+
+function currentScope(): Scope | undefined {
+  return scopes[scopes.length - 1];
+}
+
+/** Marks storage as long-lived (parameters, optimizer state): no scope ever releases it. */
+export function keepForever(t: Tensor): Tensor {
+  persistentStorages.add(t.storage);
+  return t;
+}
+
+type Kept = Tensor | Tensor[] | Record<string, Tensor> | void | undefined;
+
+/** Runs fn and releases every tensor it created except the returned ones (and `keep`). */
+export function tidy<T extends Kept>(fn: () => T, keep: Tensor[] = []): T {
+  const scope = new Scope();
+  scopes.push(scope);
+  let result: T;
+  try {
+    result = fn();
+  } finally {
+    scopes.pop();
+  }
+  const kept = new Set<Storage>(keep.map((t) => t.storage));
+  if (result instanceof Tensor) kept.add(result.storage);
+  else if (Array.isArray(result)) for (const t of result) kept.add(t.storage);
+  else if (result && typeof result === 'object') for (const t of Object.values(result)) if (t instanceof Tensor) kept.add(t.storage);
+  scope.release(kept);
+  return result;
+}
+
+/** Releases a tensor made outside any scope (or kept from one). */
+export function dispose(t: Tensor): void {
+  if (!persistentStorages.has(t.storage)) t.backend.release(t.storage);
+}
+
+/** Runs fn without recording gradients (evaluation). */
+export function noGrad<T>(fn: () => T): T {
+  const prev = gradEnabled;
+  gradEnabled = false;
+  try {
+    return fn();
+  } finally {
+    gradEnabled = prev;
+  }
+}

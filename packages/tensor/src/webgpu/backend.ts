@@ -1,0 +1,187 @@
+// The WebGPU backend: every op is a WGSL kernel dispatched into the runtime's current command buffer.
+import type {
+  AdamWParams, Backend, BinaryOp, Conv2dParams, DType, MatmulParams, Pool2dParams, ReduceOp, SgdParams, Storage, UnaryOp,
+} from '../backend';
+import { requestGpuDevice, type AdapterSummary } from './device';
+import { f, grid1d, packUniforms, u } from './kernels/common';
+import { matmulKernel, type MatmulVariant } from './kernels/matmul';
+import { GpuRuntime, GpuStorage } from './runtime';
+
+const UNARY_CODES: Record<UnaryOp, number> = { neg: 0, exp: 1, log: 2, sqrt: 3, relu: 4, gelu: 5, tanh: 6, scale: 7, addScalar: 8, square: 9, copy: 10 };
+const BINARY_CODES: Record<BinaryOp, number> = { add: 0, sub: 1, mul: 2, div: 3, reluGrad: 4, geluGrad: 5, tanhGrad: 6 };
+const REDUCE_CODES: Record<ReduceOp, number> = { sum: 0, max: 1, mean: 2 };
+
+export interface WebGpuBackendOptions {
+  /** Force a matmul variant (benchmarks compare them); default picks by adapter. */
+  matmulVariant?: MatmulVariant;
+}
+
+export class WebGpuBackend implements Backend {
+  readonly kind = 'webgpu' as const;
+  readonly description: string;
+  readonly matmulVariant: MatmulVariant;
+  /** Bound where a shader declares an optional input that an op does not use. */
+  private readonly dummy: GpuStorage;
+
+  constructor(readonly rt: GpuRuntime, opts: WebGpuBackendOptions = {}) {
+    this.matmulVariant = opts.matmulVariant ?? (rt.adapter.isCpu ? 'reg' : 'tiled');
+    const a = rt.adapter;
+    this.description = `webgpu (${[a.vendor, a.architecture, a.description].filter(Boolean).join(' ') || 'unknown adapter'})`;
+    this.dummy = rt.allocDedicated(4, 'dummy');
+  }
+
+  static async create(gpu: GPU | undefined, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
+    const { device, adapter } = await requestGpuDevice(gpu);
+    return new WebGpuBackend(new GpuRuntime(device, adapter), opts);
+  }
+
+  get adapter(): AdapterSummary {
+    return this.rt.adapter;
+  }
+
+  private g(s: Storage): GpuStorage {
+    if (!(s instanceof GpuStorage)) throw new Error('storage from another backend passed to the WebGPU backend');
+    return s;
+  }
+
+  alloc(size: number): Storage {
+    return this.rt.alloc(size);
+  }
+  upload(data: Float32Array | Int32Array): Storage {
+    const s = this.rt.alloc(data.length);
+    this.rt.write(s, data);
+    return s;
+  }
+  write(dst: Storage, data: Float32Array | Int32Array): void {
+    if (data.length !== dst.size) throw new Error(`write: ${data.length} elements into storage of ${dst.size}`);
+    this.rt.write(this.g(dst), data);
+  }
+  async read(s: Storage, dtype: DType): Promise<Float32Array | Int32Array> {
+    const bytes = await this.rt.read(this.g(s));
+    return dtype === 'i32' ? new Int32Array(bytes) : new Float32Array(bytes);
+  }
+  release(s: Storage): void {
+    this.rt.release(this.g(s));
+  }
+  view(s: Storage, offset: number, size: number): Storage {
+    return this.rt.view(this.g(s), offset, size);
+  }
+  flush(): void {
+    this.rt.flush();
+  }
+
+  /** Dispatch for element-wise kernels whose uniforms start with (n, rowStride). */
+  private elementwise(shader: 'unary' | 'fill' | 'sgd' | 'adamw', n: number, rest: ReturnType<typeof f>[], buffers: GpuStorage[], constants: Record<string, number> = {}): void {
+    const WG = 256;
+    const { workgroups, rowStride } = grid1d(n, WG);
+    this.rt.dispatch({ shader, constants: { ...constants, WG }, uniforms: packUniforms([u(n), u(rowStride), ...rest]), buffers, workgroups });
+  }
+
+  fill(dst: Storage, value: number): void {
+    this.elementwise('fill', dst.size, [f(value)], [this.g(dst)]);
+  }
+  copy(dst: Storage, src: Storage): void {
+    this.elementwise('unary', dst.size, [f(0)], [this.g(src), this.g(dst)], { OP: UNARY_CODES.copy });
+  }
+
+  matmul(a: Storage, b: Storage, bias: Storage | null, p: MatmulParams): Storage {
+    const out = this.rt.alloc(p.batch * p.M * p.N);
+    matmulKernel(this.rt, this.matmulVariant, this.g(a), this.g(b), bias ? this.g(bias) : null, out, this.dummy, p);
+    return out;
+  }
+
+  unary(op: UnaryOp, x: Storage, size: number, alpha: number): Storage {
+    const out = this.rt.alloc(size);
+    this.elementwise('unary', size, [f(alpha)], [this.g(x), out], { OP: UNARY_CODES[op] });
+    return out;
+  }
+
+  binary(op: BinaryOp, a: Storage, b: Storage, outShape: number[], aStrides: number[], bStrides: number[]): Storage {
+    if (outShape.length > 4) throw new Error('binary ops support rank ≤ 4');
+    const pad = 4 - outShape.length;
+    const shape = [...Array(pad).fill(1), ...outShape];
+    const as = [...Array(pad).fill(0), ...aStrides];
+    const bs = [...Array(pad).fill(0), ...bStrides];
+    const n = outShape.reduce((x, y) => x * y, 1);
+    const out = this.rt.alloc(n);
+    const WG = 256;
+    const { workgroups, rowStride } = grid1d(n, WG);
+    const uniforms = packUniforms([u(n), u(rowStride), u(0), u(0), ...shape.map(u), ...as.map(u), ...bs.map(u)]);
+    this.rt.dispatch({ shader: 'binary', constants: { OP: BINARY_CODES[op], WG }, uniforms, buffers: [this.g(a), this.g(b), out], workgroups });
+    return out;
+  }
+
+  reduce(op: ReduceOp, x: Storage, outer: number, reduce: number, inner: number): Storage {
+    const out = this.rt.alloc(outer * inner);
+    const WG = 64;
+    this.rt.dispatch({
+      shader: 'reduce', constants: { OP: REDUCE_CODES[op], WG }, uniforms: packUniforms([u(outer), u(reduce), u(inner)]),
+      buffers: [this.g(x), out], workgroups: [Math.ceil((outer * inner) / WG)],
+    });
+    return out;
+  }
+
+  softmaxCrossEntropy(logits: Storage, labels: Storage, B: number, C: number): { loss: Storage; probs: Storage } {
+    const loss = this.rt.alloc(B), probs = this.rt.alloc(B * C);
+    this.rt.dispatch({
+      shader: 'softmax_ce', uniforms: packUniforms([u(B), u(C)]),
+      buffers: [this.g(logits), this.g(labels), loss, probs], workgroups: [Math.ceil(B / 64)],
+    });
+    return { loss, probs };
+  }
+
+  softmaxCrossEntropyBackward(probs: Storage, labels: Storage, dmean: Storage, B: number, C: number): Storage {
+    const out = this.rt.alloc(B * C);
+    this.rt.dispatch({
+      shader: 'softmax_ce_backward', uniforms: packUniforms([u(B), u(C)]),
+      buffers: [this.g(probs), this.g(labels), this.g(dmean), out], workgroups: [Math.ceil((B * C) / 256)],
+    });
+    return out;
+  }
+
+  softmax(_x: Storage, _rows: number, _C: number, _causalT: number): Storage {
+    throw new Error('softmax kernel not built yet');
+  }
+  softmaxBackward(_y: Storage, _dy: Storage, _rows: number, _C: number): Storage {
+    throw new Error('softmax kernel not built yet');
+  }
+  conv2d(_x: Storage, _w: Storage, _bias: Storage | null, _p: Conv2dParams): Storage {
+    throw new Error('conv2d kernel not built yet');
+  }
+  conv2dBackwardInput(_dy: Storage, _w: Storage, _p: Conv2dParams): Storage {
+    throw new Error('conv2d kernel not built yet');
+  }
+  conv2dBackwardFilter(_dy: Storage, _x: Storage, _p: Conv2dParams): Storage {
+    throw new Error('conv2d kernel not built yet');
+  }
+  maxPool2d(_x: Storage, _p: Pool2dParams): { y: Storage; argmax: Storage } {
+    throw new Error('maxpool kernel not built yet');
+  }
+  maxPool2dBackward(_dy: Storage, _argmax: Storage, _p: Pool2dParams): Storage {
+    throw new Error('maxpool kernel not built yet');
+  }
+  layerNorm(_x: Storage, _g: Storage, _b: Storage, _rows: number, _C: number, _eps: number): { y: Storage; mean: Storage; rstd: Storage } {
+    throw new Error('layernorm kernel not built yet');
+  }
+  layerNormBackward(_dy: Storage, _x: Storage, _g: Storage, _m: Storage, _r: Storage, _rows: number, _C: number): { dx: Storage; dgamma: Storage; dbeta: Storage } {
+    throw new Error('layernorm kernel not built yet');
+  }
+  embedding(_t: Storage, _ids: Storage, _T: number, _V: number, _D: number): Storage {
+    throw new Error('embedding kernel not built yet');
+  }
+  embeddingBackward(_dy: Storage, _ids: Storage, _T: number, _V: number, _D: number): Storage {
+    throw new Error('embedding kernel not built yet');
+  }
+  permute(_x: Storage, _shape: number[], _perm: number[]): Storage {
+    throw new Error('permute kernel not built yet');
+  }
+
+  sgdStep(param: Storage, grad: Storage, velocity: Storage, p: SgdParams): void {
+    this.elementwise('sgd', param.size, [f(p.lr), f(p.momentum), f(p.weightDecay), u(p.nesterov ? 1 : 0)], [this.g(param), this.g(grad), this.g(velocity)]);
+  }
+
+  adamwStep(param: Storage, grad: Storage, m: Storage, v: Storage, p: AdamWParams): void {
+    const c1 = 1 - Math.pow(p.beta1, p.step), c2 = 1 - Math.pow(p.beta2, p.step);
+    this.elementwise('adamw', param.size, [f(p.lr), f(p.beta1), f(p.beta2), f(p.eps), f(p.weightDecay), f(c1), f(c2)], [this.g(param), this.g(grad), this.g(m), this.g(v)]);
+  }
+}

@@ -1,0 +1,57 @@
+// Acquiring a WebGPU device with the limits training needs, and turning device loss and
+// uncaptured errors into clear errors.
+
+export class GpuUnavailableError extends Error {
+  override name = 'GpuUnavailableError';
+}
+
+export class GpuDeviceLostError extends Error {
+  override name = 'GpuDeviceLostError';
+}
+
+export class GpuKernelError extends Error {
+  override name = 'GpuKernelError';
+}
+
+export interface AdapterSummary {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+  /** True for CPU implementations (SwiftShader); selects kernel variants tuned for them. */
+  isCpu: boolean;
+  features: string[];
+  maxStorageBufferBindingSize: number;
+}
+
+export async function requestGpuDevice(gpu: GPU | undefined): Promise<{ device: GPUDevice; adapter: AdapterSummary }> {
+  if (!gpu) throw new GpuUnavailableError('WebGPU is not available here (navigator.gpu is missing); enable WebGPU or use the CPU fallback');
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw new GpuUnavailableError('WebGPU is present but no GPU adapter was found');
+  const lim = adapter.limits;
+  const requiredLimits: Record<string, number> = {
+    maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
+    maxBufferSize: lim.maxBufferSize,
+    maxStorageBuffersPerShaderStage: Math.min(lim.maxStorageBuffersPerShaderStage, 10),
+    maxComputeWorkgroupStorageSize: lim.maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup: lim.maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupSizeX: lim.maxComputeWorkgroupSizeX,
+    maxComputeWorkgroupSizeY: lim.maxComputeWorkgroupSizeY,
+    maxComputeWorkgroupsPerDimension: lim.maxComputeWorkgroupsPerDimension,
+  };
+  const device = await adapter.requestDevice({ requiredLimits, label: 'tabfleet' });
+  const info = adapter.info ?? ({} as GPUAdapterInfo);
+  const text = `${info.vendor ?? ''} ${info.architecture ?? ''} ${info.device ?? ''} ${info.description ?? ''}`.toLowerCase();
+  return {
+    device,
+    adapter: {
+      vendor: info.vendor ?? '',
+      architecture: info.architecture ?? '',
+      device: info.device ?? '',
+      description: info.description ?? '',
+      isCpu: text.includes('swiftshader') || text.includes('llvmpipe') || text.includes('lavapipe') || text.trim() === '',
+      features: [...adapter.features],
+      maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
+    },
+  };
+}

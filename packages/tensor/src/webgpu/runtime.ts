@@ -1,0 +1,248 @@
+// The WebGPU runtime under the backend: buffer pool, pipeline cache, a per-submission uniform arena,
+// and one compute pass that collects every dispatch until a flush. A training step therefore becomes
+// one command buffer, and the only wait is the readback the caller asks for.
+import { SHADERS, type ShaderName } from '../shaders.generated';
+import { GpuDeviceLostError, GpuKernelError, type AdapterSummary } from './device';
+
+const UNIFORM_SLOT = 256; // minUniformBufferOffsetAlignment
+// WebGPU's usage flag values, spelled out so this module loads before the WebGPU globals exist (Node).
+const USAGE = { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 } as const;
+const MAP_MODE_READ = 0x1;
+const STORAGE_USAGE = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
+
+let nextBufferId = 1;
+
+export class GpuStorage {
+  constructor(
+    readonly buffer: GPUBuffer,
+    readonly id: number,
+    /** Byte offset into buffer (views of the flat parameter buffer). */
+    readonly offset: number,
+    /** Elements. */
+    readonly size: number,
+    readonly isView: boolean,
+  ) {}
+}
+
+export interface Dispatch {
+  shader: ShaderName;
+  /** Override constants; part of the pipeline key. */
+  constants?: Record<string, number | boolean>;
+  /** Contents of the shader's uniform struct at @binding(0); u32 words or raw bytes. */
+  uniforms: Uint32Array | ArrayBuffer;
+  /** Storage buffers at @binding(1..n) in order. */
+  buffers: GpuStorage[];
+  workgroups: [number, number?, number?];
+}
+
+export class GpuRuntime {
+  private readonly pool = new Map<number, GPUBuffer[]>();
+  private readonly pipelines = new Map<string, GPUComputePipeline>();
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private readonly stagingPool = new Map<number, GPUBuffer[]>();
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private arena: GPUBuffer;
+  private arenaMirror: Uint8Array;
+  private arenaUsed = 0;
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private pendingDispatches = 0;
+  private error: Error | null = null;
+  private lostReason: string | null = null;
+  /** Dispatches and submissions since creation (benchmarks and tests read these). */
+  readonly counters = { dispatches: 0, submits: 0, readbacks: 0 };
+
+  constructor(readonly device: GPUDevice, readonly adapter: AdapterSummary) {
+    this.arenaMirror = new Uint8Array(4096 * UNIFORM_SLOT);
+    this.arena = this.createArena(this.arenaMirror.byteLength);
+    device.addEventListener('uncapturederror', (ev) => {
+      const msg = (ev as GPUUncapturedErrorEvent).error.message;
+      this.error ??= new GpuKernelError(`GPU error: ${msg}`);
+    });
+    void device.lost.then((info) => {
+      this.lostReason = `${info.reason}: ${info.message}`;
+    });
+  }
+
+  private createArena(bytes: number): GPUBuffer {
+    return this.device.createBuffer({ label: 'uniform-arena', size: bytes, usage: USAGE.UNIFORM | USAGE.COPY_DST });
+  }
+
+  private checkHealthy(): void {
+    if (this.lostReason !== null) throw new GpuDeviceLostError(`GPU device lost (${this.lostReason})`);
+    if (this.error) {
+      const e = this.error;
+      this.error = null;
+      throw e;
+    }
+  }
+
+  // ---- buffers -------------------------------------------------------------------------------
+
+  private static bucket(bytes: number): number {
+    return Math.max(256, 2 ** Math.ceil(Math.log2(Math.max(bytes, 4))));
+  }
+
+  alloc(elements: number, label = 'tensor'): GpuStorage {
+    const bytes = GpuRuntime.bucket(elements * 4);
+    const free = this.pool.get(bytes);
+    const buffer = free?.pop() ?? this.device.createBuffer({ label, size: bytes, usage: STORAGE_USAGE });
+    return new GpuStorage(buffer, this.idOf(buffer), 0, elements, false);
+  }
+
+  /** A buffer outside the pool (flat parameter store), sized exactly. */
+  allocDedicated(elements: number, label: string): GpuStorage {
+    const buffer = this.device.createBuffer({ label, size: Math.max(16, Math.ceil((elements * 4) / 16) * 16), usage: STORAGE_USAGE });
+    return new GpuStorage(buffer, this.idOf(buffer), 0, elements, true);
+  }
+
+  private idOf(buffer: GPUBuffer): number {
+    let id = this.bufferIds.get(buffer);
+    if (id === undefined) this.bufferIds.set(buffer, (id = nextBufferId++));
+    return id;
+  }
+
+  release(s: GpuStorage): void {
+    if (s.isView) return;
+    const bytes = s.buffer.size;
+    let free = this.pool.get(bytes);
+    if (!free) this.pool.set(bytes, (free = []));
+    free.push(s.buffer);
+  }
+
+  view(s: GpuStorage, offsetElements: number, size: number): GpuStorage {
+    const offset = s.offset + offsetElements * 4;
+    if (offset % 256 !== 0) throw new Error(`view offset ${offsetElements} is not 256-byte aligned`);
+    return new GpuStorage(s.buffer, s.id, offset, size, true);
+  }
+
+  /** Host → GPU. Flushes first so the write cannot overtake queued work that still reads this buffer. */
+  write(dst: GpuStorage, data: ArrayBufferView): void {
+    if (this.pendingDispatches > 0) this.flush();
+    this.device.queue.writeBuffer(dst.buffer, dst.offset, data.buffer, data.byteOffset, data.byteLength);
+  }
+
+  async read(src: GpuStorage): Promise<ArrayBuffer> {
+    this.checkHealthy();
+    const bytes = src.size * 4;
+    const size = GpuRuntime.bucket(bytes);
+    const staging = this.stagingPool.get(size)?.pop() ??
+      this.device.createBuffer({ label: 'readback', size, usage: USAGE.MAP_READ | USAGE.COPY_DST });
+    this.endPass();
+    this.ensureEncoder().copyBufferToBuffer(src.buffer, src.offset, staging, 0, Math.ceil(bytes / 4) * 4);
+    this.flush();
+    this.counters.readbacks++;
+    try {
+      await staging.mapAsync(MAP_MODE_READ, 0, bytes);
+    } catch (e) {
+      this.checkHealthy();
+      throw e;
+    }
+    const out = staging.getMappedRange(0, bytes).slice(0);
+    staging.unmap();
+    let free = this.stagingPool.get(size);
+    if (!free) this.stagingPool.set(size, (free = []));
+    free.push(staging);
+    this.checkHealthy();
+    return out;
+  }
+
+  // ---- dispatch ------------------------------------------------------------------------------
+
+  private pipeline(shader: ShaderName, constants: Record<string, number | boolean> | undefined): GPUComputePipeline {
+    const key = constants ? `${shader}|${JSON.stringify(constants)}` : shader;
+    let p = this.pipelines.get(key);
+    if (!p) {
+      const module = this.device.createShaderModule({ label: shader, code: SHADERS[shader] });
+      p = this.device.createComputePipeline({
+        label: key,
+        layout: 'auto',
+        compute: { module, entryPoint: 'main', constants: numericConstants(constants) },
+      });
+      (p as unknown as { __key: string }).__key = key;
+      this.pipelines.set(key, p);
+    }
+    return p;
+  }
+
+  private ensureEncoder(): GPUCommandEncoder {
+    return (this.encoder ??= this.device.createCommandEncoder({ label: 'tabfleet-step' }));
+  }
+
+  private endPass(): void {
+    if (this.pass) {
+      this.pass.end();
+      this.pass = null;
+    }
+  }
+
+  dispatch(d: Dispatch): void {
+    if (this.lostReason !== null) throw new GpuDeviceLostError(`GPU device lost (${this.lostReason})`);
+    const pipeline = this.pipeline(d.shader, d.constants);
+    const uniformBytes = d.uniforms instanceof ArrayBuffer ? new Uint8Array(d.uniforms) : new Uint8Array(d.uniforms.buffer, d.uniforms.byteOffset, d.uniforms.byteLength);
+    if (uniformBytes.byteLength > UNIFORM_SLOT) throw new Error(`${d.shader}: uniforms exceed ${UNIFORM_SLOT} bytes`);
+    if ((this.arenaUsed + 1) * UNIFORM_SLOT > this.arenaMirror.byteLength) this.growArena();
+    const slot = this.arenaUsed++;
+    this.arenaMirror.set(uniformBytes, slot * UNIFORM_SLOT);
+    const bindGroup = this.bindGroup(pipeline, slot, Math.max(16, Math.ceil(uniformBytes.byteLength / 16) * 16), d.buffers);
+    if (!this.pass) this.pass = this.ensureEncoder().beginComputePass({ label: 'tabfleet-compute' });
+    this.pass.setPipeline(pipeline);
+    this.pass.setBindGroup(0, bindGroup);
+    const [x, y = 1, z = 1] = d.workgroups;
+    if (x > 0 && y > 0 && z > 0) this.pass.dispatchWorkgroups(x, y, z);
+    this.pendingDispatches++;
+    this.counters.dispatches++;
+  }
+
+  private growArena(): void {
+    // Submit what uses the current arena, then switch to a bigger one (bind groups name the buffer).
+    this.flush();
+    const bigger = new Uint8Array(this.arenaMirror.byteLength * 2);
+    this.arena.destroy();
+    this.arenaMirror = bigger;
+    this.arena = this.createArena(bigger.byteLength);
+    this.bindGroups.clear();
+  }
+
+  private bindGroup(pipeline: GPUComputePipeline, slot: number, uniformSize: number, buffers: GpuStorage[]): GPUBindGroup {
+    let key = `${(pipeline as unknown as { __key: string }).__key}#${slot}:${uniformSize}`;
+    for (const b of buffers) key += `|${b.id}@${b.offset}+${b.size}`;
+    let g = this.bindGroups.get(key);
+    if (!g) {
+      if (this.bindGroups.size > 20000) this.bindGroups.clear();
+      const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: slot * UNIFORM_SLOT, size: uniformSize } }];
+      buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b.buffer, offset: b.offset, size: Math.max(4, b.size * 4) } }));
+      g = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+      this.bindGroups.set(key, g);
+    }
+    return g;
+  }
+
+  /** Submits everything recorded so far as one command buffer. */
+  flush(): void {
+    this.checkHealthy();
+    if (!this.encoder) return;
+    this.endPass();
+    if (this.arenaUsed > 0) this.device.queue.writeBuffer(this.arena, 0, this.arenaMirror.buffer, 0, this.arenaUsed * UNIFORM_SLOT);
+    this.device.queue.submit([this.encoder.finish()]);
+    this.counters.submits++;
+    this.encoder = null;
+    this.arenaUsed = 0;
+    this.pendingDispatches = 0;
+  }
+
+  /** Resolves when all submitted work has finished. */
+  async sync(): Promise<void> {
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    this.checkHealthy();
+  }
+}
+
+/** Override constants as numbers (booleans become 0/1, which WGSL's bool overrides accept). */
+function numericConstants(c: Record<string, number | boolean> | undefined): Record<string, number> | undefined {
+  if (!c) return undefined;
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(c)) out[k] = typeof v === 'boolean' ? Number(v) : v;
+  return out;
+}

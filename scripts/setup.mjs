@@ -1,0 +1,42 @@
+// Installs what `npm start`, `npm test` and `npm run bench` need on a fresh machine, and nothing when
+// it is already there: Debian packages (Chromium for WebGPU in headless tabs, libvulkan for Dawn in
+// Node, the Fashion-MNIST data set, redis-server for scale-out tests), npm packages, generated shaders.
+import { existsSync, statSync, writeFileSync, readFileSync } from 'node:fs';
+import { execSync } from 'node:child_process';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const debianNeeds = [
+  { pkg: 'chromium', path: '/usr/bin/chromium' },
+  { pkg: 'libvulkan1', path: '/usr/lib/x86_64-linux-gnu/libvulkan.so.1', alt: '/usr/lib/aarch64-linux-gnu/libvulkan.so.1' },
+  { pkg: 'dataset-fashion-mnist', path: '/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz' },
+  { pkg: 'redis-server', path: '/usr/bin/redis-server' },
+];
+
+function run(cmd) {
+  console.log(`[setup] ${cmd}`);
+  execSync(cmd, { stdio: 'inherit', cwd: root, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+}
+
+const missing = debianNeeds.filter((n) => !existsSync(n.path) && !(n.alt && existsSync(n.alt))).map((n) => n.pkg);
+if (missing.length > 0) {
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  if (!isRoot) {
+    console.error(`[setup] missing Debian packages: ${missing.join(' ')}\n[setup] run: sudo apt-get update && sudo apt-get install -y ${missing.join(' ')}`);
+    process.exit(1);
+  }
+  run('apt-get update -qq');
+  run(`apt-get install -y -qq --no-install-recommends ${missing.join(' ')}`);
+}
+
+// npm install when node_modules is missing or package-lock.json changed since the last install.
+const lock = join(root, 'package-lock.json');
+const stamp = join(root, 'node_modules/.tabfleet-setup-stamp');
+const lockTime = existsSync(lock) ? String(statSync(lock).mtimeMs) : 'none';
+if (!existsSync(stamp) || readFileSync(stamp, 'utf8') !== lockTime) {
+  run(existsSync(lock) ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund');
+  writeFileSync(stamp, existsSync(lock) ? String(statSync(lock).mtimeMs) : 'none');
+}
+
+await import('./gen-shaders.mjs');

@@ -1,0 +1,41 @@
+// `npm test`: type-check, then every *.test.ts through Node's test runner. Browser tests inside it
+// share one headless Chromium, launched here and reached through TABFLEET_BROWSER_WS.
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join, dirname, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const roots = ['packages', 'server', 'apps', 'e2e', 'bench'];
+
+function findTests(dir, out = []) {
+  for (const name of readdirSync(dir)) {
+    if (name === 'node_modules' || name === 'dist') continue;
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) findTests(p, out);
+    else if (name.endsWith('.test.ts')) out.push(relative(root, p));
+  }
+  return out;
+}
+
+const filter = process.argv.slice(2);
+const files = roots.flatMap((r) => findTests(join(root, r))).filter((f) => filter.length === 0 || filter.some((x) => f.includes(x)));
+if (files.length === 0) {
+  console.error('no test files found');
+  process.exit(1);
+}
+
+console.log('[test] type-checking');
+const tsc = spawnSync('npx', ['tsc', '--noEmit', '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' });
+if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+
+const { launchSharedBrowser } = await import('../e2e/shared-browser.mjs');
+const browser = await launchSharedBrowser();
+console.log(`[test] running ${files.length} test files`);
+const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
+  cwd: root,
+  stdio: 'inherit',
+  env: { ...process.env, TABFLEET_BROWSER_WS: browser.wsEndpoint() },
+});
+await browser.close();
+process.exit(result.status ?? 1);
