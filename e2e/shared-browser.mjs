@@ -5,7 +5,6 @@ export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 export const CHROMIUM_ARGS = [
   '--enable-unsafe-webgpu',
-  '--enable-features=Vulkan',
   '--no-sandbox',
   '--disable-background-networking',
   '--disable-component-update',

@@ -12,3 +12,4 @@ export { CpuBackend, CpuStorage } from './cpu/backend';
 export { WebGpuBackend, type WebGpuBackendOptions } from './webgpu/backend';
 export { GpuRuntime, GpuStorage } from './webgpu/runtime';
 export { requestGpuDevice, GpuUnavailableError, GpuDeviceLostError, GpuKernelError, type AdapterSummary } from './webgpu/device';
+export { Rng } from './random';

@@ -3,6 +3,7 @@ import type { WebGpuBackendOptions } from './webgpu/backend';
 import { WebGpuBackend } from './webgpu/backend';
 
 process.env.VK_ICD_FILENAMES ??= '/usr/lib/chromium/vk_swiftshader_icd.json';
+process.env.XDG_RUNTIME_DIR ??= '/tmp'; // silences the Vulkan loader's warning on headless machines
 
 let gpuPromise: Promise<GPU> | null = null;
 

@@ -110,7 +110,7 @@ class Scope {
 
   release(keep: Set<Storage>): void {
     for (const s of this.owned) {
-      if (keep.has(s)) continue;
+      if (keep.has(s) || persistentStorages.has(s)) continue;
       this.backends.get(s)!.release(s);
     }
     // Kept storages move to the enclosing scope.

@@ -12,13 +12,18 @@ export function layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps = 1e-5): T
   const { y, mean, rstd } = be.layerNorm(x.storage, gamma.storage, beta.storage, rows, C, eps);
   const stats = [derived(be, mean, [rows], [], 'ln_mean', () => []), derived(be, rstd, [rows], [], 'ln_rstd', () => [])];
   return derived(be, y, x.shape, [x, gamma, beta], 'layernorm', (dy) => {
-    let cached: ReturnType<typeof be.layerNormBackward> | null = null;
-    const grads = () => (cached ??= be.layerNormBackward(dy.storage, x.storage, gamma.storage, stats[0].storage, stats[1].storage, rows, C));
-    return [
-      () => derived(be, grads().dx, x.shape, [], 'ln_dx', () => []),
-      () => derived(be, grads().dgamma, [C], [], 'ln_dgamma', () => []),
-      () => derived(be, grads().dbeta, [C], [], 'ln_dbeta', () => []),
-    ];
+    // The kernel makes all three gradients at once; wrapping them together lets the scope free the
+    // ones no input asks for (e.g. a frozen gamma) instead of leaking their storage.
+    let cached: Tensor[] | null = null;
+    const grads = (): Tensor[] => (cached ??= (() => {
+      const g = be.layerNormBackward(dy.storage, x.storage, gamma.storage, stats[0].storage, stats[1].storage, rows, C);
+      return [
+        derived(be, g.dx, x.shape, [], 'ln_dx', () => []),
+        derived(be, g.dgamma, [C], [], 'ln_dgamma', () => []),
+        derived(be, g.dbeta, [C], [], 'ln_dbeta', () => []),
+      ];
+    })());
+    return [() => grads()[0], () => grads()[1], () => grads()[2]];
   });
 }
 

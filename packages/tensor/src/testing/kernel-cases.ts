@@ -103,6 +103,106 @@ const mm = (M: number, K: number, N: number, transA = false, transB = false): Ke
   fn: ([a, b]) => ops.matmul(a, b, { transA, transB }),
 });
 
+interface ConvSpec { B: number; inC: number; H: number; W: number; outC: number; kH: number; kW: number; stride: number; pad: number; bias: boolean }
+
+const conv = (c: ConvSpec, kind: InputSpec['kind'] = 'normal', tol?: KernelCase['tol']): KernelCase => ({
+  name: `conv2d [${c.B},${c.inC},${c.H},${c.W}] k${c.kH}×${c.kW} → ${c.outC} s${c.stride} p${c.pad}${c.bias ? ' +bias' : ''}${kind === 'normal' ? '' : ` ${kind}`}`,
+  inputs: [{ shape: [c.B, c.inC, c.H, c.W], kind }, { shape: [c.outC, c.inC, c.kH, c.kW] }, ...(c.bias ? [{ shape: [c.outC] }] : [])],
+  fn: ([x, w, b]) => ops.conv2d(x, w, b ?? null, { stride: c.stride, pad: c.pad }),
+  tol,
+});
+
+const pool = (shape: number[], k: number, stride: number, ties = false): KernelCase => ({
+  name: `maxpool [${shape}] k${k} s${stride}${ties ? ' with ties' : ''}`,
+  inputs: [{ shape }],
+  // Ties: 1e4 + 1e-3·x rounds to a handful of f32 values (ulp 2⁻¹⁰ at 1e4), so windows hold equal
+  // maxima while each element keeps its own gradient path; dx shows which tied index won (the first).
+  fn: ([x]) => (ties ? ops.scale(ops.maxPool2d(ops.addScalar(ops.scale(x, 1e-3), 1e4), k, stride), 1e3) : ops.maxPool2d(x, k, stride)),
+});
+
+const ALL_PERMS_4: number[][] = [];
+for (let a = 0; a < 4; a++) for (let b = 0; b < 4; b++) for (let c = 0; c < 4; c++) for (let d = 0; d < 4; d++)
+  if (new Set([a, b, c, d]).size === 4) ALL_PERMS_4.push([a, b, c, d]);
+
+/** conv2d, max pooling, softmax, layer norm, embedding and permute. */
+function layerCases(): KernelCase[] {
+  const C = (o: Partial<ConvSpec>): ConvSpec => ({ B: 1, inC: 1, H: 5, W: 5, outC: 1, kH: 3, kW: 3, stride: 1, pad: 0, bias: false, ...o });
+  return [
+    conv(C({ B: 1, inC: 1, H: 1, W: 1, outC: 1, kH: 1, kW: 1 })),
+    conv(C({ B: 1, inC: 3, H: 7, W: 9, outC: 5, kH: 1, kW: 1, bias: true })),
+    conv(C({ B: 2, inC: 3, H: 9, W: 11, outC: 6, stride: 2, pad: 1, bias: true })),
+    conv(C({ B: 1, inC: 2, H: 8, W: 6, outC: 7, kH: 5, kW: 5, pad: 2, bias: true })),
+    conv(C({ B: 3, inC: 5, H: 10, W: 7, outC: 3, stride: 2 })),
+    conv(C({ B: 2, inC: 3, H: 11, W: 13, outC: 9, kH: 5, kW: 5, stride: 2, pad: 2, bias: true })),
+    conv(C({ B: 1, inC: 6, H: 4, W: 4, outC: 5, kH: 4, kW: 4 })),
+    conv(C({ B: 2, inC: 4, H: 6, W: 9, outC: 4, kH: 1, kW: 3, pad: 1, bias: true })),
+    conv(C({ B: 1, inC: 2, H: 7, W: 7, outC: 3, stride: 3, pad: 2 })),
+    conv(C({ B: 5, inC: 7, H: 12, W: 10, outC: 10, pad: 1, bias: true })),
+    conv(C({ B: 2, inC: 3, H: 6, W: 6, outC: 5, pad: 1, bias: true }), 'extreme', { rtol: 1e-4, atol: 1e-2 }),
+    {
+      name: 'CNN shapes [8,1,28,28] conv3×3 p1 →16, relu, pool2, conv3×3 p1 →32, relu, pool2',
+      inputs: [{ shape: [8, 1, 28, 28] }, { shape: [16, 1, 3, 3] }, { shape: [16] }, { shape: [32, 16, 3, 3] }, { shape: [32] }],
+      fn: ([x, w1, b1, w2, b2]) => {
+        const h = ops.maxPool2d(ops.relu(ops.conv2d(x, w1, b1, { pad: 1 })), 2);
+        return ops.maxPool2d(ops.relu(ops.conv2d(h, w2, b2, { pad: 1 })), 2);
+      },
+    },
+    pool([1, 1, 4, 4], 2, 2), pool([2, 3, 7, 9], 2, 2), pool([1, 2, 9, 8], 3, 2), pool([1, 1, 5, 6], 3, 1),
+    pool([1, 2, 8, 8], 2, 3), pool([1, 1, 1, 1], 1, 1), pool([2, 3, 11, 10], 3, 3), pool([1, 2, 9, 9], 2, 4),
+    pool([3, 5, 6, 7], 2, 2, true), pool([2, 2, 7, 7], 3, 2, true), pool([1, 3, 8, 11], 3, 3, true),
+    { name: 'maxpool extreme values', inputs: [{ shape: [2, 3, 6, 6], kind: 'extreme' }], fn: ([x]) => ops.maxPool2d(x, 2) },
+    ...[[1, 1], [4, 33], [3, 1], [2, 3, 10]].map((shape): KernelCase => ({
+      name: `softmax [${shape}]`, inputs: [{ shape }], fn: ([x]) => ops.softmax(x),
+    })),
+    ...[[1, 1], [3, 1, 1], [5, 5], [2, 7, 7], [2, 3, 4, 4]].map((shape): KernelCase => ({
+      name: `causal softmax [${shape}]`, inputs: [{ shape }], fn: ([x]) => ops.softmax(x, true),
+    })),
+    { name: 'softmax extreme values', inputs: [{ shape: [6, 6], kind: 'extreme' }], fn: ([x]) => ops.softmax(x), tol: { rtol: 1e-4, atol: 1e-3 } },
+    { name: 'causal softmax extreme values', inputs: [{ shape: [2, 6, 6], kind: 'extreme' }], fn: ([x]) => ops.softmax(x, true), tol: { rtol: 1e-4, atol: 1e-3 } },
+    ...[[1, 1], [5, 1], [4, 33], [1, 64], [2, 3, 7]].map((shape): KernelCase => {
+      const Cn = shape[shape.length - 1];
+      return { name: `layernorm [${shape}]`, inputs: [{ shape }, { shape: [Cn] }, { shape: [Cn] }], fn: ([x, g, b]) => ops.layerNorm(x, g, b) };
+    }),
+    {
+      name: 'layernorm rows of 1e4 + noise',
+      inputs: [{ shape: [5, 33] }, { shape: [33] }, { shape: [33] }],
+      fn: ([x, g, b]) => ops.layerNorm(ops.addScalar(x, 1e4), g, b),
+    },
+    {
+      name: 'layernorm constant rows of 1e4',
+      inputs: [{ shape: [3, 17] }, { shape: [17] }, { shape: [17] }],
+      fn: ([x, g, b]) => ops.layerNorm(ops.addScalar(ops.scale(x, 0), 1e4), g, b),
+    },
+    {
+      name: 'layernorm with frozen gamma and beta (dx only)',
+      inputs: [{ shape: [4, 9] }, { shape: [9], grad: false }, { shape: [9], grad: false }],
+      fn: ([x, g, b]) => ops.layerNorm(x, g, b),
+    },
+    { name: 'layernorm extreme values', inputs: [{ shape: [6, 12], kind: 'extreme' }, { shape: [12] }, { shape: [12] }], fn: ([x, g, b]) => ops.layerNorm(x, g, b) },
+    ...[[5, 3, 17], [1, 1, 1], [4, 6, 30], [7, 1, 3], [9, 5, 1], [40, 33, 90], [600, 7, 700]].map(([V, D, T]): KernelCase => ({
+      name: `embedding V=${V} D=${D} T=${T}${T > V ? ' (repeated ids)' : ''}`,
+      inputs: [{ shape: [V, D] }, { shape: [T], kind: { ints: V } }],
+      fn: ([table, ids]) => ops.embedding(table, ids),
+    })),
+    {
+      name: 'embedding ids [2,7] V=4 D=5',
+      inputs: [{ shape: [4, 5] }, { shape: [2, 7], kind: { ints: 4 } }],
+      fn: ([table, ids]) => ops.embedding(table, ids),
+    },
+    ...ALL_PERMS_4.map((perm): KernelCase => ({
+      name: `permute [2,3,4,5] → [${perm}]`, inputs: [{ shape: [2, 3, 4, 5] }], fn: ([x]) => ops.permute(x, perm),
+    })),
+    { name: 'permute [1,7,1,3] → [0,2,1,3]', inputs: [{ shape: [1, 7, 1, 3] }], fn: ([x]) => ops.permute(x, [0, 2, 1, 3]) },
+    { name: 'permute [5,7] → [1,0]', inputs: [{ shape: [5, 7] }], fn: ([x]) => ops.permute(x, [1, 0]) },
+    { name: 'permute [2,3,4] → [2,0,1]', inputs: [{ shape: [2, 3, 4] }], fn: ([x]) => ops.permute(x, [2, 0, 1]) },
+    { name: 'permute [9] → [0]', inputs: [{ shape: [9] }], fn: ([x]) => ops.permute(x, [0]) },
+    {
+      name: 'permute i32 [3,4,5] → [2,0,1]', inputs: [{ shape: [3, 4, 5], kind: { ints: 1000 } }],
+      fn: ([x]) => ops.permute(x, [2, 0, 1]), forwardOnly: true,
+    },
+  ];
+}
+
 /** The full table. Shapes include 1, odd sizes, non-multiples of every tile and batch 1. */
 export function kernelCases(): KernelCase[] {
   const cases: KernelCase[] = [
@@ -151,5 +251,6 @@ export function kernelCases(): KernelCase[] {
       tol: { rtol: 1e-4, atol: 1e-3 },
     },
   ];
+  cases.push(...layerCases());
   return cases;
 }

@@ -4,7 +4,13 @@ import type {
 } from '../backend';
 import { requestGpuDevice, type AdapterSummary } from './device';
 import { f, grid1d, packUniforms, u } from './kernels/common';
+import { conv2dBackwardFilterKernel, conv2dBackwardInputKernel, conv2dKernel } from './kernels/conv';
+import { embeddingBackwardKernel, embeddingKernel } from './kernels/embedding';
 import { matmulKernel, type MatmulVariant } from './kernels/matmul';
+import { layerNormBackwardKernel, layerNormKernel } from './kernels/norm';
+import { permuteKernel } from './kernels/permute';
+import { maxPool2dBackwardKernel, maxPool2dKernel } from './kernels/pool';
+import { softmaxBackwardKernel, softmaxKernel } from './kernels/softmax';
 import { GpuRuntime, GpuStorage } from './runtime';
 
 const UNARY_CODES: Record<UnaryOp, number> = { neg: 0, exp: 1, log: 2, sqrt: 3, relu: 4, gelu: 5, tanh: 6, scale: 7, addScalar: 8, square: 9, copy: 10 };
@@ -139,41 +145,66 @@ export class WebGpuBackend implements Backend {
     return out;
   }
 
-  softmax(_x: Storage, _rows: number, _C: number, _causalT: number): Storage {
-    throw new Error('softmax kernel not built yet');
+  softmax(x: Storage, rows: number, C: number, causalT: number): Storage {
+    const y = this.rt.alloc(rows * C);
+    softmaxKernel(this.rt, this.g(x), y, rows, C, causalT);
+    return y;
   }
-  softmaxBackward(_y: Storage, _dy: Storage, _rows: number, _C: number): Storage {
-    throw new Error('softmax kernel not built yet');
+  softmaxBackward(y: Storage, dy: Storage, rows: number, C: number): Storage {
+    const dx = this.rt.alloc(rows * C);
+    softmaxBackwardKernel(this.rt, this.g(y), this.g(dy), dx, rows, C);
+    return dx;
   }
-  conv2d(_x: Storage, _w: Storage, _bias: Storage | null, _p: Conv2dParams): Storage {
-    throw new Error('conv2d kernel not built yet');
+  conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage {
+    const y = this.rt.alloc(p.batch * p.outC * p.outH * p.outW);
+    conv2dKernel(this.rt, this.g(x), this.g(w), bias ? this.g(bias) : null, y, this.dummy, p);
+    return y;
   }
-  conv2dBackwardInput(_dy: Storage, _w: Storage, _p: Conv2dParams): Storage {
-    throw new Error('conv2d kernel not built yet');
+  conv2dBackwardInput(dy: Storage, w: Storage, p: Conv2dParams): Storage {
+    const dx = this.rt.alloc(p.batch * p.inC * p.inH * p.inW);
+    conv2dBackwardInputKernel(this.rt, this.g(dy), this.g(w), dx, p);
+    return dx;
   }
-  conv2dBackwardFilter(_dy: Storage, _x: Storage, _p: Conv2dParams): Storage {
-    throw new Error('conv2d kernel not built yet');
+  conv2dBackwardFilter(dy: Storage, x: Storage, p: Conv2dParams): Storage {
+    const dw = this.rt.alloc(p.outC * p.inC * p.kH * p.kW);
+    conv2dBackwardFilterKernel(this.rt, this.g(dy), this.g(x), dw, p);
+    return dw;
   }
-  maxPool2d(_x: Storage, _p: Pool2dParams): { y: Storage; argmax: Storage } {
-    throw new Error('maxpool kernel not built yet');
+  maxPool2d(x: Storage, p: Pool2dParams): { y: Storage; argmax: Storage } {
+    const n = p.batch * p.channels * p.outH * p.outW;
+    const y = this.rt.alloc(n), argmax = this.rt.alloc(n);
+    maxPool2dKernel(this.rt, this.g(x), y, argmax, p);
+    return { y, argmax };
   }
-  maxPool2dBackward(_dy: Storage, _argmax: Storage, _p: Pool2dParams): Storage {
-    throw new Error('maxpool kernel not built yet');
+  maxPool2dBackward(dy: Storage, argmax: Storage, p: Pool2dParams): Storage {
+    const dx = this.rt.alloc(p.batch * p.channels * p.inH * p.inW);
+    maxPool2dBackwardKernel(this.rt, this.g(dy), this.g(argmax), dx, p);
+    return dx;
   }
-  layerNorm(_x: Storage, _g: Storage, _b: Storage, _rows: number, _C: number, _eps: number): { y: Storage; mean: Storage; rstd: Storage } {
-    throw new Error('layernorm kernel not built yet');
+  layerNorm(x: Storage, gamma: Storage, beta: Storage, rows: number, C: number, eps: number): { y: Storage; mean: Storage; rstd: Storage } {
+    const y = this.rt.alloc(rows * C), mean = this.rt.alloc(rows), rstd = this.rt.alloc(rows);
+    layerNormKernel(this.rt, this.g(x), this.g(gamma), this.g(beta), y, mean, rstd, rows, C, eps);
+    return { y, mean, rstd };
   }
-  layerNormBackward(_dy: Storage, _x: Storage, _g: Storage, _m: Storage, _r: Storage, _rows: number, _C: number): { dx: Storage; dgamma: Storage; dbeta: Storage } {
-    throw new Error('layernorm kernel not built yet');
+  layerNormBackward(dy: Storage, x: Storage, gamma: Storage, mean: Storage, rstd: Storage, rows: number, C: number): { dx: Storage; dgamma: Storage; dbeta: Storage } {
+    const dx = this.rt.alloc(rows * C), dgamma = this.rt.alloc(C), dbeta = this.rt.alloc(C);
+    layerNormBackwardKernel(this.rt, this.g(dy), this.g(x), this.g(gamma), this.g(mean), this.g(rstd), dx, dgamma, dbeta, rows, C);
+    return { dx, dgamma, dbeta };
   }
-  embedding(_t: Storage, _ids: Storage, _T: number, _V: number, _D: number): Storage {
-    throw new Error('embedding kernel not built yet');
+  embedding(table: Storage, ids: Storage, T: number, V: number, D: number): Storage {
+    const out = this.rt.alloc(T * D);
+    embeddingKernel(this.rt, this.g(table), this.g(ids), out, T, V, D);
+    return out;
   }
-  embeddingBackward(_dy: Storage, _ids: Storage, _T: number, _V: number, _D: number): Storage {
-    throw new Error('embedding kernel not built yet');
+  embeddingBackward(dy: Storage, ids: Storage, T: number, V: number, D: number): Storage {
+    const dtable = this.rt.alloc(V * D);
+    embeddingBackwardKernel(this.rt, this.g(dy), this.g(ids), dtable, T, V, D);
+    return dtable;
   }
-  permute(_x: Storage, _shape: number[], _perm: number[]): Storage {
-    throw new Error('permute kernel not built yet');
+  permute(x: Storage, shape: number[], perm: number[]): Storage {
+    const out = this.rt.alloc(shape.reduce((a, b) => a * b, 1));
+    permuteKernel(this.rt, this.g(x), out, shape, perm);
+    return out;
   }
 
   sgdStep(param: Storage, grad: Storage, velocity: Storage, p: SgdParams): void {

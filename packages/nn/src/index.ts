@@ -1,0 +1,5 @@
+export * from './params';
+export * from './layers';
+export * from './models/index';
+export * from './optim';
+export * from './train';

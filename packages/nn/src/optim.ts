@@ -1,0 +1,69 @@
+// Optimizers over the flat parameter vector: one WGSL update dispatch per step for the whole model.
+import type { Storage } from '@tabfleet/tensor';
+import type { ParamStore } from './params';
+
+export interface Optimizer {
+  /** Applies one update from the flat gradient; recorded into the current command buffer. */
+  step(): void;
+  readonly name: string;
+  lr: number;
+}
+
+export interface SgdConfig {
+  lr: number;
+  momentum?: number;
+  nesterov?: boolean;
+  weightDecay?: number;
+}
+
+export class Sgd implements Optimizer {
+  readonly name = 'sgd';
+  lr: number;
+  private readonly velocity: Storage;
+  constructor(private readonly store: ParamStore, private readonly cfg: SgdConfig) {
+    this.lr = cfg.lr;
+    this.velocity = store.backend.alloc(store.length, 'f32');
+    store.backend.fill(this.velocity, 0);
+  }
+  step(): void {
+    this.store.backend.sgdStep(this.store.flatParams, this.store.flatGrads, this.velocity, {
+      lr: this.lr, momentum: this.cfg.momentum ?? 0, nesterov: this.cfg.nesterov ?? false, weightDecay: this.cfg.weightDecay ?? 0,
+    });
+  }
+}
+
+export interface AdamWConfig {
+  lr: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay?: number;
+}
+
+export class AdamW implements Optimizer {
+  readonly name = 'adamw';
+  lr: number;
+  private readonly m: Storage;
+  private readonly v: Storage;
+  private t = 0;
+  constructor(private readonly store: ParamStore, private readonly cfg: AdamWConfig) {
+    this.lr = cfg.lr;
+    const be = store.backend;
+    this.m = be.alloc(store.length, 'f32');
+    this.v = be.alloc(store.length, 'f32');
+    be.fill(this.m, 0);
+    be.fill(this.v, 0);
+  }
+  step(): void {
+    this.t++;
+    this.store.backend.adamwStep(this.store.flatParams, this.store.flatGrads, this.m, this.v, {
+      lr: this.lr, beta1: this.cfg.beta1 ?? 0.9, beta2: this.cfg.beta2 ?? 0.999, eps: this.cfg.eps ?? 1e-8, weightDecay: this.cfg.weightDecay ?? 0, step: this.t,
+    });
+  }
+}
+
+export type OptimizerConfig = ({ kind: 'sgd' } & SgdConfig) | ({ kind: 'adamw' } & AdamWConfig);
+
+export function createOptimizer(store: ParamStore, cfg: OptimizerConfig): Optimizer {
+  return cfg.kind === 'sgd' ? new Sgd(store, cfg) : new AdamW(store, cfg);
+}

@@ -1,0 +1,72 @@
+// One training step and evaluation. A step records forward, backward and the optimizer update into
+// one command buffer; the loss is the only value read back.
+import { backward, dispose, noGrad, softmaxCrossEntropy, tensor, tidy, type Tensor } from '@tabfleet/tensor';
+import type { Model } from './models/model';
+import type { Optimizer } from './optim';
+
+export interface Batch {
+  /** Features (f32) or token ids (i32), laid out as model.inputShape(batch). */
+  x: Float32Array | Int32Array;
+  /** Class ids or next-token ids, one per logit row. */
+  y: Int32Array;
+  size: number;
+}
+
+function upload(model: Model, b: Batch): { x: Tensor; y: Tensor } {
+  const be = model.store.backend;
+  return { x: tensor(be, b.x, model.inputShape(b.size)), y: tensor(be, b.y, [b.y.length]) };
+}
+
+/** Records one step; returns the loss tensor (caller reads it). */
+export function recordTrainStep(model: Model, opt: Optimizer, batch: Batch): Tensor {
+  const { x, y } = upload(model, batch);
+  const loss = tidy(() => {
+    model.store.zeroGrads();
+    const l = softmaxCrossEntropy(model.forward(x), y);
+    backward(l);
+    opt.step();
+    return l;
+  });
+  dispose(x);
+  dispose(y);
+  return loss;
+}
+
+/** One step; resolves to the mean loss of the batch. */
+export async function trainStep(model: Model, opt: Optimizer, batch: Batch): Promise<number> {
+  const loss = recordTrainStep(model, opt, batch);
+  try {
+    return (await loss.data())[0];
+  } finally {
+    dispose(loss);
+  }
+}
+
+export interface EvalResult {
+  loss: number;
+  accuracy: number;
+  count: number;
+}
+
+/** Mean loss and accuracy over batches (no gradients). */
+export async function evaluate(model: Model, batches: Iterable<Batch>): Promise<EvalResult> {
+  let lossSum = 0, correct = 0, count = 0;
+  for (const b of batches) {
+    const { x, y } = upload(model, b);
+    const [logits, loss] = noGrad(() => tidy(() => {
+      const lg = model.forward(x);
+      return [lg, softmaxCrossEntropy(lg, y)];
+    }));
+    const [lv, lossV] = await Promise.all([logits.data(), loss.data()]);
+    [x, y, logits, loss].forEach(dispose);
+    const C = lv.length / b.y.length;
+    for (let r = 0; r < b.y.length; r++) {
+      let best = 0;
+      for (let c = 1; c < C; c++) if (lv[r * C + c] > lv[r * C + best]) best = c;
+      if (best === b.y[r]) correct++;
+    }
+    lossSum += lossV[0] * b.y.length;
+    count += b.y.length;
+  }
+  return { loss: lossSum / count, accuracy: correct / count, count };
+}

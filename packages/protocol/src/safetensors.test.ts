@@ -1,0 +1,42 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, SafetensorsError } from './safetensors';
+
+test('safetensors round-trips tensors and metadata with an 8-byte aligned data section', () => {
+  const a = Float32Array.from([1, -2.5, 3e-8, Infinity]);
+  const b = Float32Array.from({ length: 6 }, (_, i) => i);
+  const bytes = encodeSafetensors({ 'layer.weight': f32Tensor([2, 2], a), bias: f32Tensor([6], b) }, { model: 'mlp' });
+  const headerLen = Number(new DataView(bytes.buffer).getBigUint64(0, true));
+  assert.equal(headerLen % 8, 0);
+  const d = decodeSafetensors(bytes);
+  assert.deepEqual(d.metadata, { model: 'mlp' });
+  assert.deepEqual(d.tensors['layer.weight'].shape, [2, 2]);
+  assert.deepEqual([...f32Values(d.tensors['layer.weight'])], [...a]);
+  assert.deepEqual([...f32Values(d.tensors.bias)], [...b]);
+});
+
+const good = encodeSafetensors({ w: f32Tensor([2], Float32Array.from([1, 2])) });
+function withHeader(json: string, data = new Uint8Array(8)): Uint8Array {
+  const h = new TextEncoder().encode(json);
+  const out = new Uint8Array(8 + h.length + data.length);
+  new DataView(out.buffer).setBigUint64(0, BigInt(h.length), true);
+  out.set(h, 8);
+  out.set(data, 8 + h.length);
+  return out;
+}
+
+const malformed: [string, Uint8Array, RegExp][] = [
+  ['empty file', new Uint8Array(0), /shorter/],
+  ['header length past the end', good.slice(0, 12), /does not fit/],
+  ['header not JSON', withHeader('{nope'), /not valid JSON/],
+  ['header is an array', withHeader('[1,2]'), /not a JSON object/],
+  ['unknown dtype', withHeader('{"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}'), /unsupported dtype/],
+  ['negative shape', withHeader('{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}'), /bad shape/],
+  ['offsets past the data', withHeader('{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}'), /out of range/],
+  ['size does not match shape', withHeader('{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}'), /does not match/],
+];
+for (const [name, bytes, err] of malformed) {
+  test(`safetensors rejects ${name}`, () => {
+    assert.throws(() => decodeSafetensors(bytes), (e: Error) => e instanceof SafetensorsError && err.test(e.message));
+  });
+}

@@ -1,0 +1,101 @@
+// safetensors codec (https://huggingface.co/docs/safetensors): u64 little-endian header length, a
+// JSON header of { name: { dtype, shape, data_offsets } } plus optional string __metadata__, then
+// raw little-endian tensor bytes. Files we write load as they are in PyTorch and numpy.
+
+export type SafetensorsDType = 'F32' | 'F16' | 'I32' | 'U8';
+
+export interface NamedTensor {
+  dtype: SafetensorsDType;
+  shape: number[];
+  data: Uint8Array;
+}
+
+const BYTES: Record<SafetensorsDType, number> = { F32: 4, F16: 2, I32: 4, U8: 1 };
+/** Header bigger than this is refused: a corrupt or hostile length must not allocate gigabytes. */
+export const MAX_SAFETENSORS_HEADER = 16 * 1024 * 1024;
+
+export class SafetensorsError extends Error {
+  override name = 'SafetensorsError';
+}
+
+function bytesOf(t: Float32Array | Int32Array | Uint16Array | Uint8Array): Uint8Array {
+  return new Uint8Array(t.buffer, t.byteOffset, t.byteLength);
+}
+
+export function f32Tensor(shape: number[], data: Float32Array): NamedTensor {
+  return { dtype: 'F32', shape, data: bytesOf(data) };
+}
+
+export function encodeSafetensors(tensors: Record<string, NamedTensor>, metadata: Record<string, string> = {}): Uint8Array {
+  const header: Record<string, unknown> = {};
+  if (Object.keys(metadata).length) header.__metadata__ = metadata;
+  let offset = 0;
+  for (const [name, t] of Object.entries(tensors)) {
+    const expected = t.shape.reduce((a, d) => a * d, 1) * BYTES[t.dtype];
+    if (t.data.byteLength !== expected) throw new SafetensorsError(`${name}: ${t.data.byteLength} bytes for ${t.dtype}[${t.shape}] (want ${expected})`);
+    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + expected] };
+    offset += expected;
+  }
+  let json = new TextEncoder().encode(JSON.stringify(header));
+  const padded = Math.ceil(json.length / 8) * 8; // align the data section to 8 bytes, padding with spaces
+  if (padded !== json.length) {
+    const p = new Uint8Array(padded).fill(0x20);
+    p.set(json);
+    json = p;
+  }
+  const out = new Uint8Array(8 + json.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(json, 8);
+  let pos = 8 + json.length;
+  for (const t of Object.values(tensors)) {
+    out.set(t.data, pos);
+    pos += t.data.byteLength;
+  }
+  return out;
+}
+
+export interface DecodedSafetensors {
+  tensors: Record<string, NamedTensor>;
+  metadata: Record<string, string>;
+}
+
+export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
+  if (bytes.byteLength < 8) throw new SafetensorsError('file shorter than its 8-byte header length');
+  const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
+  if (n > MAX_SAFETENSORS_HEADER || 8 + n > bytes.byteLength) throw new SafetensorsError(`header length ${n} does not fit the file (${bytes.byteLength} bytes)`);
+  let header: Record<string, unknown>;
+  try {
+    header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  } catch {
+    throw new SafetensorsError('header is not valid JSON');
+  }
+  if (!header || typeof header !== 'object' || Array.isArray(header)) throw new SafetensorsError('header is not a JSON object');
+  const dataStart = 8 + n;
+  const dataLen = bytes.byteLength - dataStart;
+  const tensors: Record<string, NamedTensor> = {};
+  let metadata: Record<string, string> = {};
+  for (const [name, v] of Object.entries(header)) {
+    if (name === '__metadata__') {
+      metadata = v as Record<string, string>;
+      continue;
+    }
+    const e = v as { dtype?: string; shape?: unknown; data_offsets?: unknown };
+    if (!e || typeof e !== 'object' || !(e.dtype && e.dtype in BYTES)) throw new SafetensorsError(`${name}: unsupported dtype ${e?.dtype}`);
+    const dtype = e.dtype as SafetensorsDType;
+    if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isInteger(d) && d >= 0)) throw new SafetensorsError(`${name}: bad shape`);
+    const off = e.data_offsets;
+    if (!Array.isArray(off) || off.length !== 2 || !off.every((o) => Number.isInteger(o) && o >= 0) || off[0] > off[1] || off[1] > dataLen) {
+      throw new SafetensorsError(`${name}: data_offsets out of range`);
+    }
+    const shape = e.shape as number[];
+    if ((off[1] - off[0]) !== shape.reduce((a, d) => a * d, 1) * BYTES[dtype]) throw new SafetensorsError(`${name}: byte length does not match ${dtype}[${shape}]`);
+    tensors[name] = { dtype, shape, data: bytes.slice(dataStart + off[0], dataStart + off[1]) };
+  }
+  return { tensors, metadata };
+}
+
+/** Reads an F32 tensor's values (copied, so alignment never matters). */
+export function f32Values(t: NamedTensor): Float32Array {
+  if (t.dtype !== 'F32') throw new SafetensorsError(`expected F32, got ${t.dtype}`);
+  return new Float32Array(t.data.slice().buffer);
+}

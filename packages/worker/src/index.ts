@@ -1,0 +1,2 @@
+export * from './solo';
+export type { EngineApi, BackendChoice, BackendInfo } from './engine-worker';

@@ -1,0 +1,25 @@
+// One Vite multi-page build for the apps, the in-browser test pages and the benchmark page. Tests
+// and `npm start` serve the built dist/ (e2e/build.ts rebuilds it when sources change).
+import { resolve } from 'node:path';
+import { defineConfig } from 'vite';
+
+const root = import.meta.dirname;
+
+export default defineConfig({
+  root,
+  clearScreen: false,
+  logLevel: 'warn',
+  worker: { format: 'es' },
+  server: { host: '127.0.0.1', strictPort: false, fs: { allow: [root] } },
+  build: {
+    outDir: 'dist',
+    emptyOutDir: true,
+    target: 'es2022',
+    rollupOptions: {
+      input: {
+        trainer: resolve(root, 'apps/trainer/index.html'),
+        kernels: resolve(root, 'e2e/pages/kernels.html'),
+      },
+    },
+  },
+});
