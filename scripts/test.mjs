@@ -6,7 +6,7 @@ import { join, dirname, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const roots = ['packages', 'server', 'apps', 'e2e', 'bench'];
+const roots = ['packages', 'server', 'apps', 'e2e', 'bench', 'scripts'];
 
 function findTests(dir, out = []) {
   for (const name of readdirSync(dir)) {

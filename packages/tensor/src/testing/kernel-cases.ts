@@ -208,9 +208,16 @@ export function kernelCases(): KernelCase[] {
   const cases: KernelCase[] = [
     mm(1, 1, 1), mm(1, 7, 1), mm(3, 5, 7), mm(17, 33, 9), mm(64, 64, 64), mm(65, 31, 67),
     mm(5, 9, 3, true, false), mm(5, 9, 3, false, true), mm(13, 70, 11, true, true), mm(128, 784, 10, false, true),
+    // 4-aligned shapes that are not multiples of the 8×8 unrolled tile, in every layout.
+    mm(12, 20, 36), mm(20, 12, 4, true, false), mm(4, 8, 12, false, true), mm(12, 16, 20, true, true), mm(128, 784, 256, false, true),
     {
       name: 'batched matmul [3,5,7]·[3,7,4]',
       inputs: [{ shape: [3, 5, 7] }, { shape: [3, 7, 4] }],
+      fn: ([a, b]) => ops.matmul(a, b),
+    },
+    {
+      name: 'batched matmul 4-aligned [2,12,8]·[2,8,16]',
+      inputs: [{ shape: [2, 12, 8] }, { shape: [2, 8, 16] }],
       fn: ([a, b]) => ops.matmul(a, b),
     },
     {

@@ -26,6 +26,8 @@ export class GpuStorage {
 
 export interface Dispatch {
   shader: ShaderName;
+  /** Entry point when the module has several (default 'main'). */
+  entryPoint?: string;
   /** Override constants; part of the pipeline key. */
   constants?: Record<string, number | boolean>;
   /** Contents of the shader's uniform struct at @binding(0); u32 words or raw bytes. */
@@ -149,15 +151,15 @@ export class GpuRuntime {
 
   // ---- dispatch ------------------------------------------------------------------------------
 
-  private pipeline(shader: ShaderName, constants: Record<string, number | boolean> | undefined): GPUComputePipeline {
-    const key = constants ? `${shader}|${JSON.stringify(constants)}` : shader;
+  private pipeline(shader: ShaderName, entryPoint: string, constants: Record<string, number | boolean> | undefined): GPUComputePipeline {
+    const key = `${shader}:${entryPoint}${constants ? `|${JSON.stringify(constants)}` : ''}`;
     let p = this.pipelines.get(key);
     if (!p) {
       const module = this.device.createShaderModule({ label: shader, code: SHADERS[shader] });
       p = this.device.createComputePipeline({
         label: key,
         layout: 'auto',
-        compute: { module, entryPoint: 'main', constants: numericConstants(constants) },
+        compute: { module, entryPoint, constants: numericConstants(constants) },
       });
       (p as unknown as { __key: string }).__key = key;
       this.pipelines.set(key, p);
@@ -178,7 +180,7 @@ export class GpuRuntime {
 
   dispatch(d: Dispatch): void {
     if (this.lostReason !== null) throw new GpuDeviceLostError(`GPU device lost (${this.lostReason})`);
-    const pipeline = this.pipeline(d.shader, d.constants);
+    const pipeline = this.pipeline(d.shader, d.entryPoint ?? 'main', d.constants);
     const uniformBytes = d.uniforms instanceof ArrayBuffer ? new Uint8Array(d.uniforms) : new Uint8Array(d.uniforms.buffer, d.uniforms.byteOffset, d.uniforms.byteLength);
     if (uniformBytes.byteLength > UNIFORM_SLOT) throw new Error(`${d.shader}: uniforms exceed ${UNIFORM_SLOT} bytes`);
     if ((this.arenaUsed + 1) * UNIFORM_SLOT > this.arenaMirror.byteLength) this.growArena();

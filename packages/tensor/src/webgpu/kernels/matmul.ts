@@ -1,5 +1,6 @@
-// Matmul wrapper: picks the register-tiled variant on CPU adapters and the shared-memory tiled one on
-// real GPUs (measured: each wins several-fold on its own kind of adapter).
+// Matmul wrapper. CPU adapters ('reg'): the unrolled 8×8 register-tiled kernel when the shapes are
+// 4-aligned, else the 4×4 scalar one; real GPUs ('tiled'): the shared-memory tiled kernel. Each wins
+// several-fold on its own kind of adapter (bench/results/kernels.json).
 // A: [batch?, M, K] (or [K, M]), B: [batch?, K, N] (or [N, K]), bias [N] → C [batch, M, N].
 import type { MatmulParams } from '../../backend';
 import type { GpuRuntime, GpuStorage } from '../runtime';
@@ -7,17 +8,34 @@ import { packUniforms, u } from './common';
 
 export type MatmulVariant = 'reg' | 'tiled';
 
+/**
+ * matmul_unrolled reads 16 bytes at a time along each operand's contiguous dim, which must be a
+ * multiple of 4, and steps K by 4.
+ */
+function unrolledFits(p: MatmulParams): boolean {
+  return p.K % 4 === 0 && (!p.transA || p.M % 4 === 0) && (p.transB || p.N % 4 === 0) && p.strideA % 4 === 0 && p.strideB % 4 === 0;
+}
+
 export function matmulKernel(rt: GpuRuntime, variant: MatmulVariant, a: GpuStorage, b: GpuStorage, bias: GpuStorage | null, out: GpuStorage, dummy: GpuStorage, p: MatmulParams): void {
-  const constants = { TRANS_A: p.transA, TRANS_B: p.transB, HAS_BIAS: bias !== null, RELU: p.activation === 'relu' };
+  const epilogue = { HAS_BIAS: bias !== null, RELU: p.activation === 'relu' };
   const uniforms = packUniforms([u(p.M), u(p.N), u(p.K), u(p.strideA), u(p.strideB)]);
   const buffers = [a, b, bias ?? dummy, out];
-  if (variant === 'reg') {
-    const WG_X = 8, WG_Y = 8;
+  if (variant === 'tiled') {
     rt.dispatch({
-      shader: 'matmul_reg', constants: { ...constants, WG_X, WG_Y }, uniforms, buffers,
-      workgroups: [Math.ceil(p.N / 4 / WG_X), Math.ceil(p.M / 4 / WG_Y), p.batch],
+      shader: 'matmul_tiled', constants: { ...epilogue, TRANS_A: p.transA, TRANS_B: p.transB }, uniforms, buffers,
+      workgroups: [Math.ceil(p.N / 64), Math.ceil(p.M / 64), p.batch],
+    });
+  } else if (unrolledFits(p)) {
+    const WG_X = 16, WG_Y = 4, TILE = 8;
+    rt.dispatch({
+      shader: 'matmul_unrolled', entryPoint: `main_${p.transA ? 't' : 'n'}${p.transB ? 't' : 'n'}`, constants: { ...epilogue, WG_X, WG_Y },
+      uniforms, buffers, workgroups: [Math.ceil(p.N / TILE / WG_X), Math.ceil(p.M / TILE / WG_Y), p.batch],
     });
   } else {
-    rt.dispatch({ shader: 'matmul_tiled', constants, uniforms, buffers, workgroups: [Math.ceil(p.N / 64), Math.ceil(p.M / 64), p.batch] });
+    const WG_X = 8, WG_Y = 8;
+    rt.dispatch({
+      shader: 'matmul_reg', constants: { ...epilogue, TRANS_A: p.transA, TRANS_B: p.transB, WG_X, WG_Y }, uniforms, buffers,
+      workgroups: [Math.ceil(p.N / 4 / WG_X), Math.ceil(p.M / 4 / WG_Y), p.batch],
+    });
   }
 }
