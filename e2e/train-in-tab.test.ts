@@ -37,3 +37,19 @@ test('a tab trains the MLP on full Fashion-MNIST to ≥ 85% test accuracy', { ti
   assert.equal(r.testCount, 10000);
   assert.ok(r.testAccuracy >= 0.85, `MLP test accuracy ${r.testAccuracy}`);
 });
+
+test('a tab trains the small CNN on full Fashion-MNIST to ≥ 87% test accuracy', { timeout: 20 * 60_000 }, async () => {
+  const r = await trainInTab('cnn-fashion', 1);
+  assert.equal(r.testCount, 10000);
+  assert.ok(r.testAccuracy >= 0.87, `CNN test accuracy ${r.testAccuracy}`);
+});
+
+test('a tab trains the char transformer and its loss falls well below chance', { timeout: 15 * 60_000 }, async () => {
+  const r = await trainInTab('transformer-char', 1);
+  const chance = Math.log(30); // uniform over the 30-character charset
+  const first = r.losses.slice(0, 5).reduce((a, b) => a + b, 0) / 5;
+  const last = r.losses.slice(-5).reduce((a, b) => a + b, 0) / 5;
+  console.log(`transformer: loss ${first.toFixed(3)} → ${last.toFixed(3)} over ${r.steps} steps; test loss ${r.testLoss.toFixed(3)} (chance ${chance.toFixed(3)})`);
+  assert.ok(last < first * 0.6, `training loss should fall: ${first} → ${last}`);
+  assert.ok(r.testLoss < chance * 0.6, `test loss ${r.testLoss} should be well below chance ${chance}`);
+});

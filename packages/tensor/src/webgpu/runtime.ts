@@ -50,6 +50,8 @@ export class GpuRuntime {
   private pass: GPUComputePassEncoder | null = null;
   private pendingDispatches = 0;
   private error: Error | null = null;
+  /** Kernels recorded since the last completed readback, named in asynchronous GPU errors. */
+  private readonly recentKernels = new Set<string>();
   private lostReason: string | null = null;
   /** Dispatches and submissions since creation (benchmarks and tests read these). */
   readonly counters = { dispatches: 0, submits: 0, readbacks: 0 };
@@ -59,7 +61,7 @@ export class GpuRuntime {
     this.arena = this.createArena(this.arenaMirror.byteLength);
     device.addEventListener('uncapturederror', (ev) => {
       const msg = (ev as GPUUncapturedErrorEvent).error.message;
-      this.error ??= new GpuKernelError(`GPU error: ${msg}`);
+      this.error ??= new GpuKernelError(`GPU error in a submission running kernels [${[...this.recentKernels].join(', ')}]: ${msg}`);
     });
     void device.lost.then((info) => {
       this.lostReason = `${info.reason}: ${info.message}`;
@@ -146,6 +148,7 @@ export class GpuRuntime {
     if (!free) this.stagingPool.set(size, (free = []));
     free.push(staging);
     this.checkHealthy();
+    this.recentKernels.clear();
     return out;
   }
 
@@ -180,6 +183,8 @@ export class GpuRuntime {
 
   dispatch(d: Dispatch): void {
     if (this.lostReason !== null) throw new GpuDeviceLostError(`GPU device lost (${this.lostReason})`);
+    const expected = storageBindingCount(d.shader);
+    if (d.buffers.length !== expected) throw new GpuKernelError(`${d.shader}: expects ${expected} storage buffers, got ${d.buffers.length}`);
     const pipeline = this.pipeline(d.shader, d.entryPoint ?? 'main', d.constants);
     const uniformBytes = d.uniforms instanceof ArrayBuffer ? new Uint8Array(d.uniforms) : new Uint8Array(d.uniforms.buffer, d.uniforms.byteOffset, d.uniforms.byteLength);
     if (uniformBytes.byteLength > UNIFORM_SLOT) throw new Error(`${d.shader}: uniforms exceed ${UNIFORM_SLOT} bytes`);
@@ -194,6 +199,7 @@ export class GpuRuntime {
     if (x > 0 && y > 0 && z > 0) this.pass.dispatchWorkgroups(x, y, z);
     this.pendingDispatches++;
     this.counters.dispatches++;
+    this.recentKernels.add(d.shader);
   }
 
   private growArena(): void {
@@ -214,7 +220,7 @@ export class GpuRuntime {
       if (this.bindGroups.size > 20000) this.bindGroups.clear();
       const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: slot * UNIFORM_SLOT, size: uniformSize } }];
       buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b.buffer, offset: b.offset, size: Math.max(4, b.size * 4) } }));
-      g = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+      g = this.device.createBindGroup({ label: (pipeline as unknown as { __key: string }).__key, layout: pipeline.getBindGroupLayout(0), entries });
       this.bindGroups.set(key, g);
     }
     return g;
@@ -239,6 +245,18 @@ export class GpuRuntime {
     await this.device.queue.onSubmittedWorkDone();
     this.checkHealthy();
   }
+}
+
+const bindingCounts = new Map<ShaderName, number>();
+
+/** Storage bindings a kernel declares (all but the uniform at @binding(0)). */
+function storageBindingCount(shader: ShaderName): number {
+  let n = bindingCounts.get(shader);
+  if (n === undefined) {
+    n = new Set(SHADERS[shader].match(/@binding\((\d+)\)/g)).size - 1;
+    bindingCounts.set(shader, n);
+  }
+  return n;
 }
 
 /** Override constants as numbers (booleans become 0/1, which WGSL's bool overrides accept). */
