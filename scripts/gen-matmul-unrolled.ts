@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const TILE_ROWS = 8;
-export const TILE_COLS = 8;
+export const TILE_COLS = 16;
 export const LAYOUTS = ['nn', 'tn', 'nt', 'tt'] as const;
 
 function entryPoint(layout: (typeof LAYOUTS)[number], TM: number, TN: number): string[] {

@@ -16,6 +16,24 @@ function unrolledFits(p: MatmulParams): boolean {
   return p.K % 4 === 0 && (!p.transA || p.M % 4 === 0) && (p.transB || p.N % 4 === 0) && p.strideA % 4 === 0 && p.strideB % 4 === 0;
 }
 
+/** Must match scripts/gen-matmul-unrolled.ts (a test checks the shader is current). */
+const UNROLLED_TILE_ROWS = 8, UNROLLED_TILE_COLS = 16;
+
+/**
+ * 16×4 invocations per workgroup, shrunk towards 4×4 until there are at least 32 workgroups: the
+ * MLP's [128, 256] products otherwise leave SwiftShader's 16 worker batches half idle (measured
+ * 15 ms at 4×4 vs 21 ms at 16×4 for 128×256×784).
+ */
+function unrolledWorkgroup(p: MatmulParams): [number, number] {
+  let wx = 16, wy = 4;
+  const groups = () => Math.ceil(p.N / UNROLLED_TILE_COLS / wx) * Math.ceil(p.M / UNROLLED_TILE_ROWS / wy) * p.batch;
+  while (groups() < 32 && wx * wy > 16) {
+    if (wx > wy) wx /= 2;
+    else wy /= 2;
+  }
+  return [wx, wy];
+}
+
 export function matmulKernel(rt: GpuRuntime, variant: MatmulVariant, a: GpuStorage, b: GpuStorage, bias: GpuStorage | null, out: GpuStorage, dummy: GpuStorage, p: MatmulParams): void {
   const epilogue = { HAS_BIAS: bias !== null, RELU: p.activation === 'relu' };
   const uniforms = packUniforms([u(p.M), u(p.N), u(p.K), u(p.strideA), u(p.strideB)]);
@@ -26,10 +44,10 @@ export function matmulKernel(rt: GpuRuntime, variant: MatmulVariant, a: GpuStora
       workgroups: [Math.ceil(p.N / 64), Math.ceil(p.M / 64), p.batch],
     });
   } else if (unrolledFits(p)) {
-    const WG_X = 16, WG_Y = 4, TILE = 8;
+    const [WG_X, WG_Y] = unrolledWorkgroup(p);
     rt.dispatch({
       shader: 'matmul_unrolled', entryPoint: `main_${p.transA ? 't' : 'n'}${p.transB ? 't' : 'n'}`, constants: { ...epilogue, WG_X, WG_Y },
-      uniforms, buffers, workgroups: [Math.ceil(p.N / TILE / WG_X), Math.ceil(p.M / TILE / WG_Y), p.batch],
+      uniforms, buffers, workgroups: [Math.ceil(p.N / UNROLLED_TILE_COLS / WG_X), Math.ceil(p.M / UNROLLED_TILE_ROWS / WG_Y), p.batch],
     });
   } else {
     const WG_X = 8, WG_Y = 8;
