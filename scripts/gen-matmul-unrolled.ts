@@ -63,10 +63,11 @@ fn main_${layout}(@builtin(global_invocation_id) gid: vec3u) {
   }
   L.push(`  }`);
   L.push(`  let cBase = gid.z * p.M * p.N;`);
-  for (const v of cvecs) L.push(`  let bias${v} = loadBias(col0 + ${v * 4}u);`);
+  for (const v of cvecs) L.push(`  let bias${v} = columnBias(col0 + ${v * 4}u);`);
   for (const i of rows) {
     L.push(`  if (row0 + ${i}u < p.M) {`);
-    for (const v of cvecs) L.push(`    store(cBase + (row0 + ${i}u) * p.N, col0 + ${v * 4}u, acc${i}_${v} + bias${v});`);
+    L.push(`    let rowBias = vec4f(select(0.0, bias[row0 + ${i}u], HAS_BIAS && BIAS_PER_ROW));`);
+    for (const v of cvecs) L.push(`    store(cBase + (row0 + ${i}u) * p.N, col0 + ${v * 4}u, acc${i}_${v} + bias${v} + rowBias);`);
     L.push(`  }`);
   }
   L.push(`}`);
@@ -83,13 +84,15 @@ export function generateMatmulUnrolled(TM = TILE_ROWS, TN = TILE_COLS): string {
 // Entry points main_nn, main_tn, main_nt, main_tt: A and B plain (n) or transposed (t).
 // Needs K % 4 = 0, M % 4 = 0 when A is transposed, N % 4 = 0 when B is not, batch strides % 4 = 0
 // (matmul_reg covers every other shape).
-// Bindings: 0 uniform Params, 1 A (vec4), 2 B (vec4), 3 bias [N] (any buffer when HAS_BIAS is false), 4 C.
+// Bindings: 0 uniform Params, 1 A (vec4), 2 B (vec4), 3 bias [N], or [M] when BIAS_PER_ROW (conv
+// channels), any buffer when HAS_BIAS is false; 4 C.
 // Dispatch (ceil(N / ${TN} / WG_X), ceil(M / ${TM} / WG_Y), batch).
 struct Params { M: u32, N: u32, K: u32, strideA: u32, strideB: u32 }
 
 override WG_X: u32 = 16;
 override WG_Y: u32 = 4;
 override HAS_BIAS: bool = false;
+override BIAS_PER_ROW: bool = false;
 override RELU: bool = false;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -98,8 +101,8 @@ override RELU: bool = false;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> C: array<f32>;
 
-fn loadBias(col: u32) -> vec4f {
-  if (!HAS_BIAS) { return vec4f(0.0); }
+fn columnBias(col: u32) -> vec4f {
+  if (!HAS_BIAS || BIAS_PER_ROW) { return vec4f(0.0); }
   let last = p.N - 1u;
   return vec4f(bias[min(col, last)], bias[min(col + 1u, last)], bias[min(col + 2u, last)], bias[min(col + 3u, last)]);
 }

@@ -1,15 +1,16 @@
 // adamw — in-place AdamW over a flat vector (decoupled weight decay, bias-corrected moments).
 // m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²; w −= lr·(m/c1 / (sqrt(v/c2) + ε) + wd·w).
-// Bindings: 0 uniform Params, 1 w, 2 g, 3 m, 4 v (all [n]). Dispatch (ceil(n / (WG·rows)), rows).
+// Works on vec4s (n = vec4 count; flat vectors are padded to 64 floats).
+// Bindings: 0 uniform Params, 1 w, 2 g, 3 m, 4 v. Dispatch (ceil(n / (WG·rows)), rows).
 struct Params { n: u32, rowStride: u32, lr: f32, beta1: f32, beta2: f32, eps: f32, weightDecay: f32, c1: f32, c2: f32 }
 
 override WG: u32 = 256u;
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> w: array<f32>;
-@group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read_write> m: array<f32>;
-@group(0) @binding(4) var<storage, read_write> v: array<f32>;
+@group(0) @binding(1) var<storage, read_write> w: array<vec4f>;
+@group(0) @binding(2) var<storage, read> g: array<vec4f>;
+@group(0) @binding(3) var<storage, read_write> m: array<vec4f>;
+@group(0) @binding(4) var<storage, read_write> v: array<vec4f>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u) {
@@ -20,5 +21,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let vi = p.beta2 * v[i] + (1.0 - p.beta2) * grad * grad;
   m[i] = mi;
   v[i] = vi;
-  w[i] = w[i] - p.lr * ((mi / p.c1) / (sqrt(vi / p.c2) + p.eps) + p.weightDecay * w[i]);
+  w[i] = w[i] - p.lr * ((mi / p.c1) / (sqrt(vi / p.c2) + vec4f(p.eps)) + p.weightDecay * w[i]);
 }

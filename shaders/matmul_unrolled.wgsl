@@ -6,13 +6,15 @@
 // Entry points main_nn, main_tn, main_nt, main_tt: A and B plain (n) or transposed (t).
 // Needs K % 4 = 0, M % 4 = 0 when A is transposed, N % 4 = 0 when B is not, batch strides % 4 = 0
 // (matmul_reg covers every other shape).
-// Bindings: 0 uniform Params, 1 A (vec4), 2 B (vec4), 3 bias [N] (any buffer when HAS_BIAS is false), 4 C.
+// Bindings: 0 uniform Params, 1 A (vec4), 2 B (vec4), 3 bias [N], or [M] when BIAS_PER_ROW (conv
+// channels), any buffer when HAS_BIAS is false; 4 C.
 // Dispatch (ceil(N / 16 / WG_X), ceil(M / 8 / WG_Y), batch).
 struct Params { M: u32, N: u32, K: u32, strideA: u32, strideB: u32 }
 
 override WG_X: u32 = 16;
 override WG_Y: u32 = 4;
 override HAS_BIAS: bool = false;
+override BIAS_PER_ROW: bool = false;
 override RELU: bool = false;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -21,8 +23,8 @@ override RELU: bool = false;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> C: array<f32>;
 
-fn loadBias(col: u32) -> vec4f {
-  if (!HAS_BIAS) { return vec4f(0.0); }
+fn columnBias(col: u32) -> vec4f {
+  if (!HAS_BIAS || BIAS_PER_ROW) { return vec4f(0.0); }
   let last = p.N - 1u;
   return vec4f(bias[min(col, last)], bias[min(col + 1u, last)], bias[min(col + 2u, last)], bias[min(col + 3u, last)]);
 }
@@ -149,57 +151,65 @@ fn main_nn(@builtin(global_invocation_id) gid: vec3u) {
     acc7_3 = fma(vec4f(a7.w), b3_3, fma(vec4f(a7.z), b2_3, fma(vec4f(a7.y), b1_3, fma(vec4f(a7.x), b0_3, acc7_3))));
   }
   let cBase = gid.z * p.M * p.N;
-  let bias0 = loadBias(col0 + 0u);
-  let bias1 = loadBias(col0 + 4u);
-  let bias2 = loadBias(col0 + 8u);
-  let bias3 = loadBias(col0 + 12u);
+  let bias0 = columnBias(col0 + 0u);
+  let bias1 = columnBias(col0 + 4u);
+  let bias2 = columnBias(col0 + 8u);
+  let bias3 = columnBias(col0 + 12u);
   if (row0 + 0u < p.M) {
-    store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0);
-    store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1);
-    store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2);
-    store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 0u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3 + rowBias);
   }
   if (row0 + 1u < p.M) {
-    store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0);
-    store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1);
-    store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2);
-    store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 1u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3 + rowBias);
   }
   if (row0 + 2u < p.M) {
-    store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0);
-    store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1);
-    store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2);
-    store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 2u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3 + rowBias);
   }
   if (row0 + 3u < p.M) {
-    store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0);
-    store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1);
-    store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2);
-    store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 3u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3 + rowBias);
   }
   if (row0 + 4u < p.M) {
-    store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0);
-    store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1);
-    store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2);
-    store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 4u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3 + rowBias);
   }
   if (row0 + 5u < p.M) {
-    store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0);
-    store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1);
-    store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2);
-    store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 5u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3 + rowBias);
   }
   if (row0 + 6u < p.M) {
-    store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0);
-    store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1);
-    store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2);
-    store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 6u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3 + rowBias);
   }
   if (row0 + 7u < p.M) {
-    store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0);
-    store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1);
-    store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2);
-    store(cBase + (row0 + 7u) * p.N, col0 + 12u, acc7_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 7u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 12u, acc7_3 + bias3 + rowBias);
   }
 }
 
@@ -320,57 +330,65 @@ fn main_tn(@builtin(global_invocation_id) gid: vec3u) {
     acc7_3 = fma(vec4f(a7.w), b3_3, fma(vec4f(a7.z), b2_3, fma(vec4f(a7.y), b1_3, fma(vec4f(a7.x), b0_3, acc7_3))));
   }
   let cBase = gid.z * p.M * p.N;
-  let bias0 = loadBias(col0 + 0u);
-  let bias1 = loadBias(col0 + 4u);
-  let bias2 = loadBias(col0 + 8u);
-  let bias3 = loadBias(col0 + 12u);
+  let bias0 = columnBias(col0 + 0u);
+  let bias1 = columnBias(col0 + 4u);
+  let bias2 = columnBias(col0 + 8u);
+  let bias3 = columnBias(col0 + 12u);
   if (row0 + 0u < p.M) {
-    store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0);
-    store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1);
-    store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2);
-    store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 0u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3 + rowBias);
   }
   if (row0 + 1u < p.M) {
-    store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0);
-    store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1);
-    store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2);
-    store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 1u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3 + rowBias);
   }
   if (row0 + 2u < p.M) {
-    store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0);
-    store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1);
-    store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2);
-    store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 2u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3 + rowBias);
   }
   if (row0 + 3u < p.M) {
-    store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0);
-    store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1);
-    store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2);
-    store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 3u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3 + rowBias);
   }
   if (row0 + 4u < p.M) {
-    store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0);
-    store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1);
-    store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2);
-    store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 4u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3 + rowBias);
   }
   if (row0 + 5u < p.M) {
-    store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0);
-    store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1);
-    store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2);
-    store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 5u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3 + rowBias);
   }
   if (row0 + 6u < p.M) {
-    store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0);
-    store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1);
-    store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2);
-    store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 6u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3 + rowBias);
   }
   if (row0 + 7u < p.M) {
-    store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0);
-    store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1);
-    store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2);
-    store(cBase + (row0 + 7u) * p.N, col0 + 12u, acc7_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 7u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 12u, acc7_3 + bias3 + rowBias);
   }
 }
 
@@ -515,57 +533,65 @@ fn main_nt(@builtin(global_invocation_id) gid: vec3u) {
     acc7_3 = fma(vec4f(a7.w), b3_3, fma(vec4f(a7.z), b2_3, fma(vec4f(a7.y), b1_3, fma(vec4f(a7.x), b0_3, acc7_3))));
   }
   let cBase = gid.z * p.M * p.N;
-  let bias0 = loadBias(col0 + 0u);
-  let bias1 = loadBias(col0 + 4u);
-  let bias2 = loadBias(col0 + 8u);
-  let bias3 = loadBias(col0 + 12u);
+  let bias0 = columnBias(col0 + 0u);
+  let bias1 = columnBias(col0 + 4u);
+  let bias2 = columnBias(col0 + 8u);
+  let bias3 = columnBias(col0 + 12u);
   if (row0 + 0u < p.M) {
-    store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0);
-    store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1);
-    store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2);
-    store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 0u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3 + rowBias);
   }
   if (row0 + 1u < p.M) {
-    store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0);
-    store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1);
-    store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2);
-    store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 1u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3 + rowBias);
   }
   if (row0 + 2u < p.M) {
-    store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0);
-    store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1);
-    store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2);
-    store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 2u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3 + rowBias);
   }
   if (row0 + 3u < p.M) {
-    store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0);
-    store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1);
-    store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2);
-    store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 3u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3 + rowBias);
   }
   if (row0 + 4u < p.M) {
-    store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0);
-    store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1);
-    store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2);
-    store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 4u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3 + rowBias);
   }
   if (row0 + 5u < p.M) {
-    store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0);
-    store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1);
-    store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2);
-    store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 5u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3 + rowBias);
   }
   if (row0 + 6u < p.M) {
-    store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0);
-    store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1);
-    store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2);
-    store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 6u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3 + rowBias);
   }
   if (row0 + 7u < p.M) {
-    store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0);
-    store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1);
-    store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2);
-    store(cBase + (row0 + 7u) * p.N, col0 + 12u, acc7_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 7u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 12u, acc7_3 + bias3 + rowBias);
   }
 }
 
@@ -713,56 +739,64 @@ fn main_tt(@builtin(global_invocation_id) gid: vec3u) {
     acc7_3 = fma(vec4f(a7.w), b3_3, fma(vec4f(a7.z), b2_3, fma(vec4f(a7.y), b1_3, fma(vec4f(a7.x), b0_3, acc7_3))));
   }
   let cBase = gid.z * p.M * p.N;
-  let bias0 = loadBias(col0 + 0u);
-  let bias1 = loadBias(col0 + 4u);
-  let bias2 = loadBias(col0 + 8u);
-  let bias3 = loadBias(col0 + 12u);
+  let bias0 = columnBias(col0 + 0u);
+  let bias1 = columnBias(col0 + 4u);
+  let bias2 = columnBias(col0 + 8u);
+  let bias3 = columnBias(col0 + 12u);
   if (row0 + 0u < p.M) {
-    store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0);
-    store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1);
-    store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2);
-    store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 0u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2 + rowBias);
+    store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3 + rowBias);
   }
   if (row0 + 1u < p.M) {
-    store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0);
-    store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1);
-    store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2);
-    store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 1u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2 + rowBias);
+    store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3 + rowBias);
   }
   if (row0 + 2u < p.M) {
-    store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0);
-    store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1);
-    store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2);
-    store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 2u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2 + rowBias);
+    store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3 + rowBias);
   }
   if (row0 + 3u < p.M) {
-    store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0);
-    store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1);
-    store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2);
-    store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 3u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2 + rowBias);
+    store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3 + rowBias);
   }
   if (row0 + 4u < p.M) {
-    store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0);
-    store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1);
-    store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2);
-    store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 4u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2 + rowBias);
+    store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3 + rowBias);
   }
   if (row0 + 5u < p.M) {
-    store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0);
-    store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1);
-    store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2);
-    store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 5u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2 + rowBias);
+    store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3 + rowBias);
   }
   if (row0 + 6u < p.M) {
-    store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0);
-    store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1);
-    store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2);
-    store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 6u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2 + rowBias);
+    store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3 + rowBias);
   }
   if (row0 + 7u < p.M) {
-    store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0);
-    store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1);
-    store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2);
-    store(cBase + (row0 + 7u) * p.N, col0 + 12u, acc7_3 + bias3);
+    let rowBias = vec4f(select(0.0, bias[row0 + 7u], HAS_BIAS && BIAS_PER_ROW));
+    store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2 + rowBias);
+    store(cBase + (row0 + 7u) * p.N, col0 + 12u, acc7_3 + bias3 + rowBias);
   }
 }

@@ -99,6 +99,11 @@ export class ParamStore {
     this.backend.fill(this.flatGrads, 0);
   }
 
+  /** Zeroes the gradient slots of parameters that `backward` did not reach (usually none). */
+  zeroGradsExcept(reached: Set<Tensor>): void {
+    for (const t of this.byName.values()) if (!reached.has(t)) this.backend.fill(t.grad!.storage, 0);
+  }
+
   async readFlat(): Promise<Float32Array> {
     return (await this.backend.read(this.flatParams, 'f32')) as Float32Array;
   }

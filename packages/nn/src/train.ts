@@ -21,9 +21,9 @@ function upload(model: Model, b: Batch): { x: Tensor; y: Tensor } {
 export function recordTrainStep(model: Model, opt: Optimizer, batch: Batch): Tensor {
   const { x, y } = upload(model, batch);
   const loss = tidy(() => {
-    model.store.zeroGrads();
     const l = softmaxCrossEntropy(model.forward(x), y);
-    backward(l);
+    // Every reached parameter's slot is overwritten, so only unreached ones need zeroing.
+    model.store.zeroGradsExcept(backward(l));
     opt.step();
     return l;
   });

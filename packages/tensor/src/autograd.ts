@@ -24,9 +24,10 @@ function topoOrder(root: Tensor): Tensor[] {
 
 /**
  * Backpropagates from a scalar (or seeded) output. Leaves that have a `grad` slot get their gradient
- * copied into it; leaves without one get `grad` set to a new tensor in the current scope.
+ * copied into it; leaves without one get `grad` set to a new tensor in the current scope. Returns the
+ * leaves that received a gradient (a slot of any other leaf keeps its old contents).
  */
-export function backward(output: Tensor, seed?: Tensor): void {
+export function backward(output: Tensor, seed?: Tensor): Set<Tensor> {
   if (!output.requiresGrad) throw new Error('backward: output does not depend on any tensor that requires grad');
   const be = output.backend;
   if (!seed) {
@@ -36,6 +37,7 @@ export function backward(output: Tensor, seed?: Tensor): void {
     seed = derived(be, s, output.shape, [], 'seed', () => []);
   }
   const grads = new Map<number, Tensor>([[output.id, seed]]);
+  const reached = new Set<Tensor>();
   const order = topoOrder(output);
   for (let i = order.length - 1; i >= 0; i--) {
     const t = order[i];
@@ -43,6 +45,7 @@ export function backward(output: Tensor, seed?: Tensor): void {
     if (!g) continue;
     if (!t.node) {
       assignLeafGrad(t, g);
+      reached.add(t);
       continue;
     }
     const thunks = t.node.backward(g);
@@ -55,6 +58,7 @@ export function backward(output: Tensor, seed?: Tensor): void {
       grads.set(inp.id, prev ? add(prev, gi) : gi);
     });
   }
+  return reached;
 }
 
 function assignLeafGrad(leaf: Tensor, g: Tensor): void {

@@ -26,6 +26,8 @@ export interface MatmulParams {
   strideA: number;
   strideB: number;
   activation: Activation;
+  /** Bias indexed by output row [M] instead of column [N] (conv channels). */
+  biasPerRow?: boolean;
 }
 
 export interface Conv2dParams {

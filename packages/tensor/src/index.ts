@@ -13,3 +13,4 @@ export { WebGpuBackend, type WebGpuBackendOptions } from './webgpu/backend';
 export { GpuRuntime, GpuStorage } from './webgpu/runtime';
 export { requestGpuDevice, GpuUnavailableError, GpuDeviceLostError, GpuKernelError, type AdapterSummary } from './webgpu/device';
 export { Rng } from './random';
+export { type KernelTime } from './webgpu/profiler';

@@ -122,7 +122,7 @@ export class CpuBackend implements Backend {
             const bv = p.transB ? B[ob + j * p.K + k] : B[ob + k * p.N + j];
             acc += av * bv;
           }
-          if (bb) acc += bb[j];
+          if (bb) acc += p.biasPerRow ? bb[i] : bb[j];
           if (p.activation === 'relu' && acc < 0) acc = 0;
           out[oc + i * p.N + j] = acc;
         }

@@ -139,6 +139,11 @@ function layerCases(): KernelCase[] {
     conv(C({ B: 1, inC: 2, H: 7, W: 7, outC: 3, stride: 3, pad: 2 })),
     conv(C({ B: 5, inC: 7, H: 12, W: 10, outC: 10, pad: 1, bias: true })),
     conv(C({ B: 2, inC: 3, H: 6, W: 6, outC: 5, pad: 1, bias: true }), 'extreme', { rtol: 1e-4, atol: 1e-2 }),
+    // Shapes that take the im2col + matmul route on CPU adapters (K and outH·outW multiples of 4).
+    conv(C({ B: 2, inC: 4, H: 8, W: 8, outC: 6, pad: 1, bias: true })),
+    conv(C({ B: 3, inC: 4, H: 7, W: 7, outC: 8, stride: 2, pad: 1, bias: true })),
+    conv(C({ B: 1, inC: 4, H: 6, W: 6, outC: 4, kH: 5, kW: 5, pad: 2 })),
+    conv(C({ B: 2, inC: 8, H: 3, W: 4, outC: 12, kH: 1, kW: 1, bias: true })),
     {
       name: 'CNN shapes [8,1,28,28] conv3×3 p1 →16, relu, pool2, conv3×3 p1 →32, relu, pool2',
       inputs: [{ shape: [8, 1, 28, 28] }, { shape: [16, 1, 3, 3] }, { shape: [16] }, { shape: [32, 16, 3, 3] }, { shape: [32] }],

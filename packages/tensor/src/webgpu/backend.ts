@@ -7,6 +7,9 @@ import { f, grid1d, packUniforms, u } from './kernels/common';
 import { conv2dBackwardFilterKernel, conv2dBackwardInputKernel, conv2dKernel } from './kernels/conv';
 import { embeddingBackwardKernel, embeddingKernel } from './kernels/embedding';
 import { matmulKernel, type MatmulVariant } from './kernels/matmul';
+import { conv2dBackwardFilterGemm, conv2dBackwardInputGemm, conv2dGemm, gemmFits } from './kernels/conv-gemm';
+
+export type ConvVariant = 'gemm' | 'direct';
 import { layerNormBackwardKernel, layerNormKernel } from './kernels/norm';
 import { permuteKernel } from './kernels/permute';
 import { maxPool2dBackwardKernel, maxPool2dKernel } from './kernels/pool';
@@ -20,17 +23,21 @@ const REDUCE_CODES: Record<ReduceOp, number> = { sum: 0, max: 1, mean: 2 };
 export interface WebGpuBackendOptions {
   /** Force a matmul variant (benchmarks compare them); default picks by adapter. */
   matmulVariant?: MatmulVariant;
+  /** conv2d as im2col + matmul ('gemm', CPU adapters) or direct implicit GEMM ('direct'). */
+  convVariant?: ConvVariant;
 }
 
 export class WebGpuBackend implements Backend {
   readonly kind = 'webgpu' as const;
   readonly description: string;
   readonly matmulVariant: MatmulVariant;
+  readonly convVariant: ConvVariant;
   /** Bound where a shader declares an optional input that an op does not use. */
   private readonly dummy: GpuStorage;
 
   constructor(readonly rt: GpuRuntime, opts: WebGpuBackendOptions = {}) {
     this.matmulVariant = opts.matmulVariant ?? (rt.adapter.isCpu ? 'reg' : 'tiled');
+    this.convVariant = opts.convVariant ?? (rt.adapter.isCpu ? 'gemm' : 'direct');
     const a = rt.adapter;
     this.description = `webgpu (${[a.vendor, a.architecture, a.description].filter(Boolean).join(' ') || 'unknown adapter'})`;
     this.dummy = rt.allocDedicated(4, 'dummy');
@@ -76,9 +83,10 @@ export class WebGpuBackend implements Backend {
     this.rt.flush();
   }
 
-  /** Dispatch for element-wise kernels whose uniforms start with (n, rowStride). */
-  private elementwise(shader: 'unary' | 'fill' | 'sgd' | 'adamw', n: number, rest: ReturnType<typeof f>[], buffers: GpuStorage[], constants: Record<string, number> = {}): void {
-    const WG = 256;
+  /** Dispatch for the vec4 element-wise kernels, whose uniforms start with (vec4 count, rowStride). */
+  private elementwise(shader: 'unary' | 'fill' | 'sgd' | 'adamw', elements: number, rest: ReturnType<typeof f>[], buffers: GpuStorage[], constants: Record<string, number> = {}): void {
+    const WG = 64;
+    const n = Math.ceil(elements / 4);
     const { workgroups, rowStride } = grid1d(n, WG);
     this.rt.dispatch({ shader, constants: { ...constants, WG }, uniforms: packUniforms([u(n), u(rowStride), ...rest]), buffers, workgroups });
   }
@@ -157,17 +165,20 @@ export class WebGpuBackend implements Backend {
   }
   conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage {
     const y = this.rt.alloc(p.batch * p.outC * p.outH * p.outW);
-    conv2dKernel(this.rt, this.g(x), this.g(w), bias ? this.g(bias) : null, y, this.dummy, p);
+    if (this.convVariant === 'gemm' && gemmFits.forward(p)) conv2dGemm(this.rt, this.g(x), this.g(w), bias ? this.g(bias) : null, y, this.dummy, p);
+    else conv2dKernel(this.rt, this.g(x), this.g(w), bias ? this.g(bias) : null, y, this.dummy, p);
     return y;
   }
   conv2dBackwardInput(dy: Storage, w: Storage, p: Conv2dParams): Storage {
     const dx = this.rt.alloc(p.batch * p.inC * p.inH * p.inW);
-    conv2dBackwardInputKernel(this.rt, this.g(dy), this.g(w), dx, p);
+    if (this.convVariant === 'gemm' && gemmFits.backwardInput(p)) conv2dBackwardInputGemm(this.rt, this.g(dy), this.g(w), dx, this.dummy, p);
+    else conv2dBackwardInputKernel(this.rt, this.g(dy), this.g(w), dx, p);
     return dx;
   }
   conv2dBackwardFilter(dy: Storage, x: Storage, p: Conv2dParams): Storage {
     const dw = this.rt.alloc(p.outC * p.inC * p.kH * p.kW);
-    conv2dBackwardFilterKernel(this.rt, this.g(dy), this.g(x), dw, p);
+    if (this.convVariant === 'gemm' && gemmFits.backwardFilter(p)) conv2dBackwardFilterGemm(this.rt, this.g(dy), this.g(x), dw, this.dummy, p);
+    else conv2dBackwardFilterKernel(this.rt, this.g(dy), this.g(x), dw, p);
     return dw;
   }
   maxPool2d(x: Storage, p: Pool2dParams): { y: Storage; argmax: Storage } {

@@ -39,7 +39,9 @@ export async function requestGpuDevice(gpu: GPU | undefined): Promise<{ device: 
     maxComputeWorkgroupSizeY: lim.maxComputeWorkgroupSizeY,
     maxComputeWorkgroupsPerDimension: lim.maxComputeWorkgroupsPerDimension,
   };
-  const device = await adapter.requestDevice({ requiredLimits, label: 'tabfleet' });
+  // Timestamps are only used by the opt-in kernel profiler, but must be requested up front.
+  const requiredFeatures: GPUFeatureName[] = adapter.features.has('timestamp-query') ? ['timestamp-query'] : [];
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures, label: 'tabfleet' });
   const info = adapter.info ?? ({} as GPUAdapterInfo);
   const text = `${info.vendor ?? ''} ${info.architecture ?? ''} ${info.device ?? ''} ${info.description ?? ''}`.toLowerCase();
   return {

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { createNodeGpuBackend } from '../node-gpu';
 import { tensor } from '../factory';
 import { linear, matmul } from '../ops/matmul';
+import { conv2d } from '../ops/conv';
 import { dispose, tidy } from '../tensor';
 import { GpuDeviceLostError, GpuKernelError } from './device';
 import { GpuStorage } from './runtime';
@@ -60,4 +61,17 @@ test('shape errors say what was expected', async () => {
   assert.throws(() => matmul(a, a), /inner dims differ/);
   assert.throws(() => linear(a, tensor(gpu, new Float32Array(8), [2, 4]), null), /linear weight: expected shape \[2,3\]/);
   assert.throws(() => a.reshape([4, 2]), /cannot reshape 6 elements to \[4,2\]/);
+});
+
+test('on a CPU adapter conv2d takes the im2col + matmul route when the shapes allow it', async () => {
+  const gpu = await createNodeGpuBackend();
+  assert.equal(gpu.convVariant, 'gemm');
+  const before = gpu.rt.counters.dispatches;
+  const x = tensor(gpu, new Float32Array(2 * 4 * 8 * 8).fill(1), [2, 4, 8, 8], true);
+  const w = tensor(gpu, new Float32Array(8 * 4 * 3 * 3).fill(0.5), [8, 4, 3, 3], true);
+  const y = tidy(() => conv2d(x, w, null, { pad: 1 }));
+  // im2col + one matmul.
+  assert.equal(gpu.rt.counters.dispatches - before, 2);
+  const v = await y.data();
+  assert.equal(v[9], 4 * 9 * 0.5); // an interior pixel sees all 36 taps
 });

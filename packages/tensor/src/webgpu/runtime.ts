@@ -3,6 +3,7 @@
 // one command buffer, and the only wait is the readback the caller asks for.
 import { SHADERS, type ShaderName } from '../shaders.generated';
 import { GpuDeviceLostError, GpuKernelError, type AdapterSummary } from './device';
+import { KernelProfiler, type KernelTime } from './profiler';
 
 const UNIFORM_SLOT = 256; // minUniformBufferOffsetAlignment
 // WebGPU's usage flag values, spelled out so this module loads before the WebGPU globals exist (Node).
@@ -53,6 +54,7 @@ export class GpuRuntime {
   /** Kernels recorded since the last completed readback, named in asynchronous GPU errors. */
   private readonly recentKernels = new Set<string>();
   private lostReason: string | null = null;
+  private profiler: KernelProfiler | null = null;
   /** Dispatches and submissions since creation (benchmarks and tests read these). */
   readonly counters = { dispatches: 0, submits: 0, readbacks: 0 };
 
@@ -192,11 +194,17 @@ export class GpuRuntime {
     const slot = this.arenaUsed++;
     this.arenaMirror.set(uniformBytes, slot * UNIFORM_SLOT);
     const bindGroup = this.bindGroup(pipeline, slot, Math.max(16, Math.ceil(uniformBytes.byteLength / 16) * 16), d.buffers);
+    if (this.profiler) {
+      if (this.profiler.full) this.flush();
+      this.endPass();
+      this.pass = this.ensureEncoder().beginComputePass({ label: d.shader, timestampWrites: this.profiler.nextPass(d.entryPoint ? `${d.shader}:${d.entryPoint}` : d.shader) });
+    }
     if (!this.pass) this.pass = this.ensureEncoder().beginComputePass({ label: 'tabfleet-compute' });
     this.pass.setPipeline(pipeline);
     this.pass.setBindGroup(0, bindGroup);
     const [x, y = 1, z = 1] = d.workgroups;
     if (x > 0 && y > 0 && z > 0) this.pass.dispatchWorkgroups(x, y, z);
+    if (this.profiler) this.endPass();
     this.pendingDispatches++;
     this.counters.dispatches++;
     this.recentKernels.add(d.shader);
@@ -219,7 +227,9 @@ export class GpuRuntime {
     if (!g) {
       if (this.bindGroups.size > 20000) this.bindGroups.clear();
       const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: this.arena, offset: slot * UNIFORM_SLOT, size: uniformSize } }];
-      buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b.buffer, offset: b.offset, size: Math.max(4, b.size * 4) } }));
+      // Bindings round up to 16 bytes (every pooled and dedicated buffer has the room) so vec4 kernels
+      // can cover a tensor whose length is not a multiple of 4.
+      buffers.forEach((b, i) => entries.push({ binding: i + 1, resource: { buffer: b.buffer, offset: b.offset, size: Math.min(b.buffer.size - b.offset, Math.max(16, Math.ceil(b.size / 4) * 16)) } }));
       g = this.device.createBindGroup({ label: (pipeline as unknown as { __key: string }).__key, layout: pipeline.getBindGroupLayout(0), entries });
       this.bindGroups.set(key, g);
     }
@@ -232,11 +242,32 @@ export class GpuRuntime {
     if (!this.encoder) return;
     this.endPass();
     if (this.arenaUsed > 0) this.device.queue.writeBuffer(this.arena, 0, this.arenaMirror.buffer, 0, this.arenaUsed * UNIFORM_SLOT);
+    const afterSubmit = this.profiler?.beforeSubmit(this.encoder);
     this.device.queue.submit([this.encoder.finish()]);
+    afterSubmit?.();
     this.counters.submits++;
     this.encoder = null;
     this.arenaUsed = 0;
     this.pendingDispatches = 0;
+  }
+
+  /**
+   * Starts timing every dispatch (needs the adapter's 'timestamp-query' feature). Each dispatch then
+   * runs in its own pass, so this is for finding the expensive kernels, not for end-to-end figures.
+   */
+  startProfile(): void {
+    if (!this.device.features.has('timestamp-query')) throw new Error('this adapter has no timestamp-query feature');
+    this.flush();
+    this.profiler = new KernelProfiler(this.device);
+  }
+
+  /** Stops profiling; total GPU time per kernel, most expensive first. */
+  async stopProfile(): Promise<KernelTime[]> {
+    const p = this.profiler;
+    if (!p) throw new Error('no profile running');
+    this.flush();
+    this.profiler = null;
+    return p.collect();
   }
 
   /** Resolves when all submitted work has finished. */

@@ -12,7 +12,7 @@ export type MatmulVariant = 'reg' | 'tiled';
  * matmul_unrolled reads 16 bytes at a time along each operand's contiguous dim, which must be a
  * multiple of 4, and steps K by 4.
  */
-function unrolledFits(p: MatmulParams): boolean {
+export function unrolledFits(p: MatmulParams): boolean {
   return p.K % 4 === 0 && (!p.transA || p.M % 4 === 0) && (p.transB || p.N % 4 === 0) && p.strideA % 4 === 0 && p.strideB % 4 === 0;
 }
 
@@ -35,6 +35,7 @@ function unrolledWorkgroup(p: MatmulParams): [number, number] {
 }
 
 export function matmulKernel(rt: GpuRuntime, variant: MatmulVariant, a: GpuStorage, b: GpuStorage, bias: GpuStorage | null, out: GpuStorage, dummy: GpuStorage, p: MatmulParams): void {
+  if (p.biasPerRow && (variant === 'tiled' || !unrolledFits(p))) throw new Error('per-row bias is only implemented by matmul_unrolled');
   const epilogue = { HAS_BIAS: bias !== null, RELU: p.activation === 'relu' };
   const uniforms = packUniforms([u(p.M), u(p.N), u(p.K), u(p.strideA), u(p.strideB)]);
   const buffers = [a, b, bias ?? dummy, out];
@@ -46,7 +47,8 @@ export function matmulKernel(rt: GpuRuntime, variant: MatmulVariant, a: GpuStora
   } else if (unrolledFits(p)) {
     const [WG_X, WG_Y] = unrolledWorkgroup(p);
     rt.dispatch({
-      shader: 'matmul_unrolled', entryPoint: `main_${p.transA ? 't' : 'n'}${p.transB ? 't' : 'n'}`, constants: { ...epilogue, WG_X, WG_Y },
+      shader: 'matmul_unrolled', entryPoint: `main_${p.transA ? 't' : 'n'}${p.transB ? 't' : 'n'}`,
+      constants: { ...epilogue, BIAS_PER_ROW: p.biasPerRow ?? false, WG_X, WG_Y },
       uniforms, buffers, workgroups: [Math.ceil(p.N / UNROLLED_TILE_COLS / WG_X), Math.ceil(p.M / UNROLLED_TILE_ROWS / WG_Y), p.batch],
     });
   } else {
