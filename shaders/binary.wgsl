@@ -9,6 +9,9 @@ struct Params {
 }
 
 override OP: u32 = 0u;
+// Same shapes, no broadcasting: skip the index arithmetic (integer division is scalarized, and slow,
+// on CPU adapters).
+override CONTIGUOUS: bool = false;
 override WG: u32 = 256u;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -39,6 +42,10 @@ fn apply(x: f32, y: f32) -> f32 {
 fn main(@builtin(global_invocation_id) gid: vec3u) {
   let i = gid.y * p.rowStride + gid.x;
   if (gid.x >= p.rowStride || i >= p.n) { return; }
+  if (CONTIGUOUS) {
+    out[i] = apply(a[i], b[i]);
+    return;
+  }
   let s = p.shape;
   let i3 = i % s.w;
   let i2 = (i / s.w) % s.z;

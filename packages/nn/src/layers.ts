@@ -27,8 +27,8 @@ export class Conv2d {
     this.b = store.declare(`${name}.bias`, [outC], { kind: 'const', value: 0 });
   }
   /** x: [B, inC, H, W] → [B, outC, H', W']. */
-  forward(x: Tensor): Tensor {
-    return conv2d(x, this.w(), this.b(), this.opts);
+  forward(x: Tensor, activation: Activation = 'none'): Tensor {
+    return conv2d(x, this.w(), this.b(), { ...this.opts, activation });
   }
 }
 

@@ -42,6 +42,8 @@ export interface Conv2dParams {
   pad: number;
   outH: number;
   outW: number;
+  /** Fused epilogue (default none). */
+  activation?: Activation;
 }
 
 export interface Pool2dParams {

@@ -1,6 +1,6 @@
 // Small CNN for 28×28 images: [conv3×3 → ReLU → maxpool2] × 2 → Linear+ReLU → Linear.
 // x: [B, 1, 28, 28] (or [B, 784]) → logits [B, classes].
-import { maxPool2d, relu, type Tensor } from '@tabfleet/tensor';
+import { maxPool2d, type Tensor } from '@tabfleet/tensor';
 import { Conv2d, Linear } from '../layers';
 import { ParamStore } from '../params';
 import type { Model } from './model';
@@ -40,8 +40,8 @@ export class Cnn implements Model {
   forward(x: Tensor): Tensor {
     const B = x.shape[0];
     let h = x.reshape(this.inputShape(B));
-    h = maxPool2d(relu(this.conv1.forward(h)), 2);
-    h = maxPool2d(relu(this.conv2.forward(h)), 2);
+    h = maxPool2d(this.conv1.forward(h, 'relu'), 2);
+    h = maxPool2d(this.conv2.forward(h, 'relu'), 2);
     h = this.fc1.forward(h.reshape([B, this.flat]), 'relu');
     return this.fc2.forward(h);
   }

@@ -216,7 +216,9 @@ export class CpuBackend implements Backend {
   }
 
   conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage {
-    return this.out(conv2dRef(this.d(x), this.d(w), bias ? this.d(bias) : null, p, this.f(p.batch * p.outC * p.outH * p.outW)));
+    const y = conv2dRef(this.d(x), this.d(w), bias ? this.d(bias) : null, p, this.f(p.batch * p.outC * p.outH * p.outW));
+    if (p.activation === 'relu') for (let i = 0; i < y.length; i++) y[i] = y[i] > 0 ? y[i] : 0;
+    return this.out(y);
   }
   conv2dBackwardInput(dy: Storage, w: Storage, p: Conv2dParams): Storage {
     return this.out(conv2dBackwardInputRef(this.d(dy), this.d(w), p, this.f(p.batch * p.inC * p.inH * p.inW)));

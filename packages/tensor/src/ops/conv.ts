@@ -1,11 +1,14 @@
 // conv2d (NCHW, weights [outC, inC, kH, kW]) and max pooling, with gradients.
-import type { Conv2dParams, Pool2dParams } from '../backend';
+import type { Activation, Conv2dParams, Pool2dParams } from '../backend';
+import { binary } from './elementwise';
 import { assertShape } from '../shape';
 import { derived, type Tensor } from '../tensor';
 
 export interface Conv2dOptions {
   stride?: number;
   pad?: number;
+  /** Fused into the kernel's epilogue where the backend can. */
+  activation?: Activation;
 }
 
 /** x: [B, inC, H, W], weight: [outC, inC, kH, kW], bias: [outC] → [B, outC, outH, outW]. */
@@ -19,10 +22,12 @@ export function conv2d(x: Tensor, weight: Tensor, bias: Tensor | null, opts: Con
   const outH = Math.floor((inH + 2 * pad - kH) / stride) + 1;
   const outW = Math.floor((inW + 2 * pad - kW) / stride) + 1;
   if (outH < 1 || outW < 1) throw new Error(`conv2d: kernel ${kH}×${kW} does not fit input ${inH}×${inW} with pad ${pad}`);
-  const p: Conv2dParams = { batch, inC, inH, inW, outC, kH, kW, stride, pad, outH, outW };
+  const activation = opts.activation ?? 'none';
+  const p: Conv2dParams = { batch, inC, inH, inW, outC, kH, kW, stride, pad, outH, outW, activation };
   const be = x.backend;
   const inputs = bias ? [x, weight, bias] : [x, weight];
-  return derived(be, be.conv2d(x.storage, weight.storage, bias?.storage ?? null, p), [batch, outC, outH, outW], inputs, 'conv2d', (dy) => {
+  const y: Tensor = derived(be, be.conv2d(x.storage, weight.storage, bias?.storage ?? null, p), [batch, outC, outH, outW], inputs, `conv2d_${activation}`, (dyOut) => {
+    const dy = activation === 'relu' ? binary('reluGrad', dyOut, y) : dyOut;
     const grads = [
       () => derived(be, be.conv2dBackwardInput(dy.storage, weight.storage, p), x.shape, [], 'conv2d_dx', () => []),
       () => derived(be, be.conv2dBackwardFilter(dy.storage, x.storage, p), weight.shape, [], 'conv2d_dw', () => []),
@@ -35,6 +40,7 @@ export function conv2d(x: Tensor, weight: Tensor, bias: Tensor | null, opts: Con
       return derived(be, db, [outC], [], 'conv2d_db', () => []);
     }];
   });
+  return y;
 }
 
 /** x: [B, C, H, W] → [B, C, ⌊(H − k)/stride⌋ + 1, ⌊(W − k)/stride⌋ + 1]. */

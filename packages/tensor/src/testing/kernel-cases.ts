@@ -145,6 +145,16 @@ function layerCases(): KernelCase[] {
     conv(C({ B: 1, inC: 4, H: 6, W: 6, outC: 4, kH: 5, kW: 5, pad: 2 })),
     conv(C({ B: 2, inC: 8, H: 3, W: 4, outC: 12, kH: 1, kW: 1, bias: true })),
     {
+      name: 'conv2d fused relu (im2col route) [2,4,8,8] → 8 p1 +bias',
+      inputs: [{ shape: [2, 4, 8, 8] }, { shape: [8, 4, 3, 3] }, { shape: [8] }],
+      fn: ([x, w, b]) => ops.conv2d(x, w, b, { pad: 1, activation: 'relu' }),
+    },
+    {
+      name: 'conv2d fused relu (direct route) [2,3,7,5] → 5 s2',
+      inputs: [{ shape: [2, 3, 7, 5] }, { shape: [5, 3, 3, 3] }, { shape: [5] }],
+      fn: ([x, w, b]) => ops.conv2d(x, w, b, { stride: 2, activation: 'relu' }),
+    },
+    {
       name: 'CNN shapes [8,1,28,28] conv3×3 p1 →16, relu, pool2, conv3×3 p1 →32, relu, pool2',
       inputs: [{ shape: [8, 1, 28, 28] }, { shape: [16, 1, 3, 3] }, { shape: [16] }, { shape: [32, 16, 3, 3] }, { shape: [32] }],
       fn: ([x, w1, b1, w2, b2]) => {

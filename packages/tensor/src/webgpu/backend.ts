@@ -2,6 +2,7 @@
 import type {
   AdamWParams, Backend, BinaryOp, Conv2dParams, DType, MatmulParams, Pool2dParams, ReduceOp, SgdParams, Storage, UnaryOp,
 } from '../backend';
+import { contiguousStrides } from '../shape';
 import { requestGpuDevice, type AdapterSummary } from './device';
 import { f, grid1d, packUniforms, u } from './kernels/common';
 import { conv2dBackwardFilterKernel, conv2dBackwardInputKernel, conv2dKernel } from './kernels/conv';
@@ -121,7 +122,8 @@ export class WebGpuBackend implements Backend {
     const WG = 256;
     const { workgroups, rowStride } = grid1d(n, WG);
     const uniforms = packUniforms([u(n), u(rowStride), u(0), u(0), ...shape.map(u), ...as.map(u), ...bs.map(u)]);
-    this.rt.dispatch({ shader: 'binary', constants: { OP: BINARY_CODES[op], WG }, uniforms, buffers: [this.g(a), this.g(b), out], workgroups });
+    const contiguous = as.every((st, i) => st === bs[i]) && as.join() === contiguousStrides(shape).join();
+    this.rt.dispatch({ shader: 'binary', constants: { OP: BINARY_CODES[op], WG, CONTIGUOUS: contiguous }, uniforms, buffers: [this.g(a), this.g(b), out], workgroups });
     return out;
   }
 
@@ -166,7 +168,14 @@ export class WebGpuBackend implements Backend {
   conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage {
     const y = this.rt.alloc(p.batch * p.outC * p.outH * p.outW);
     if (this.convVariant === 'gemm' && gemmFits.forward(p)) conv2dGemm(this.rt, this.g(x), this.g(w), bias ? this.g(bias) : null, y, this.dummy, p);
-    else conv2dKernel(this.rt, this.g(x), this.g(w), bias ? this.g(bias) : null, y, this.dummy, p);
+    else {
+      conv2dKernel(this.rt, this.g(x), this.g(w), bias ? this.g(bias) : null, y, this.dummy, p);
+      if (p.activation === 'relu') {
+        const z = this.unary('relu', y, y.size, 0);
+        this.release(y);
+        return z;
+      }
+    }
     return y;
   }
   conv2dBackwardInput(dy: Storage, w: Storage, p: Conv2dParams): Storage {

@@ -35,13 +35,13 @@ function im2col(rt: GpuRuntime, x: GpuStorage, p: Conv2dParams): GpuStorage {
   return cols;
 }
 
-function gemm(M: number, N: number, Kg: number, batch: number, transA: boolean, transB: boolean, strideA: number, strideB: number, biasPerRow = false): MatmulParams {
-  return { M, N, K: Kg, batch, transA, transB, strideA, strideB, activation: 'none', biasPerRow };
+function gemm(M: number, N: number, Kg: number, batch: number, transA: boolean, transB: boolean, strideA: number, strideB: number, extra: Partial<MatmulParams> = {}): MatmulParams {
+  return { M, N, K: Kg, batch, transA, transB, strideA, strideB, activation: 'none', ...extra };
 }
 
 export function conv2dGemm(rt: GpuRuntime, x: GpuStorage, w: GpuStorage, bias: GpuStorage | null, y: GpuStorage, dummy: GpuStorage, p: Conv2dParams): void {
   const cols = im2col(rt, x, p);
-  matmulKernel(rt, 'reg', w, cols, bias, y, dummy, gemm(p.outC, P(p), K(p), p.batch, false, false, 0, K(p) * P(p), true));
+  matmulKernel(rt, 'reg', w, cols, bias, y, dummy, gemm(p.outC, P(p), K(p), p.batch, false, false, 0, K(p) * P(p), { biasPerRow: true, activation: p.activation ?? 'none' }));
   rt.release(cols);
 }
 
