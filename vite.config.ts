@@ -15,10 +15,13 @@ export default defineConfig({
     outDir: 'dist',
     emptyOutDir: true,
     target: 'es2022',
+    // The benchmark page bundles TensorFlow.js (~1.2 MB) on purpose.
+    chunkSizeWarningLimit: 2048,
     rollupOptions: {
       input: {
         trainer: resolve(root, 'apps/trainer/index.html'),
         kernels: resolve(root, 'e2e/pages/kernels.html'),
+        'bench-kernels': resolve(root, 'bench/pages/kernels.html'),
       },
     },
   },

@@ -1,6 +1,6 @@
 // `npm test`: type-check, then every *.test.ts through Node's test runner. Browser tests inside it
 // share one headless Chromium, launched here and reached through TABFLEET_BROWSER_WS.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, dirname, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,10 +32,14 @@ if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 const { launchSharedBrowser } = await import('../e2e/shared-browser.mjs');
 const browser = await launchSharedBrowser();
 console.log(`[test] running ${files.length} test files`);
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
+// Asynchronous on purpose: the shared browser's WebSocket is served from this process's event loop,
+// so a blocking spawnSync would hang every browser test.
+const runner = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
   cwd: root,
   stdio: 'inherit',
   env: { ...process.env, TABFLEET_BROWSER_WS: browser.wsEndpoint() },
 });
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => runner.kill(sig));
+const code = await new Promise((resolve) => runner.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
 await browser.close();
-process.exit(result.status ?? 1);
+process.exit(code);

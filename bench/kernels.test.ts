@@ -1,0 +1,131 @@
+// `npm run bench -- kernels --quick` end to end (dispatcher, build, headless Chromium, tabfleet and
+// TF.js webgpu/webgl/cpu) into a temporary file, then the JSON's shape: every field present, every
+// number finite and positive, medians consistent with the raw runs. Speed lives in the JSON, not here.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PRESETS } from '@tabfleet/nn';
+import { repoRoot } from '../e2e/build';
+import { TFJS_BACKENDS, matmulShapes, median } from './pages/kernels-types';
+
+const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-kernels-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/**
+ * Runs `bench/run.ts` as `npm run bench` does, in its own process with its own Chromium (a benchmark
+ * wants the browser to itself, so TABFLEET_BROWSER_WS is not passed on). Killed if the test is
+ * cancelled or times out, so a stuck run cannot keep the test runner alive.
+ */
+function runBench(args: string[], signal: AbortSignal): Promise<number> {
+  const env = { ...process.env };
+  delete env.TABFLEET_BROWSER_WS;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { cwd: repoRoot, stdio: 'inherit', env, signal });
+    child.on('error', reject);
+    child.on('exit', (code, sig) => resolve(code ?? (sig ? 128 : 1)));
+  });
+}
+
+// The report is checked field by field below, so it is read loosely typed.
+type Json = Record<string, any>;
+
+/** Every number anywhere in the report, with its path. */
+function numbers(x: unknown, path: string, out: [string, number][] = []): [string, number][] {
+  if (typeof x === 'number') out.push([path, x]);
+  else if (Array.isArray(x)) x.forEach((v, i) => numbers(v, `${path}[${i}]`, out));
+  else if (x && typeof x === 'object') for (const [k, v] of Object.entries(x)) numbers(v, `${path}.${k}`, out);
+  return out;
+}
+
+function checkTiming(t: Json, runs: number, where: string): void {
+  assert.equal(t.runsMs.length, runs, `${where}: one entry per run`);
+  assert.equal(t.medianMs, median(t.runsMs), `${where}: median of the runs`);
+  assert.ok(Number.isInteger(t.repsPerRun) && t.repsPerRun >= 1, `${where}: repsPerRun`);
+  assert.equal(typeof t.warmupMs, 'number', `${where}: warmupMs`);
+}
+
+function checkMatmuls(m: Json, runs: number, where: string): void {
+  const expected = matmulShapes(1024, PRESETS['mlp-fashion'].sizes, 128);
+  assert.deepEqual(Object.keys(m.shapes), expected.map((s) => s.name), `${where}: the square product and the MLP's 5 products`);
+  for (const s of expected) {
+    const r = m.shapes[s.name];
+    for (const k of ['M', 'N', 'K', 'transA', 'transB'] as const) assert.equal(r[k], s[k], `${where} ${s.name}.${k}`);
+    checkTiming(r, runs, `${where} ${s.name}`);
+    assert.equal(r.flops, 2 * s.M * s.N * s.K);
+    assert.ok(Math.abs(r.gflops - r.flops / r.medianMs / 1e6) < 1e-9 * r.gflops, `${where} ${s.name}: gflops from the median time`);
+    assert.equal(r.gflopsRuns.length, runs);
+  }
+  assert.equal(typeof m.mlpMatmulsGflops, 'number');
+  assert.equal(typeof m.mlpMatmulsMs, 'number');
+}
+
+function checkStep(s: Json, runs: number, where: string): void {
+  checkTiming(s, runs, where);
+  assert.equal(s.msPerStep, s.medianMs, `${where}: msPerStep is the median`);
+  assert.equal(s.batch, 128);
+  assert.equal(s.stepsTimed, s.repsPerRun * runs, `${where}: steps timed`);
+  for (const k of ['lossFirst', 'lossLast', 'warmupSteps']) assert.equal(typeof s[k], 'number', `${where}.${k}`);
+}
+
+test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeout: 6 * 60_000 }, async (t) => {
+  const out = join(dir, 'kernels.json');
+  const code = await runBench(['kernels', '--quick', '--out', out], t.signal);
+  assert.equal(code, 0, 'the benchmark exits 0');
+  const r: Json = JSON.parse(readFileSync(out, 'utf8'));
+  const runs = r.options.runs;
+  assert.equal(r.benchmark, 'kernels');
+  assert.equal(r.quick, true);
+  assert.ok(Number.isInteger(runs) && runs >= 1);
+
+  assert.ok(r.machine.cpuModel.length > 0);
+  for (const k of ['cores', 'memoryBytes']) assert.equal(typeof r.machine[k], 'number', `machine.${k}`);
+  assert.match(r.browser.version, /^\d+\./);
+  for (const k of ['vendor', 'architecture', 'description']) assert.equal(typeof r.adapter[k], 'string', `adapter.${k}`);
+  assert.ok(`${r.adapter.vendor}${r.adapter.architecture}${r.adapter.description}`.length > 0, 'the adapter names itself somehow');
+
+  // tabfleet: the adapter's default variant up front, every forced variant beside it.
+  const tab = r.tabfleet;
+  assert.ok(Object.keys(tab.variants).length >= 2, 'at least the reg and tiled variants');
+  for (const v of ['reg', 'tiled']) assert.ok(tab.variants[v], `variant ${v} timed`);
+  assert.deepEqual(tab.matmul, tab.variants[tab.matmulVariant].matmul);
+  for (const [name, v] of Object.entries<Json>({ default: tab, ...tab.variants })) {
+    checkMatmuls(v.matmul, runs, `tabfleet ${name}`);
+    for (const m of ['mlp', 'cnn']) {
+      checkStep(v[m], runs, `tabfleet ${name} ${m}`);
+      assert.equal(v[m].submitsPerStep, 1, `tabfleet ${name} ${m}: a step is one command buffer`);
+      assert.equal(v[m].readbacksPerStep, 1, `tabfleet ${name} ${m}: the loss is the only readback`);
+      assert.equal(typeof v[m].dispatchesPerStep, 'number');
+    }
+  }
+
+  assert.match(r.tfjs.version, /^4\.22\./);
+  assert.equal(r.tfjs.webgpu.info.adapterArchitecture, r.adapter.architecture, 'TF.js webgpu and tabfleet on the same adapter');
+  assert.equal(r.tfjs.webgpu.info.adapterVendor, r.adapter.vendor, 'TF.js webgpu and tabfleet on the same adapter');
+  for (const b of TFJS_BACKENDS) {
+    const t = r.tfjs[b];
+    assert.equal(t.backend, b);
+    assert.equal(t.info.backend, b, `TF.js really ran on ${b}`);
+    checkMatmuls(t.matmul, runs, `tfjs ${b}`);
+    checkStep(t.mlp, runs, `tfjs ${b} mlp`);
+    checkStep(t.cnn, runs, `tfjs ${b} cnn`);
+  }
+
+  for (const k of ['matmul1024_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_best', 'cnn_step_vs_tfjs_best']) {
+    assert.equal(typeof r.summary[k], 'number', `summary.${k}`);
+  }
+  const sq = '1024x1024x1024';
+  assert.equal(r.summary.matmul1024_vs_tfjs_webgpu, tab.matmul.shapes[sq].gflops / r.tfjs.webgpu.matmul.shapes[sq].gflops);
+  assert.equal(r.summary.mlp_step_vs_tfjs_webgpu, r.tfjs.webgpu.mlp.msPerStep / tab.mlp.msPerStep);
+  const bestMlp = Math.min(...TFJS_BACKENDS.map((b) => r.tfjs[b].mlp.msPerStep));
+  const bestCnn = Math.min(...TFJS_BACKENDS.map((b) => r.tfjs[b].cnn.msPerStep));
+  assert.equal(r.summary.mlp_step_vs_tfjs_best, bestMlp / tab.mlp.msPerStep);
+  assert.equal(r.summary.cnn_step_vs_tfjs_best, bestCnn / tab.cnn.msPerStep);
+
+  const all = numbers(r, 'report');
+  assert.ok(all.length > 200, `suspiciously few numbers: ${all.length}`);
+  const bad = all.filter(([, v]) => !Number.isFinite(v) || v <= 0);
+  assert.deepEqual(bad, [], 'every number is finite and positive');
+});

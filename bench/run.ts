@@ -1,0 +1,66 @@
+// `npm run bench -- <name> [--runs N] [--quick] [--out FILE]`: runs one benchmark, which prints its
+// progress and writes bench/results/<name>.json. With no name it lists the benchmarks.
+import { parseArgs } from 'node:util';
+
+export interface BenchOptions {
+  /** Timed runs per measurement (the JSON reports the median and every run). */
+  runs: number;
+  /** Fewer runs and steps: a smoke test for CI, not figures to quote. */
+  quick: boolean;
+  /** Where to write the JSON instead of bench/results/<name>.json. */
+  out?: string;
+}
+
+interface Benchmark {
+  description: string;
+  load(): Promise<{ run(opts: BenchOptions): Promise<void> }>;
+}
+
+// One line per benchmark; modules load lazily so listing them starts nothing.
+const BENCHMARKS: Record<string, Benchmark> = {
+  kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },
+};
+
+const USAGE = `usage: npm run bench -- <name> [--runs N] [--quick] [--out FILE]
+  --runs N     timed runs per measurement, median reported (default 5; --quick: 2)
+  --quick      fewer runs and steps (CI smoke test; figures not for quoting)
+  --out FILE   write the JSON here instead of bench/results/<name>.json`;
+
+function listBenchmarks(): string {
+  const width = Math.max(...Object.keys(BENCHMARKS).map((n) => n.length));
+  return Object.entries(BENCHMARKS).map(([n, b]) => `  ${n.padEnd(width)}  ${b.description}`).join('\n');
+}
+
+function fail(message: string): never {
+  console.error(`bench: ${message}`);
+  process.exit(1);
+}
+
+async function main(argv: string[]): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: { runs: { type: 'string' }, quick: { type: 'boolean', default: false }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    });
+  } catch (e) {
+    fail(`${(e as Error).message}\n${USAGE}`);
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) {
+    console.log(`${USAGE}\n\nbenchmarks:\n${listBenchmarks()}`);
+    return;
+  }
+  if (positionals.length > 1) fail(`one benchmark at a time, got: ${positionals.join(' ')}\n${USAGE}`);
+  const name = positionals[0];
+  const bench = Object.hasOwn(BENCHMARKS, name) ? BENCHMARKS[name] : undefined;
+  if (!bench) fail(`unknown benchmark "${name}"; available:\n${listBenchmarks()}`);
+  const runs = values.runs === undefined ? (values.quick ? 2 : 5) : Number(values.runs);
+  if (!Number.isInteger(runs) || runs < 1) fail(`--runs must be a positive integer, got "${values.runs}"`);
+  const mod = await bench.load();
+  await mod.run({ runs, quick: values.quick ?? false, out: values.out });
+}
+
+await main(process.argv.slice(2));
