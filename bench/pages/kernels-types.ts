@@ -1,5 +1,6 @@
 // What the kernels benchmark page takes and returns; shared by the page (browser) and bench/kernels.ts
 // (Node), so it holds types and pure helpers only, no DOM and no Node globals.
+import type { AdapterSummary } from '@tabfleet/tensor';
 
 export type TfjsBackendName = 'webgpu' | 'webgl' | 'cpu';
 export const TFJS_BACKENDS: readonly TfjsBackendName[] = ['webgpu', 'webgl', 'cpu'];
@@ -104,15 +105,8 @@ export interface TfjsBackendResult {
   cnn: StepResult;
 }
 
-export interface AdapterReport {
-  vendor: string;
-  architecture: string;
-  device: string;
-  description: string;
-  isCpu: boolean;
-  features: string[];
-  maxStorageBufferBindingSize: number;
-}
+/** The adapter as the tensor package summarizes it. */
+export type AdapterReport = AdapterSummary;
 
 export interface KernelBenchPageResult {
   options: KernelBenchOptions;
