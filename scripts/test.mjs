@@ -1,7 +1,7 @@
 // `npm test`: type-check, then every *.test.ts through Node's test runner. Browser tests inside it
 // share one headless Chromium, launched here and reached through TABFLEET_BROWSER_WS.
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, dirname, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,7 +19,7 @@ function findTests(dir, out = []) {
 }
 
 const filter = process.argv.slice(2);
-const files = roots.flatMap((r) => findTests(join(root, r))).filter((f) => filter.length === 0 || filter.some((x) => f.includes(x)));
+const files = roots.filter((r) => existsSync(join(root, r))).flatMap((r) => findTests(join(root, r))).filter((f) => filter.length === 0 || filter.some((x) => f.includes(x)));
 if (files.length === 0) {
   console.error('no test files found');
   process.exit(1);
