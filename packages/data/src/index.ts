@@ -1,0 +1,5 @@
+export * from './idx';
+export * from './dataset';
+export * from './fashion-mnist';
+export * from './synthetic';
+export * from './text';
