@@ -38,8 +38,9 @@ test('a tab trains the MLP on full Fashion-MNIST to ≥ 85% test accuracy', { ti
   assert.ok(r.testAccuracy >= 0.85, `MLP test accuracy ${r.testAccuracy}`);
 });
 
-test('a tab trains the small CNN on full Fashion-MNIST to ≥ 87% test accuracy', { timeout: 20 * 60_000 }, async () => {
-  const r = await trainInTab('cnn-fashion', 1);
+test('a tab trains the small CNN on full Fashion-MNIST to ≥ 87% test accuracy', { timeout: 30 * 60_000 }, async () => {
+  // One epoch measured 85.9%; the second takes it past the target.
+  const r = await trainInTab('cnn-fashion', 2);
   assert.equal(r.testCount, 10000);
   assert.ok(r.testAccuracy >= 0.87, `CNN test accuracy ${r.testAccuracy}`);
 });
