@@ -29,9 +29,11 @@ export class Tensor {
     readonly dtype: DType = 'f32',
     public requiresGrad = false,
     readonly node: GradNode | null = null,
+    /** False for views of another tensor's storage (reshape): its owner releases it. */
+    ownsStorage = true,
   ) {
     if (numel(shape) > storage.size) throw new Error(`shape [${shape}] needs ${numel(shape)} elements, storage has ${storage.size}`);
-    currentScope()?.track(this);
+    if (ownsStorage) currentScope()?.track(this);
   }
 
   get size(): number {
@@ -83,9 +85,7 @@ export function derived(
 ): Tensor {
   const needs = gradEnabled && inputs.some((t) => t.requiresGrad);
   const node = needs ? { name, inputs, backward } : null;
-  const t = new Tensor(backend, storage, shape, dtype, needs, node);
-  if (!owns) currentScope()?.borrow(t);
-  return t;
+  return new Tensor(backend, storage, shape, dtype, needs, node, owns);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -93,19 +93,12 @@ export function derived(
 
 class Scope {
   private readonly owned = new Set<Storage>();
-  private readonly borrowed = new Set<Storage>();
   private readonly backends = new Map<Storage, Backend>();
 
   track(t: Tensor): void {
     if (persistentStorages.has(t.storage)) return;
     this.owned.add(t.storage);
     this.backends.set(t.storage, t.backend);
-  }
-
-  borrow(t: Tensor): void {
-    // A reshape shares its input's storage: the input's owner releases it.
-    this.owned.delete(t.storage);
-    this.borrowed.add(t.storage);
   }
 
   release(keep: Set<Storage>): void {

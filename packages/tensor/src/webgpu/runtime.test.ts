@@ -75,3 +75,20 @@ test('on a CPU adapter conv2d takes the im2col + matmul route when the shapes al
   const v = await y.data();
   assert.equal(v[9], 4 * 9 * 0.5); // an interior pixel sees all 36 taps
 });
+
+test('a reshaped intermediate is still released with its scope (no buffer grows per step)', async () => {
+  const gpu = await createNodeGpuBackend();
+  const x = tensor(gpu, new Float32Array(8 * 16).fill(1), [8, 16]);
+  const w = tensor(gpu, new Float32Array(4 * 16).fill(1), [4, 16]);
+  const step = () => {
+    const y = tidy(() => linear(linear(x, w, null).reshape([4, 8]).reshape([8, 4]), tensor(gpu, new Float32Array(16).fill(1), [4, 4]), null));
+    const id = (y.storage as GpuStorage).id;
+    dispose(y);
+    return id;
+  };
+  step();
+  const created = () => gpu.rt.counters.buffersCreated;
+  const before = created();
+  for (let i = 0; i < 5; i++) step();
+  assert.equal(created() - before, 0, 'every buffer of a step comes back to the pool');
+});

@@ -56,7 +56,7 @@ export class GpuRuntime {
   private lostReason: string | null = null;
   private profiler: KernelProfiler | null = null;
   /** Dispatches and submissions since creation (benchmarks and tests read these). */
-  readonly counters = { dispatches: 0, submits: 0, readbacks: 0 };
+  readonly counters = { dispatches: 0, submits: 0, readbacks: 0, buffersCreated: 0 };
 
   constructor(readonly device: GPUDevice, readonly adapter: AdapterSummary) {
     this.arenaMirror = new Uint8Array(4096 * UNIFORM_SLOT);
@@ -91,8 +91,11 @@ export class GpuRuntime {
 
   alloc(elements: number, label = 'tensor'): GpuStorage {
     const bytes = GpuRuntime.bucket(elements * 4);
-    const free = this.pool.get(bytes);
-    const buffer = free?.pop() ?? this.device.createBuffer({ label, size: bytes, usage: STORAGE_USAGE });
+    let buffer = this.pool.get(bytes)?.pop();
+    if (!buffer) {
+      buffer = this.device.createBuffer({ label, size: bytes, usage: STORAGE_USAGE });
+      this.counters.buffersCreated++;
+    }
     return new GpuStorage(buffer, this.idOf(buffer), 0, elements, false);
   }
 
