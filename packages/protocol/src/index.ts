@@ -1,1 +1,5 @@
 export * from './safetensors';
+export * from './limits';
+export * from './jobs';
+export * from './events';
+export * from './frames';

@@ -1,0 +1,227 @@
+// Socket.IO events between volunteers, dashboards and the server. Every client→server event is a
+// zod schema in the tables below; the server validates against them and answers every event with an
+// ack (`Ack`). docs/protocol.md describes the flow with a sample session.
+import { z } from 'zod';
+import { idSchema, type JobSpec, type JobSummary, type MetricPoint } from './jobs';
+import { LIMITS } from './limits';
+
+export const NAMESPACES = { volunteer: '/volunteer', dashboard: '/dashboard' } as const;
+
+// ---------- errors and acks ----------
+
+export const ERROR_CODES = [
+  'bad_request', // payload failed its schema
+  'unknown_event',
+  'too_large',
+  'protocol_version',
+  'unauthorized',
+  'unknown_job',
+  'not_member', // the sender is not in that job or round
+  'not_neighbour', // signaling to someone who is not a current ring neighbour
+  'stale_round', // refers to a round that is not the current one
+  'rate_limited',
+  'conflict', // the request does not fit the job's state (e.g. stopping a finished job)
+  'bad_tensor', // wrong length, dtype or non-finite values
+  'capacity',
+  'internal',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export interface ProtocolErrorBody {
+  code: ErrorCode;
+  message: string;
+}
+export type Ack<T extends object = object> = ({ ok: true } & T) | { ok: false; error: ProtocolErrorBody };
+
+/** A refusal with a code: thrown inside handlers, turned into an ack or HTTP status at the edge. */
+export class ProtocolError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ProtocolError';
+  }
+  toBody(): ProtocolErrorBody {
+    return { code: this.code, message: this.message };
+  }
+}
+
+// ---------- handshakes ----------
+
+const finite = z.number().refine(Number.isFinite, 'must be a finite number');
+const shortText = z.string().max(256);
+
+export const capabilitiesSchema = z.strictObject({
+  backend: z.enum(['webgpu', 'cpu']),
+  adapter: z.strictObject({
+    vendor: shortText.default(''),
+    architecture: shortText.default(''),
+    device: shortText.default(''),
+    description: shortText.default(''),
+    isCpu: z.boolean().default(false),
+  }),
+  limits: z.strictObject({
+    maxStorageBufferBindingSize: z.number().int().min(0),
+    maxBufferSize: z.number().int().min(0),
+  }),
+  features: z.array(z.string().max(64)).max(64).default([]),
+  userAgent: shortText.optional(),
+});
+export type Capabilities = z.output<typeof capabilitiesSchema>;
+export type CapabilitiesInput = z.input<typeof capabilitiesSchema>;
+
+export const volunteerAuthSchema = z.strictObject({
+  protocol: z.number().int(),
+  capabilities: capabilitiesSchema,
+  /** Optional stable id chosen by the browser, used only to credit work across reconnects. */
+  clientId: idSchema.optional(),
+});
+export type VolunteerAuth = z.input<typeof volunteerAuthSchema>;
+
+export const dashboardAuthSchema = z.strictObject({ protocol: z.number().int(), token: z.string().min(1).max(256) });
+
+// ---------- volunteer → server ----------
+
+const checksum = z.string().regex(/^[0-9a-f]{8,64}$/, 'lower-case hex, 8 to 64 digits');
+/** Binary arrives as a Buffer in Node and an ArrayBuffer in browsers; both become a Uint8Array. */
+const binary = z
+  .custom<Uint8Array | ArrayBuffer>((v) => v instanceof Uint8Array || v instanceof ArrayBuffer, 'must be binary (Uint8Array or ArrayBuffer)')
+  .transform((v) => (v instanceof Uint8Array ? v : new Uint8Array(v)))
+  .refine((v) => v.byteLength <= LIMITS.maxModelBytes, `at most ${LIMITS.maxModelBytes} bytes`);
+
+const roundRef = { jobId: idSchema, roundId: z.number().int().min(1) };
+
+export const roundMetricsSchema = z.strictObject({
+  loss: finite.nullable(),
+  samples: z.number().int().min(0),
+  wallMs: finite.min(0),
+  bytesSent: z.number().int().min(0),
+  bytesReceived: z.number().int().min(0),
+});
+
+export const VOLUNTEER_EVENTS = {
+  /** Ask for work, optionally in one job. */
+  'work:request': z.strictObject({ jobId: idSchema.optional() }),
+  /** The global model of sync `seq` is loaded (seq 0: initialized from the job's seed). */
+  'model:loaded': z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), checksum }),
+  /** Local steps done; ready to take part in sync `seq`. */
+  'round:ready': z.strictObject({ jobId: idSchema, seq: z.number().int().min(1), step: z.number().int().min(0) }),
+  /**
+   * This member holds the round's result but has not applied it: `checksum` is of its parameters as
+   * they will be once applied. The server commits the round when every member has reported (two
+   * phases, so an aborted round leaves no one with a partial or extra average applied).
+   */
+  'round:result': z.strictObject({ ...roundRef, checksum, step: z.number().int().min(0), metrics: roundMetricsSchema }),
+  /** The member could not finish the round (the server aborts and re-forms it). */
+  'round:failed': z.strictObject({
+    ...roundRef,
+    code: z.enum(['peer_lost', 'deadline', 'unreachable', 'bad_frame', 'device_lost', 'internal']),
+    message: z.string().max(1024).default(''),
+  }),
+  /** WebRTC signaling for a current ring neighbour; relayed as `signal` with `from`. */
+  signal: z.strictObject({
+    ...roundRef,
+    to: idSchema,
+    data: z.unknown().refine((d) => d !== undefined && JSON.stringify(d).length <= LIMITS.maxSignalBytes, `at most ${LIMITS.maxSignalBytes} bytes of JSON`),
+  }),
+  /** Star fallback: this member's update (little-endian f32) for the server to aggregate. */
+  'star:update': z.strictObject({ ...roundRef, data: binary }),
+  /** The global model after sync `seq`, as safetensors, from the round's `uploader` once it applied the round. */
+  'checkpoint:upload': z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), step: z.number().int().min(0), data: binary }),
+  /** Evaluation after a sync: test accuracy and loss of the global model. */
+  metrics: z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), accuracy: finite.min(0).max(1).nullable(), loss: finite.nullable() }),
+  /** Heartbeat with what the tab is doing, for the worker table. */
+  status: z.strictObject({
+    state: z.enum(['idle', 'loading', 'training', 'syncing', 'paused']),
+    step: z.number().int().min(0),
+    samplesPerSec: finite.min(0),
+    bytesSent: z.number().int().min(0),
+    bytesReceived: z.number().int().min(0),
+  }),
+  /** Leaving on purpose (pagehide, pause): the server drops the member at once. */
+  leave: z.strictObject({ reason: z.string().max(256).default('') }),
+} as const;
+
+export type VolunteerEventName = keyof typeof VOLUNTEER_EVENTS;
+export type VolunteerEvent<E extends VolunteerEventName> = z.input<(typeof VOLUNTEER_EVENTS)[E]>;
+export type VolunteerEventParsed<E extends VolunteerEventName> = z.output<(typeof VOLUNTEER_EVENTS)[E]>;
+
+// ---------- server → volunteer ----------
+
+export interface Assignment {
+  job: { id: string; spec: JobSpec };
+  /** Stable data shard: this worker reads shard `index` of `count` for the whole job. */
+  shard: { index: number; count: number };
+}
+
+export interface RoundBegin {
+  jobId: string;
+  roundId: number;
+  /** The sync this round produces (committed syncs + 1). */
+  seq: number;
+  /** Ring order; in star mode the members that send to the server. */
+  members: string[];
+  mode: 'ring' | 'star';
+  /** Epoch ms by which the round must be done. */
+  deadline: number;
+  /** The member that uploads the global model after applying this round (a checkpoint), or null. */
+  uploader: string | null;
+  /** Members that must finish for the round to commit (all of them in a ring). */
+  quorum: number;
+}
+
+export interface VolunteerServerEvents {
+  welcome: (w: { volunteerId: string; protocol: number; serverTime: number }) => void;
+  'job:assign': (a: Assignment) => void;
+  /** Load the global model of sync `seq` (url null: initialize from the job's seed) and report `model:loaded`. */
+  'model:load': (m: { jobId: string; seq: number; step: number; url: string | null }) => void;
+  'round:begin': (r: RoundBegin) => void;
+  'round:abort': (r: { jobId: string; roundId: number; reason: string; lost: string[] }) => void;
+  /** Every member reported its result: apply it now (and the uploader uploads the model). */
+  'round:commit': (r: { jobId: string; roundId: number; seq: number; step: number }) => void;
+  signal: (s: { jobId: string; roundId: number; from: string; data: unknown }) => void;
+  /** Star fallback result: the aggregated update (little-endian f32). */
+  'star:result': (s: { jobId: string; roundId: number; data: Uint8Array | ArrayBuffer; contributors: number; rejected: number }) => void;
+  'job:end': (e: { jobId: string; reason: string }) => void;
+}
+
+// ---------- dashboard ----------
+
+export const DASHBOARD_EVENTS = {
+  /** Live updates for one job (or all jobs with no id). */
+  subscribe: z.strictObject({ jobId: idSchema.optional() }),
+  unsubscribe: z.strictObject({ jobId: idSchema.optional() }),
+} as const;
+export type DashboardEventName = keyof typeof DASHBOARD_EVENTS;
+
+export interface WorkerRow {
+  volunteerId: string;
+  jobId: string | null;
+  state: string;
+  adapter: string;
+  backend: 'webgpu' | 'cpu';
+  step: number;
+  samplesPerSec: number;
+  bytesSent: number;
+  bytesReceived: number;
+  /** Last round this worker finished, and its wall time (a proxy for link quality). */
+  lastRound: number | null;
+  lastRoundMs: number | null;
+  admitted: boolean;
+}
+
+export interface DashboardServerEvents {
+  'job:update': (j: JobSummary) => void;
+  'job:metrics': (m: { jobId: string; points: MetricPoint[] }) => void;
+  'job:workers': (w: { jobId: string; workers: WorkerRow[] }) => void;
+}
+
+/** Parses an event argument or throws a `bad_request` ProtocolError naming the first problem. */
+export function parseEvent<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  const where = issue.path.length ? issue.path.join('.') : 'payload';
+  throw new ProtocolError('bad_request', `${what}: ${where}: ${issue.message}`);
+}

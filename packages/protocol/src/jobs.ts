@@ -1,0 +1,133 @@
+// Job specification and the job as the server reports it: HTTP bodies shared by server and dashboard.
+import { z } from 'zod';
+import { LIMITS } from './limits';
+
+/** Model presets the workers know (packages/nn PRESETS; a test keeps the two lists equal). */
+export const MODEL_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char'] as const;
+export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus'] as const;
+export const STRATEGIES = ['ddp', 'localsgd', 'diloco'] as const;
+export const COMPRESSIONS = ['none', 'fp16', 'dgc'] as const;
+export const AGGREGATIONS = ['mean', 'trimmed-mean'] as const;
+export const JOB_STATES = ['waiting', 'running', 'done', 'stopped', 'failed'] as const;
+
+/**
+ * Length of each preset's flat parameter vector (packages/nn, padding included; a test keeps these
+ * equal): the length of every update and the size a volunteer's adapter must hold.
+ */
+export const PRESET_FLAT_LENGTHS: Record<(typeof MODEL_PRESETS)[number], number> = {
+  'mlp-fashion': 203_530,
+  'cnn-fashion': 52_298,
+  'transformer-char': 108_320,
+};
+
+/** Training examples per dataset, so `targetEpochs` converts to steps the same way everywhere. */
+export const DATASET_TRAIN_SIZES: Record<(typeof DATASETS)[number], number> = {
+  'fashion-mnist': 60_000,
+  'synthetic-blobs': 8_192,
+  'text-corpus': 4_096,
+};
+
+export type ModelPresetName = (typeof MODEL_PRESETS)[number];
+export type DatasetName = (typeof DATASETS)[number];
+export type Strategy = (typeof STRATEGIES)[number];
+export type Compression = (typeof COMPRESSIONS)[number];
+export type JobState = (typeof JOB_STATES)[number];
+
+export const idSchema = z.string().min(1).max(LIMITS.idMaxLength).regex(/^[\w-]+$/, 'letters, digits, _ and - only');
+
+const finite = z.number().refine(Number.isFinite, 'must be a finite number');
+
+export const hyperparametersSchema = z.strictObject({
+  lr: finite.gt(0).max(10),
+  batchSize: z.number().int().min(1).max(4096),
+  momentum: finite.min(0).max(0.999).default(0.9),
+  weightDecay: finite.min(0).max(1).default(0),
+  /** DiLoCo's outer Nesterov step (Douillard et al.: lr 0.7, momentum 0.9). */
+  outerLr: finite.gt(0).max(10).default(0.7),
+  outerMomentum: finite.min(0).max(0.999).default(0.9),
+});
+
+export const jobSpecSchema = z
+  .strictObject({
+    name: z.string().trim().min(1).max(80).optional(),
+    preset: z.enum(MODEL_PRESETS),
+    dataset: z.enum(DATASETS),
+    strategy: z.enum(STRATEGIES),
+    /** Local steps between syncs; DDP syncs every step so H must be 1. */
+    H: z.number().int().min(1).max(10_000).default(1),
+    compression: z.enum(COMPRESSIONS).default('none'),
+    /** Final DGC sparsity (fraction of entries not sent). */
+    sparsity: finite.min(0).max(0.9999).default(0.999),
+    hyperparameters: hyperparametersSchema,
+    minWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerJob).default(1),
+    maxWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerJob).default(8),
+    /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
+    targetSteps: z.number().int().min(1).max(10_000_000).optional(),
+    targetEpochs: finite.gt(0).max(10_000).optional(),
+    /** Optional: finish early once a reported test accuracy reaches this. */
+    targetAccuracy: finite.gt(0).max(1).optional(),
+    /** Server-side aggregation of star (fallback) updates. */
+    aggregation: z.enum(AGGREGATIONS).default('mean'),
+    trimFraction: finite.min(0).max(0.45).default(0.1),
+    seed: z.number().int().min(0).max(2 ** 31 - 1).default(1),
+    checkpointEvery: z.number().int().min(1).max(100_000).default(10),
+  })
+  .superRefine((s, ctx) => {
+    if (s.minWorkers > s.maxWorkers) ctx.addIssue({ code: 'custom', path: ['minWorkers'], message: 'must not exceed maxWorkers' });
+    if ((s.targetSteps === undefined) === (s.targetEpochs === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['targetSteps'], message: 'give exactly one of targetSteps and targetEpochs' });
+    }
+    if (s.strategy === 'ddp' && s.H !== 1) ctx.addIssue({ code: 'custom', path: ['H'], message: 'ddp averages every step: H must be 1' });
+  });
+
+/** What a researcher posts; defaults are filled in by parsing. */
+export type JobSpecInput = z.input<typeof jobSpecSchema>;
+export type JobSpec = z.output<typeof jobSpecSchema>;
+
+/**
+ * Steps per worker a job trains for. Epochs count passes over one worker's shard: the dataset is cut
+ * into `maxWorkers` shards, so one epoch is ceil(ceil(size / maxWorkers) / batchSize) steps.
+ */
+export function targetStepsOf(spec: JobSpec): number {
+  if (spec.targetSteps !== undefined) return spec.targetSteps;
+  const shard = Math.ceil(DATASET_TRAIN_SIZES[spec.dataset] / spec.maxWorkers);
+  return Math.max(1, Math.ceil(((spec.targetEpochs ?? 1) * shard) / spec.hyperparameters.batchSize));
+}
+
+export interface CheckpointInfo {
+  seq: number;
+  step: number;
+  bytes: number;
+  sha256: string;
+  createdAt: number;
+}
+
+export interface JobSummary {
+  id: string;
+  name: string;
+  spec: JobSpec;
+  state: JobState;
+  createdAt: number;
+  updatedAt: number;
+  /** Committed syncs (rounds) so far. */
+  seq: number;
+  /** Optimizer steps per worker so far. */
+  step: number;
+  workers: number;
+  latestCheckpoint: CheckpointInfo | null;
+  /** Why the job ended, when it has. */
+  endReason?: string;
+}
+
+export interface MetricPoint {
+  seq: number;
+  step: number;
+  time: number;
+  loss: number | null;
+  accuracy: number | null;
+  samplesPerSec: number | null;
+  bytesSent: number | null;
+  workers: number;
+}
+
+export const METRIC_COLUMNS = ['seq', 'step', 'time', 'loss', 'accuracy', 'samplesPerSec', 'bytesSent', 'workers'] as const satisfies readonly (keyof MetricPoint)[];

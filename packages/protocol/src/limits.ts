@@ -1,0 +1,39 @@
+// Every size and rate the server enforces, in one place. Clients read these too so they fail
+// before sending rather than after.
+
+/** Bumped on any incompatible change to events or frames; checked at connect. */
+export const PROTOCOL_VERSION = 1;
+
+export const LIMITS = {
+  /** Largest JSON (non-binary) event argument, serialized. */
+  maxEventBytes: 64 * 1024,
+  /** Largest WebRTC signaling blob (an SDP offer is a few KiB). */
+  maxSignalBytes: 16 * 1024,
+  /** Largest model vector or checkpoint file sent through the server (star update, upload). */
+  maxModelBytes: 32 * 1024 * 1024,
+  /** Socket.IO's own cap per message: the model bound plus room for the envelope. */
+  maxSocketMessageBytes: 32 * 1024 * 1024 + 64 * 1024,
+  /** Largest HTTP JSON body. */
+  maxHttpJsonBytes: 64 * 1024,
+  /** Token bucket per socket: sustained events per second and burst size. */
+  eventsPerSecond: 50,
+  eventBurst: 100,
+  /** Events refused for rate in one bucket window before the socket is disconnected as a flood. */
+  floodDisconnectAfter: 200,
+  /** Concurrent jobs that are not finished. */
+  maxActiveJobs: 64,
+  maxWorkersPerJob: 256,
+  /** Rows returned by one metrics query. */
+  maxMetricsRows: 100_000,
+  idMaxLength: 64,
+} as const;
+
+/** Timing of the round clock; a job may not go below these. */
+export const ROUND_TIMING = {
+  /** How long a ring round may take before it is aborted and re-formed. */
+  roundTimeoutMs: 60_000,
+  /** How long members that are admitted may take to all reach the barrier before the slow ones are dropped. */
+  barrierTimeoutMs: 120_000,
+  /** A late joiner's model load must finish within this. */
+  loadTimeoutMs: 120_000,
+} as const;

@@ -1,0 +1,150 @@
+// Assembles a server node: store, secrets, cluster, job hub, HTTP routes and Socket.IO namespaces on
+// one port. `startServer` is what `server/src/main.ts`, `npm start` and the tests call.
+import { LIMITS, NAMESPACES, ROUND_TIMING } from '@tabfleet/protocol';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import { resolve } from 'node:path';
+import { Server } from 'socket.io';
+import { loadSecrets, type Secrets } from './auth';
+import { LocalCluster, type Cluster } from './cluster/cluster';
+import { JobHub } from './cluster/hub';
+import type { CoordinatorDeps, Timing } from './coordinator/types';
+import { realClock } from './coordinator/types';
+import { handleApi, handleStatic, type RouteContext } from './http/routes';
+import { Counters } from './metrics';
+import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
+import { attachVolunteerNamespace, volunteerRoom } from './sockets/volunteer';
+import { SqliteStore } from './store/sqlite';
+import type { Store } from './store/store';
+
+const repoRoot = resolve(import.meta.dirname, '../..');
+
+export interface ServerOptions {
+  port?: number;
+  host?: string;
+  /** SQLite file and checkpoints (default ./data). Ignored for state when `redisUrl` is set. */
+  dataDir?: string;
+  /** Shares state with other nodes through Redis. */
+  redisUrl?: string;
+  /** Researcher token; generated and stored at the first start when absent. */
+  token?: string;
+  staticDir?: string;
+  datasetsDir?: string;
+  timing?: Partial<Timing>;
+  nodeId?: string;
+  log?: (line: string) => void;
+}
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  nodeId: string;
+  secrets: Secrets;
+  store: Store;
+  hub: JobHub;
+  io: Server;
+  counters: Counters;
+  close(): Promise<void>;
+}
+
+async function openStateBackends(opts: ServerOptions, nodeId: string): Promise<{ store: Store; cluster: Cluster; adapt(io: Server): void; close(): Promise<void> }> {
+  if (!opts.redisUrl) {
+    const store = new SqliteStore(resolve(opts.dataDir ?? 'data'));
+    return { store, cluster: new LocalCluster(nodeId), adapt: () => {}, close: () => store.close() };
+  }
+  const { openRedisBackends } = await import('./cluster/redis');
+  return openRedisBackends(opts.redisUrl, nodeId);
+}
+
+export async function startServer(opts: ServerOptions = {}): Promise<RunningServer> {
+  const log = opts.log ?? ((line: string) => console.log(`[server] ${line}`));
+  const nodeId = opts.nodeId ?? `node-${randomBytes(3).toString('hex')}`;
+  const backends = await openStateBackends(opts, nodeId);
+  const { store, cluster } = backends;
+  const secrets = await loadSecrets(store, opts.token ?? process.env.TABFLEET_TOKEN);
+  const counters = new Counters();
+  const httpServer = createServer();
+  const io = new Server(httpServer, {
+    maxHttpBufferSize: LIMITS.maxSocketMessageBytes,
+    serveClient: false,
+    pingInterval: 10_000,
+    pingTimeout: 20_000,
+    cors: { origin: true },
+  });
+  backends.adapt(io);
+  const volunteers = io.of(NAMESPACES.volunteer);
+  const dashboards = io.of(NAMESPACES.dashboard);
+  let url = '';
+
+  const deps: CoordinatorDeps = {
+    store,
+    clock: realClock,
+    timing: { ...ROUND_TIMING, ...opts.timing },
+    toVolunteer: (id, event, ...args) => void volunteers.to(volunteerRoom(id)).emit(event, ...args),
+    toDashboards: (jobId, event, ...args) => {
+      const rooms = event === 'job:update' ? [jobRoom(jobId), ALL_JOBS_ROOM] : [jobRoom(jobId)];
+      dashboards.to(rooms).emit(event, ...args);
+    },
+    checkpointUrl: (jobId, seq) => `${url}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
+    count: (name, labels) => counters.count(name, labels),
+    log,
+  };
+  const hub = new JobHub(deps, cluster);
+  await hub.start();
+  const volunteerNsp = attachVolunteerNamespace(io, hub, { count: deps.count, log });
+  attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, count: deps.count, log });
+
+  const startedAt = Date.now();
+  const ctx: RouteContext = {
+    hub, store, secrets, nodeId, startedAt,
+    staticDir: resolve(opts.staticDir ?? resolve(repoRoot, 'dist')),
+    datasetsDir: opts.datasetsDir ?? process.env.FASHION_MNIST_DIR ?? '/usr/share/datasets/fashion-mnist',
+    async prometheus() {
+      const jobs = await hub.summaries();
+      const states = new Map<string, number>();
+      for (const j of jobs) states.set(j.state, (states.get(j.state) ?? 0) + 1);
+      const mem = process.memoryUsage();
+      return counters.render({
+        volunteers_connected: volunteers.sockets.size,
+        dashboards_connected: dashboards.sockets.size,
+        jobs: [...states].map(([state, n]) => [{ state }, n]),
+        job_workers: jobs.filter((j) => j.state === 'running' || j.state === 'waiting').map((j) => [{ job: j.id }, j.workers]),
+        process_resident_memory_bytes: mem.rss,
+        process_heap_used_bytes: mem.heapUsed,
+      });
+    },
+  };
+  httpServer.on('request', (req, res) => {
+    // Socket.IO answers its own path; everything else is ours.
+    if (req.url?.startsWith('/socket.io/')) return;
+    handleApi(ctx, req, res)
+      .then((handled) => handled || handleStatic(ctx, req, res))
+      .catch((e) => {
+        log(`HTTP ${req.method} ${req.url} failed: ${(e as Error).stack}`);
+        if (!res.headersSent) res.writeHead(500).end();
+      });
+  });
+
+  const host = opts.host ?? '127.0.0.1';
+  await new Promise<void>((r, reject) => {
+    httpServer.once('error', reject);
+    httpServer.listen(opts.port ?? 0, host, () => r());
+  });
+  const addr = httpServer.address();
+  if (!addr || typeof addr === 'string') throw new Error('server has no TCP address');
+  url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
+  log(`node ${nodeId} listening on ${url} (store: ${store.kind})`);
+
+  let closed = false;
+  return {
+    url, port: addr.port, nodeId, secrets, store, hub, io, counters,
+    async close() {
+      if (closed) return;
+      closed = true;
+      volunteerNsp.close();
+      await hub.close();
+      await new Promise<void>((r) => io.close(() => r()));
+      await backends.close();
+    },
+  };
+}

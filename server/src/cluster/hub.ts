@@ -1,0 +1,224 @@
+// The server's view of all jobs: creates and stops them, routes each volunteer event to the
+// coordinator of its job (on this node, or on the node that owns the job), and assigns volunteers to
+// jobs by need and capability.
+import { randomBytes } from 'node:crypto';
+import {
+  LIMITS,
+  ProtocolError,
+  jobSpecSchema,
+  type Assignment,
+  type ErrorCode,
+  type JobSpec,
+  type JobSummary,
+  type VolunteerEventName,
+  type VolunteerEventParsed,
+  type WorkerRow,
+} from '@tabfleet/protocol';
+import { JobCoordinator } from '../coordinator/job-coordinator';
+import type { CoordinatorDeps, VolunteerInfo } from '../coordinator/types';
+import type { JobRecord } from '../store/store';
+import type { Cluster, HubCall, HubReply } from './cluster';
+
+/** How often a node re-claims leases and adopts jobs whose owner went away. */
+export const OWNERSHIP_SWEEP_MS = 2_000;
+
+export class JobHub {
+  private readonly coordinators = new Map<string, JobCoordinator>();
+  private cancelSweep: (() => void) | null = null;
+
+  constructor(
+    private readonly deps: CoordinatorDeps,
+    private readonly cluster: Cluster,
+  ) {
+    cluster.serve((call) => this.serveLocal(call));
+  }
+
+  /** Loads unfinished jobs this node can own and keeps leases fresh. */
+  async start(): Promise<void> {
+    await this.sweep();
+    const loop = () => {
+      this.cancelSweep = this.deps.clock.after(OWNERSHIP_SWEEP_MS, () => {
+        this.sweep().catch((e) => this.deps.log(`ownership sweep failed: ${(e as Error).message}`)).finally(() => this.cancelSweep && loop());
+      });
+    };
+    loop();
+  }
+
+  private async sweep(): Promise<void> {
+    for (const job of await this.deps.store.listJobs()) {
+      if (isEnded(job)) continue;
+      const owned = this.coordinators.get(job.id);
+      if (owned?.ended) {
+        this.coordinators.delete(job.id);
+        await this.cluster.release(job.id);
+        continue;
+      }
+      if (await this.cluster.claim(job.id)) {
+        if (!owned) this.coordinators.set(job.id, await JobCoordinator.load(job, this.deps));
+      } else if (owned) {
+        this.deps.log(`job ${job.id}: lease lost to another node`);
+        this.coordinators.delete(job.id);
+      }
+    }
+  }
+
+  /** Runs `fn` whenever any node creates a job. */
+  onJobCreated(fn: (jobId: string) => void): void {
+    this.cluster.onBroadcast((m) => m.kind === 'job-created' && fn(m.jobId));
+  }
+
+  async close(): Promise<void> {
+    this.cancelSweep?.();
+    this.cancelSweep = null;
+    await Promise.all([...this.coordinators.values()].map((c) => c.flushed()));
+    for (const id of this.coordinators.keys()) await this.cluster.release(id);
+  }
+
+  // ---------- researcher operations ----------
+
+  async createJob(input: unknown): Promise<JobSummary> {
+    const parsed = jobSpecSchema.safeParse(input);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new ProtocolError('bad_request', `job spec: ${issue.path.join('.') || 'body'}: ${issue.message}`);
+    }
+    const active = (await this.deps.store.listJobs()).filter((j) => !isEnded(j)).length;
+    if (active >= LIMITS.maxActiveJobs) throw new ProtocolError('capacity', `already ${active} unfinished jobs (limit ${LIMITS.maxActiveJobs})`);
+    const spec: JobSpec = parsed.data;
+    const now = this.deps.clock.now();
+    const record: JobRecord = { id: `job-${randomBytes(5).toString('hex')}`, name: spec.name ?? `${spec.preset} ${spec.strategy}`, spec, state: 'waiting', createdAt: now, updatedAt: now, seq: 0, step: 0 };
+    await this.deps.store.createJob(record);
+    await this.cluster.claim(record.id);
+    const c = await JobCoordinator.load(record, this.deps);
+    this.coordinators.set(record.id, c);
+    this.deps.log(`job ${record.id} created: ${record.name}`);
+    await this.cluster.broadcast({ kind: 'job-created', jobId: record.id });
+    return c.summary();
+  }
+
+  async stopJob(jobId: string, reason = 'stopped by the researcher'): Promise<JobSummary> {
+    await this.dispatch({ op: 'stop', jobId, reason });
+    return this.summary(jobId);
+  }
+
+  /** A job as the API shows it: live from its coordinator when it runs, from the store when ended. */
+  async summary(jobId: string): Promise<JobSummary> {
+    const record = await this.deps.store.getJob(jobId);
+    if (!record) throw new ProtocolError('unknown_job', `no job ${jobId}`);
+    if (!isEnded(record)) {
+      try {
+        return (await this.dispatch({ op: 'summary', jobId })) as JobSummary;
+      } catch (e) {
+        if (!(e instanceof ProtocolError) || e.code !== 'unknown_job') throw e;
+      }
+    }
+    return { ...record, workers: 0, latestCheckpoint: await this.deps.store.latestCheckpoint(jobId) };
+  }
+
+  async summaries(): Promise<JobSummary[]> {
+    const jobs = await this.deps.store.listJobs();
+    return Promise.all(jobs.map((j) => this.summary(j.id)));
+  }
+
+  async workers(jobId: string): Promise<WorkerRow[]> {
+    await this.requireJob(jobId);
+    return (await this.dispatch({ op: 'workers', jobId })) as WorkerRow[];
+  }
+
+  // ---------- volunteer operations ----------
+
+  /**
+   * Puts a volunteer into a job: the named one, or the one that needs workers most (below its minimum
+   * first, then the fewest workers for its maximum, then the oldest). Null when no job can take it.
+   */
+  async assign(v: VolunteerInfo, jobId?: string): Promise<Assignment | null> {
+    if (jobId) {
+      await this.requireJob(jobId);
+      return (await this.dispatch({ op: 'join', jobId, volunteer: v })) as Assignment;
+    }
+    // Jobs on this node first (no calls needed), then jobs other nodes own.
+    const local = [...this.coordinators.values()].filter((c) => c.accepts(v)).map((c) => c.summary());
+    const remote = !this.cluster.multiNode ? [] : (await this.deps.store.listJobs()).filter((j) => !isEnded(j) && !this.coordinators.has(j.id));
+    const remoteSummaries = await Promise.all(remote.map((j) => this.summary(j.id).catch(() => null)));
+    for (const candidates of [local, remoteSummaries.filter((j): j is JobSummary => j !== null && !isEnded(j) && j.workers < j.spec.maxWorkers)]) {
+      candidates.sort((a, b) => need(b) - need(a) || a.createdAt - b.createdAt);
+      for (const job of candidates) {
+        try {
+          return (await this.dispatch({ op: 'join', jobId: job.id, volunteer: v })) as Assignment;
+        } catch (e) {
+          if (!(e instanceof ProtocolError) || (e.code !== 'capacity' && e.code !== 'conflict')) throw e;
+        }
+      }
+    }
+    return null;
+  }
+
+  leave(jobId: string, volunteerId: string, reason: string): Promise<unknown> {
+    return this.dispatch({ op: 'leave', jobId, volunteerId, reason });
+  }
+
+  event<E extends VolunteerEventName>(jobId: string, volunteerId: string, name: E, payload: VolunteerEventParsed<E>): Promise<object> {
+    return this.dispatch({ op: 'event', jobId, volunteerId, name, payload }) as Promise<object>;
+  }
+
+  status(jobId: string, volunteerId: string, status: unknown): Promise<unknown> {
+    return this.dispatch({ op: 'status', jobId, volunteerId, status });
+  }
+
+  // ---------- routing ----------
+
+  private async requireJob(jobId: string): Promise<void> {
+    if (!this.coordinators.has(jobId) && !(await this.deps.store.getJob(jobId))) throw new ProtocolError('unknown_job', `no job ${jobId}`);
+  }
+
+  private async dispatch(call: HubCall): Promise<unknown> {
+    let reply: HubReply;
+    if (this.coordinators.has(call.jobId)) {
+      reply = await this.serveLocal(call);
+    } else {
+      let owner = await this.cluster.ownerOf(call.jobId);
+      if (owner === null || owner === this.cluster.nodeId) {
+        await this.sweep(); // adopt it if nobody holds it (its node went away)
+        owner = this.coordinators.has(call.jobId) ? this.cluster.nodeId : await this.cluster.ownerOf(call.jobId);
+      }
+      if (owner === null) throw new ProtocolError('unknown_job', `job ${call.jobId} is not running`);
+      reply = owner === this.cluster.nodeId ? await this.serveLocal(call) : await this.cluster.call(owner, call);
+    }
+    if (!reply.ok) throw new ProtocolError(reply.error.code as ErrorCode, reply.error.message);
+    return reply.value;
+  }
+
+  /** Runs a call against a coordinator on this node. */
+  private async serveLocal(call: HubCall): Promise<HubReply> {
+    const c = this.coordinators.get(call.jobId);
+    try {
+      if (!c) throw new ProtocolError('unknown_job', `job ${call.jobId} is not run by node ${this.cluster.nodeId}`);
+      return { ok: true, value: this.apply(c, call) ?? null };
+    } catch (e) {
+      if (e instanceof ProtocolError) return { ok: false, error: e.toBody() };
+      this.deps.log(`job ${call.jobId}: ${call.op} failed: ${(e as Error).stack ?? e}`);
+      return { ok: false, error: { code: 'internal', message: 'internal error' } };
+    }
+  }
+
+  private apply(c: JobCoordinator, call: HubCall): unknown {
+    switch (call.op) {
+      case 'join': return c.join(call.volunteer as VolunteerInfo);
+      case 'leave': return c.leave(call.volunteerId, call.reason);
+      case 'event': return c.handle(call.volunteerId, call.name as VolunteerEventName, call.payload as never);
+      case 'status': return c.status(call.volunteerId, call.status as never);
+      case 'stop': return c.stop(call.reason);
+      case 'summary': return c.summary();
+      case 'workers': return c.workers();
+    }
+  }
+}
+
+function isEnded(j: { state: string }): boolean {
+  return j.state === 'done' || j.state === 'stopped' || j.state === 'failed';
+}
+
+/** Larger is needier: jobs under their minimum first, then the emptiest relative to their maximum. */
+function need(j: JobSummary): number {
+  return (j.workers < j.spec.minWorkers ? 1 : 0) + (1 - j.workers / j.spec.maxWorkers) / 2;
+}

@@ -1,0 +1,47 @@
+// What a job coordinator needs from the world around it: the store, a clock, and ways to reach
+// volunteers and dashboards. Injected so tests drive the round clock with fake time and so a node
+// can run coordinators whose volunteers are connected to other nodes.
+import type { Capabilities, DashboardServerEvents, VolunteerServerEvents } from '@tabfleet/protocol';
+import type { Store } from '../store/store';
+
+export interface Clock {
+  now(): number;
+  /** Runs `fn` after `ms`; returns a cancel function. */
+  after(ms: number, fn: () => void): () => void;
+}
+
+export const realClock: Clock = {
+  now: () => Date.now(),
+  after(ms, fn) {
+    const t = setTimeout(fn, ms);
+    t.unref?.();
+    return () => clearTimeout(t);
+  },
+};
+
+export interface Timing {
+  roundTimeoutMs: number;
+  barrierTimeoutMs: number;
+  loadTimeoutMs: number;
+}
+
+export type ToVolunteer = <E extends keyof VolunteerServerEvents>(volunteerId: string, event: E, ...args: Parameters<VolunteerServerEvents[E]>) => void;
+export type ToDashboards = <E extends keyof DashboardServerEvents>(jobId: string, event: E, ...args: Parameters<DashboardServerEvents[E]>) => void;
+
+export interface CoordinatorDeps {
+  store: Store;
+  clock: Clock;
+  timing: Timing;
+  toVolunteer: ToVolunteer;
+  toDashboards: ToDashboards;
+  /** URL from which a volunteer downloads the checkpoint of `seq` (carries a ticket). */
+  checkpointUrl(jobId: string, seq: number): string;
+  /** Counts an event for /metrics (e.g. rounds committed, outliers rejected). */
+  count(name: string, labels?: Record<string, string>): void;
+  log(message: string): void;
+}
+
+export interface VolunteerInfo {
+  volunteerId: string;
+  capabilities: Capabilities;
+}

@@ -1,0 +1,123 @@
+// The /volunteer namespace: anonymous tabs connect with their protocol version and capabilities, ask
+// for work, and from then on every event they send is routed to their job's coordinator.
+import { randomBytes } from 'node:crypto';
+import {
+  NAMESPACES,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  VOLUNTEER_EVENTS,
+  volunteerAuthSchema,
+  type Capabilities,
+  type VolunteerEventName,
+  type VolunteerEventParsed,
+} from '@tabfleet/protocol';
+import type { Namespace, Server, Socket } from 'socket.io';
+import type { JobHub } from '../cluster/hub';
+import { guardSocket, type Handler } from './guard';
+
+interface VolunteerData {
+  volunteerId: string;
+  capabilities: Capabilities;
+  jobId: string | null;
+  /** Asked for work and got none yet: offered the next job that opens. */
+  waitingForWork: boolean;
+  requestedJob: string | undefined;
+}
+
+/** How often idle volunteers are offered to jobs that gained room. */
+const IDLE_OFFER_INTERVAL_MS = 2_000;
+
+export function volunteerRoom(volunteerId: string): string {
+  return `v:${volunteerId}`;
+}
+
+/** An Error carrying a code, the way Socket.IO reports a refused handshake to the client. */
+function handshakeError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { data: { code } });
+}
+
+export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(name: string, labels?: Record<string, string>): void; log(m: string): void }): { namespace: Namespace; close(): void } {
+  const nsp = io.of(NAMESPACES.volunteer);
+
+  nsp.use((socket, next) => {
+    const auth = socket.handshake.auth as { protocol?: unknown };
+    if (auth?.protocol !== PROTOCOL_VERSION) {
+      opts.count('handshakes_rejected', { code: 'protocol_version' });
+      return next(handshakeError('protocol_version', `protocol version ${JSON.stringify(auth?.protocol)} is not supported; this server speaks ${PROTOCOL_VERSION}`));
+    }
+    const parsed = volunteerAuthSchema.safeParse(auth);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      opts.count('handshakes_rejected', { code: 'bad_request' });
+      return next(handshakeError('bad_request', `handshake: ${issue.path.join('.') || 'auth'}: ${issue.message}`));
+    }
+    const data: VolunteerData = { volunteerId: `v-${randomBytes(6).toString('hex')}`, capabilities: parsed.data.capabilities, jobId: null, waitingForWork: false, requestedJob: undefined };
+    socket.data = data;
+    next();
+  });
+
+  const offerWork = async (socket: Socket) => {
+    const d = socket.data as VolunteerData;
+    const assignment = await hub.assign({ volunteerId: d.volunteerId, capabilities: d.capabilities }, d.requestedJob);
+    if (assignment) {
+      d.jobId = assignment.job.id;
+      d.waitingForWork = false;
+    }
+    return assignment;
+  };
+
+  nsp.on('connection', (socket) => {
+    const d = socket.data as VolunteerData;
+    socket.join(volunteerRoom(d.volunteerId));
+    socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now() });
+
+    const toJob = <E extends VolunteerEventName>(name: E) => (p: VolunteerEventParsed<E>) => {
+      const jobId = (p as { jobId: string }).jobId;
+      if (d.jobId !== jobId) throw new ProtocolError(d.jobId ? 'not_member' : 'unknown_job', `this volunteer is not in job ${jobId}`);
+      return hub.event(jobId, d.volunteerId, name, p);
+    };
+    const handlers: Record<VolunteerEventName, Handler> = {
+      'work:request': async (p: VolunteerEventParsed<'work:request'>) => {
+        if (d.jobId) await hub.leave(d.jobId, d.volunteerId, 'asked for other work').catch(() => {});
+        d.jobId = null;
+        d.requestedJob = p.jobId;
+        const assignment = await offerWork(socket);
+        d.waitingForWork = !assignment;
+        return assignment ? { assigned: true, jobId: assignment.job.id } : { assigned: false };
+      },
+      'model:loaded': toJob('model:loaded'),
+      'round:ready': toJob('round:ready'),
+      'round:result': toJob('round:result'),
+      'round:failed': toJob('round:failed'),
+      signal: toJob('signal'),
+      'star:update': toJob('star:update'),
+      'checkpoint:upload': toJob('checkpoint:upload'),
+      metrics: toJob('metrics'),
+      status: async (p: VolunteerEventParsed<'status'>) => {
+        if (d.jobId) await hub.status(d.jobId, d.volunteerId, p);
+      },
+      leave: async (p: VolunteerEventParsed<'leave'>) => {
+        d.waitingForWork = false;
+        if (d.jobId) await hub.leave(d.jobId, d.volunteerId, p.reason || 'left');
+        d.jobId = null;
+      },
+    };
+    guardSocket(socket, { schemas: VOLUNTEER_EVENTS, handlers, count: opts.count, log: opts.log });
+
+    socket.on('disconnect', (reason) => {
+      d.waitingForWork = false;
+      if (d.jobId) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));
+    });
+  });
+
+  // Idle volunteers get the next job with room: at once when one is created, and periodically.
+  const offerIdle = async () => {
+    for (const socket of nsp.sockets.values()) {
+      if ((socket.data as VolunteerData).waitingForWork) await offerWork(socket).catch(() => {});
+    }
+  };
+  hub.onJobCreated(() => void offerIdle());
+  const timer = setInterval(() => void offerIdle(), IDLE_OFFER_INTERVAL_MS);
+  timer.unref();
+  return { namespace: nsp, close: () => clearInterval(timer) };
+}

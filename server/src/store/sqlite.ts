@@ -1,0 +1,156 @@
+// The embedded store: one SQLite file (WAL) under the data directory, checkpoint bytes as files
+// beside it (`checkpoints/<job>/<seq>.safetensors`), written to a temp name and renamed so a crash
+// never leaves a torn checkpoint in the index.
+import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CheckpointInfo, MetricPoint } from '@tabfleet/protocol';
+import type { JobRecord, RoundRecord, Store } from './store';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS jobs (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
+  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL,
+  end_reason TEXT
+);
+CREATE TABLE IF NOT EXISTS rounds (
+  job_id TEXT NOT NULL, round_id INTEGER NOT NULL, seq INTEGER NOT NULL, mode TEXT NOT NULL,
+  members TEXT NOT NULL, outcome TEXT NOT NULL, started_at INTEGER NOT NULL, ended_at INTEGER,
+  detail TEXT NOT NULL, PRIMARY KEY (job_id, round_id)
+);
+CREATE TABLE IF NOT EXISTS metrics (
+  job_id TEXT NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL, time INTEGER NOT NULL,
+  loss REAL, accuracy REAL, samples_per_sec REAL, bytes_sent REAL, workers INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS metrics_job ON metrics (job_id, time);
+CREATE TABLE IF NOT EXISTS checkpoints (
+  job_id TEXT NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL, bytes INTEGER NOT NULL,
+  sha256 TEXT NOT NULL, created_at INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+`;
+
+interface JobRow {
+  id: string; name: string; spec: string; state: string; created_at: number; updated_at: number; seq: number; step: number; end_reason: string | null;
+}
+interface RoundRow {
+  job_id: string; round_id: number; seq: number; mode: string; members: string; outcome: string; started_at: number; ended_at: number | null; detail: string;
+}
+interface MetricRow {
+  seq: number; step: number; time: number; loss: number | null; accuracy: number | null; samples_per_sec: number | null; bytes_sent: number | null; workers: number;
+}
+interface CheckpointRow {
+  seq: number; step: number; bytes: number; sha256: string; created_at: number; path: string;
+}
+
+const toJob = (r: JobRow): JobRecord => ({
+  id: r.id, name: r.name, spec: JSON.parse(r.spec), state: r.state as JobRecord['state'], createdAt: r.created_at, updatedAt: r.updated_at,
+  seq: r.seq, step: r.step, ...(r.end_reason ? { endReason: r.end_reason } : {}),
+});
+const toRound = (r: RoundRow): RoundRecord => ({
+  jobId: r.job_id, roundId: r.round_id, seq: r.seq, mode: r.mode as RoundRecord['mode'], members: JSON.parse(r.members),
+  outcome: r.outcome as RoundRecord['outcome'], startedAt: r.started_at, endedAt: r.ended_at, detail: r.detail,
+});
+const toMetric = (r: MetricRow): MetricPoint => ({
+  seq: r.seq, step: r.step, time: r.time, loss: r.loss, accuracy: r.accuracy, samplesPerSec: r.samples_per_sec, bytesSent: r.bytes_sent, workers: r.workers,
+});
+const toCheckpoint = (r: CheckpointRow): CheckpointInfo => ({ seq: r.seq, step: r.step, bytes: r.bytes, sha256: r.sha256, createdAt: r.created_at });
+
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite';
+  private readonly db: Database.Database;
+  private readonly checkpointDir: string;
+
+  constructor(dataDir: string) {
+    mkdirSync(dataDir, { recursive: true });
+    this.checkpointDir = join(dataDir, 'checkpoints');
+    this.db = new Database(join(dataDir, 'tabfleet.sqlite'));
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.exec(SCHEMA);
+  }
+
+  async createJob(j: JobRecord): Promise<void> {
+    this.db
+      .prepare('INSERT INTO jobs (id, name, spec, state, created_at, updated_at, seq, step, end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+      .run(j.id, j.name, JSON.stringify(j.spec), j.state, j.createdAt, j.updatedAt, j.seq, j.step, j.endReason ?? null);
+  }
+
+  async updateJob(j: JobRecord): Promise<void> {
+    this.db.prepare('UPDATE jobs SET state = ?, updated_at = ?, seq = ?, step = ?, end_reason = ? WHERE id = ?').run(j.state, j.updatedAt, j.seq, j.step, j.endReason ?? null, j.id);
+  }
+
+  async getJob(id: string): Promise<JobRecord | null> {
+    const row = this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
+    return row ? toJob(row) : null;
+  }
+
+  async listJobs(): Promise<JobRecord[]> {
+    return (this.db.prepare('SELECT * FROM jobs ORDER BY created_at, id').all() as JobRow[]).map(toJob);
+  }
+
+  async saveRound(r: RoundRecord): Promise<void> {
+    this.db
+      .prepare('INSERT OR REPLACE INTO rounds (job_id, round_id, seq, mode, members, outcome, started_at, ended_at, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+      .run(r.jobId, r.roundId, r.seq, r.mode, JSON.stringify(r.members), r.outcome, r.startedAt, r.endedAt, r.detail);
+  }
+
+  async listRounds(jobId: string): Promise<RoundRecord[]> {
+    return (this.db.prepare('SELECT * FROM rounds WHERE job_id = ? ORDER BY round_id').all(jobId) as RoundRow[]).map(toRound);
+  }
+
+  async addMetric(jobId: string, p: MetricPoint): Promise<void> {
+    this.db
+      .prepare('INSERT INTO metrics (job_id, seq, step, time, loss, accuracy, samples_per_sec, bytes_sent, workers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+      .run(jobId, p.seq, p.step, p.time, p.loss, p.accuracy, p.samplesPerSec, p.bytesSent, p.workers);
+  }
+
+  async metrics(jobId: string, limit: number): Promise<MetricPoint[]> {
+    const rows = this.db.prepare('SELECT * FROM (SELECT rowid AS r, * FROM metrics WHERE job_id = ? ORDER BY rowid DESC LIMIT ?) ORDER BY r').all(jobId, limit) as MetricRow[];
+    return rows.map(toMetric);
+  }
+
+  async putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void> {
+    const dir = join(this.checkpointDir, jobId);
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, `${info.seq}.safetensors`);
+    writeFileSync(`${path}.tmp`, data);
+    renameSync(`${path}.tmp`, path);
+    this.db
+      .prepare('INSERT OR REPLACE INTO checkpoints (job_id, seq, step, bytes, sha256, created_at, path) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(jobId, info.seq, info.step, info.bytes, info.sha256, info.createdAt, path);
+  }
+
+  async latestCheckpoint(jobId: string): Promise<CheckpointInfo | null> {
+    const row = this.db.prepare('SELECT * FROM checkpoints WHERE job_id = ? ORDER BY seq DESC LIMIT 1').get(jobId) as CheckpointRow | undefined;
+    return row ? toCheckpoint(row) : null;
+  }
+
+  async readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null> {
+    const row = this.db.prepare('SELECT path FROM checkpoints WHERE job_id = ? AND seq = ?').get(jobId, seq) as { path: string } | undefined;
+    return row && existsSync(row.path) ? readFileSync(row.path) : null;
+  }
+
+  async getSetting(key: string): Promise<string | null> {
+    const row = this.db.prepare('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
+    return row?.value ?? null;
+  }
+
+  async setSetting(key: string, value: string): Promise<void> {
+    this.db.prepare('INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)').run(key, value);
+  }
+
+  async digest(): Promise<string> {
+    const h = createHash('sha256');
+    for (const table of ['jobs', 'rounds', 'metrics', 'checkpoints', 'settings']) {
+      h.update(table);
+      h.update(JSON.stringify(this.db.prepare(`SELECT * FROM ${table} ORDER BY rowid`).all()));
+    }
+    return h.digest('hex');
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+}

@@ -1,0 +1,272 @@
+// A simulated volunteer for server tests and the coordinator benchmark: a real socket.io-client
+// connection that follows the protocol with a small parameter vector instead of a model. "Training"
+// adds a shard-dependent increment; a ring round's result is the members' mean, exchanged through a
+// shared in-process `RingOracle` (the collective package does this over WebRTC in real workers).
+import {
+  NAMESPACES,
+  PROTOCOL_VERSION,
+  decodeSafetensors,
+  encodeSafetensors,
+  f32Tensor,
+  f32Values,
+  type Ack,
+  type Assignment,
+  type CapabilitiesInput,
+  type RoundBegin,
+  type VolunteerEvent,
+  type VolunteerEventName,
+} from '@tabfleet/protocol';
+import { createHash } from 'node:crypto';
+import { io, type Socket } from 'socket.io-client';
+
+export const SIM_CAPABILITIES: CapabilitiesInput = {
+  backend: 'webgpu',
+  adapter: { vendor: 'sim', architecture: 'test', device: 'simulated', description: 'simulated volunteer' },
+  limits: { maxStorageBufferBindingSize: 1 << 30, maxBufferSize: 1 << 30 },
+  features: [],
+};
+
+/** Collects ring members' vectors per round and hands everyone the mean once all have contributed. */
+export class RingOracle {
+  private readonly rounds = new Map<string, { members: string[]; values: Map<string, Float32Array>; waiters: ((mean: Float32Array) => void)[] }>();
+
+  contribute(jobId: string, roundId: number, members: string[], id: string, values: Float32Array): Promise<Float32Array> {
+    const key = `${jobId}/${roundId}`;
+    let r = this.rounds.get(key);
+    if (!r) this.rounds.set(key, (r = { members, values: new Map(), waiters: [] }));
+    r.values.set(id, values);
+    const done = new Promise<Float32Array>((resolve) => r.waiters.push(resolve));
+    if (r.values.size === r.members.length) {
+      const mean = new Float32Array(values.length);
+      for (const v of r.values.values()) for (let i = 0; i < mean.length; i++) mean[i] += v[i] / r.members.length;
+      for (const w of r.waiters) w(mean);
+      this.rounds.delete(key);
+    }
+    return done;
+  }
+}
+
+export function checksumOf(values: Float32Array): string {
+  return createHash('sha256').update(new Uint8Array(values.buffer, values.byteOffset, values.byteLength)).digest('hex').slice(0, 16);
+}
+
+/** The seeded initial vector every member of a job starts from. */
+export function initialParams(length: number, seed: number): Float32Array {
+  const v = new Float32Array(length);
+  for (let i = 0; i < length; i++) v[i] = Math.sin(seed * 1000 + i);
+  return v;
+}
+
+export interface SimOptions {
+  url: string;
+  oracle: RingOracle;
+  /** Parameter vector length (star rounds need the job's real flat length). */
+  length?: number;
+  /** Local steps per round before reporting ready (the job's H when absent). */
+  stepsPerRound?: number;
+  /** Delay before reporting ready, to model training time. */
+  trainMs?: number;
+  capabilities?: CapabilitiesInput;
+  /** Reconnect after the server goes away (restart tests). */
+  reconnect?: boolean;
+  log?: (line: string) => void;
+}
+
+export class SimVolunteer {
+  readonly socket: Socket;
+  volunteerId = '';
+  assignment: Assignment | null = null;
+  params: Float32Array = new Float32Array(0);
+  step = 0;
+  /** Global model version this volunteer's parameters derive from. */
+  baseSeq = -1;
+  readonly events: { name: string; payload: unknown; at: number }[] = [];
+  readonly committed: number[] = [];
+  /** The parameters each committed sync left this volunteer with. */
+  readonly applied = new Map<number, Float32Array>();
+  loadedFrom: { seq: number; url: string | null; checksum: string }[] = [];
+  ended: string | null = null;
+  /** Called when the round begins; return a failure code to report `round:failed` instead of a result. */
+  failRound: ((r: RoundBegin) => 'peer_lost' | 'unreachable' | null) | null = null;
+  /** When set, the volunteer stops at the barrier (never reports ready). */
+  holdReady = false;
+  /** When set, a round that begins is kept open until `releaseRound()`. */
+  holdRounds = false;
+  private heldRound: RoundBegin | null = null;
+  /** Failures inside event handlers (a test asserts there are none). */
+  readonly errors: string[] = [];
+  private closed = false;
+  private pending: { roundId: number; values: Float32Array } | null = null;
+  private readonly opts: SimOptions;
+
+  constructor(opts: SimOptions) {
+    this.opts = opts;
+    this.socket = io(`${opts.url}${NAMESPACES.volunteer}`, {
+      auth: { protocol: PROTOCOL_VERSION, capabilities: opts.capabilities ?? SIM_CAPABILITIES },
+      transports: ['websocket'],
+      reconnection: opts.reconnect ?? false,
+      reconnectionDelay: 200,
+      reconnectionDelayMax: 1000,
+    });
+    this.socket.onAny((name, payload) => this.events.push({ name, payload, at: Date.now() }));
+    this.socket.on('welcome', (w) => {
+      this.volunteerId = w.volunteerId;
+      // After a reconnect the server sees a new volunteer: ask for work again.
+      if (this.assignment && !this.ended) this.bg(this.emit('work:request', { jobId: this.assignment.job.id }));
+    });
+    this.socket.on('job:assign', (a: Assignment) => {
+      this.assignment = a;
+    });
+    this.socket.on('model:load', (m) => this.bg(this.load(m)));
+    this.socket.on('round:begin', (r: RoundBegin) => this.bg(this.onBegin(r)));
+    this.socket.on('star:result', (s) => this.bg(this.onStarResult(s)));
+    this.socket.on('round:abort', () => {
+      this.pending = null;
+      this.heldRound = null;
+    });
+    this.socket.on('round:commit', (c) => this.bg(this.onCommit(c)));
+    this.socket.on('job:end', (e) => {
+      this.ended = e.reason;
+    });
+  }
+
+  /** Errors in event handlers are logged, and ignored once the test closed the volunteer. */
+  private bg(p: Promise<unknown>): void {
+    p.catch((e) => {
+      if (!this.closed) this.errors.push(`${(e as Error).message}`);
+    });
+  }
+
+  private log(line: string): void {
+    this.opts.log?.(`[sim ${this.volunteerId}] ${line}`);
+  }
+
+  /** Resolves once the server has welcomed this volunteer. */
+  connected(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.volunteerId) return resolve();
+      this.socket.once('welcome', () => resolve());
+      this.socket.once('connect_error', (e) => reject(e));
+    });
+  }
+
+  emit<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): Promise<Ack<Record<string, unknown>>> {
+    return this.socket.timeout(10_000).emitWithAck(name, payload);
+  }
+
+  async request(jobId?: string): Promise<Ack<Record<string, unknown>>> {
+    return this.emit('work:request', jobId ? { jobId } : {});
+  }
+
+  private get jobId(): string {
+    return this.assignment?.job.id ?? '';
+  }
+
+  private async load(m: { jobId: string; seq: number; step: number; url: string | null }): Promise<void> {
+    const spec = this.assignment?.job.spec;
+    if (m.url) {
+      const res = await fetch(m.url);
+      if (!res.ok) throw new Error(`checkpoint download: HTTP ${res.status}`);
+      const { tensors } = decodeSafetensors(new Uint8Array(await res.arrayBuffer()));
+      this.params = f32Values(tensors.params);
+    } else {
+      this.params = initialParams(this.opts.length ?? 8, spec?.seed ?? 1);
+    }
+    this.step = m.step;
+    this.baseSeq = m.seq;
+    this.loadedFrom.push({ seq: m.seq, url: m.url, checksum: checksumOf(this.params) });
+    const ack = await this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: checksumOf(this.params) });
+    if (ack.ok && ack.admitted) await this.trainThenReady();
+  }
+
+  private async trainThenReady(): Promise<void> {
+    if (this.opts.trainMs) await new Promise((r) => setTimeout(r, this.opts.trainMs));
+    const h = this.opts.stepsPerRound ?? this.assignment?.job.spec.H ?? 1;
+    const shard = this.assignment?.shard.index ?? 0;
+    for (let s = 0; s < h; s++) for (let i = 0; i < this.params.length; i++) this.params[i] += 0.01 * (shard + 1) * Math.cos(this.step + i);
+    this.step += h;
+    if (this.holdReady || this.ended) return;
+    const ack = await this.emit('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step });
+    if (!ack.ok) this.log(`ready refused: ${ack.error.code} ${ack.error.message}`);
+  }
+
+  /** Takes part in the round that was held open. */
+  releaseRound(): void {
+    const r = this.heldRound;
+    this.heldRound = null;
+    this.holdRounds = false;
+    if (r) this.bg(this.onBegin(r));
+  }
+
+  private async onBegin(r: RoundBegin): Promise<void> {
+    if (this.holdRounds) {
+      this.heldRound = r;
+      return;
+    }
+    const failure = this.failRound?.(r) ?? null;
+    if (failure) {
+      await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code: failure, message: 'simulated' });
+      return;
+    }
+    if (r.mode === 'star') {
+      const bytes = new Uint8Array(this.params.slice().buffer);
+      const ack = await this.emit('star:update', { jobId: r.jobId, roundId: r.roundId, data: bytes });
+      if (!ack.ok) this.log(`star update refused: ${ack.error.message}`);
+      return;
+    }
+    // Like the collective, give up shortly before the server's deadline and say so.
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), Math.max(0, r.deadline - Date.now() - 100))));
+    const mean = await Promise.race([this.opts.oracle.contribute(r.jobId, r.roundId, r.members, this.volunteerId, this.params.slice()), timeout]);
+    clearTimeout(timer);
+    if (mean) await this.report(r.jobId, r.roundId, mean);
+    else await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code: 'deadline', message: 'simulated collective timed out' });
+  }
+
+  private async onStarResult(s: { jobId: string; roundId: number; data: Uint8Array | ArrayBuffer }): Promise<void> {
+    const bytes = s.data instanceof Uint8Array ? s.data : new Uint8Array(s.data);
+    const values = new Float32Array(bytes.byteLength / 4);
+    new Uint8Array(values.buffer).set(bytes);
+    await this.report(s.jobId, s.roundId, values);
+  }
+
+  private async report(jobId: string, roundId: number, result: Float32Array): Promise<void> {
+    this.pending = { roundId, values: result.slice() };
+    await this.emit('round:result', {
+      jobId, roundId, checksum: checksumOf(result), step: this.step,
+      metrics: { loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: result.byteLength, bytesReceived: result.byteLength },
+    });
+  }
+
+  private async onCommit(c: { jobId: string; roundId: number; seq: number }): Promise<void> {
+    if (!this.pending || this.pending.roundId !== c.roundId) return;
+    this.params = this.pending.values;
+    this.pending = null;
+    this.baseSeq = c.seq;
+    this.committed.push(c.seq);
+    this.applied.set(c.seq, this.params.slice());
+    const begin = [...this.events].reverse().find((e) => e.name === 'round:begin' && (e.payload as RoundBegin).roundId === c.roundId)?.payload as RoundBegin | undefined;
+    if (begin?.uploader === this.volunteerId) {
+      const data = encodeSafetensors({ params: f32Tensor([this.params.length], this.params) });
+      const ack = await this.emit('checkpoint:upload', { jobId: c.jobId, seq: c.seq, step: this.step, data });
+      if (!ack.ok) this.log(`upload refused: ${ack.error.message}`);
+    }
+    if (!this.ended) await this.trainThenReady();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.socket.close();
+  }
+}
+
+/** Polls `check` until it returns a truthy value or `timeoutMs` passes (then throws with `what`). */
+export async function waitFor<T>(what: string, check: () => T | Promise<T>, timeoutMs = 10_000, everyMs = 20): Promise<NonNullable<T>> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

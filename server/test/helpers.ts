@@ -1,0 +1,64 @@
+// Shared setup for server integration tests: a real server on a loopback port with a fresh SQLite
+// directory, HTTP helpers with the researcher token, and simulated volunteers.
+import type { JobSpecInput, JobSummary } from '@tabfleet/protocol';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startServer, type RunningServer, type ServerOptions } from '../src/app';
+import { RingOracle, SimVolunteer, type SimOptions } from '../src/testing/sim-volunteer';
+
+export const BASE_JOB: JobSpecInput = {
+  preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 2,
+  hyperparameters: { lr: 0.1, batchSize: 32 }, minWorkers: 2, maxWorkers: 4, targetSteps: 1000,
+};
+
+export interface TestServer extends RunningServer {
+  dataDir: string;
+  api(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; body: any; text: string }>;
+  createJob(spec?: Partial<JobSpecInput>): Promise<JobSummary>;
+  volunteer(opts?: Partial<SimOptions>): Promise<SimVolunteer>;
+  oracle: RingOracle;
+  stop(): Promise<void>;
+}
+
+export async function startTestServer(opts: ServerOptions = {}): Promise<TestServer> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tabfleet-test-'));
+  const server = await startServer({ port: 0, dataDir, token: 'test-token', log: () => {}, timing: { roundTimeoutMs: 5_000, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 }, ...opts });
+  const oracle = new RingOracle();
+  const sims: SimVolunteer[] = [];
+  const api: TestServer['api'] = async (path, init = {}) => {
+    const headers: Record<string, string> = { authorization: 'Bearer test-token', ...(init.headers as Record<string, string>) };
+    if (init.json !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(`${server.url}${path}`, { ...init, headers, body: init.json !== undefined ? JSON.stringify(init.json) : init.body });
+    const text = await res.text();
+    let body: unknown = null;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      /* CSV, safetensors or plain text */
+    }
+    return { status: res.status, body, text };
+  };
+  return {
+    ...server,
+    dataDir,
+    oracle,
+    api,
+    async createJob(spec = {}) {
+      const r = await api('/api/jobs', { method: 'POST', json: { ...BASE_JOB, ...spec } });
+      if (r.status !== 201) throw new Error(`create job: ${r.status} ${r.text}`);
+      return r.body.job;
+    },
+    async volunteer(o = {}) {
+      const v = new SimVolunteer({ url: server.url, oracle, ...o });
+      sims.push(v);
+      await v.connected();
+      return v;
+    },
+    async stop() {
+      for (const v of sims) v.close();
+      await server.close();
+      if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
