@@ -87,7 +87,8 @@ const checksum = z.string().regex(/^[0-9a-f]{8,64}$/, 'lower-case hex, 8 to 64 d
 /** Binary arrives as a Buffer in Node and an ArrayBuffer in browsers; both become a Uint8Array. */
 const binary = z
   .custom<Uint8Array | ArrayBuffer>((v) => v instanceof Uint8Array || v instanceof ArrayBuffer, 'must be binary (Uint8Array or ArrayBuffer)')
-  .transform((v) => (v instanceof Uint8Array ? v : new Uint8Array(v)))
+  // A plain Uint8Array either way (a Node Buffer's slice() would not copy).
+  .transform((v) => (v instanceof Uint8Array && v.constructor === Uint8Array ? v : new Uint8Array(v)))
   .refine((v) => v.byteLength <= LIMITS.maxModelBytes, `at most ${LIMITS.maxModelBytes} bytes`);
 
 const roundRef = { jobId: idSchema, roundId: z.number().int().min(1) };

@@ -89,7 +89,8 @@ export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
     }
     const shape = e.shape as number[];
     if ((off[1] - off[0]) !== shape.reduce((a, d) => a * d, 1) * BYTES[dtype]) throw new SafetensorsError(`${name}: byte length does not match ${dtype}[${shape}]`);
-    tensors[name] = { dtype, shape, data: bytes.slice(dataStart + off[0], dataStart + off[1]) };
+    // Uint8Array's own slice copies; a Node Buffer's slice would be a view into a shared pool.
+    tensors[name] = { dtype, shape, data: Uint8Array.prototype.slice.call(bytes, dataStart + off[0], dataStart + off[1]) };
   }
   return { tensors, metadata };
 }
@@ -97,5 +98,5 @@ export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
 /** Reads an F32 tensor's values (copied, so alignment never matters). */
 export function f32Values(t: NamedTensor): Float32Array {
   if (t.dtype !== 'F32') throw new SafetensorsError(`expected F32, got ${t.dtype}`);
-  return new Float32Array(t.data.slice().buffer);
+  return new Float32Array(Uint8Array.prototype.slice.call(t.data).buffer);
 }

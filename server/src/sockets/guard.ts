@@ -37,7 +37,9 @@ export class TokenBucket {
 /** Size of the JSON part of an argument; binary fields count as nothing here (Socket.IO caps them). */
 export function jsonSize(value: unknown): number {
   try {
-    return JSON.stringify(value, (_k, v) => (v instanceof Uint8Array || v instanceof ArrayBuffer ? null : v))?.length ?? 0;
+    // A Buffer has been through its toJSON before the replacer sees it.
+    const binary = (v: unknown) => v instanceof Uint8Array || v instanceof ArrayBuffer || (!!v && (v as { type?: unknown }).type === 'Buffer' && Array.isArray((v as { data?: unknown }).data));
+    return JSON.stringify(value, (_k, v) => (binary(v) ? null : v))?.length ?? 0;
   } catch {
     return Infinity; // cyclic or otherwise unserializable
   }

@@ -190,19 +190,19 @@ export class SimVolunteer {
     if (!ack.ok) this.log(`ready refused: ${ack.error.code} ${ack.error.message}`);
   }
 
-  /** Takes part in the round that was held open. */
+  /** Takes part in the round that was held open (later rounds are held while `holdRounds` is set). */
   releaseRound(): void {
     const r = this.heldRound;
     this.heldRound = null;
-    this.holdRounds = false;
-    if (r) this.bg(this.onBegin(r));
+    if (r) this.bg(this.participate(r));
   }
 
   private async onBegin(r: RoundBegin): Promise<void> {
-    if (this.holdRounds) {
-      this.heldRound = r;
-      return;
-    }
+    if (this.holdRounds) this.heldRound = r;
+    else await this.participate(r);
+  }
+
+  private async participate(r: RoundBegin): Promise<void> {
     const failure = this.failRound?.(r) ?? null;
     if (failure) {
       await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code: failure, message: 'simulated' });
