@@ -67,10 +67,15 @@ export class JobHub {
     this.cluster.onBroadcast((m) => m.kind === 'job-created' && fn(m.jobId));
   }
 
+  /** Resolves once every store write queued by this node's coordinators has landed. */
+  async flushed(): Promise<void> {
+    await Promise.all([...this.coordinators.values()].map((c) => c.flushed()));
+  }
+
   async close(): Promise<void> {
     this.cancelSweep?.();
     this.cancelSweep = null;
-    await Promise.all([...this.coordinators.values()].map((c) => c.flushed()));
+    await this.flushed();
     for (const id of this.coordinators.keys()) await this.cluster.release(id);
   }
 

@@ -78,6 +78,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(
     };
     const handlers: Record<VolunteerEventName, Handler> = {
       'work:request': async (p: VolunteerEventParsed<'work:request'>) => {
+        if (p.jobId) await hub.summary(p.jobId); // an unknown job is refused before anything changes
         if (d.jobId) await hub.leave(d.jobId, d.volunteerId, 'asked for other work').catch(() => {});
         d.jobId = null;
         d.requestedJob = p.jobId;
