@@ -1,0 +1,98 @@
+// Scale-out: two server nodes share a real redis-server (started here). Volunteers connected to
+// different nodes join one job, signal each other through the Redis adapter and complete rounds.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { after, before, test } from 'node:test';
+import type { RoundBegin } from '@tabfleet/protocol';
+import { RingOracle, SimVolunteer, checksumOf, waitFor } from '../src/testing/sim-volunteer';
+import { startTestServer, type TestServer } from './helpers';
+
+let redis: ChildProcess;
+let nodes: TestServer[] = [];
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+before(async () => {
+  const port = await freePort();
+  redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    redis.stdout!.on('data', (d) => {
+      out += d;
+      if (out.includes('Ready to accept connections')) resolve();
+    });
+    redis.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${out}`)));
+  });
+  const redisUrl = `redis://127.0.0.1:${port}`;
+  nodes = [await startTestServer({ redisUrl, nodeId: 'node-a' }), await startTestServer({ redisUrl, nodeId: 'node-b' })];
+});
+
+after(async () => {
+  for (const n of nodes) await n.stop();
+  redis.kill();
+});
+
+test('volunteers on two nodes form one ring, signal across nodes and commit rounds', async () => {
+  const [a, b] = nodes;
+  assert.equal((await (await fetch(`${a.url}/healthz`)).json()).store, 'redis');
+  const job = await a.createJob({ minWorkers: 4, maxWorkers: 4 });
+  // The job is visible from the other node (shared store).
+  assert.equal((await b.api(`/api/jobs/${job.id}`)).body.job.id, job.id);
+
+  const oracle = new RingOracle();
+  const sims = [a, b, a, b].map((n) => new SimVolunteer({ url: n.url, oracle }));
+  for (const s of sims) await s.connected();
+  for (const s of sims) s.holdRounds = true;
+  for (const s of sims) assert.equal((await s.request(job.id)).ok, true);
+  const round = await waitFor('round:begin on both nodes', () => {
+    const seen = sims.map((s) => s.events.find((e) => e.name === 'round:begin')?.payload as RoundBegin | undefined);
+    return seen.every(Boolean) ? seen[0] : null;
+  }, 15_000);
+  assert.equal(round.members.length, 4);
+
+  // Signal from a volunteer on node b to its ring neighbour, wherever that one is connected.
+  const byId = new Map(sims.map((s) => [s.volunteerId, s]));
+  const ring = round.members.map((id) => byId.get(id)!);
+  const fromB = ring.findIndex((s) => sims.indexOf(s) % 2 === 1);
+  const sender = ring[fromB], receiver = ring[(fromB + 1) % 4];
+  const ack = await sender.emit('signal', { jobId: job.id, roundId: round.roundId, to: receiver.volunteerId, data: { candidate: 'c1' } });
+  assert.deepEqual(ack, { ok: true });
+  const got = await waitFor('signal relayed', () => receiver.events.find((e) => e.name === 'signal')?.payload as { from: string } | undefined);
+  assert.equal(got.from, sender.volunteerId);
+  const notNeighbour = await sender.emit('signal', { jobId: job.id, roundId: round.roundId, to: ring[(fromB + 2) % 4].volunteerId, data: {} });
+  assert.equal(!notNeighbour.ok && notNeighbour.error.code, 'not_neighbour');
+
+  for (const s of sims) {
+    s.holdRounds = false;
+    s.releaseRound();
+  }
+  await waitFor('3 syncs on both nodes', () => sims.every((s) => s.committed.length >= 3), 20_000);
+  for (const seq of [1, 2, 3]) assert.equal(new Set(sims.map((s) => checksumOf(s.applied.get(seq)!))).size, 1, `sync ${seq}`);
+  const rounds = (await b.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { outcome: string }[];
+  assert.ok(rounds.filter((r) => r.outcome === 'committed').length >= 3, 'rounds recorded in the shared store');
+  for (const s of sims) s.close();
+});
+
+test('a job whose node goes away is adopted by the other node', async () => {
+  const [a, b] = nodes;
+  const job = await b.createJob({ minWorkers: 1, maxWorkers: 2 });
+  await b.stop();
+  nodes = [a];
+  const oracle = new RingOracle();
+  const s = new SimVolunteer({ url: a.url, oracle });
+  await s.connected();
+  const ack = await waitFor('node a takes the job over', async () => {
+    const r = await s.request(job.id);
+    return r.ok ? r : null;
+  }, 30_000, 500);
+  assert.equal(ack.ok, true);
+  await waitFor('rounds on the adopted job', () => s.committed.length >= 2, 15_000);
+  s.close();
+});
