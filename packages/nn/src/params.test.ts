@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { CpuBackend } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { gaussianBlobs, epochBatches, sequentialBatches, shardIndices } from '@tabfleet/data';
+import { MODEL_PRESETS, PRESET_FLAT_LENGTHS } from '@tabfleet/protocol';
 import { createModel, PRESETS } from './models/index';
 import { createOptimizer } from './optim';
 import { PARAM_ALIGN } from './params';
@@ -17,6 +18,13 @@ test('the manifest lists every parameter once, in order, at 256-byte aligned off
     if (i > 0) assert.ok(man[i].offset >= man[i - 1].offset + man[i - 1].size);
   }
   assert.deepEqual(man[0].shape, [8, 1, 3, 3]);
+});
+
+test('the protocol knows the flat parameter length of every preset (the server checks updates against it)', () => {
+  for (const [name, preset] of Object.entries(PRESETS)) {
+    assert.equal(PRESET_FLAT_LENGTHS[name as keyof typeof PRESETS], createModel(preset, new CpuBackend(), 1).store.length, name);
+  }
+  assert.deepEqual(Object.keys(PRESETS).sort(), [...MODEL_PRESETS].sort());
 });
 
 test('seeded init is identical across backends and differs across seeds', async () => {

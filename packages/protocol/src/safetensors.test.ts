@@ -40,3 +40,13 @@ for (const [name, bytes, err] of malformed) {
     assert.throws(() => decodeSafetensors(bytes), (e: Error) => e instanceof SafetensorsError && err.test(e.message));
   });
 }
+
+test('decoding a Node Buffer from a shared pool copies each tensor (a Buffer slice would be a view)', () => {
+  const values = new Float32Array([1.5, -2, 3.25]);
+  const file = encodeSafetensors({ w: f32Tensor([3], values) });
+  // Small Buffers live at odd offsets inside one shared ArrayBuffer, as socket.io hands them over.
+  const pooled = Buffer.concat([Buffer.from([7]), Buffer.from(file)]).subarray(1);
+  const decoded = decodeSafetensors(pooled);
+  assert.equal(decoded.tensors.w.data.byteOffset, 0);
+  assert.deepEqual([...f32Values(decoded.tensors.w)], [...values]);
+});

@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { jobSpecSchema, targetStepsOf, type JobSpecInput } from './jobs';
+
+const base: JobSpecInput = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, hyperparameters: { lr: 0.1, batchSize: 64 }, maxWorkers: 4, targetSteps: 100 };
+
+test('a job spec gets its defaults filled in', () => {
+  const s = jobSpecSchema.parse(base);
+  assert.equal(s.compression, 'none');
+  assert.equal(s.minWorkers, 1);
+  assert.equal(s.hyperparameters.outerLr, 0.7);
+  assert.equal(s.hyperparameters.outerMomentum, 0.9);
+  assert.equal(s.aggregation, 'mean');
+});
+
+test('target epochs convert to steps over one shard of the dataset', () => {
+  const s = jobSpecSchema.parse({ ...base, targetSteps: undefined, targetEpochs: 2 });
+  // 60000 / 4 workers = 15000 examples per shard; 2 epochs at batch 64 = ceil(30000 / 64).
+  assert.equal(targetStepsOf(s), 469);
+  assert.equal(targetStepsOf(jobSpecSchema.parse(base)), 100);
+});
+
+test('job specs that cannot run are refused', () => {
+  for (const bad of [
+    { ...base, strategy: 'ddp' },
+    { ...base, targetEpochs: 1 },
+    { ...base, minWorkers: 9 },
+    { ...base, hyperparameters: { lr: Number.NaN, batchSize: 64 } },
+    { ...base, unknownField: 1 },
+  ]) assert.equal(jobSpecSchema.safeParse(bad).success, false, JSON.stringify(bad));
+});
