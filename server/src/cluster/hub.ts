@@ -133,8 +133,8 @@ export class JobHub {
   // ---------- volunteer operations ----------
 
   /**
-   * Puts a volunteer into a job: the named one, or the one that needs workers most (below its minimum
-   * first, then the fewest workers for its maximum, then the oldest). Null when no job can take it.
+   * Puts a volunteer into a job: the named one, or the one that needs workers most (the most short of
+   * its minimum, then the fewest workers for its maximum, then the oldest). Null when no job can take it.
    */
   async assign(v: VolunteerInfo, jobId?: string): Promise<Assignment | null> {
     if (jobId) {
@@ -223,7 +223,7 @@ function isEnded(j: { state: string }): boolean {
   return j.state === 'done' || j.state === 'stopped' || j.state === 'failed';
 }
 
-/** Larger is needier: jobs under their minimum first, then the emptiest relative to their maximum. */
+/** Larger is needier: the most workers short of its minimum first, then the emptiest for its maximum. */
 function need(j: JobSummary): number {
-  return (j.workers < j.spec.minWorkers ? 1 : 0) + (1 - j.workers / j.spec.maxWorkers) / 2;
+  return Math.max(0, j.spec.minWorkers - j.workers) + (1 - j.workers / j.spec.maxWorkers) / 2;
 }
