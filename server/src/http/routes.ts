@@ -7,6 +7,7 @@ import { extname, join, normalize } from 'node:path';
 import type { Secrets } from '../auth';
 import type { JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
+import { fashionMnistShard } from './datasets';
 import { readJson, sendBytes, sendError, sendJson } from './respond';
 
 export interface RouteContext {
@@ -113,6 +114,11 @@ const ROUTES: [string, RegExp, Route][] = [
     const ticket = url.searchParams.get('ticket');
     if (!ticket || !ctx.secrets.ticketMatches(jobId, seq, ticket)) requireToken(ctx, req, url);
     await sendCheckpoint(ctx, res, jobId, seq);
+  }],
+  // Shard `index` of `count`, dealt by the job's seed (packages/data shardIndices), as safetensors.
+  ['GET', /^\/datasets\/fashion-mnist\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, _req, res, [index, count], url) => {
+    const bytes = await fashionMnistShard(ctx.datasetsDir, Number(index), Number(count), Number(url.searchParams.get('seed') ?? 1));
+    sendBytes(res, 'application/octet-stream', bytes);
   }],
   ['GET', /^\/datasets\/fashion-mnist\/([\w.-]+\.gz)$/, async (ctx, _req, res, [name]) => {
     if (!sendFile(res, join(ctx.datasetsDir, name))) throw new ProtocolError('unknown_job', `no dataset file ${name}`);
