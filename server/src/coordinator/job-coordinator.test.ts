@@ -1,0 +1,142 @@
+// The round clock's timeouts with fake time: a member slow to the barrier, a joiner that never loads
+// and an uploader that never uploads are each evicted, and the rest go on.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { capabilitiesSchema, jobSpecSchema, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { SqliteStore } from '../store/sqlite';
+import type { JobRecord } from '../store/store';
+import { SIM_CAPABILITIES } from '../testing/sim-volunteer';
+import { JobCoordinator } from './job-coordinator';
+import type { Clock, CoordinatorDeps } from './types';
+
+class FakeClock implements Clock {
+  t = 1_000_000;
+  private timers: { at: number; fn: () => void; live: boolean }[] = [];
+  now = () => this.t;
+  after(ms: number, fn: () => void) {
+    const timer = { at: this.t + ms, fn, live: true };
+    this.timers.push(timer);
+    return () => void (timer.live = false);
+  }
+  advance(ms: number) {
+    const end = this.t + ms;
+    for (;;) {
+      const next = this.timers.filter((x) => x.live && x.at <= end).sort((a, b) => a.at - b.at)[0];
+      if (!next) break;
+      this.t = next.at;
+      next.live = false;
+      next.fn();
+    }
+    this.t = end;
+  }
+}
+
+type Sent = { to: string; event: keyof VolunteerServerEvents; payload: any };
+
+async function setup(spec: object) {
+  const dir = mkdtempSync(join(tmpdir(), 'tabfleet-coord-'));
+  const store = new SqliteStore(dir);
+  const clock = new FakeClock();
+  const sent: Sent[] = [];
+  const deps: CoordinatorDeps = {
+    store, clock, timing: { roundTimeoutMs: 1_000, barrierTimeoutMs: 2_000, loadTimeoutMs: 3_000 },
+    toVolunteer: (to, event, payload) => void sent.push({ to, event, payload }),
+    toDashboards: () => {},
+    checkpointUrl: (job, seq) => `http://x/${job}/${seq}`,
+    count: () => {},
+    log: () => {},
+  };
+  const job: JobRecord = {
+    id: 'job-t', name: 't', state: 'waiting', createdAt: 0, updatedAt: 0, seq: 0, step: 0,
+    spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100, checkpointEvery: 1000 }),
+    ...spec,
+  };
+  await store.createJob(job);
+  const c = await JobCoordinator.load(job, deps);
+  const caps = capabilitiesSchema.parse(SIM_CAPABILITIES);
+  const add = (id: string) => c.join({ volunteerId: id, capabilities: caps });
+  const last = (to: string, event: string) => [...sent].reverse().find((s) => s.to === to && s.event === event)?.payload;
+  const loadAndReady = (id: string, seq = 0) => {
+    c.handle(id, 'model:loaded', { jobId: job.id, seq, checksum: 'abcdef01' });
+    c.handle(id, 'round:ready', { jobId: job.id, seq: seq + 1, step: 1 });
+  };
+  const result = (id: string, roundId: number) =>
+    c.handle(id, 'round:result', { jobId: job.id, roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 1, wallMs: 1, bytesSent: 0, bytesReceived: 0 } });
+  return { c, clock, sent, add, last, loadAndReady, result, cleanup: async () => { await c.flushed(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+}
+
+test('a member that never reaches the barrier is evicted after the barrier timeout', async () => {
+  const t = await setup({});
+  t.add('a'); t.add('b'); t.add('c');
+  t.loadAndReady('a'); t.loadAndReady('b');
+  t.c.handle('c', 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' }); // loaded, but never ready
+  assert.equal(t.last('a', 'round:begin'), undefined, 'the barrier waits for c');
+  t.clock.advance(1_999);
+  assert.equal(t.last('a', 'round:begin'), undefined);
+  t.clock.advance(1);
+  assert.match(t.last('c', 'job:end').reason, /barrier/);
+  assert.deepEqual(t.last('a', 'round:begin').members, ['a', 'b']);
+  await t.cleanup();
+});
+
+test('an uploader that never uploads is evicted after the load timeout; the joiner stays', async () => {
+  const t = await setup({});
+  t.add('a'); t.add('b');
+  t.loadAndReady('a'); t.loadAndReady('b');
+  const r1 = t.last('a', 'round:begin');
+  t.result('a', r1.roundId); t.result('b', r1.roundId);
+  assert.equal(t.last('a', 'round:commit').seq, 1);
+  t.add('late'); // no checkpoint of sync 1: waits for the next round's upload
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  const r2 = t.last('a', 'round:begin');
+  assert.equal(r2.uploader, r2.members[0], 'a joiner is waiting: the round names an uploader');
+  t.result('a', r2.roundId); t.result('b', r2.roundId);
+  // The uploader never uploads: it is evicted after the load timeout.
+  t.clock.advance(3_000);
+  assert.match(t.last(r2.uploader, 'job:end').reason, /upload timed out/);
+  assert.equal(t.c.workerCount, 2, 'the joiner and the remaining member stay');
+  await t.cleanup();
+});
+
+test('a round whose members stay silent past the deadline evicts exactly the silent ones', async () => {
+  const t = await setup({});
+  t.add('a'); t.add('b'); t.add('c');
+  for (const id of ['a', 'b', 'c']) t.loadAndReady(id);
+  const r = t.last('a', 'round:begin');
+  t.c.handle('a', 'round:failed', { jobId: 'job-t', roundId: r.roundId, code: 'deadline', message: '' });
+  t.c.handle('b', 'round:failed', { jobId: 'job-t', roundId: r.roundId, code: 'peer_lost', message: '' });
+  assert.equal(t.last('a', 'round:abort'), undefined, 'c has not answered yet');
+  t.clock.advance(1_000);
+  assert.match(t.last('a', 'round:abort').reason, /silent: c/);
+  assert.match(t.last('c', 'job:end').reason, /deadline/);
+  const again = t.last('a', 'round:begin');
+  assert.deepEqual(again.members, ['a', 'b']);
+  assert.equal(again.seq, r.seq);
+  await t.cleanup();
+});
+
+test('a joiner that never loads its model is evicted after the load timeout and the barrier is released', async () => {
+  const t = await setup({});
+  t.add('a'); t.add('b');
+  t.loadAndReady('a'); t.loadAndReady('b');
+  const r1 = t.last('a', 'round:begin');
+  t.result('a', r1.roundId); t.result('b', r1.roundId);
+  t.add('late');
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  const r2 = t.last('a', 'round:begin');
+  t.result('a', r2.roundId); t.result('b', r2.roundId);
+  const { encodeSafetensors, f32Tensor } = await import('@tabfleet/protocol');
+  t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: encodeSafetensors({ w: f32Tensor([2], new Float32Array([1, 2])) }) });
+  await t.c.flushed();
+  assert.equal(t.last('late', 'model:load').seq, 2);
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });
+  assert.equal(t.last('a', 'round:begin').roundId, r2.roundId, 'the barrier waits for the loading joiner');
+  t.clock.advance(3_000);
+  assert.match(t.last('late', 'job:end').reason, /load timed out/);
+  assert.equal(t.last('a', 'round:begin').seq, 3);
+  await t.cleanup();
+});
