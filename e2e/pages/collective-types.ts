@@ -1,0 +1,52 @@
+// What the collective test page (e2e/pages/collective.ts) takes and returns; shared with the Node side
+// (e2e/collective-tabs.ts, bench/allreduce.ts), so types only: no DOM, no Node globals.
+import type { LinkStats, ReduceOp, RingCounters, WireDType } from '@tabfleet/collective';
+
+export interface InitOptions {
+  self: string;
+  members: string[];
+  jobId: string;
+  round: number;
+  deadlineMs?: number;
+  highWaterMark?: number;
+}
+
+export interface CheckResult {
+  ms: number;
+  /** Elements that differ from the plain sum (f32: exactly; f16: beyond its rounding). */
+  mismatches: number;
+  maxErr: number;
+  /** FNV-1a of the result's bytes, compared across tabs. */
+  checksum: string;
+  inputUntouched: boolean;
+}
+
+/** Wall-clock (performance.timeOrigin + now) start and end of one run at one tab, ms. */
+export interface TimedRun {
+  start: number;
+  end: number;
+}
+
+export interface RawResult {
+  bytes: number;
+  frames: number;
+  /** Wall-clock ms: this tab started sending, handed over its last frame, got the right neighbour's ack. */
+  sendStart: number;
+  sendEnd: number;
+  ackAt: number;
+  /** Wall-clock ms of the first and last frame from the left neighbour. */
+  recvFirst: number;
+  recvLast: number;
+}
+
+export interface CollectivePageApi {
+  init(o: InitOptions): void;
+  /** Opens the links to both neighbours; resolves with the time it took, ms. */
+  connect(): Promise<number>;
+  allreduceCheck(o: { len: number; seed: number; dtype: WireDType; op: ReduceOp; range: number }): Promise<CheckResult>;
+  allreduceTimed(o: { bytes: number; dtype: WireDType; runs: number; seed: number }): Promise<{ runs: TimedRun[]; checksum: string }>;
+  /** Streams `bytes` of raw frames to the right neighbour while receiving the left one's (all links at once). */
+  raw(o: { bytes: number; tag: number }): Promise<RawResult>;
+  stats(): { links: LinkStats[]; ring: RingCounters };
+  close(): void;
+}

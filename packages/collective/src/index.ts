@@ -1,0 +1,11 @@
+// The collective layer: transports, ring allreduce, allgather, broadcast, sparse allgather.
+// Knows bytes and arrays, not models. WebRTC entry points: '@tabfleet/collective/webrtc-browser'
+// (pages) and '@tabfleet/collective/webrtc-node' (Node, @roamhq/wrtc).
+export * from './errors';
+export * from './fp16';
+export * from './transport';
+export * from './memory';
+export * from './signaling';
+export * from './router';
+export * from './ring';
+export { WebRtcTransport, type WebRtcTransportOptions, type SimplePeerFactory, type SimplePeerLike, type PeerFactoryOptions } from './webrtc';

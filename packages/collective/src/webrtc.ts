@@ -1,0 +1,219 @@
+// Transport over WebRTC data channels through simple-peer. Runtime-neutral: the browser entry
+// (webrtc-browser.ts) passes simple-peer's browser bundle, the Node entry (webrtc-node.ts) passes
+// simple-peer with @roamhq/wrtc. Signaling goes through a pluggable Signaler.
+//
+// One ordered, reliable data channel per pair of members. The member whose id sorts first is the
+// initiator (sends the offer); the other answers. Signals are wrapped as { v, cid, sig }: `cid`
+// names one connection attempt, so signals of an older attempt are ignored, and a new offer from a
+// peer replaces a dead connection with it.
+//
+// Backpressure: frames wait while the channel's bufferedAmount is above the high-water mark; the
+// channel's 'bufferedamountlow' event (browsers) or polling (node wrtc, which lacks it) resumes them.
+import { CollectiveError } from './errors';
+import type { Signaler } from './signaling';
+import { BaseTransport, type BackpressureOptions, type Channel } from './transport';
+
+/** The part of RTCDataChannel we touch (simple-peer's `_channel`). */
+interface DataChannelLike {
+  bufferedAmount: number;
+  bufferedAmountLowThreshold?: number;
+  addEventListener?(type: 'bufferedamountlow', cb: () => void): void;
+}
+
+/** The part of a simple-peer instance we use. */
+export interface SimplePeerLike {
+  on(event: 'signal', cb: (data: unknown) => void): unknown;
+  on(event: 'connect' | 'close', cb: () => void): unknown;
+  on(event: 'data', cb: (data: Uint8Array) => void): unknown;
+  on(event: 'error', cb: (err: Error) => void): unknown;
+  signal(data: never): void;
+  send(data: Uint8Array): void;
+  destroy(err?: Error): void;
+  readonly destroyed?: boolean;
+  _channel?: DataChannelLike | null;
+}
+
+export interface PeerFactoryOptions {
+  initiator: boolean;
+  config?: RTCConfiguration;
+  channelConfig?: RTCDataChannelInit;
+  trickle?: boolean;
+}
+export type SimplePeerFactory = (opts: PeerFactoryOptions) => SimplePeerLike;
+
+export interface WebRtcTransportOptions extends BackpressureOptions {
+  self: string;
+  signaler: Signaler;
+  createPeer: SimplePeerFactory;
+  /** ICE servers etc. Default: none (host candidates, which is all loopback and LANs need). */
+  rtcConfig?: RTCConfiguration;
+  /** A link not open within this long is given up (default 30 s). */
+  connectTimeoutMs?: number;
+  /** Whether to answer a connection offered by `peer` that this side has not asked for (default: yes). */
+  accept?: (peer: string) => boolean;
+}
+
+interface Envelope {
+  v: 1;
+  cid: string;
+  sig: unknown;
+}
+
+function isEnvelope(x: unknown): x is Envelope {
+  const e = x as Envelope;
+  return !!e && typeof e === 'object' && e.v === 1 && typeof e.cid === 'string' && e.cid.length > 0 && e.cid.length < 100 && !!e.sig && typeof e.sig === 'object';
+}
+
+interface Conn {
+  cid: string;
+  peer: SimplePeerLike;
+  timer: ReturnType<typeof setTimeout>;
+  open: boolean;
+}
+
+function randomId(): string {
+  const b = new Uint8Array(9);
+  crypto.getRandomValues(b);
+  return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
+export class WebRtcTransport extends BaseTransport {
+  private conns = new Map<string, Conn>();
+  private readonly unsubscribeSignals: () => void;
+
+  constructor(private readonly opts: WebRtcTransportOptions) {
+    super(opts.self, opts);
+    this.unsubscribeSignals = opts.signaler.onSignal((from, data) => this.onSignal(from, data));
+  }
+
+  /** True when this side sends the offer to `peer`. */
+  initiates(peer: string): boolean {
+    return this.self < peer;
+  }
+
+  connect(peer: string): Promise<void> {
+    if (this.closedAll) return Promise.reject(new CollectiveError('peer_lost', `transport of ${this.self} is closed`, peer));
+    if (peer === this.self) return Promise.reject(new CollectiveError('bad_argument', 'cannot connect to self'));
+    const link = this.link(peer);
+    if (!this.conns.has(peer) && this.initiates(peer)) this.open(peer, randomId(), true);
+    // The answering side waits for the initiator's offer (which creates the connection in onSignal).
+    if (!this.conns.has(peer)) this.armTimeout(peer);
+    return link.ready();
+  }
+
+  private pendingTimers = new Map<string, ReturnType<typeof setTimeout>>();
+
+  /** Gives up on a link that nobody opens within connectTimeoutMs. */
+  private armTimeout(peer: string): void {
+    if (this.pendingTimers.has(peer)) return;
+    this.pendingTimers.set(peer, setTimeout(() => {
+      this.pendingTimers.delete(peer);
+      if (!this.isConnected(peer)) {
+        this.lost(peer, `no connection within ${this.opts.connectTimeoutMs ?? 30_000} ms`);
+        this.dropConn(peer);
+      }
+    }, this.opts.connectTimeoutMs ?? 30_000));
+  }
+
+  private open(peer: string, cid: string, initiator: boolean): Conn {
+    const p = this.opts.createPeer({ initiator, config: this.opts.rtcConfig ?? { iceServers: [] }, channelConfig: { ordered: true } });
+    const timeoutMs = this.opts.connectTimeoutMs ?? 30_000;
+    const conn: Conn = {
+      cid,
+      peer: p,
+      open: false,
+      timer: setTimeout(() => {
+        if (!conn.open) this.fail(peer, conn, `WebRTC connection not open within ${timeoutMs} ms`);
+      }, timeoutMs),
+    };
+    this.conns.set(peer, conn);
+    const link = this.link(peer);
+    p.on('signal', (sig) => this.opts.signaler.send(peer, { v: 1, cid, sig } satisfies Envelope));
+    p.on('connect', () => {
+      if (this.conns.get(peer) !== conn) return;
+      conn.open = true;
+      clearTimeout(conn.timer);
+      const t = this.pendingTimers.get(peer);
+      if (t) clearTimeout(t);
+      this.pendingTimers.delete(peer);
+      link.attach(this.channelOf(p));
+    });
+    p.on('data', (d) => {
+      if (this.conns.get(peer) === conn) this.deliver(peer, d);
+    });
+    p.on('error', (e) => this.fail(peer, conn, e.message));
+    p.on('close', () => this.fail(peer, conn, 'data channel closed'));
+    return conn;
+  }
+
+  private channelOf(p: SimplePeerLike): Channel {
+    const ch = p._channel;
+    if (!ch) throw new Error('simple-peer connected without a data channel');
+    const hasLowEvent = typeof ch.bufferedAmountLowThreshold === 'number' && typeof ch.addEventListener === 'function';
+    return {
+      get bufferedAmount() {
+        return p._channel?.bufferedAmount ?? 0;
+      },
+      write: (frame) => p.send(frame),
+      setLowHandler: hasLowEvent
+        ? (threshold, cb) => {
+          ch.bufferedAmountLowThreshold = threshold;
+          ch.addEventListener!('bufferedamountlow', cb);
+        }
+        : null,
+    };
+  }
+
+  private fail(peer: string, conn: Conn, reason: string): void {
+    if (this.conns.get(peer) !== conn) return;
+    this.dropConn(peer);
+    this.lost(peer, reason);
+  }
+
+  private dropConn(peer: string): void {
+    const c = this.conns.get(peer);
+    if (!c) return;
+    this.conns.delete(peer);
+    clearTimeout(c.timer);
+    try {
+      c.peer.destroy();
+    } catch {
+      // already gone
+    }
+  }
+
+  private onSignal(from: string, data: unknown): void {
+    if (this.closedAll || !isEnvelope(data) || from === this.self) return;
+    let conn = this.conns.get(from);
+    if (!conn || conn.cid !== data.cid) {
+      // Only the initiator's offer starts a connection; anything else of an unknown attempt is stale.
+      const offer = (data.sig as { type?: string }).type === 'offer';
+      if (this.initiates(from) || !offer) return;
+      if (!conn && !this.links.has(from) && this.opts.accept && !this.opts.accept(from)) return;
+      if (conn) {
+        // The initiator started over (it lost the old connection): replace ours.
+        this.dropConn(from);
+        if (this.isConnected(from)) this.lost(from, 'peer reconnected');
+      }
+      conn = this.open(from, data.cid, false);
+    }
+    try {
+      conn.peer.signal(data.sig as never);
+    } catch (e) {
+      this.fail(from, conn, `bad signal: ${(e as Error).message}`);
+    }
+  }
+
+  protected closeChannel(peer: string): void {
+    const t = this.pendingTimers.get(peer);
+    if (t) clearTimeout(t);
+    this.pendingTimers.delete(peer);
+    this.dropConn(peer);
+  }
+
+  override close(): void {
+    super.close();
+    this.unsubscribeSignals();
+    for (const peer of [...this.conns.keys()]) this.dropConn(peer);
+  }
+}
