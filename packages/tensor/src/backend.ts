@@ -74,6 +74,51 @@ export interface AdamWParams {
   step: number;
 }
 
+// DGC (packages/distributed) ---------------------------------------------------------------------
+// Kernels behind packages/distributed's DgcCompressor. They share one u32 result buffer `out`:
+//   out[0] selected count (dgc_select's atomic counter), out[1] threshold (f32 bits),
+//   out[2] the sampled rank-th largest magnitude (f32 bits), out[3..64) spare;
+//   the sample at [sampleOffset, sampleOffset + count) (magnitudes as f32 bits);
+//   pairs (index u32, value f32 bits) at [pairsOffset, pairsOffset + 2·capacity).
+// Offsets are in 4-byte words. On the CPU backend `out` is an i32 storage holding the same bits.
+
+/** Words before the first region of a DGC result buffer (256 bytes, so regions can be views). */
+export const DGC_HEADER_WORDS = 64;
+
+export interface DgcAccumulateParams {
+  /** Scalars in g, u and v. */
+  n: number;
+  /** 0 means no momentum: u is neither read nor written (it may be a 1-element storage). */
+  momentum: number;
+  /** > 0: g ← g · min(1, clipNorm / sqrt(sumSq[0])) (sumSq must be given). */
+  clipNorm: number;
+  /**
+   * Momentum factor masking for what the previous selection sent: where |v_i| > maskThreshold, or
+   * |v_i| = maskThreshold and i ≤ maskTieIndex, u_i and v_i are zeroed before accumulating.
+   * maskThreshold ≤ 0 disables the mask.
+   */
+  maskThreshold: number;
+  maskTieIndex: number;
+}
+
+export interface DgcSampleParams {
+  n: number;
+  /** Sample size: ceil(n / stride) (one position per stratum of `stride` scalars). */
+  count: number;
+  stride: number;
+  /** u32; new positions per seed. */
+  seed: number;
+  /** Word offset of the sample region in `out`. */
+  offset: number;
+}
+
+export interface DgcSelectParams {
+  n: number;
+  /** Pairs that fit at pairsOffset. */
+  capacity: number;
+  pairsOffset: number;
+}
+
 export interface Backend {
   readonly kind: 'cpu' | 'webgpu';
   /** Human-readable description, e.g. the adapter or "cpu reference (f64)". */
@@ -128,6 +173,19 @@ export interface Backend {
   /** In-place optimizer updates over flat vectors of equal length. */
   sgdStep(param: Storage, grad: Storage, velocity: Storage, p: SgdParams): void;
   adamwStep(param: Storage, grad: Storage, m: Storage, v: Storage, p: AdamWParams): void;
+
+  // DGC (packages/distributed) -------------------------------------------------------------------
+  /** dst[0] = Σ_{i<n} x[i]² (x: [n] → dst: [1]), reduced in a fixed order without a readback. */
+  dgcSumSquares(x: Storage, n: number, dst: Storage): void;
+  /** In place over [n]: momentum factor masking, clipping, u ← m·u + g, v ← v + u (see DgcAccumulateParams). */
+  dgcAccumulate(g: Storage, u: Storage, v: Storage, sumSq: Storage | null, p: DgcAccumulateParams): void;
+  /** out[offset + j] = bits(|v[pos_j]|), pos_j a seeded position in stratum j (NaN → 0). v: [n]. */
+  dgcSample(v: Storage, out: Storage, p: DgcSampleParams): void;
+  /** out[0] = 0, out[2] = rank-th largest of the count sample words at offset, out[1] = max(that, FLT_MIN). */
+  dgcThreshold(out: Storage, count: number, rank: number, offset: number): void;
+  /** Appends (i, v_i) for every |v_i| ≥ bits→f32(out[1]) at slots from the counter out[0] (see DgcSelectParams). */
+  dgcSelect(v: Storage, out: Storage, p: DgcSelectParams): void;
+  // end DGC ---------------------------------------------------------------------------------------
 
   /** Submits pending work (no-op on CPU). */
   flush(): void;

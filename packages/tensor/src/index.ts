@@ -14,3 +14,4 @@ export { GpuRuntime, GpuStorage } from './webgpu/runtime';
 export { requestGpuDevice, GpuUnavailableError, GpuDeviceLostError, GpuKernelError, type AdapterSummary } from './webgpu/device';
 export { Rng } from './random';
 export { type KernelTime } from './webgpu/profiler';
+export { DGC_TUNING } from './webgpu/kernels/dgc';

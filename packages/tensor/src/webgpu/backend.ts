@@ -2,9 +2,11 @@
 import type {
   AdamWParams, Backend, BinaryOp, Conv2dParams, DType, MatmulParams, Pool2dParams, ReduceOp, SgdParams, Storage, UnaryOp,
 } from '../backend';
+import type { DgcAccumulateParams, DgcSampleParams, DgcSelectParams } from '../backend';
 import { contiguousStrides } from '../shape';
 import { requestGpuDevice, type AdapterSummary } from './device';
 import { f, grid1d, packUniforms, u } from './kernels/common';
+import { dgcAccumulateKernel, dgcSampleKernel, dgcSelectKernel, dgcSumSquaresKernel, dgcThresholdKernel } from './kernels/dgc';
 import { conv2dBackwardFilterKernel, conv2dBackwardInputKernel, conv2dKernel } from './kernels/conv';
 import { embeddingBackwardKernel, embeddingKernel } from './kernels/embedding';
 import { matmulKernel, type MatmulVariant } from './kernels/matmul';
@@ -235,4 +237,23 @@ export class WebGpuBackend implements Backend {
     const c1 = 1 - Math.pow(p.beta1, p.step), c2 = 1 - Math.pow(p.beta2, p.step);
     this.elementwise('adamw', param.size, [f(p.lr), f(p.beta1), f(p.beta2), f(p.eps), f(p.weightDecay), f(c1), f(c2)], [this.g(param), this.g(grad), this.g(m), this.g(v)]);
   }
+
+  // DGC (packages/distributed) -------------------------------------------------------------------
+  dgcSumSquares(x: Storage, n: number, dst: Storage): void {
+    dgcSumSquaresKernel(this.rt, this.g(x), n, this.g(dst));
+  }
+  dgcAccumulate(g: Storage, u: Storage, v: Storage, sumSq: Storage | null, p: DgcAccumulateParams): void {
+    if (p.clipNorm > 0 && !sumSq) throw new Error('dgcAccumulate: clipping needs sumSq');
+    dgcAccumulateKernel(this.rt, this.g(g), this.g(u), this.g(v), sumSq ? this.g(sumSq) : this.dummy, p);
+  }
+  dgcSample(v: Storage, out: Storage, p: DgcSampleParams): void {
+    dgcSampleKernel(this.rt, this.g(v), this.g(out), p);
+  }
+  dgcThreshold(out: Storage, count: number, rank: number, offset: number): void {
+    dgcThresholdKernel(this.rt, this.g(out), count, rank, offset);
+  }
+  dgcSelect(v: Storage, out: Storage, p: DgcSelectParams): void {
+    dgcSelectKernel(this.rt, this.g(v), this.g(out), p);
+  }
+  // end DGC ---------------------------------------------------------------------------------------
 }
