@@ -20,7 +20,10 @@ export default defineConfig({
     rollupOptions: {
       input: {
         trainer: resolve(root, 'apps/trainer/index.html'),
+        volunteer: resolve(root, 'apps/volunteer/index.html'),
         kernels: resolve(root, 'e2e/pages/kernels.html'),
+        distributed: resolve(root, 'e2e/pages/distributed.html'),
+        collective: resolve(root, 'e2e/pages/collective.html'),
         'bench-kernels': resolve(root, 'bench/pages/kernels.html'),
       },
     },

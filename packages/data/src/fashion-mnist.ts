@@ -38,6 +38,12 @@ export async function loadFashionMnist(fetchFile: (name: string) => Promise<Uint
   return { train: imagesAndLabels(ti, tl), test: imagesAndLabels(vi, vl) };
 }
 
+/** Only the 10k test split (a worker with a server-sent training shard needs no more). */
+export async function loadFashionMnistTest(fetchFile: (name: string) => Promise<Uint8Array>): Promise<Dataset> {
+  const [images, labels] = await Promise.all([FASHION_MNIST_FILES.testImages, FASHION_MNIST_FILES.testLabels].map(async (n) => gunzip(await fetchFile(n))));
+  return imagesAndLabels(images, labels);
+}
+
 /** Loads over HTTP from a base URL serving the four files. */
 export function loadFashionMnistFromUrl(baseUrl: string): Promise<{ train: Dataset; test: Dataset }> {
   return loadFashionMnist(async (name) => {

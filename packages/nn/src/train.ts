@@ -19,12 +19,20 @@ function upload(model: Model, b: Batch): { x: Tensor; y: Tensor } {
 
 /** Records one step; returns the loss tensor (caller reads it). */
 export function recordTrainStep(model: Model, opt: Optimizer, batch: Batch): Tensor {
+  return recordGradientStep(model, batch, () => opt.step());
+}
+
+/**
+ * Records forward and backward only: the gradient is left in the store's flat gradient buffer (for a
+ * sync strategy to average) unless `then` applies it. Returns the loss tensor.
+ */
+export function recordGradientStep(model: Model, batch: Batch, then?: () => void): Tensor {
   const { x, y } = upload(model, batch);
   const loss = tidy(() => {
     const l = softmaxCrossEntropy(model.forward(x), y);
     // Every reached parameter's slot is overwritten, so only unreached ones need zeroing.
     model.store.zeroGradsExcept(backward(l));
-    opt.step();
+    then?.();
     return l;
   });
   dispose(x);

@@ -1,6 +1,8 @@
 // The dedicated Web Worker that owns the WebGPU device and trains; the page talks to it via comlink.
 import * as Comlink from 'comlink';
 import { CpuBackend, WebGpuBackend, type Backend } from '@tabfleet/tensor';
+import type { Assignment } from '@tabfleet/protocol';
+import { JobEngine, type JobEngineInfo } from './job-engine';
 import { trainSolo, type Progress, type SoloTrainConfig, type TrainReport } from './solo';
 
 export type BackendChoice = 'webgpu' | 'cpu';
@@ -8,11 +10,12 @@ export type BackendChoice = 'webgpu' | 'cpu';
 export interface BackendInfo {
   kind: BackendChoice;
   description: string;
-  adapter: { vendor: string; architecture: string; description: string; isCpu: boolean } | null;
+  adapter: { vendor: string; architecture: string; device: string; description: string; isCpu: boolean; features: string[]; maxStorageBufferBindingSize: number } | null;
 }
 
 export class EngineApi {
   private backend: Backend | null = null;
+  private job: JobEngine | null = null;
 
   /** Opens the backend. 'cpu' is the explicit, labelled fallback for machines without WebGPU. */
   async init(choice: BackendChoice): Promise<BackendInfo> {
@@ -23,7 +26,47 @@ export class EngineApi {
     const gpu = await WebGpuBackend.create((self.navigator as Navigator).gpu);
     this.backend = gpu;
     const a = gpu.adapter;
-    return { kind: 'webgpu', description: gpu.description, adapter: { vendor: a.vendor, architecture: a.architecture, description: a.description, isCpu: a.isCpu } };
+    return { kind: 'webgpu', description: gpu.description, adapter: { ...a } };
+  }
+
+  private get jobEngine(): JobEngine {
+    if (!this.job) throw new Error('no job: call setup() first');
+    return this.job;
+  }
+
+  // A volunteer's job (the page's VolunteerRuntime calls these; see job-engine.ts).
+  async setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo> {
+    if (!this.backend) throw new Error('engine not initialized: call init() first');
+    this.job = new JobEngine(this.backend);
+    return this.job.setup(assignment, serverUrl);
+  }
+  loadModel(url: string | null, step: number) {
+    return this.jobEngine.loadModel(url, step);
+  }
+  local() {
+    return this.jobEngine.local();
+  }
+  payload() {
+    return this.jobEngine.payload();
+  }
+  prepare(mean: Float32Array) {
+    return this.jobEngine.prepare(mean);
+  }
+  commit() {
+    return this.jobEngine.commit();
+  }
+  discard() {
+    this.job?.discard();
+  }
+  currentStep() {
+    return this.job?.currentStep() ?? 0;
+  }
+  async checkpoint() {
+    const bytes = await this.jobEngine.checkpoint();
+    return Comlink.transfer(bytes, [bytes.buffer]);
+  }
+  evaluate(limit?: number) {
+    return this.jobEngine.evaluate(limit);
   }
 
   async trainSolo(cfg: SoloTrainConfig, onProgress: (p: Progress) => void): Promise<TrainReport> {

@@ -1,0 +1,57 @@
+// The real path end to end: the real server, three headless Chromium tabs on the volunteer page
+// (the Contribute button), WebGPU in each tab's Web Worker, WebRTC ring links signaled through the
+// server. The job trains, and after every sync all tabs hold identical parameters.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startTestServer, type TestServer } from '../server/test/helpers';
+import { waitFor } from '../server/src/testing/sim-volunteer';
+import { ensureBuilt } from './build';
+import { connectBrowser, openPage, type OpenedPage } from './harness';
+import type { Browser } from 'playwright-core';
+
+let server: TestServer;
+let browser: Browser;
+const tabs: OpenedPage[] = [];
+before(async () => {
+  await ensureBuilt(console.log);
+  server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
+  browser = await connectBrowser();
+});
+after(async () => {
+  for (const t of tabs) await t.close().catch(() => {});
+  await browser?.close();
+  await server?.stop();
+});
+
+test('three volunteer tabs train one job over WebRTC with identical parameters after every sync', { timeout: 10 * 60_000 }, async () => {
+  const job = await server.createJob({
+    preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, hyperparameters: { lr: 0.05, batchSize: 32 },
+    minWorkers: 3, maxWorkers: 3, targetSteps: 96, checkpointEvery: 4,
+  });
+  for (let i = 0; i < 3; i++) {
+    const tab = await openPage(browser, `${server.url}/apps/volunteer/`, { log: (l) => /error|fail|refused/i.test(l) && console.log(`[tab ${i}] ${l}`) });
+    tabs.push(tab);
+    const info = await tab.page.evaluate(() => window.tabfleetVolunteer.ready);
+    assert.equal(info?.kind, 'webgpu');
+    await tab.page.click('#contribute');
+  }
+  await waitFor('the job is done', async () => (await server.api(`/api/jobs/${job.id}`)).body.job.state === 'done', 8 * 60_000, 1000);
+  const done = (await server.api(`/api/jobs/${job.id}`)).body.job;
+  assert.equal(done.step, 96);
+  const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { outcome: string; detail: string; members: string[]; mode: string }[];
+  const committed = rounds.filter((r) => r.outcome === 'committed');
+  assert.equal(committed.length, 12);
+  assert.ok(committed.every((r) => r.mode === 'ring' && r.members.length === 3), 'ring rounds over WebRTC, all three tabs');
+  assert.ok(committed.every((r) => /^[0-9a-f]{16}$/.test(r.detail)), `one checksum per sync: ${committed.map((r) => r.detail).join(' ')}`);
+  for (const t of tabs) {
+    const s = await t.page.evaluate(() => window.tabfleetVolunteer.status());
+    assert.equal(s?.syncs, 12);
+    assert.ok((s?.bytesSent ?? 0) > 12 * 500_000, 'model deltas went over the data channels');
+    assert.equal(s?.lastError, null);
+    assert.deepEqual(t.errors, []);
+  }
+  const metrics = (await server.api(`/api/jobs/${job.id}/metrics`)).body.points as { accuracy: number | null }[];
+  const acc = metrics.filter((p) => p.accuracy !== null).at(-1)?.accuracy ?? 0;
+  console.log(`3 tabs, 96 steps of LocalSGD (H = 8): test accuracy ${(100 * acc).toFixed(2)}%`);
+  assert.ok(acc > 0.7, `the model learned (${acc})`);
+});

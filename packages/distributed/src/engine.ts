@@ -1,0 +1,167 @@
+// The model side of a worker: a model with its flat parameters on a backend, the inner optimizer, and
+// this worker's data shard. Sync strategies drive it through these calls; in a browser it lives in
+// the engine Web Worker (so every method takes and returns plain transferable values).
+import { epochBatches, gather, sequentialBatches, type Dataset } from '@tabfleet/data';
+import { createModel, createOptimizer, evaluate, recordGradientStep, recordTrainStep, type Batch, type Model, type ModelPreset, type Optimizer, type OptimizerConfig } from '@tabfleet/nn';
+import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
+
+export interface EngineOptions {
+  preset: ModelPreset;
+  /** Initial parameters come from this seed (identical on every worker and backend). */
+  seed: number;
+  optimizer: OptimizerConfig;
+  batchSize: number;
+  train: Dataset;
+  test: Dataset;
+  /** Indices of `train` this worker trains on. */
+  shard: Int32Array;
+  /** Seeds the batch order per epoch. */
+  dataSeed: number;
+  /** False: batches walk the shard in order every epoch (tests that compare against one big batch). */
+  shuffle?: boolean;
+}
+
+export interface LocalWork {
+  /** Mean training loss over the steps. */
+  loss: number;
+  samples: number;
+  steps: number;
+}
+
+export class ModelEngine {
+  readonly model: Model;
+  readonly optimizer: Optimizer;
+  /** Batches consumed (optimizer or gradient steps) so far. */
+  step = 0;
+  private epoch = 0;
+  private batches: Iterator<Batch>;
+  private scratch: Storage | null = null;
+
+  constructor(
+    readonly backend: Backend,
+    private readonly opts: EngineOptions,
+  ) {
+    this.model = createModel(opts.preset, backend, opts.seed);
+    this.optimizer = createOptimizer(this.model.store, opts.optimizer);
+    this.batches = this.epochIterator();
+    if (this.nextBatchPeek() === null) throw new Error(`shard of ${opts.shard.length} examples holds no batch of ${opts.batchSize}`);
+  }
+
+  get length(): number {
+    return this.model.store.length;
+  }
+
+  private epochIterator(): Iterator<Batch> {
+    const { train, shard, batchSize, dataSeed, shuffle } = this.opts;
+    if (shuffle === false) return inOrder(train, shard, batchSize);
+    return epochBatches(train, shard, batchSize, dataSeed, this.epoch)[Symbol.iterator]();
+  }
+
+  private peeked: Batch | null = null;
+  private nextBatchPeek(): Batch | null {
+    if (!this.peeked) {
+      const r = this.batches.next();
+      this.peeked = r.done ? null : r.value;
+    }
+    return this.peeked;
+  }
+
+  /** The next batch of the shard, starting a new (reshuffled) epoch when one runs out. */
+  private nextBatch(): Batch {
+    let b = this.nextBatchPeek();
+    if (!b) {
+      this.epoch++;
+      this.batches = this.epochIterator();
+      b = this.nextBatchPeek()!;
+    }
+    this.peeked = null;
+    this.step++;
+    return b;
+  }
+
+  /** Epochs of the shard completed so far (fractional). */
+  get epochs(): number {
+    const perEpoch = Math.floor(this.opts.shard.length / this.opts.batchSize);
+    return this.step / perEpoch;
+  }
+
+  /** `n` optimizer steps with the inner optimizer, two in flight; one loss readback each. */
+  async trainSteps(n: number): Promise<LocalWork> {
+    let sum = 0;
+    let pending: Tensor | null = null;
+    const readLoss = async (t: Tensor) => {
+      try {
+        sum += (await t.data())[0];
+      } finally {
+        dispose(t);
+      }
+    };
+    for (let i = 0; i < n; i++) {
+      const loss = recordTrainStep(this.model, this.optimizer, this.nextBatch());
+      if (pending) await readLoss(pending);
+      pending = loss;
+    }
+    if (pending) await readLoss(pending);
+    return { loss: sum / Math.max(n, 1), samples: n * this.opts.batchSize, steps: n };
+  }
+
+  /** Forward and backward on the next batch; the gradient stays in the flat gradient buffer. */
+  async computeGradients(): Promise<LocalWork> {
+    const loss = recordGradientStep(this.model, this.nextBatch());
+    try {
+      return { loss: (await loss.data())[0], samples: this.opts.batchSize, steps: 1 };
+    } finally {
+      dispose(loss);
+    }
+  }
+
+  get gradientStorage(): Storage {
+    return this.model.store.flatGrads;
+  }
+
+  async readGradients(): Promise<Float32Array> {
+    return (await this.backend.read(this.model.store.flatGrads, 'f32')) as Float32Array;
+  }
+
+  /** Writes an (averaged) gradient and takes one optimizer step with it. */
+  applyGradients(gradient: Float32Array): void {
+    if (gradient.length !== this.length) throw new Error(`gradient has ${gradient.length} values, the model ${this.length}`);
+    this.backend.write(this.model.store.flatGrads, gradient);
+    this.optimizer.step();
+    this.backend.flush();
+  }
+
+  readParams(): Promise<Float32Array> {
+    return this.model.store.readFlat();
+  }
+
+  writeParams(values: Float32Array): void {
+    this.model.store.writeFlat(values);
+  }
+
+  /** A GPU vector for compressing host data (parameter deltas), reused across calls. */
+  uploadScratch(values: Float32Array): Storage {
+    if (!this.scratch) this.scratch = this.backend.alloc(this.length, 'f32');
+    this.backend.write(this.scratch, values);
+    return this.scratch;
+  }
+
+  /** Test-set accuracy and loss of the current parameters (at most `limit` examples). */
+  async evaluate(limit = Infinity, batchSize = 500): Promise<{ accuracy: number; loss: number; count: number }> {
+    const test = this.opts.test;
+    const view: Dataset = limit < test.count ? { ...test, count: limit } : test;
+    return evaluate(this.model, sequentialBatches(view, batchSize));
+  }
+
+  checkpoint(metadata: Record<string, string> = {}): Promise<Uint8Array> {
+    return this.model.store.toSafetensors({ preset: JSON.stringify(this.opts.preset), ...metadata });
+  }
+
+  loadCheckpoint(bytes: Uint8Array): void {
+    this.model.store.loadSafetensors(bytes);
+  }
+}
+
+function* inOrder(ds: Dataset, indices: Int32Array, batchSize: number): Generator<Batch> {
+  for (let i = 0; i + batchSize <= indices.length; i += batchSize) yield gather(ds, indices.subarray(i, i + batchSize));
+}

@@ -1,0 +1,62 @@
+// Runs N workers of one job in this thread over an in-memory network (tests and the convergence
+// benchmark): each sync every worker does its local work, the payloads go through real Ring
+// collectives on MemoryTransports (with whatever link faults or caps the network has), every member
+// prepares the result, the checksums are compared, and all commit.
+import { MemoryNetwork, Ring } from '@tabfleet/collective';
+import type { ModelEngine } from './engine';
+import { exchange } from './exchange';
+import type { Payload, SyncStrategy } from './strategies';
+
+export interface SimWorker {
+  id: string;
+  engine: ModelEngine;
+  strategy: SyncStrategy;
+}
+
+export interface SyncReport {
+  seq: number;
+  /** Optimizer steps per worker so far. */
+  step: number;
+  loss: number;
+  /** Bytes each worker sent in this sync (ring frames, headers included). */
+  bytesSent: number[];
+  checksum: string;
+  exchangeMs: number;
+}
+
+export interface RunOptions {
+  jobId?: string;
+  syncs: number;
+  /** Called after each committed sync; return true to stop early. */
+  onSync?: (r: SyncReport) => boolean | void | Promise<boolean | void>;
+  deadlineMs?: number;
+}
+
+export async function startWorkers(workers: SimWorker[]): Promise<void> {
+  for (const w of workers) await w.strategy.reset();
+}
+
+/** Runs syncs until `syncs` are done or `onSync` says stop; returns the reports. */
+export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: RunOptions): Promise<SyncReport[]> {
+  const ids = workers.map((w) => w.id);
+  const transports = ids.map((id) => net.endpointOf(id) ?? net.endpoint(id));
+  const reports: SyncReport[] = [];
+  for (let seq = 1; seq <= opts.syncs; seq++) {
+    let loss = 0;
+    for (const w of workers) loss += (await w.strategy.local()).loss / workers.length;
+    const payloads: Payload[] = [];
+    for (const w of workers) payloads.push(await w.strategy.payload());
+    const rings = ids.map((id, i) => new Ring({ transport: transports[i], members: ids, self: id, jobId: opts.jobId ?? 'sim', round: seq, deadlineMs: opts.deadlineMs ?? 120_000 }));
+    const t0 = performance.now();
+    const means = await Promise.all(rings.map((r, i) => exchange(r, payloads[i])));
+    const exchangeMs = performance.now() - t0;
+    const checksums = await Promise.all(workers.map((w, i) => w.strategy.prepare(means[i])));
+    if (new Set(checksums).size !== 1) throw new Error(`members disagree after sync ${seq}: ${checksums.join(', ')}`);
+    for (const w of workers) await w.strategy.commit();
+    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs };
+    for (const r of rings) r.close();
+    reports.push(report);
+    if (await opts.onSync?.(report)) break;
+  }
+  return reports;
+}

@@ -1,0 +1,230 @@
+// Sync strategies. A sync has two phases, like the server's rounds: `payload()` is what this member
+// contributes (kept, so an aborted round re-runs with the same bytes), `prepare(mean)` computes the
+// state to adopt from the members' mean and returns its checksum without applying it, and `commit()`
+// applies it once the server says every member has its result (`discard()` drops it on abort).
+//
+//   ddp       every step: average gradients, one optimizer step with the mean.
+//   localsgd  H inner steps, then average the parameter deltas since the last sync (Stich).
+//   diloco    H inner AdamW steps, then an outer Nesterov step on the mean delta (Douillard et al.).
+// Payloads go on the wire as f32, f16 or DGC-sparse (index, value) lists with error feedback.
+import type { Storage } from '@tabfleet/tensor';
+import { checksumOf } from './checksum';
+import type { LocalWork, ModelEngine } from './engine';
+
+export type StrategyName = 'ddp' | 'localsgd' | 'diloco';
+export type CompressionName = 'none' | 'fp16' | 'dgc';
+
+export type Payload =
+  | { kind: 'dense'; values: Float32Array; dtype: 'f32' | 'f16' }
+  | { kind: 'sparse'; indices: Uint32Array; values: Float32Array; length: number };
+
+/** Top-k compression with error feedback (packages/distributed/src/dgc.ts implements it). */
+export interface Compressor {
+  compress(vector: Storage, step: number): Promise<{ indices: Uint32Array; values: Float32Array }>;
+}
+
+export interface StrategyOptions {
+  strategy: StrategyName;
+  H: number;
+  compression: CompressionName;
+  /** DiLoCo's outer Nesterov step. */
+  outerLr: number;
+  outerMomentum: number;
+  /** Required when compression is 'dgc'. */
+  compressor?: Compressor;
+}
+
+export interface SyncStrategy {
+  readonly name: StrategyName;
+  /** Optimizer steps per sync. */
+  readonly stepsPerSync: number;
+  /** The local work before the next sync. */
+  local(): Promise<LocalWork>;
+  payload(): Promise<Payload>;
+  prepare(mean: Float32Array): Promise<string>;
+  commit(): Promise<void>;
+  discard(): void;
+  /** Call after the parameters were replaced by a global model (start, late join). */
+  reset(): Promise<void>;
+}
+
+/** Mean of payloads as a dense vector (the star path and tests; the ring does this on the wire). */
+export function payloadToDense(p: Payload, length: number): Float32Array {
+  if (p.kind === 'dense') return p.values;
+  const out = new Float32Array(length);
+  for (let i = 0; i < p.indices.length; i++) out[p.indices[i]] = p.values[i];
+  return out;
+}
+
+abstract class Base implements SyncStrategy {
+  abstract readonly name: StrategyName;
+  abstract readonly stepsPerSync: number;
+  protected cached: Payload | null = null;
+  protected next: Float32Array | null = null;
+  protected syncs = 0;
+
+  constructor(
+    protected readonly engine: ModelEngine,
+    protected readonly opts: StrategyOptions,
+  ) {
+    if (opts.compression === 'dgc' && !opts.compressor) throw new Error('dgc compression needs a compressor');
+  }
+
+  abstract local(): Promise<LocalWork>;
+  protected abstract vector(): Promise<{ host: Float32Array | null; device: Storage | null }>;
+  abstract prepare(mean: Float32Array): Promise<string>;
+  abstract commit(): Promise<void>;
+  abstract reset(): Promise<void>;
+
+  async payload(): Promise<Payload> {
+    if (this.cached) return this.cached;
+    const { host, device } = await this.vector();
+    if (this.opts.compression === 'dgc') {
+      const source = device ?? this.engine.uploadScratch(host!);
+      const sparse = await this.opts.compressor!.compress(source, this.syncs);
+      this.cached = { kind: 'sparse', indices: sparse.indices, values: sparse.values, length: this.engine.length };
+    } else {
+      const values = host ?? (await this.engine.readGradients());
+      this.cached = { kind: 'dense', values, dtype: this.opts.compression === 'fp16' ? 'f16' : 'f32' };
+    }
+    return this.cached;
+  }
+
+  discard(): void {
+    this.next = null;
+  }
+
+  protected committed(): void {
+    this.cached = null;
+    this.next = null;
+    this.syncs++;
+  }
+}
+
+/** Averages gradients every step; the optimizer step with the mean is the commit. */
+class Ddp extends Base {
+  readonly name = 'ddp';
+  readonly stepsPerSync = 1;
+  private paramsChecksum = '';
+
+  async local(): Promise<LocalWork> {
+    return this.engine.computeGradients();
+  }
+
+  protected async vector() {
+    // DGC compresses the gradient where it is; dense gradients are read back whole.
+    return this.opts.compression === 'dgc' ? { host: null, device: this.engine.gradientStorage } : { host: await this.engine.readGradients(), device: null };
+  }
+
+  /**
+   * The update is applied only at commit, so the checksum is of the parameters it applies to: equal
+   * on every member exactly when every earlier sync left them equal.
+   */
+  async prepare(mean: Float32Array): Promise<string> {
+    this.next = mean;
+    if (!this.paramsChecksum) this.paramsChecksum = checksumOf(await this.engine.readParams());
+    return this.paramsChecksum;
+  }
+
+  async commit(): Promise<void> {
+    if (!this.next) throw new Error('commit without a prepared sync');
+    this.engine.applyGradients(this.next);
+    this.paramsChecksum = '';
+    this.committed();
+  }
+
+  async reset(): Promise<void> {
+    this.paramsChecksum = '';
+    this.cached = null;
+    this.next = null;
+  }
+}
+
+/** Shared by LocalSGD and DiLoCo: H inner steps from `base`, then the delta since `base` is synced. */
+abstract class Periodic extends Base {
+  readonly stepsPerSync: number;
+  protected base: Float32Array = new Float32Array(0);
+
+  constructor(engine: ModelEngine, opts: StrategyOptions) {
+    super(engine, opts);
+    this.stepsPerSync = opts.H;
+  }
+
+  async local(): Promise<LocalWork> {
+    return this.engine.trainSteps(this.opts.H);
+  }
+
+  async reset(): Promise<void> {
+    this.base = await this.engine.readParams();
+    this.cached = null;
+    this.next = null;
+  }
+
+  /** The delta base − params (DiLoCo's outer gradient; LocalSGD negates it back). */
+  protected async vector() {
+    const params = await this.engine.readParams();
+    const delta = new Float32Array(params.length);
+    for (let i = 0; i < delta.length; i++) delta[i] = this.base[i] - params[i];
+    return { host: delta, device: null };
+  }
+
+  async commit(): Promise<void> {
+    if (!this.next) throw new Error('commit without a prepared sync');
+    this.engine.writeParams(this.next);
+    this.base = this.next;
+    this.committed();
+  }
+}
+
+/** Parameters become base − mean delta: the members' mean parameters (exactly, without compression). */
+class LocalSgd extends Periodic {
+  readonly name = 'localsgd';
+
+  async prepare(mean: Float32Array): Promise<string> {
+    const next = new Float32Array(mean.length);
+    for (let i = 0; i < next.length; i++) next[i] = this.base[i] - mean[i];
+    this.next = next;
+    return checksumOf(next);
+  }
+}
+
+/** Outer Nesterov step on the mean delta: m ← μm + Δ; θ ← θ_base − lr(Δ + μm). */
+class Diloco extends Periodic {
+  readonly name = 'diloco';
+  private momentum: Float32Array | null = null;
+  private nextMomentum: Float32Array | null = null;
+
+  async prepare(mean: Float32Array): Promise<string> {
+    const { outerLr: lr, outerMomentum: mu } = this.opts;
+    const m = this.momentum ?? new Float32Array(mean.length);
+    const nm = new Float32Array(mean.length);
+    const next = new Float32Array(mean.length);
+    for (let i = 0; i < next.length; i++) {
+      nm[i] = mu * m[i] + mean[i];
+      next[i] = this.base[i] - lr * (mean[i] + mu * nm[i]);
+    }
+    this.next = next;
+    this.nextMomentum = nm;
+    return checksumOf(next);
+  }
+
+  override async commit(): Promise<void> {
+    this.momentum = this.nextMomentum;
+    await super.commit();
+  }
+
+  override discard(): void {
+    super.discard();
+    this.nextMomentum = null;
+  }
+
+  override async reset(): Promise<void> {
+    await super.reset();
+    this.momentum = null;
+  }
+}
+
+export function createStrategy(engine: ModelEngine, opts: StrategyOptions): SyncStrategy {
+  if (opts.strategy === 'ddp') return new Ddp(engine, opts);
+  return opts.strategy === 'localsgd' ? new LocalSgd(engine, opts) : new Diloco(engine, opts);
+}

@@ -1,0 +1,30 @@
+// N in-process workers of one job on one backend (tests, the convergence runs).
+import { shardIndices, type Dataset } from '@tabfleet/data';
+import { PRESETS, type OptimizerConfig } from '@tabfleet/nn';
+import type { Backend } from '@tabfleet/tensor';
+import { ModelEngine } from './engine';
+import type { SimWorker } from './simulate';
+import { createStrategy, type Compressor, type StrategyOptions } from './strategies';
+
+export interface JobSetup {
+  workers: number;
+  data: { train: Dataset; test: Dataset };
+  optimizer: OptimizerConfig;
+  batchSize: number;
+  strategy: Omit<StrategyOptions, 'compressor'>;
+  /** Builds a compressor for worker i (DGC). */
+  compressor?: (engine: ModelEngine) => Compressor;
+  seed?: number;
+}
+
+/** N workers of the MLP job, each on its shard, sharing one backend. */
+export function mlpWorkers(backend: Backend, job: JobSetup): SimWorker[] {
+  return Array.from({ length: job.workers }, (_, rank) => {
+    const engine = new ModelEngine(backend, {
+      preset: PRESETS['mlp-fashion'], seed: job.seed ?? 1, optimizer: job.optimizer, batchSize: job.batchSize,
+      train: job.data.train, test: job.data.test, shard: shardIndices(job.data.train.count, rank, job.workers, job.seed ?? 1), dataSeed: 1000 + rank,
+    });
+    const strategy = createStrategy(engine, { ...job.strategy, compressor: job.compressor?.(engine) });
+    return { id: `w${rank}`, engine, strategy };
+  });
+}

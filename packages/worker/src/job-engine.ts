@@ -1,0 +1,138 @@
+// A volunteer's model side for one job: builds the engine and sync strategy from the job spec, loads
+// its data shard and the global model from the server, and runs the strategy's phases. Lives in the
+// engine Web Worker in browsers (every method takes and returns plain, transferable values) and runs
+// directly in Node tests.
+import { decodeFashionShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
+import { DgcCompressor, ModelEngine, checksumOf, createStrategy, type Payload, type SyncStrategy } from '@tabfleet/distributed';
+import { PRESETS, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
+import { DATASET_TRAIN_SIZES, targetStepsOf, type Assignment, type JobSpec } from '@tabfleet/protocol';
+import type { Backend } from '@tabfleet/tensor';
+import { loadDataset } from './solo';
+
+/** The inner optimizer a job's strategy uses. */
+export function innerOptimizer(spec: JobSpec): OptimizerConfig {
+  const h = spec.hyperparameters;
+  if (spec.strategy === 'diloco') return { kind: 'adamw', lr: h.lr, weightDecay: h.weightDecay };
+  // With DGC, DDP's momentum lives in the compressor (momentum correction), so the optimizer has none.
+  const momentum = spec.strategy === 'ddp' && spec.compression === 'dgc' ? 0 : h.momentum;
+  return { kind: 'sgd', lr: h.lr, momentum, nesterov: momentum > 0, weightDecay: h.weightDecay };
+}
+
+async function fetchBytes(url: string): Promise<Uint8Array> {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status} ${await res.text().catch(() => '')}`.trim());
+  return new Uint8Array(await res.arrayBuffer());
+}
+
+/** This worker's training shard and the test set, as the job's dataset says. */
+async function loadJobData(spec: JobSpec, shard: Assignment['shard'], serverUrl: string, preset: ModelPreset): Promise<{ train: Dataset; test: Dataset; indices: Int32Array }> {
+  if (spec.dataset === 'fashion-mnist') {
+    const base = `${serverUrl}/datasets/fashion-mnist`;
+    const [train, test] = await Promise.all([
+      fetchBytes(`${base}/shards/${shard.index}/${shard.count}?seed=${spec.seed}`).then(decodeFashionShard),
+      loadFashionMnistTest((name) => fetchBytes(`${base}/${name}`)),
+    ]);
+    return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
+  }
+  if (spec.dataset === 'synthetic-blobs') {
+    const all = gaussianBlobs(DATASET_TRAIN_SIZES['synthetic-blobs'] + 2048, 784, 10, spec.seed);
+    const train: Dataset = { ...all, count: DATASET_TRAIN_SIZES['synthetic-blobs'] };
+    const test: Dataset = { ...all, x: all.x.subarray(train.count * 784), y: all.y.subarray(train.count), count: 2048 };
+    return { train, test, indices: shardIndices(train.count, shard.index, shard.count, spec.seed) };
+  }
+  const context = preset.kind === 'transformer' ? preset.context : 64;
+  const { train, test } = await loadDataset({ kind: 'text', sentences: 4000, seed: spec.seed }, context);
+  return { train, test, indices: shardIndices(train.count, shard.index, shard.count, spec.seed) };
+}
+
+export interface JobEngineInfo {
+  length: number;
+  stepsPerSync: number;
+  targetSteps: number;
+  trainExamples: number;
+}
+
+export class JobEngine {
+  private engine: ModelEngine | null = null;
+  private strategy: SyncStrategy | null = null;
+  private spec: JobSpec | null = null;
+
+  constructor(private readonly backend: Backend) {}
+
+  private get ready(): { engine: ModelEngine; strategy: SyncStrategy; spec: JobSpec } {
+    if (!this.engine || !this.strategy || !this.spec) throw new Error('no job set up: call setup() first');
+    return { engine: this.engine, strategy: this.strategy, spec: this.spec };
+  }
+
+  async setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo> {
+    const spec = assignment.job.spec;
+    const preset = PRESETS[spec.preset] as ModelPreset;
+    const data = await loadJobData(spec, assignment.shard, serverUrl, preset);
+    const engine = new ModelEngine(this.backend, {
+      preset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
+      train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index,
+    });
+    const targetSteps = targetStepsOf(spec);
+    const compressor = spec.compression === 'dgc'
+      ? new DgcCompressor(this.backend, engine.length, {
+          momentum: spec.strategy === 'ddp' ? spec.hyperparameters.momentum : 0,
+          clipNorm: spec.strategy === 'ddp' ? 5 : 0,
+          finalSparsity: spec.sparsity,
+          // Warm-up over the first tenth of the job, in syncs (the compressor counts calls).
+          warmupSteps: Math.round(targetSteps / (spec.strategy === 'ddp' ? 1 : spec.H) / 10),
+        })
+      : undefined;
+    this.strategy = createStrategy(engine, {
+      strategy: spec.strategy, H: spec.H, compression: spec.compression, outerLr: spec.hyperparameters.outerLr, outerMomentum: spec.hyperparameters.outerMomentum, compressor,
+    });
+    this.engine = engine;
+    this.spec = spec;
+    return { length: engine.length, stepsPerSync: this.strategy.stepsPerSync, targetSteps, trainExamples: data.indices.length };
+  }
+
+  /** Loads the global model (null url: the seeded initial parameters) and restarts the strategy from it. */
+  async loadModel(url: string | null, step: number): Promise<{ checksum: string }> {
+    const { engine, strategy } = this.ready;
+    if (url) engine.loadCheckpoint(await fetchBytes(url));
+    engine.step = step;
+    await strategy.reset();
+    return { checksum: checksumOf(await engine.readParams()) };
+  }
+
+  local() {
+    return this.ready.strategy.local();
+  }
+
+  payload(): Promise<Payload> {
+    return this.ready.strategy.payload();
+  }
+
+  prepare(mean: Float32Array): Promise<string> {
+    return this.ready.strategy.prepare(mean);
+  }
+
+  commit(): Promise<void> {
+    return this.ready.strategy.commit();
+  }
+
+  discard(): void {
+    this.ready.strategy.discard();
+  }
+
+  /** Optimizer steps taken (a method, not a getter, so it works through comlink). */
+  currentStep(): number {
+    return this.engine?.step ?? 0;
+  }
+
+  async checksum(): Promise<string> {
+    return checksumOf(await this.ready.engine.readParams());
+  }
+
+  checkpoint(): Promise<Uint8Array> {
+    return this.ready.engine.checkpoint({ step: String(this.ready.engine.step) });
+  }
+
+  evaluate(limit?: number) {
+    return this.ready.engine.evaluate(limit);
+  }
+}

@@ -1,0 +1,328 @@
+// What a volunteer runs on its main thread (or in a Node process): the Socket.IO session with the
+// server, the ring links to its neighbours, and the job engine (in a Web Worker in browsers). It
+// follows the server's round clock: load the global model, do the local work, report ready, run the
+// round's collective, report the result, apply it at commit, upload checkpoints when asked.
+import { CollectiveError, Ring, type Signaler, type Transport } from '@tabfleet/collective';
+import { exchange, payloadToDense, type LocalWork, type Payload } from '@tabfleet/distributed';
+import type { Ack, Assignment, RoundBegin, VolunteerEvent, VolunteerEventName, VolunteerServerEvents } from '@tabfleet/protocol';
+import type { Socket } from 'socket.io-client';
+import type { JobEngineInfo } from './job-engine';
+
+/** The engine calls the runtime makes: a JobEngine, or its comlink proxy in the Web Worker. */
+export interface EngineLike {
+  setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo>;
+  loadModel(url: string | null, step: number): Promise<{ checksum: string }>;
+  local(): Promise<LocalWork>;
+  payload(): Promise<Payload>;
+  prepare(mean: Float32Array): Promise<string>;
+  commit(): Promise<void>;
+  discard(): void | Promise<void>;
+  currentStep(): number | Promise<number>;
+  checkpoint(): Promise<Uint8Array>;
+  evaluate(limit?: number): Promise<{ accuracy: number; loss: number; count: number }>;
+}
+
+export interface RuntimeStatus {
+  state: 'connecting' | 'idle' | 'loading' | 'training' | 'syncing' | 'paused' | 'stopped';
+  volunteerId: string | null;
+  jobId: string | null;
+  step: number;
+  seq: number;
+  roundId: number | null;
+  peers: string[];
+  samplesPerSec: number;
+  bytesSent: number;
+  bytesReceived: number;
+  syncs: number;
+  lastError: string | null;
+  lastAccuracy: number | null;
+}
+
+export interface RuntimeOptions {
+  socket: Socket;
+  serverUrl: string;
+  engine: EngineLike;
+  /** Builds this volunteer's transport once the server has named it. */
+  createTransport(volunteerId: string, signaler: Signaler): Transport;
+  /** Ask for this job rather than the one that needs workers most. */
+  jobId?: string;
+  /** Evaluate the global model every this many optimizer steps (the round's first member does it). */
+  evalEverySteps?: number;
+  log?: (line: string) => void;
+  onStatus?: (s: RuntimeStatus) => void;
+  /** Pause between local steps (the page's "how hard" slider), ms per sync. */
+  throttleMs?: () => number;
+}
+
+/** Margin kept before the server's deadline so the failure report arrives in time. */
+const DEADLINE_MARGIN_MS = 1_000;
+/** How long a ring link may take to open before the member reports itself unreachable. */
+const CONNECT_TIMEOUT_MS = 15_000;
+
+export class VolunteerRuntime {
+  readonly status: RuntimeStatus = {
+    state: 'connecting', volunteerId: null, jobId: null, step: 0, seq: 0, roundId: null, peers: [], samplesPerSec: 0,
+    bytesSent: 0, bytesReceived: 0, syncs: 0, lastError: null, lastAccuracy: null,
+  };
+  private transport: Transport | null = null;
+  private assignment: Assignment | null = null;
+  private info: JobEngineInfo | null = null;
+  private chain: Promise<unknown> = Promise.resolve();
+  private ring: Ring | null = null;
+  private lastBegin: RoundBegin | null = null;
+  private lastWork: LocalWork & { wallMs: number } = { loss: 0, samples: 0, steps: 0, wallMs: 0 };
+  private starResult: { roundId: number; resolve(data: Float32Array): void; reject(e: Error): void } | null = null;
+  private clockOffsetMs = 0;
+  private paused = false;
+  private stopped = false;
+  private signalHandlers = new Set<(from: string, data: unknown) => void>();
+
+  constructor(private readonly opts: RuntimeOptions) {
+    const s = opts.socket;
+    s.on('welcome', (w) => this.onWelcome(w));
+    s.on('job:assign', (a) => this.queue('job:assign', () => this.onAssign(a)));
+    s.on('model:load', (m) => this.queue('model:load', () => this.onModelLoad(m)));
+    s.on('round:begin', (r) => {
+      this.lastBegin = r;
+      this.queue('round:begin', () => this.onRoundBegin(r));
+    });
+    s.on('round:abort', (r) => this.onRoundAbort(r));
+    s.on('round:commit', (c) => this.queue('round:commit', () => this.onCommit(c)));
+    s.on('star:result', (r) => this.onStarResult(r));
+    s.on('signal', (m: { from: string; data: unknown }) => {
+      for (const h of this.signalHandlers) h(m.from, m.data);
+    });
+    s.on('job:end', (e) => this.queue('job:end', () => this.onJobEnd(e)));
+    s.on('disconnect', () => {
+      this.ring?.abort('disconnected from the server');
+      this.setStatus({ state: this.stopped ? 'stopped' : 'connecting' });
+    });
+  }
+
+  private log(line: string): void {
+    this.opts.log?.(`[volunteer ${this.status.volunteerId ?? '?'}] ${line}`);
+  }
+
+  private setStatus(patch: Partial<RuntimeStatus>): void {
+    Object.assign(this.status, patch);
+    this.opts.onStatus?.({ ...this.status });
+  }
+
+  /** Handlers that touch the engine run one at a time, in arrival order. */
+  private queue(what: string, fn: () => Promise<void>): void {
+    this.chain = this.chain.then(fn).catch((e: unknown) => {
+      const message = `${what}: ${(e as Error).message ?? e}`;
+      this.log(message);
+      this.setStatus({ lastError: message });
+    });
+  }
+
+  private emit<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): Promise<Ack<Record<string, unknown>>> {
+    return this.opts.socket.timeout(30_000).emitWithAck(name, payload);
+  }
+
+  private async emitOk<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): Promise<Record<string, unknown>> {
+    const ack = await this.emit(name, payload);
+    if (!ack.ok) throw new Error(`${name} refused: ${ack.error.code}: ${ack.error.message}`);
+    return ack;
+  }
+
+  private onWelcome(w: Parameters<VolunteerServerEvents['welcome']>[0]): void {
+    this.clockOffsetMs = w.serverTime - Date.now();
+    // A (re)connection is a new volunteer to the server: new id, new links, and ask for work again.
+    this.transport?.close();
+    const signaler: Signaler = {
+      send: (to, data) => {
+        const begin = this.lastBegin;
+        if (!begin) return;
+        void this.emit('signal', { jobId: begin.jobId, roundId: begin.roundId, to, data }).then((a) => !a.ok && this.log(`signal to ${to} refused: ${a.error.message}`));
+      },
+      onSignal: (h) => {
+        this.signalHandlers.add(h);
+        return () => this.signalHandlers.delete(h);
+      },
+    };
+    this.transport = this.opts.createTransport(w.volunteerId, signaler);
+    this.setStatus({ volunteerId: w.volunteerId, state: 'idle', jobId: null });
+    if (!this.paused && !this.stopped) this.requestWork();
+  }
+
+  private requestWork(): void {
+    void this.emit('work:request', this.opts.jobId ? { jobId: this.opts.jobId } : {}).then(
+      (a) => {
+        if (!a.ok) this.setStatus({ lastError: `work:request refused: ${a.error.message}` });
+        else if (!a.assigned) this.log('no job needs workers yet; waiting to be offered one');
+      },
+      (e) => this.log(`work:request: ${(e as Error).message}`),
+    );
+  }
+
+  private async onAssign(a: Assignment): Promise<void> {
+    this.assignment = a;
+    this.setStatus({ state: 'loading', jobId: a.job.id, seq: 0 });
+    this.log(`assigned to job ${a.job.id} (${a.job.spec.preset}, ${a.job.spec.strategy}), shard ${a.shard.index}/${a.shard.count}`);
+    this.info = await this.opts.engine.setup(a, this.opts.serverUrl);
+  }
+
+  private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<void> {
+    this.setStatus({ state: 'loading' });
+    const { checksum } = await this.opts.engine.loadModel(m.url, m.step);
+    const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum });
+    if (!ack.admitted) return; // a newer model is on its way
+    this.setStatus({ seq: m.seq, step: m.step });
+    await this.trainThenReady();
+  }
+
+  private async trainThenReady(): Promise<void> {
+    if (!this.assignment || this.stopped) return;
+    if (this.status.step >= (this.info?.targetSteps ?? Infinity)) {
+      this.setStatus({ state: 'idle' }); // the job ends with this sync; the server says so next
+      return;
+    }
+    const pause = this.opts.throttleMs?.() ?? 0;
+    if (pause > 0) await new Promise((r) => setTimeout(r, pause));
+    this.setStatus({ state: 'training' });
+    const t0 = performance.now();
+    const work = await this.opts.engine.local();
+    await this.opts.engine.payload(); // compressed and read back now, so the round only moves bytes
+    const wallMs = performance.now() - t0;
+    this.lastWork = { ...work, wallMs };
+    const step = await this.opts.engine.currentStep();
+    this.setStatus({ step, samplesPerSec: wallMs > 0 ? (work.samples * 1000) / wallMs : 0, state: 'syncing' });
+    await this.emitOk('round:ready', { jobId: this.assignment.job.id, seq: this.status.seq + 1, step });
+  }
+
+  private async onRoundBegin(r: RoundBegin): Promise<void> {
+    if (this.lastBegin?.roundId !== r.roundId) return; // superseded while queued
+    this.setStatus({ roundId: r.roundId, peers: r.members.filter((m) => m !== this.status.volunteerId), state: 'syncing' });
+    const payload = await this.opts.engine.payload();
+    let mean: Float32Array;
+    try {
+      mean = r.mode === 'star' ? await this.starExchange(r, payload) : await this.ringExchange(r, payload);
+    } catch (e) {
+      if (e instanceof CollectiveError && e.code === 'aborted') return; // the server aborted it; a new round follows
+      const code = e instanceof RoundFailure ? e.code : e instanceof CollectiveError && (e.code === 'peer_lost' || e.code === 'deadline' || e.code === 'bad_frame') ? e.code : 'internal';
+      this.log(`round ${r.roundId} failed: ${(e as Error).message}`);
+      if (this.lastBegin?.roundId === r.roundId) await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code, message: (e as Error).message.slice(0, 500) });
+      return;
+    }
+    const checksum = await this.opts.engine.prepare(mean);
+    const step = await this.opts.engine.currentStep();
+    const w = this.lastWork;
+    await this.emit('round:result', {
+      jobId: r.jobId, roundId: r.roundId, checksum, step,
+      metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, bytesSent: this.status.bytesSent, bytesReceived: this.status.bytesReceived },
+    });
+  }
+
+  private async ringExchange(r: RoundBegin, payload: Payload): Promise<Float32Array> {
+    const deadlineMs = Math.max(1_000, r.deadline - this.clockOffsetMs - Date.now() - DEADLINE_MARGIN_MS);
+    const ring = new Ring({ transport: this.transport!, members: r.members, self: this.status.volunteerId!, jobId: r.jobId, round: r.roundId, deadlineMs });
+    this.ring = ring;
+    try {
+      try {
+        await ring.connect(Math.min(CONNECT_TIMEOUT_MS, deadlineMs));
+      } catch (e) {
+        if (e instanceof CollectiveError && e.code === 'aborted') throw e;
+        throw new RoundFailure('unreachable', `could not open links to ${ring.left} and ${ring.right}: ${(e as Error).message}`);
+      }
+      const mean = await exchange(ring, payload);
+      this.setStatus({ bytesSent: this.status.bytesSent + ring.counters.bytesOut, bytesReceived: this.status.bytesReceived + ring.counters.bytesIn });
+      return mean;
+    } finally {
+      ring.close();
+      if (this.ring === ring) this.ring = null;
+    }
+  }
+
+  private async starExchange(r: RoundBegin, payload: Payload): Promise<Float32Array> {
+    const dense = payloadToDense(payload, this.info!.length);
+    const result = new Promise<Float32Array>((resolve, reject) => (this.starResult = { roundId: r.roundId, resolve, reject }));
+    await this.emitOk('star:update', { jobId: r.jobId, roundId: r.roundId, data: new Uint8Array(dense.buffer, dense.byteOffset, dense.byteLength) });
+    this.setStatus({ bytesSent: this.status.bytesSent + dense.byteLength });
+    const mean = await result;
+    this.setStatus({ bytesReceived: this.status.bytesReceived + mean.byteLength });
+    return mean;
+  }
+
+  private onStarResult(s: Parameters<VolunteerServerEvents['star:result']>[0]): void {
+    if (!this.starResult || this.starResult.roundId !== s.roundId) return;
+    const bytes = s.data instanceof Uint8Array ? s.data : new Uint8Array(s.data);
+    const mean = new Float32Array(bytes.byteLength / 4);
+    new Uint8Array(mean.buffer).set(bytes);
+    this.starResult.resolve(mean);
+    this.starResult = null;
+  }
+
+  private onRoundAbort(r: { roundId: number; reason: string }): void {
+    this.log(`round ${r.roundId} aborted: ${r.reason}`);
+    if (this.ring && this.ring.round === r.roundId) this.ring.abort(r.reason);
+    if (this.starResult?.roundId === r.roundId) {
+      this.starResult.reject(new CollectiveError('aborted', r.reason));
+      this.starResult = null;
+    }
+    // The prepared result (if any) is dropped; the payload is kept for the re-formed round.
+    this.queue('round:abort', async () => {
+      await this.opts.engine.discard();
+    });
+  }
+
+  private async onCommit(c: Parameters<VolunteerServerEvents['round:commit']>[0]): Promise<void> {
+    const begin = this.lastBegin;
+    if (!begin || begin.roundId !== c.roundId) return;
+    await this.opts.engine.commit();
+    this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
+    const me = this.status.volunteerId;
+    // Evaluate before uploading: the upload of the last sync ends the job.
+    const every = this.opts.evalEverySteps ?? 100;
+    const stepsPerSync = this.info?.stepsPerSync ?? 1;
+    if (begin.members[0] === me && (Math.floor(c.step / every) > Math.floor((c.step - stepsPerSync) / every) || c.step >= (this.info?.targetSteps ?? Infinity))) {
+      const ev = await this.opts.engine.evaluate();
+      this.setStatus({ lastAccuracy: ev.accuracy });
+      await this.emit('metrics', { jobId: c.jobId, seq: c.seq, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });
+    }
+    if (begin.uploader === me) {
+      const data = await this.opts.engine.checkpoint();
+      await this.emitOk('checkpoint:upload', { jobId: c.jobId, seq: c.seq, step: c.step, data });
+    }
+    await this.trainThenReady();
+  }
+
+  private async onJobEnd(e: { jobId: string; reason: string }): Promise<void> {
+    this.log(`job ${e.jobId} ended: ${e.reason}`);
+    this.assignment = null;
+    this.setStatus({ state: 'idle', jobId: null, peers: [], roundId: null });
+    if (!this.paused && !this.stopped) setTimeout(() => this.requestWork(), 1_000);
+  }
+
+  /** Leaves the job (the server re-forms without waiting) and stops asking for work. */
+  async pause(): Promise<void> {
+    this.paused = true;
+    this.ring?.abort('paused');
+    if (this.opts.socket.connected) await this.emit('leave', { reason: 'paused' }).catch(() => {});
+    this.assignment = null;
+    this.setStatus({ state: 'paused', jobId: null, peers: [] });
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.setStatus({ state: 'idle' });
+    this.requestWork();
+  }
+
+  /** Announces departure (pagehide) and closes everything. */
+  stop(reason = 'left'): void {
+    this.stopped = true;
+    this.ring?.abort(reason);
+    if (this.opts.socket.connected) this.opts.socket.emit('leave', { reason }, () => {});
+    this.transport?.close();
+    this.opts.socket.disconnect();
+    this.setStatus({ state: 'stopped' });
+  }
+}
+
+class RoundFailure extends Error {
+  constructor(readonly code: 'unreachable' | 'internal', message: string) {
+    super(message);
+  }
+}

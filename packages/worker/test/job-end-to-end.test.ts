@@ -1,0 +1,73 @@
+// Volunteers run a job end to end against the real server: assignment, model load, local steps,
+// rounds through real Ring collectives (in-memory transport), commit, checkpoints, evaluation, until
+// the job reaches its target. Parameters are identical across members after every sync.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { MemoryNetwork } from '@tabfleet/collective';
+import { startTestServer, type TestServer } from '../../../server/test/helpers';
+import { waitFor } from '../../../server/src/testing/sim-volunteer';
+import { nodeVolunteer } from './node-volunteers';
+
+let server: TestServer;
+before(async () => {
+  server = await startTestServer({ timing: { roundTimeoutMs: 20_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 30_000 } });
+});
+after(() => server.stop());
+
+const job = {
+  dataset: 'synthetic-blobs' as const, preset: 'mlp-fashion' as const, strategy: 'localsgd' as const, H: 4,
+  hyperparameters: { lr: 0.05, batchSize: 32 }, minWorkers: 3, maxWorkers: 3, targetSteps: 24, checkpointEvery: 2,
+};
+
+test('three volunteers train a LocalSGD job to its target with identical parameters after every sync', { timeout: 180_000 }, async () => {
+  const created = await server.createJob(job);
+  const net = new MemoryNetwork();
+  const vols = [0, 1, 2].map(() => nodeVolunteer(server.url, net, { evalEverySteps: 8 }));
+  try {
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
+    const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
+    assert.equal(done.step, 24);
+    assert.equal(done.seq, 6);
+    const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { outcome: string; detail: string; members: string[] }[];
+    const committed = rounds.filter((r) => r.outcome === 'committed');
+    assert.equal(committed.length, 6);
+    assert.ok(committed.every((r) => /^[0-9a-f]{16}$/.test(r.detail) && r.members.length === 3), 'one checksum per sync: every member holds the same parameters');
+    const metrics = (await server.api(`/api/jobs/${created.id}/metrics`)).body.points as { accuracy: number | null; loss: number | null }[];
+    assert.ok(metrics.some((p) => p.accuracy !== null && p.accuracy > 0.5), 'evaluation points reported');
+    assert.ok(metrics.filter((p) => p.loss !== null).length >= 6);
+    assert.equal(done.latestCheckpoint.seq, 6, 'the final model is checkpointed');
+    for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+    assert.ok(vols.every((v) => v.runtime.status.bytesSent > 0));
+  } finally {
+    for (const v of vols) v.runtime.stop();
+  }
+});
+
+test('a volunteer lost mid-round: the round re-runs with the survivors, no step is lost, the job finishes', { timeout: 180_000 }, async () => {
+  const created = await server.createJob({ ...job, minWorkers: 2, targetSteps: 24 });
+  const net = new MemoryNetwork();
+  const vols = [0, 1, 2].map(() => nodeVolunteer(server.url, net));
+  try {
+    // When the round of sync 2 begins, one member drops without a word.
+    const lost = vols[2];
+    const dropped = new Promise<void>((resolve) => lost.socket.on('round:begin', (r: { seq: number }) => {
+      if (r.seq !== 2) return;
+      lost.socket.disconnect();
+      net.kill(lost.runtime.status.volunteerId!);
+      resolve();
+    }));
+    await dropped;
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
+    const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
+    assert.equal(done.step, 24, 'the survivors reached the target steps');
+    const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { seq: number; outcome: string; members: string[] }[];
+    const aborted = rounds.filter((r) => r.outcome === 'aborted');
+    assert.ok(aborted.length >= 1, 'the round with the lost member was aborted');
+    const rerun = rounds.find((r) => r.outcome === 'committed' && r.seq === aborted[0].seq);
+    assert.ok(rerun && rerun.members.length === 2, 'the same sync committed with the two survivors');
+    // Every sync committed exactly once, in order: no step lost or applied twice.
+    assert.deepEqual(rounds.filter((r) => r.outcome === 'committed').map((r) => r.seq), [1, 2, 3, 4, 5, 6]);
+  } finally {
+    for (const v of vols) v.runtime.stop();
+  }
+});

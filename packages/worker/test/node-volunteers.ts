@@ -1,0 +1,25 @@
+// Volunteers as Node processes' objects for tests: a VolunteerRuntime with a JobEngine on the CPU
+// backend and a transport from an in-memory network, connected to a real server over Socket.IO.
+import { MemoryNetwork } from '@tabfleet/collective';
+import { NAMESPACES, PROTOCOL_VERSION } from '@tabfleet/protocol';
+import { CpuBackend } from '@tabfleet/tensor';
+import { io } from 'socket.io-client';
+import { JobEngine } from '../src/job-engine';
+import { VolunteerRuntime } from '../src/runtime';
+
+export const NODE_CAPABILITIES = {
+  backend: 'cpu' as const,
+  adapter: { vendor: 'node', architecture: 'cpu', device: 'test', description: 'CPU reference backend' },
+  limits: { maxStorageBufferBindingSize: 1 << 30, maxBufferSize: 1 << 30 },
+  features: [],
+};
+
+export function nodeVolunteer(serverUrl: string, net: MemoryNetwork, opts: { jobId?: string; log?: (l: string) => void; evalEverySteps?: number } = {}) {
+  const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES }, transports: ['websocket'], reconnection: false });
+  const engine = new JobEngine(new CpuBackend('f32'));
+  const runtime = new VolunteerRuntime({
+    socket, serverUrl, engine, jobId: opts.jobId, log: opts.log, evalEverySteps: opts.evalEverySteps,
+    createTransport: (id) => net.endpoint(id),
+  });
+  return { socket, engine, runtime };
+}
