@@ -1,84 +1,93 @@
-// `npm start`: builds the pages, serves them, and trains the default Fashion-MNIST job in a local
-// headless Chromium tab on WebGPU, printing progress. (The coordinator issue turns this into the
-// full system: server, SQLite, several workers and the dashboard.)
+// `npm start`: the whole system on one machine. Builds the pages, starts the server (SQLite under
+// ./data), creates the default Fashion-MNIST job when no job is unfinished, launches headless
+// Chromium volunteers, prints the dashboard and volunteer URLs and the job's progress, and shuts
+// everything down on Ctrl-C.
+import { targetStepsOf, type JobSpecInput, type JobSummary, type MetricPoint } from '@tabfleet/protocol';
 import { parseArgs } from 'node:util';
-import { chromium } from 'playwright-core';
+import { startServer } from '../server/src/app';
 import { ensureBuilt } from '../e2e/build';
-import { CHROMIUM_ARGS, CHROMIUM_PATH } from '../e2e/shared-browser.mjs';
-import { startStaticServer } from '../e2e/static-server';
+import { formatStatus, launchWorkers, type HeadlessWorkers } from '../e2e/workers';
 
 const HELP = `Usage: npm start -- [options]
 
-Trains a model on Fashion-MNIST in a local headless Chromium tab (WebGPU; SwiftShader without a GPU)
-and serves the trainer page so you can watch or train in your own browser.
+Runs tabfleet locally: the server (SQLite under --data), the default Fashion-MNIST job (created when
+no job is unfinished), and --workers headless Chromium volunteers training it on WebGPU (SwiftShader
+without a GPU). Open the printed dashboard URL to watch, or the volunteer URL in another browser to
+join in.
 
 Options:
   --port N        HTTP port (default 8080; 0 picks a free one)
-  --preset NAME   mlp-fashion (default), cnn-fashion or transformer-char
-  --epochs N      epochs to train (default 2)
-  --no-train      only serve the pages
+  --data DIR      SQLite file and checkpoints (default ./data)
+  --workers N     headless volunteers to launch (default 2; 0 for none)
+  --redis URL     share state with other server nodes through Redis (default $REDIS_URL)
   --help          show this help`;
+
+/** The job `npm start` trains when there is nothing else to do. */
+export const DEFAULT_JOB: JobSpecInput = {
+  name: 'Fashion-MNIST MLP (LocalSGD)', preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8,
+  hyperparameters: { lr: 0.05, batchSize: 32, momentum: 0.9 }, minWorkers: 1, maxWorkers: 4, targetSteps: 800, targetAccuracy: 0.86,
+  checkpointEvery: 5,
+};
 
 const { values } = parseArgs({
   options: {
-    port: { type: 'string', default: '8080' },
-    preset: { type: 'string', default: 'mlp-fashion' },
-    epochs: { type: 'string', default: '2' },
-    'no-train': { type: 'boolean', default: false },
-    help: { type: 'boolean', default: false },
+    port: { type: 'string', default: '8080' }, data: { type: 'string', default: 'data' }, workers: { type: 'string', default: '2' },
+    redis: { type: 'string' }, help: { type: 'boolean', default: false },
   },
 });
 if (values.help) {
   console.log(HELP);
   process.exit(0);
 }
-const presets = ['mlp-fashion', 'cnn-fashion', 'transformer-char'];
-if (!presets.includes(values.preset!)) {
-  console.error(`unknown preset ${values.preset}; choose one of ${presets.join(', ')}`);
-  process.exit(2);
-}
-const port = Number(values.port), epochs = Number(values.epochs);
-if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(epochs) || epochs < 1) {
-  console.error('--port must be 0..65535 and --epochs a positive integer');
+const port = Number(values.port), workerCount = Number(values.workers);
+if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(workerCount) || workerCount < 0 || workerCount > 16) {
+  console.error(`--port must be 0..65535 and --workers 0..16\n\n${HELP}`);
   process.exit(2);
 }
 
 await ensureBuilt(console.log);
-const { server, url } = await startStaticServer(port);
-const pageUrl = `${url}/apps/trainer/index.html`;
-console.log(`\ntabfleet trainer page: ${pageUrl}\n`);
+const server = await startServer({ port, dataDir: values.data, redisUrl: values.redis ?? process.env.REDIS_URL, log: (l) => console.log(`[server] ${l}`) });
+const auth = { authorization: `Bearer ${server.secrets.token}`, 'content-type': 'application/json' };
+const jobs = (await (await fetch(`${server.url}/api/jobs`, { headers: auth })).json()).jobs as JobSummary[];
+let job = jobs.find((j) => j.state === 'waiting' || j.state === 'running');
+if (!job) {
+  const res = await fetch(`${server.url}/api/jobs`, { method: 'POST', headers: auth, body: JSON.stringify(DEFAULT_JOB) });
+  job = (await res.json()).job as JobSummary;
+  console.log(`created the default job ${job.id}: ${job.name}`);
+} else console.log(`continuing job ${job.id}: ${job.name} (sync ${job.seq}, step ${job.step})`);
 
-const browser = values['no-train'] ? null : await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
-let stopping = false;
-async function shutdown(code: number): Promise<never> {
-  if (!stopping) {
-    stopping = true;
-    console.log('\nstopping…');
-    await browser?.close().catch(() => {});
-    await new Promise((r) => server.close(r));
+console.log(`
+  dashboard:  ${server.url}/apps/dashboard/?token=${server.secrets.token}
+  volunteer:  ${server.url}/apps/volunteer/
+  researcher token: ${server.secrets.token}${server.secrets.generated ? ' (generated now, stored in the data directory)' : ''}
+`);
+
+let workers: HeadlessWorkers | null = null;
+if (workerCount > 0) workers = await launchWorkers({ serverUrl: server.url, count: workerCount, log: console.log });
+
+const jobId = job.id;
+const progress = setInterval(async () => {
+  try {
+    const { job: j } = await (await fetch(`${server.url}/api/jobs/${jobId}`, { headers: auth })).json();
+    const points = ((await (await fetch(`${server.url}/api/jobs/${jobId}/metrics`, { headers: auth })).json()).points ?? []) as MetricPoint[];
+    const acc = points.filter((p) => p.accuracy !== null).at(-1)?.accuracy;
+    const loss = points.filter((p) => p.loss !== null).at(-1)?.loss;
+    console.log(`job ${jobId}: ${j.state}  step ${j.step}/${targetStepsOf(j.spec)}  sync ${j.seq}  workers ${j.workers}${loss != null ? `  loss ${loss.toFixed(3)}` : ''}${acc != null ? `  test accuracy ${(100 * acc).toFixed(2)}%` : ''}${j.endReason ? `  (${j.endReason})` : ''}`);
+    if (process.env.TABFLEET_VERBOSE && workers) (await workers.statuses()).forEach((s, i) => console.log(`  ${formatStatus(i, s)}`));
+  } catch (e) {
+    console.log(`progress: ${(e as Error).message}`);
   }
-  process.exit(code);
-}
-process.on('SIGINT', () => void shutdown(0));
-process.on('SIGTERM', () => void shutdown(0));
+}, 5_000);
 
-if (browser) {
-  const page = await browser.newPage();
-  page.on('console', (m) => {
-    const text = m.text();
-    if (!text.startsWith('[progress] ')) return;
-    const p = JSON.parse(text.slice(11));
-    const acc = p.testAccuracy !== undefined ? `  test accuracy ${(100 * p.testAccuracy).toFixed(2)}%` : '';
-    console.log(`epoch ${p.epoch + 1}  step ${p.step}/${p.totalSteps}  loss ${p.loss.toFixed(4)}  ${p.samplesPerSec.toFixed(0)} samples/s${acc}`);
-  });
-  page.on('pageerror', (e) => console.error(`[page error] ${e.message}`));
-  await page.goto(pageUrl);
-  const info = await page.evaluate(() => window.tabfleetTrainer.ready);
-  console.log(`headless worker on ${info.description}; training ${values.preset} for ${epochs} epoch(s)`);
-  const report = await page.evaluate(
-    ({ preset, epochs }) => window.tabfleetTrainer.run(window.tabfleetTrainer.defaultConfig(preset as never, epochs)),
-    { preset: values.preset!, epochs },
-  );
-  console.log(`\ndone: ${report.steps} steps, ${report.msPerStep.toFixed(1)} ms/step, test accuracy ${(100 * report.testAccuracy).toFixed(2)}% on ${report.testCount} test images`);
-  console.log(`the trainer page stays up at ${pageUrl} — Ctrl-C to stop`);
+let stopping = false;
+async function shutdown(): Promise<void> {
+  if (stopping) process.exit(1);
+  stopping = true;
+  clearInterval(progress);
+  console.log('\nstopping: closing the volunteer tabs, then the server…');
+  await workers?.stop();
+  await server.close();
+  process.exit(0);
 }
+process.on('SIGINT', () => void shutdown());
+process.on('SIGTERM', () => void shutdown());
