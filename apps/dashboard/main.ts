@@ -1,0 +1,206 @@
+// The researcher dashboard: token sign-in, job list and submission form (validated with the same
+// schema the server uses), and a live job page (charts, figures, worker table, stop, downloads) fed
+// by the /dashboard Socket.IO namespace.
+import {
+  NAMESPACES, PROTOCOL_VERSION, jobSpecSchema, targetStepsOf,
+  type Ack, type JobSummary, type MetricPoint, type WorkerRow,
+} from '@tabfleet/protocol';
+import { io, type Socket } from 'socket.io-client';
+import { drawLineChart } from './chart';
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const TOKEN_KEY = 'tabfleet-token';
+
+let token = new URLSearchParams(location.search).get('token') ?? sessionStorage.getItem(TOKEN_KEY) ?? '';
+let socket: Socket | null = null;
+const jobs = new Map<string, JobSummary>();
+const accuracyOf = new Map<string, number>();
+let current: { id: string; points: MetricPoint[]; workers: WorkerRow[] } | null = null;
+
+function esc(s: unknown): string {
+  return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+function mb(n: number): string {
+  return `${(n / 1e6).toFixed(1)} MB`;
+}
+
+async function api(path: string, init: RequestInit = {}): Promise<Response> {
+  return fetch(path, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(init.headers ?? {}) } });
+}
+
+// ---------- sign-in and the live connection ----------
+
+function showSignIn(message?: string): void {
+  for (const id of ['jobs-view', 'job-view']) $(id).hidden = true;
+  $('signin').hidden = false;
+  $('signin-error').hidden = !message;
+  $('signin-error').textContent = message ?? '';
+}
+
+function connect(): void {
+  socket?.close();
+  socket = io(`${location.origin}${NAMESPACES.dashboard}`, { auth: { protocol: PROTOCOL_VERSION, token }, transports: ['websocket'] });
+  socket.on('connect_error', (e: Error & { data?: { code?: string } }) => {
+    if (e.data?.code === 'unauthorized' || e.data?.code === 'protocol_version') {
+      sessionStorage.removeItem(TOKEN_KEY);
+      socket?.close();
+      showSignIn(e.data.code === 'unauthorized' ? 'That token is not right.' : e.message);
+    } else $('conn').textContent = `reconnecting… (${e.message})`;
+  });
+  socket.on('connect', async () => {
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $('signin').hidden = true;
+    $('conn').textContent = 'live';
+    const ack = (await socket!.emitWithAck('subscribe', {})) as Ack<{ jobs: JobSummary[] }>;
+    if (ack.ok) for (const j of ack.jobs) jobs.set(j.id, j);
+    route();
+  });
+  socket.on('disconnect', () => ($('conn').textContent = 'offline, reconnecting…'));
+  socket.on('job:update', (j: JobSummary) => {
+    jobs.set(j.id, j);
+    if (current?.id === j.id) renderJob();
+    else renderJobs();
+  });
+  socket.on('job:metrics', (m: { jobId: string; points: MetricPoint[] }) => {
+    for (const p of m.points) if (p.accuracy !== null) accuracyOf.set(m.jobId, p.accuracy);
+    if (current?.id === m.jobId) {
+      current.points.push(...m.points);
+      renderJob();
+    }
+  });
+  socket.on('job:workers', (w: { jobId: string; workers: WorkerRow[] }) => {
+    if (current?.id !== w.jobId) return;
+    current.workers = w.workers;
+    renderWorkers();
+  });
+}
+
+$('signin-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  token = $<HTMLInputElement>('token').value.trim();
+  connect();
+});
+
+// ---------- routing ----------
+
+async function route(): Promise<void> {
+  const m = /^#\/jobs\/([\w-]+)$/.exec(location.hash);
+  if (current && (!m || m[1] !== current.id)) await socket?.emitWithAck('unsubscribe', { jobId: current.id });
+  if (m) await openJob(m[1]);
+  else {
+    current = null;
+    $('job-view').hidden = true;
+    $('jobs-view').hidden = false;
+    renderJobs();
+  }
+}
+addEventListener('hashchange', () => void route());
+
+function renderJobs(): void {
+  const rows = [...jobs.values()].sort((a, b) => b.createdAt - a.createdAt).map((j) => {
+    const acc = accuracyOf.get(j.id);
+    return `<tr data-job="${esc(j.id)}"><td><a href="#/jobs/${esc(j.id)}">${esc(j.name)}</a></td><td class="state-${j.state}">${j.state}</td><td>${esc(j.spec.preset)}</td>
+      <td>${esc(j.spec.strategy)}${j.spec.compression !== 'none' ? ` + ${esc(j.spec.compression)}` : ''}</td><td>${j.step}/${targetStepsOf(j.spec)}</td><td>${j.workers}</td><td>${acc === undefined ? '—' : `${(100 * acc).toFixed(2)}%`}</td></tr>`;
+  });
+  $('jobs').querySelector('tbody')!.innerHTML = rows.join('') || '<tr><td colspan="7" class="muted">No jobs yet: submit one below.</td></tr>';
+}
+
+// ---------- the job form ----------
+
+const NUMBER_FIELDS = ['H', 'sparsity', 'minWorkers', 'maxWorkers', 'targetSteps', 'targetAccuracy'] as const;
+
+function formSpec(form: HTMLFormElement): Record<string, unknown> {
+  const f = new FormData(form);
+  const num = (k: string) => (String(f.get(k) ?? '').trim() === '' ? undefined : Number(f.get(k)));
+  const spec: Record<string, unknown> = {
+    preset: f.get('preset'), dataset: f.get('dataset'), strategy: f.get('strategy'), compression: f.get('compression'),
+    hyperparameters: { lr: num('lr'), batchSize: num('batchSize') },
+  };
+  const name = String(f.get('name') ?? '').trim();
+  if (name) spec.name = name;
+  for (const k of NUMBER_FIELDS) if (num(k) !== undefined) spec[k] = num(k);
+  return spec;
+}
+
+function showFormErrors(form: HTMLFormElement, issues: { path: string; message: string }[]): void {
+  for (const label of form.querySelectorAll('label')) label.classList.remove('invalid');
+  for (const i of issues) {
+    const field = i.path.split('.').at(-1) ?? '';
+    form.querySelector(`[name="${field}"]`)?.closest('label')?.classList.add('invalid');
+  }
+  $('form-errors').innerHTML = issues.map((i) => `<li>${esc(i.path || 'job')}: ${esc(i.message)}</li>`).join('');
+}
+
+$('job-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const form = e.currentTarget as HTMLFormElement;
+  const spec = formSpec(form);
+  const parsed = jobSpecSchema.safeParse(spec);
+  if (!parsed.success) return showFormErrors(form, parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })));
+  showFormErrors(form, []);
+  const res = await api('/api/jobs', { method: 'POST', body: JSON.stringify(spec) });
+  const body = await res.json();
+  if (!res.ok) return showFormErrors(form, [{ path: '', message: body.error?.message ?? `HTTP ${res.status}` }]);
+  jobs.set(body.job.id, body.job);
+  location.hash = `#/jobs/${body.job.id}`;
+});
+
+// ---------- one job, live ----------
+
+async function openJob(id: string): Promise<void> {
+  const ack = (await socket!.emitWithAck('subscribe', { jobId: id })) as Ack<{ job: JobSummary; metrics: MetricPoint[]; workers: WorkerRow[] }>;
+  if (!ack.ok) {
+    location.hash = '#/';
+    return;
+  }
+  jobs.set(id, ack.job);
+  current = { id, points: ack.metrics, workers: ack.workers };
+  $('jobs-view').hidden = true;
+  $('job-view').hidden = false;
+  $<HTMLAnchorElement>('download-checkpoint').href = `/api/jobs/${id}/checkpoint?token=${encodeURIComponent(token)}`;
+  $<HTMLAnchorElement>('download-csv').href = `/api/jobs/${id}/metrics.csv?token=${encodeURIComponent(token)}`;
+  renderJob();
+  renderWorkers();
+}
+
+function renderJob(): void {
+  if (!current) return;
+  const j = jobs.get(current.id)!;
+  $('job-title').textContent = j.name;
+  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(j.spec.preset)} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`;
+  $<HTMLButtonElement>('stop').disabled = !(j.state === 'running' || j.state === 'waiting');
+  $('download-checkpoint').hidden = !j.latestCheckpoint;
+  const pts = current.points;
+  const losses = pts.filter((p) => p.loss !== null && p.samplesPerSec !== null).map((p) => ({ x: p.step, y: p.loss! }));
+  const accs = pts.filter((p) => p.accuracy !== null).map((p) => ({ x: p.step, y: p.accuracy! }));
+  drawLineChart($('loss-chart') as unknown as SVGSVGElement, losses, { yMin: 0 });
+  drawLineChart($('acc-chart') as unknown as SVGSVGElement, accs, { yMin: 0, yMax: 1, format: (y) => `${(100 * y).toFixed(0)}%`, color: '#3fb950' });
+  const last = [...pts].reverse().find((p) => p.samplesPerSec !== null);
+  const sent = pts.reduce((s, p) => s + (p.bytesSent ?? 0), 0);
+  const rows: [string, string][] = [
+    ['step', `${j.step} of ${targetStepsOf(j.spec)}`], ['syncs', String(j.seq)], ['workers', String(j.workers)],
+    ['throughput', last ? `${last.samplesPerSec!.toFixed(0)} samples/s` : '—'],
+    ['bytes on the wire (all workers)', mb(sent)],
+    ['test accuracy', accs.length ? `${(100 * accs[accs.length - 1].y).toFixed(2)}%` : '—'],
+    ['latest checkpoint', j.latestCheckpoint ? `sync ${j.latestCheckpoint.seq}, ${mb(j.latestCheckpoint.bytes)}` : '—'],
+  ];
+  $('figures').querySelector('tbody')!.innerHTML = rows.map(([k, v]) => `<tr><td>${k}</td><td data-figure="${esc(k)}">${esc(v)}</td></tr>`).join('');
+}
+
+function renderWorkers(): void {
+  if (!current) return;
+  const rows = current.workers.map((w) => `<tr><td>${esc(w.volunteerId)}</td><td>${esc(w.adapter)}</td><td>${esc(w.state)}${w.admitted ? '' : ' (joining)'}</td><td>${w.step}</td>
+    <td>${w.samplesPerSec.toFixed(0)}</td><td>${mb(w.bytesSent)}</td><td>${mb(w.bytesReceived)}</td><td>${w.lastRound ?? '—'}</td>
+    <td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td></tr>`);
+  $('workers').querySelector('tbody')!.innerHTML = rows.join('') || '<tr><td colspan="9" class="muted">No workers yet.</td></tr>';
+}
+
+$('stop').addEventListener('click', async () => {
+  if (!current || !confirm('Stop this job? Its workers are released.')) return;
+  const res = await api(`/api/jobs/${current.id}/stop`, { method: 'POST' });
+  if (res.ok) jobs.set(current.id, (await res.json()).job);
+  renderJob();
+});
+
+if (token) connect();
+else showSignIn();
