@@ -40,6 +40,8 @@ function render(s: RuntimeStatus): void {
 }
 
 async function initBackend(choice: BackendChoice): Promise<BackendInfo> {
+  // A browser without WebGPU has no navigator.gpu on the page (nor in workers).
+  if (choice === 'webgpu' && !('gpu' in navigator && navigator.gpu)) throw new Error('This browser does not offer WebGPU (navigator.gpu is missing): use a recent Chrome, Edge or Safari, or enable WebGPU');
   info = await engine.init(choice);
   $('adapter').textContent = info.kind === 'cpu' ? `CPU fallback: ${info.description}. Slow, and no GPU is used.` : `GPU: ${info.description}`;
   return info;

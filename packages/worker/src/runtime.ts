@@ -56,6 +56,8 @@ export interface RuntimeOptions {
 
 /** Margin kept before the server's deadline so the failure report arrives in time. */
 const DEADLINE_MARGIN_MS = 1_000;
+/** How often the tab tells the server what it is doing (the dashboard's worker table). */
+const HEARTBEAT_MS = 2_000;
 /** How long a ring link may take to open before the member reports itself unreachable. */
 const CONNECT_TIMEOUT_MS = 15_000;
 
@@ -71,6 +73,10 @@ export class VolunteerRuntime {
   private ring: Ring | null = null;
   private lastBegin: RoundBegin | null = null;
   private lastWork: LocalWork & { wallMs: number } = { loss: 0, samples: 0, steps: 0, wallMs: 0 };
+  /** Bytes this member moved in the round it is finishing (reported with its result). */
+  private roundBytes = { sent: 0, received: 0 };
+  private heartbeat: ReturnType<typeof setInterval> | null = null;
+  private neighbours = new Set<string>();
   private starResult: { roundId: number; resolve(data: Float32Array): void; reject(e: Error): void } | null = null;
   private clockOffsetMs = 0;
   private paused = false;
@@ -131,6 +137,7 @@ export class VolunteerRuntime {
     this.clockOffsetMs = w.serverTime - Date.now();
     // A (re)connection is a new volunteer to the server: new id, new links, and ask for work again.
     this.transport?.close();
+    this.neighbours.clear();
     const signaler: Signaler = {
       send: (to, data) => {
         const begin = this.lastBegin;
@@ -143,8 +150,18 @@ export class VolunteerRuntime {
       },
     };
     this.transport = this.opts.createTransport(w.volunteerId, signaler);
+    // The worker table's heartbeat: what this tab is doing, every few seconds.
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = setInterval(() => this.sendStatus(), HEARTBEAT_MS);
     this.setStatus({ volunteerId: w.volunteerId, state: 'idle', jobId: null });
     if (!this.paused && !this.stopped) this.requestWork();
+  }
+
+  private sendStatus(): void {
+    if (!this.opts.socket.connected || !this.status.jobId) return;
+    const s = this.status;
+    const state = s.state === 'connecting' || s.state === 'stopped' ? 'idle' : s.state;
+    this.opts.socket.emit('status', { state, step: s.step, samplesPerSec: s.samplesPerSec, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived }, () => {});
   }
 
   private requestWork(): void {
@@ -189,13 +206,16 @@ export class VolunteerRuntime {
     this.lastWork = { ...work, wallMs };
     const step = await this.opts.engine.currentStep();
     this.setStatus({ step, samplesPerSec: wallMs > 0 ? (work.samples * 1000) / wallMs : 0, state: 'syncing' });
-    await this.emitOk('round:ready', { jobId: this.assignment.job.id, seq: this.status.seq + 1, step });
+    const ack = await this.emit('round:ready', { jobId: this.assignment.job.id, seq: this.status.seq + 1, step });
+    // not_member: the job ended (target reached, stopped) while this tab trained; job:end follows.
+    if (!ack.ok && ack.error.code !== 'not_member') throw new Error(`round:ready refused: ${ack.error.code}: ${ack.error.message}`);
   }
 
   private async onRoundBegin(r: RoundBegin): Promise<void> {
     if (this.lastBegin?.roundId !== r.roundId) return; // superseded while queued
     this.setStatus({ roundId: r.roundId, peers: r.members.filter((m) => m !== this.status.volunteerId), state: 'syncing' });
     const payload = await this.opts.engine.payload();
+    this.roundBytes = { sent: 0, received: 0 };
     let mean: Float32Array;
     try {
       mean = r.mode === 'star' ? await this.starExchange(r, payload) : await this.ringExchange(r, payload);
@@ -211,14 +231,18 @@ export class VolunteerRuntime {
     const w = this.lastWork;
     await this.emit('round:result', {
       jobId: r.jobId, roundId: r.roundId, checksum, step,
-      metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, bytesSent: this.status.bytesSent, bytesReceived: this.status.bytesReceived },
+      metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, bytesSent: this.roundBytes.sent, bytesReceived: this.roundBytes.received },
     });
   }
 
   private async ringExchange(r: RoundBegin, payload: Payload): Promise<Float32Array> {
     const deadlineMs = Math.max(1_000, r.deadline - this.clockOffsetMs - Date.now() - DEADLINE_MARGIN_MS);
+    // Links to volunteers that left the ring are closed (before the new ring listens for lost peers);
+    // links to members are kept for reuse.
+    for (const peer of this.neighbours) if (!r.members.includes(peer)) this.transport!.closeLink(peer, 'no longer in the ring');
     const ring = new Ring({ transport: this.transport!, members: r.members, self: this.status.volunteerId!, jobId: r.jobId, round: r.roundId, deadlineMs });
     this.ring = ring;
+    this.neighbours = new Set([...this.neighbours].filter((p) => r.members.includes(p)).concat(ring.left, ring.right));
     try {
       try {
         await ring.connect(Math.min(CONNECT_TIMEOUT_MS, deadlineMs));
@@ -227,7 +251,7 @@ export class VolunteerRuntime {
         throw new RoundFailure('unreachable', `could not open links to ${ring.left} and ${ring.right}: ${(e as Error).message}`);
       }
       const mean = await exchange(ring, payload);
-      this.setStatus({ bytesSent: this.status.bytesSent + ring.counters.bytesOut, bytesReceived: this.status.bytesReceived + ring.counters.bytesIn });
+      this.countBytes(ring.counters.bytesOut, ring.counters.bytesIn);
       return mean;
     } finally {
       ring.close();
@@ -235,13 +259,17 @@ export class VolunteerRuntime {
     }
   }
 
+  private countBytes(sent: number, received: number): void {
+    this.roundBytes = { sent: this.roundBytes.sent + sent, received: this.roundBytes.received + received };
+    this.setStatus({ bytesSent: this.status.bytesSent + sent, bytesReceived: this.status.bytesReceived + received });
+  }
+
   private async starExchange(r: RoundBegin, payload: Payload): Promise<Float32Array> {
     const dense = payloadToDense(payload, this.info!.length);
     const result = new Promise<Float32Array>((resolve, reject) => (this.starResult = { roundId: r.roundId, resolve, reject }));
     await this.emitOk('star:update', { jobId: r.jobId, roundId: r.roundId, data: new Uint8Array(dense.buffer, dense.byteOffset, dense.byteLength) });
-    this.setStatus({ bytesSent: this.status.bytesSent + dense.byteLength });
     const mean = await result;
-    this.setStatus({ bytesReceived: this.status.bytesReceived + mean.byteLength });
+    this.countBytes(dense.byteLength, mean.byteLength);
     return mean;
   }
 
@@ -273,10 +301,12 @@ export class VolunteerRuntime {
     await this.opts.engine.commit();
     this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
     const me = this.status.volunteerId;
-    // Evaluate before uploading: the upload of the last sync ends the job.
+    // The round's first member evaluates every `evalEverySteps` and whenever it uploads a checkpoint
+    // (so a checkpoint's accuracy is on record), before uploading: the upload of the last sync ends the job.
     const every = this.opts.evalEverySteps ?? 100;
     const stepsPerSync = this.info?.stepsPerSync ?? 1;
-    if (begin.members[0] === me && (Math.floor(c.step / every) > Math.floor((c.step - stepsPerSync) / every) || c.step >= (this.info?.targetSteps ?? Infinity))) {
+    const due = Math.floor(c.step / every) > Math.floor((c.step - stepsPerSync) / every) || c.step >= (this.info?.targetSteps ?? Infinity);
+    if ((begin.members[0] === me && due) || begin.uploader === me) {
       const ev = await this.opts.engine.evaluate();
       this.setStatus({ lastAccuracy: ev.accuracy });
       await this.emit('metrics', { jobId: c.jobId, seq: c.seq, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });
@@ -313,6 +343,7 @@ export class VolunteerRuntime {
   /** Announces departure (pagehide) and closes everything. */
   stop(reason = 'left'): void {
     this.stopped = true;
+    if (this.heartbeat) clearInterval(this.heartbeat);
     this.ring?.abort(reason);
     if (this.opts.socket.connected) this.opts.socket.emit('leave', { reason }, () => {});
     this.transport?.close();

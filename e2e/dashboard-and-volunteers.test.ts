@@ -1,0 +1,130 @@
+// The surfaces people touch, end to end: a researcher signs in and submits a job through the form,
+// three volunteer tabs join with the Contribute button, the charts update live, one tab closes
+// mid-job and the others finish it at its accuracy target, and the checkpoint downloaded from the
+// dashboard gives, on the CPU reference, the accuracy the dashboard shows. Screenshots of both pages
+// go to e2e/screenshots/.
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { fashionMnistFromDisk } from '@tabfleet/distributed/node';
+import { sequentialBatches } from '@tabfleet/data';
+import { createModel, evaluate, PRESETS } from '@tabfleet/nn';
+import { CpuBackend } from '@tabfleet/tensor';
+import { startTestServer, type TestServer } from '../server/test/helpers';
+import { waitFor } from '../server/src/testing/sim-volunteer';
+import { ensureBuilt } from './build';
+import { connectBrowser, openPage, type OpenedPage } from './harness';
+
+const SHOTS = join(import.meta.dirname, 'screenshots');
+let server: TestServer;
+let browser: Browser;
+const opened: OpenedPage[] = [];
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  await ensureBuilt(console.log);
+  server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
+  browser = await connectBrowser();
+});
+after(async () => {
+  for (const p of opened) await p.close().catch(() => {});
+  await browser?.close();
+  await server?.stop();
+});
+
+const shot = (page: Page, name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
+async function open(url: string): Promise<OpenedPage> {
+  const p = await openPage(browser, url, { log: (l) => /error|refused|fail/i.test(l) && console.log(l) });
+  opened.push(p);
+  return p;
+}
+
+test('a researcher submits a job from the dashboard, three tabs train it, one leaves, the rest reach the target', { timeout: 15 * 60_000 }, async () => {
+  const dash = await open(`${server.url}/apps/dashboard/`);
+  const d = dash.page;
+  await d.waitForSelector('#signin:not([hidden])');
+  await shot(d, 'dashboard-signin');
+  await d.fill('#token', 'wrong-token');
+  await d.click('#signin-form button');
+  await d.waitForSelector('#signin-error:not([hidden])');
+  await d.fill('#token', 'test-token');
+  await d.click('#signin-form button');
+  await d.waitForSelector('#jobs-view:not([hidden])');
+
+  // A first try the form refuses (more minimum than maximum workers), then a good one.
+  await d.selectOption('select[name=strategy]', 'localsgd');
+  await d.fill('input[name=H]', '8');
+  await d.fill('input[name=lr]', '0.05');
+  await d.fill('input[name=batchSize]', '32');
+  await d.fill('input[name=minWorkers]', '5');
+  await d.fill('input[name=maxWorkers]', '3');
+  await d.fill('input[name=targetSteps]', '640');
+  await d.fill('input[name=targetAccuracy]', '0.84');
+  await d.click('#job-form button[type=submit]');
+  await d.waitForSelector('#form-errors li');
+  assert.match((await d.textContent('#form-errors')) ?? '', /minWorkers: must not exceed maxWorkers/);
+  await shot(d, 'dashboard-form-errors');
+  await d.fill('input[name=minWorkers]', '2');
+  await d.fill('input[name=name]', 'e2e MLP');
+  await d.click('#job-form button[type=submit]');
+  await d.waitForSelector('#job-view:not([hidden])');
+  const jobId = /#\/jobs\/([\w-]+)/.exec(d.url())![1];
+
+  const tabs: OpenedPage[] = [];
+  for (let i = 0; i < 3; i++) {
+    const t = await open(`${server.url}/apps/volunteer/`);
+    await t.page.evaluate(() => window.tabfleetVolunteer.ready);
+    await t.page.click('#contribute');
+    tabs.push(t);
+  }
+  await waitFor('the loss chart has points', async () => Number(await d.getAttribute('#loss-chart', 'data-points')) >= 3, 5 * 60_000, 500);
+  await waitFor('the worker table lists three tabs', async () => (await d.$$('#workers tbody tr')).length === 3, 30_000, 250);
+  await shot(d, 'dashboard-job-running');
+  await shot(tabs[0].page, 'volunteer-training');
+  assert.match(await tabs[0].page.textContent('#headline') ?? '', /Training|Averaging/);
+
+  // One volunteer closes its tab mid-job.
+  const before = (await server.api(`/api/jobs/${jobId}`)).body.job.seq;
+  await tabs[2].page.close({ runBeforeUnload: true });
+  await waitFor('the job finishes with the other two', async () => (await server.api(`/api/jobs/${jobId}`)).body.job.state === 'done', 12 * 60_000, 1000);
+  const done = (await server.api(`/api/jobs/${jobId}`)).body.job;
+  assert.ok(done.seq > before, 'syncs went on after the tab left');
+  await waitFor('the dashboard shows done', async () => (await d.textContent('#job-summary'))?.includes('done'), 10_000, 200);
+  await shot(d, 'dashboard-job-done');
+
+  // The dashboard's accuracy and its checkpoint, evaluated independently on the CPU reference.
+  const shown = Number(/([\d.]+)%/.exec((await d.textContent('[data-figure="test accuracy"]')) ?? '')![1]) / 100;
+  assert.ok(shown >= 0.84, `reached the target (${shown})`);
+  const [download] = await Promise.all([d.waitForEvent('download'), d.click('#download-checkpoint')]);
+  const bytes = readFileSync((await download.path())!);
+  const model = createModel(PRESETS['mlp-fashion'], new CpuBackend('f32'), 1);
+  model.store.loadSafetensors(new Uint8Array(bytes));
+  const { test } = await fashionMnistFromDisk();
+  const cpu = await evaluate(model, sequentialBatches(test, 1000));
+  console.log(`dashboard shows ${(100 * shown).toFixed(2)}%; the downloaded checkpoint on the CPU reference: ${(100 * cpu.accuracy).toFixed(2)}%`);
+  assert.ok(Math.abs(cpu.accuracy - shown) <= 0.0006, `CPU ${cpu.accuracy} vs dashboard ${shown}`);
+  const [csv] = await Promise.all([d.waitForEvent('download'), d.click('#download-csv')]);
+  assert.match(readFileSync((await csv.path())!, 'utf8'), /^seq,step,time,loss,accuracy/);
+  for (const t of [dash, ...tabs.slice(0, 2)]) assert.deepEqual(t.errors, []);
+});
+
+test('a tab without WebGPU sees the explanation and the CPU fallback, not a crash', async () => {
+  const context = await browser.newContext();
+  // A string, not a function: tsx would wrap a function with helpers the page does not have.
+  await context.addInitScript({ content: "Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });" });
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(`${server.url}/apps/volunteer/`);
+  await page.waitForSelector('#nogpu:not([hidden])');
+  assert.match((await page.textContent('#nogpu-why')) ?? '', /does not offer WebGPU/);
+  assert.equal(await page.isDisabled('#contribute'), true);
+  await shot(page, 'volunteer-no-webgpu');
+  await page.click('#use-cpu');
+  await page.waitForSelector('#contribute:not([disabled])');
+  assert.match((await page.textContent('#adapter')) ?? '', /CPU fallback/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
