@@ -29,6 +29,8 @@ export interface ConvergenceConfig {
   warmupSteps?: number;
   outerLr?: number;
   outerMomentum?: number;
+  /** Stop once training has taken this long (wall time, evaluations excluded). */
+  maxWallMs?: number;
   /** Faults (bandwidth cap, latency) on every link. */
   link?: LinkFaults;
   seed?: number;
@@ -76,7 +78,8 @@ export async function runConvergence(backend: Backend, data: { train: Dataset; t
       syncs = r.seq;
       bytes += r.bytesSent.reduce((a, b) => a + b, 0) / r.bytesSent.length;
       exchangeMs += r.exchangeMs;
-      if (r.step % cfg.evalEvery >= stepsPerSync && r.step < cfg.maxSteps) return false;
+      const overTime = cfg.maxWallMs !== undefined && performance.now() - t0 - evalMs > cfg.maxWallMs;
+      if (r.step % cfg.evalEvery >= stepsPerSync && r.step < cfg.maxSteps && !overTime) return false;
       const e0 = performance.now();
       const ev = await workers[0].engine.evaluate(cfg.evalExamples);
       evalMs += performance.now() - e0;
@@ -88,7 +91,7 @@ export async function runConvergence(backend: Backend, data: { train: Dataset; t
         msToTarget ??= wallMs;
         return true;
       }
-      return false;
+      return overTime;
     },
   });
   const wallMs = performance.now() - t0 - evalMs;

@@ -1,0 +1,105 @@
+// `npm run bench -- convergence`: 4 workers train the Fashion-MNIST MLP in one headless Chromium page
+// (WebGPU, one shared device) synced by real Ring collectives over the in-memory transport, for each
+// strategy and compression, once on unlimited links and once with every link capped at 10 Mbit/s and
+// 40 ms latency (home internet). Reports final accuracy, bytes on the wire per worker, wall time and
+// time to the target accuracy. Writes bench/results/convergence.json.
+//
+//   bytesPerWorker  ring frame bytes one worker sent over the run (headers included), mean over workers
+//   wallMs          training time: local steps + syncs, evaluations excluded
+//   msToTarget      wall time until an evaluation (every evalEvery steps, 2000 test images) reached the target
+// The 4 workers share the page's 2 cores, so compute is serial across workers: real volunteers each
+// have their own GPU, so the capped runs here overstate compute relative to the network.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import type { ConvergenceConfig, ConvergenceResult } from '@tabfleet/distributed';
+import { repoRoot } from '../e2e/build';
+import { browserSession, openPage } from '../e2e/harness';
+import { machineInfo } from './machine';
+import type { BenchOptions } from './run';
+
+/** 10 Mbit/s and 40 ms one way, on every link. */
+const CAPPED = { bandwidth: 10e6 / 8, latencyMs: 40 };
+const TARGET = 0.85;
+
+interface Variant {
+  strategy: ConvergenceConfig['strategy'];
+  compression: ConvergenceConfig['compression'];
+  H: number;
+}
+
+const VARIANTS: Variant[] = [
+  { strategy: 'ddp', compression: 'none', H: 1 },
+  { strategy: 'ddp', compression: 'fp16', H: 1 },
+  { strategy: 'ddp', compression: 'dgc', H: 1 },
+  { strategy: 'localsgd', compression: 'none', H: 8 },
+  { strategy: 'localsgd', compression: 'dgc', H: 8 },
+  { strategy: 'diloco', compression: 'none', H: 16 },
+  { strategy: 'diloco', compression: 'dgc', H: 16 },
+];
+
+export function convergenceConfig(v: Variant, quick: boolean, capped: boolean): ConvergenceConfig {
+  const sgd = { kind: 'sgd' as const, lr: 0.05, momentum: 0.9, nesterov: true };
+  return {
+    ...v, workers: 4, batchSize: 32,
+    optimizer: v.strategy === 'diloco' ? { kind: 'adamw', lr: 1e-3 } : v.strategy === 'ddp' && v.compression === 'dgc' ? { kind: 'sgd', lr: 0.05 } : sgd,
+    maxSteps: quick ? 16 : 512, evalEvery: quick ? 8 : 32, evalExamples: quick ? 500 : 2000, stopAtAccuracy: capped ? TARGET : undefined,
+    sparsity: 0.999, warmupSteps: quick ? 4 : 64, link: capped ? CAPPED : undefined,
+    // A capped dense DDP run would take most of an hour; it stops at this and reports a lower bound.
+    maxWallMs: capped ? (quick ? 20_000 : 8 * 60_000) : undefined,
+  };
+}
+
+function ratio(a: number | null, b: number | null): number | null {
+  return a !== null && b !== null && b > 0 ? a / b : null;
+}
+
+export async function run(opts: BenchOptions): Promise<void> {
+  const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'convergence.quick.json' : 'convergence.json');
+  const variants = opts.quick ? VARIANTS.filter((v) => v.compression !== 'fp16' && v.strategy !== 'localsgd') : VARIANTS;
+  console.log(`[convergence] ${opts.quick ? 'quick mode, ' : ''}${variants.length} variants × unlimited and capped links; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  const t0 = Date.now();
+  const session = await browserSession();
+  const results: { capped: boolean; result: ConvergenceResult }[] = [];
+  let adapter = '';
+  try {
+    const tab = await openPage(session.browser, `${session.baseUrl}/e2e/pages/distributed.html`, { log: (l) => /accuracy|rror/.test(l) && console.log(l) });
+    for (const capped of [false, true]) {
+      for (const v of variants) {
+        const cfg = convergenceConfig(v, opts.quick, capped);
+        const r = await tab.page.evaluate((c) => window.tabfleetDistributed.run(c), cfg);
+        adapter = r.adapter;
+        console.log(`[convergence] ${capped ? 'capped' : 'unlimited'} ${v.strategy}/${v.compression}: ${(100 * r.finalAccuracy).toFixed(2)}% after ${r.steps} steps, ${(r.bytesPerWorker / 1e6).toFixed(2)} MB/worker, ${(r.wallMs / 1000).toFixed(1)} s${r.msToTarget !== null ? `, ${(r.msToTarget / 1000).toFixed(1)} s to ${100 * TARGET}%` : ''}`);
+        const { adapter: _a, ...result } = r;
+        results.push({ capped, result });
+      }
+    }
+    if (tab.errors.length) throw new Error(`page errors: ${tab.errors.join('\n')}`);
+    await tab.close();
+  } finally {
+    await session.close();
+  }
+  const find = (capped: boolean, strategy: string, compression: string) => results.find((x) => x.capped === capped && x.result.config.strategy === strategy && x.result.config.compression === compression)?.result ?? null;
+  const dense = find(false, 'ddp', 'none'), dgc = find(false, 'ddp', 'dgc');
+  const denseCapped = find(true, 'ddp', 'none'), dilocoDgcCapped = find(true, 'diloco', 'dgc');
+  // A dense DDP run that never reached the target within its time cap gives a lower bound.
+  const denseToTarget = denseCapped ? denseCapped.msToTarget ?? denseCapped.wallMs : null;
+  const report = {
+    benchmark: 'convergence', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0,
+    machine: machineInfo(), adapter, browser: session.browser.version(), target: TARGET, cappedLink: CAPPED,
+    results: results.map(({ capped, result }) => ({ link: capped ? 'capped' : 'unlimited', ...result })),
+    summary: {
+      /** Dense fp32 DDP bytes per worker ÷ DGC DDP bytes per worker, same steps, unlimited links. */
+      dgc_bytes_reduction: ratio(dense?.bytesPerWorker ?? null, dgc?.bytesPerWorker ?? null),
+      /** Final test accuracy of dense DDP minus DGC DDP (points), same steps. */
+      dgc_accuracy_drop_pts: dense && dgc ? 100 * (dense.finalAccuracy - dgc.finalAccuracy) : null,
+      /** Capped links: DDP dense time to target ÷ DiLoCo + DGC time to target. */
+      diloco_dgc_speedup_capped: ratio(denseToTarget, dilocoDgcCapped?.msToTarget ?? null),
+      /** True when the capped dense DDP run hit its time cap first (the speedup is then a lower bound). */
+      ddp_capped_reached_target: denseCapped?.msToTarget !== null,
+    },
+  };
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  console.log(`[convergence] wrote ${file}\n${JSON.stringify(report.summary, null, 2)}`);
+}
