@@ -4,7 +4,7 @@
 //   v_i, u_i ← 0 where masked_i
 //   g ← g · min(1, clipNorm / sqrt(sumSq[0]))  if CLIP
 //   u ← momentum·u + g; v ← v + u             if MOMENTUM, else v ← v + g (u untouched)
-// Works on vec4s; lanes at or past n are left as they are (their g is treated as 0).
+// Works on vec4s; lanes at or past n (scratch in the last vec4) see g = 0 and are never masked.
 // Bindings: 0 uniform Params, 1 g [n], 2 u [n] (unused unless MOMENTUM), 3 v [n], 4 sumSq [1] (unused
 // unless CLIP). Dispatch (ceil(ceil(n/4) / (WG·rows)), rows), vec4 index = y·rowStride + x.
 struct Params { n: u32, rowStride: u32, momentum: f32, clipNorm: f32, maskThr: f32, maskTieIndex: u32 }

@@ -10,7 +10,7 @@
 struct Params { n: u32, rowStride: u32, capacity: u32, pairsOffset: u32, T: u32 }
 
 override WG: u32 = 64u;
-override PER_INVOCATION: u32 = 8u;
+override PER_INVOCATION: u32 = 64u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> v: array<vec4f>;

@@ -78,7 +78,7 @@ export class JobEngine {
           momentum: spec.strategy === 'ddp' ? spec.hyperparameters.momentum : 0,
           clipNorm: spec.strategy === 'ddp' ? 5 : 0,
           finalSparsity: spec.sparsity,
-          // Warm-up over the first tenth of the job, in syncs (the compressor counts calls).
+          // Warm-up over the first tenth of the job, in syncs (the strategy passes its sync count as the step).
           warmupSteps: Math.round(targetSteps / (spec.strategy === 'ddp' ? 1 : spec.H) / 10),
         })
       : undefined;

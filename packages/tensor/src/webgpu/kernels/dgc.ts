@@ -6,12 +6,12 @@ import type { GpuRuntime, GpuStorage } from '../runtime';
 import { f, grid1d, packUniforms, u } from './common';
 
 /**
- * Tuning, mutable for benchmarks. vec4s per dgc_select invocation: on CPU adapters (SwiftShader) 16
- * amortizes the threshold load and loop setup (measured ~2× faster than 1 per invocation at L = 203,530);
- * real GPUs want many invocations. dgc_threshold's workgroup size: 64 beat 256 on SwiftShader (fewer
- * coroutines per barrier).
+ * Tuning, mutable for benchmarks. vec4s per dgc_select invocation: on CPU adapters (SwiftShader) 64
+ * amortizes the threshold load and loop setup (L = 203,530: 1.05 ms vs 1.44 ms at 16, 2.95 ms at 1; a
+ * plain copy of the same vector takes 1.31 ms); real GPUs want many invocations. dgc_threshold's
+ * workgroup size: 64 beat 256 on SwiftShader (0.26 vs 0.59 ms; fewer coroutines per barrier).
  */
-export const DGC_TUNING = { selectPerInvocationCpu: 16, selectPerInvocationGpu: 2, thresholdWg: 64 };
+export const DGC_TUNING = { selectPerInvocationCpu: 64, selectPerInvocationGpu: 2, thresholdWg: 64 };
 
 /** Invocations of the first ‖g‖² stage (each sums ~n/(4·T) vec4s); the second stage is one invocation. */
 const SUMSQ_PARTIALS = 512;
