@@ -12,6 +12,7 @@ import {
   TFJS_BACKENDS, type KernelBenchOptions, type KernelBenchPageResult, type TabfleetVariantResult, type TfjsBackendName,
 } from './pages/kernels-types';
 import type { BenchOptions } from './run';
+import { machineInfo } from './machine';
 
 export function kernelBenchOptions(runs: number, quick: boolean): KernelBenchOptions {
   const base = { runs, quick, batch: 128, squareSize: 1024, learningRate: 0.01, momentum: 0.9, seed: 1 };
@@ -95,21 +96,6 @@ export function summarize(r: KernelBenchPageResult): KernelsSummary {
       },
       chosen_vs: chosenVs,
     },
-  };
-}
-
-function machineInfo() {
-  const cpus = os.cpus();
-  return {
-    /** 1, 5 and 15 minute load averages when the run ended: well above 1–2 suggests other work competed for the cores. */
-    loadAverageAtEnd: os.loadavg(),
-    cpuModel: cpus[0]?.model ?? 'unknown',
-    cores: cpus.length,
-    memoryBytes: os.totalmem(),
-    platform: os.platform(),
-    osRelease: os.release(),
-    arch: os.arch(),
-    node: process.version,
   };
 }
 

@@ -1,5 +1,4 @@
-// The machine a benchmark ran on, for every bench JSON (bench/kernels.ts and bench/coordinator.ts
-// carry their own copy of this for now; they can import it instead).
+// The machine a benchmark ran on, for every bench JSON.
 import os from 'node:os';
 
 export function machineInfo() {
