@@ -1,6 +1,6 @@
 // Four workers of one job in a Chromium page (WebGPU), synced by ring collectives on the in-memory
-// transport, train the Fashion-MNIST MLP: LocalSGD, DiLoCo and DGC each reach 85% test accuracy, and
-// DGC at 99.9% sparsity ends within a point of dense DDP at the same number of steps.
+// transport, train the Fashion-MNIST MLP: LocalSGD and DiLoCo each reach 85% test accuracy. (DGC's
+// wiring is exercised by bench/convergence.test.ts; its accuracy goal is not met yet, see issue 5.)
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { ConvergenceConfig, ConvergenceResult } from '@tabfleet/distributed';
@@ -41,3 +41,4 @@ test('diloco (H = 16, inner AdamW, outer Nesterov) trains the MLP to ≥ 85%', {
   console.log(summary(r));
   assert.ok(r.finalAccuracy >= 0.85, summary(r));
 });
+

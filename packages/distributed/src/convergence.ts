@@ -24,9 +24,10 @@ export interface ConvergenceConfig {
   /** Evaluate every this many steps per worker (on `evalExamples` test examples). */
   evalEvery: number;
   evalExamples: number;
-  /** DGC: final sparsity and warm-up length (steps). */
+  /** DGC: final sparsity, warm-up length (syncs) and local gradient clipping (ddp; 0 = off). */
   sparsity?: number;
   warmupSteps?: number;
+  clipNorm?: number;
   outerLr?: number;
   outerMomentum?: number;
   /** Stop once training has taken this long (wall time, evaluations excluded). */
@@ -61,7 +62,7 @@ export async function runConvergence(backend: Backend, data: { train: Dataset; t
     compressor: dgc
       ? (engine) => new DgcCompressor(backend, engine.length, {
           // Momentum correction only where the gradient is compressed (ddp); deltas get plain error feedback.
-          momentum: cfg.strategy === 'ddp' ? 0.9 : 0, clipNorm: cfg.strategy === 'ddp' ? 5 : 0,
+          momentum: cfg.strategy === 'ddp' ? 0.9 : 0, clipNorm: cfg.strategy === 'ddp' ? cfg.clipNorm ?? 0 : 0,
           finalSparsity: cfg.sparsity ?? 0.999, warmupSteps: cfg.warmupSteps ?? 0,
         })
       : undefined,
