@@ -98,7 +98,10 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   const shown = Number(/([\d.]+)%/.exec((await d.textContent('[data-figure="test accuracy"]')) ?? '')![1]) / 100;
   assert.ok(shown >= 0.84, `reached the target (${shown})`);
   const [download] = await Promise.all([d.waitForEvent('download'), d.click('#download-checkpoint')]);
-  const bytes = readFileSync((await download.path())!);
+  // saveAs, not path(): the shared browser is a remote one.
+  const saved = join(SHOTS, 'downloaded-checkpoint.safetensors');
+  await download.saveAs(saved);
+  const bytes = readFileSync(saved);
   const model = createModel(PRESETS['mlp-fashion'], new CpuBackend('f32'), 1);
   model.store.loadSafetensors(new Uint8Array(bytes));
   const { test } = await fashionMnistFromDisk();
@@ -106,7 +109,8 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   console.log(`dashboard shows ${(100 * shown).toFixed(2)}%; the downloaded checkpoint on the CPU reference: ${(100 * cpu.accuracy).toFixed(2)}%`);
   assert.ok(Math.abs(cpu.accuracy - shown) <= 0.0006, `CPU ${cpu.accuracy} vs dashboard ${shown}`);
   const [csv] = await Promise.all([d.waitForEvent('download'), d.click('#download-csv')]);
-  assert.match(readFileSync((await csv.path())!, 'utf8'), /^seq,step,time,loss,accuracy/);
+  await csv.saveAs(join(SHOTS, 'downloaded-metrics.csv'));
+  assert.match(readFileSync(join(SHOTS, 'downloaded-metrics.csv'), 'utf8'), /^seq,step,time,loss,accuracy/);
   for (const t of [dash, ...tabs.slice(0, 2)]) assert.deepEqual(t.errors, []);
 });
 

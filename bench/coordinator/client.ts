@@ -1,0 +1,334 @@
+// A client process of the coordinator benchmark, forked by bench/coordinator.ts: holds hundreds of
+// simulated volunteers, each a real socket.io-client connection (websocket transport) to /volunteer
+// that follows the protocol: welcome → work:request {jobId} → job:assign + model:load → model:loaded
+// → (simulated training) → round:ready → round:begin → (simulated allreduce) → round:result →
+// round:commit → … plus a `status` heartbeat. Lighter than SimVolunteer (no event history, no
+// parameter vector, no oracle): a round's result is a fixed checksum, so a process holds ~1000 of them.
+//
+// Every member of a job lives in the same client process, so the process knows when the job's last
+// `round:ready` was sent and can time the round barrier (see WindowSamples in messages.ts).
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import {
+  NAMESPACES, PROTOCOL_VERSION, ROUND_TIMING, encodeSafetensors, f32Tensor, type Ack, type RoundBegin,
+} from '@tabfleet/protocol';
+import { io, type Socket } from 'socket.io-client';
+import { SIM_CAPABILITIES } from '../../server/src/testing/sim-volunteer';
+import type { AddResult, ClientBehaviour, FromClient, ToClient, WindowSamples } from './messages';
+
+if (!process.send) {
+  console.error('forked by bench/coordinator.ts only');
+  process.exit(2);
+}
+const behaviour = JSON.parse(process.argv[2] ?? '') as ClientBehaviour;
+const send = (m: FromClient) => process.send?.(m);
+// Never outlive the benchmark.
+process.on('disconnect', () => process.exit(0));
+
+/** Epoch milliseconds with sub-millisecond resolution (comparable across processes on this machine). */
+const now = () => performance.timeOrigin + performance.now();
+const uniform = ([lo, hi]: [number, number]) => lo + Math.random() * (hi - lo);
+const ACK_TIMEOUT_MS = 30_000;
+const RESULT_CHECKSUM = '00c0ffee00c0ffee';
+const MAX_ERROR_SAMPLES = 5;
+
+/** Per job: when each sync's `round:ready` messages were sent, to time the barrier. */
+interface JobTrack {
+  jobId: string;
+  members: Volunteer[];
+  /** seq → how many members sent ready for it, and when the last one did. */
+  ready: Map<number, { count: number; last: number }>;
+  /** roundId → receipts of round:begin so far (for the per-round "whole job" figure). */
+  begins: Map<number, { seq: number; received: number; lastReady: number; sampled: boolean }>;
+  /** Syncs that had a round aborted: the re-formed round is not sampled. */
+  aborted: Set<number>;
+  committedInWindow: boolean;
+}
+
+let stopping = false;
+const jobs = new Map<string, JobTrack>();
+const volunteers: Volunteer[] = [];
+const loop = monitorEventLoopDelay({ resolution: 10 });
+loop.enable();
+
+function freshWindow() {
+  return {
+    start: now(), cpu: process.cpuUsage(),
+    barrierMs: [] as number[], barrierServerMs: [] as number[], barrierJobMs: [] as number[], deliveryMs: [] as number[],
+    roundsBegun: 0, roundsCommitted: 0, roundsReformed: 0, roundsAborted: 0, heartbeatsSent: 0, eventsSent: 0, errors: 0, errorSamples: [] as string[], disconnects: 0, disconnectReasons: {} as Record<string, number>, jobEnds: 0,
+  };
+}
+let win = freshWindow();
+
+function error(what: string): void {
+  win.errors++;
+  if (win.errorSamples.length < MAX_ERROR_SAMPLES) win.errorSamples.push(what);
+}
+
+class Volunteer {
+  readonly socket: Socket;
+  id = '';
+  seq = 0;
+  step = 0;
+  round: RoundBegin | null = null;
+  connected = false;
+  welcomedAt = 0;
+  private heartbeat: NodeJS.Timeout | null = null;
+  private timers = new Set<NodeJS.Timeout>();
+
+  constructor(url: string, readonly job: JobTrack, private readonly onAdmitted: (ok: boolean, why: string) => void) {
+    this.socket = io(`${url}${NAMESPACES.volunteer}`, {
+      auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES },
+      transports: ['websocket'],
+      forceNew: true,
+      reconnection: false,
+      timeout: behaviour.joinTimeoutMs,
+    });
+    const s = this.socket;
+    s.on('connect_error', (e) => this.onAdmitted(false, `connect_error: ${e.message}`));
+    s.on('welcome', (w: { volunteerId: string }) => {
+      this.id = w.volunteerId;
+      this.connected = true;
+      this.welcomedAt = now();
+      this.emit('work:request', { jobId: job.jobId }, (a) => {
+        if (!a.ok || !(a as { assigned?: boolean }).assigned) this.onAdmitted(false, `work:request: ${JSON.stringify(a)}`);
+      });
+    });
+    s.on('model:load', (m: { jobId: string; seq: number; step: number }) => {
+      this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: RESULT_CHECKSUM }, (a) => {
+        if (!a.ok || !(a as { admitted?: boolean }).admitted) return this.onAdmitted(false, `model:loaded: ${JSON.stringify(a)}`);
+        this.seq = m.seq;
+        this.step = m.step;
+        this.onAdmitted(true, '');
+        this.startHeartbeat();
+        this.trainThenReady();
+      });
+    });
+    s.on('round:begin', (r: RoundBegin) => this.onBegin(r));
+    s.on('round:commit', (c: { roundId: number; seq: number; step: number }) => this.onCommit(c));
+    s.on('round:abort', (a: { roundId: number }) => {
+      win.roundsAborted++;
+      if (this.round?.roundId === a.roundId) {
+        this.job.aborted.add(this.round.seq);
+        this.round = null;
+      }
+    });
+    s.on('job:end', (e: { reason: string }) => {
+      win.jobEnds++;
+      error(`job:end ${e.reason}`);
+    });
+    s.on('protocol:error', (e: { event: string; code: string; message: string }) => error(`protocol:error ${e.event} ${e.code} ${e.message}`));
+    s.on('disconnect', (reason) => {
+      this.connected = false;
+      this.stopTimers();
+      if (!stopping) {
+        win.disconnects++;
+        win.disconnectReasons[reason] = (win.disconnectReasons[reason] ?? 0) + 1;
+        error(`disconnect: ${reason}`);
+      }
+    });
+  }
+
+  private emit(event: string, payload: unknown, then?: (a: Ack) => void): void {
+    win.eventsSent++;
+    if (!then && !behaviour.ackRoundEvents && (event === 'round:ready' || event === 'round:result')) {
+      this.socket.emit(event, payload);
+      return;
+    }
+    this.socket.timeout(ACK_TIMEOUT_MS).emit(event, payload, (err: Error | null, a: Ack) => {
+      if (err) return error(`${event}: ack timeout`);
+      if (!a.ok) error(`${event}: ${a.error.code} ${a.error.message}`);
+      then?.(a);
+    });
+  }
+
+  private later(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  private startHeartbeat(): void {
+    const beat = () => {
+      win.heartbeatsSent++;
+      win.eventsSent++;
+      // Fire and forget: problems come back as `protocol:error`.
+      this.socket.emit('status', { state: this.round ? 'syncing' : 'training', step: this.step, samplesPerSec: 100, bytesSent: 0, bytesReceived: 0 });
+    };
+    this.later(Math.random() * behaviour.heartbeatMs, () => {
+      beat();
+      this.heartbeat = setInterval(beat, behaviour.heartbeatMs);
+    });
+  }
+
+  private trainThenReady(): void {
+    this.later(uniform(behaviour.trainMs), () => {
+      this.step += 1; // H = 1
+      const seq = this.seq + 1;
+      let r = this.job.ready.get(seq);
+      if (!r) this.job.ready.set(seq, (r = { count: 0, last: 0 }));
+      r.count++;
+      r.last = now(); // stamped immediately before the send
+      this.emit('round:ready', { jobId: this.job.jobId, seq, step: this.step });
+    });
+  }
+
+  private onBegin(r: RoundBegin): void {
+    const at = now();
+    this.round = r;
+    const job = this.job;
+    const ready = job.ready.get(r.seq);
+    let b = job.begins.get(r.roundId);
+    if (!b) {
+      win.roundsBegun++;
+      // Sampled only when every member of the job sent its ready for this sync in this process and
+      // no earlier round of the sync was aborted (a re-formed round starts from survivors' old readies).
+      const clean = !!ready && ready.count === job.members.length && !job.aborted.has(r.seq) && r.members.length === job.members.length;
+      if (!clean) win.roundsReformed += job.aborted.has(r.seq) ? 1 : 0;
+      b = { seq: r.seq, received: 0, lastReady: ready?.last ?? 0, sampled: clean };
+      job.begins.set(r.roundId, b);
+      if (clean) {
+        const serverBegan = r.deadline - ROUND_TIMING.roundTimeoutMs;
+        win.barrierServerMs.push(serverBegan - b.lastReady);
+        win.deliveryMs.push(at - serverBegan);
+      }
+    }
+    b.received++;
+    if (b.sampled) {
+      win.barrierMs.push(at - b.lastReady);
+      if (b.received === r.members.length) win.barrierJobMs.push(at - b.lastReady);
+    }
+    if (b.received === r.members.length) job.begins.delete(r.roundId);
+    this.later(uniform(behaviour.allreduceMs), () => {
+      if (this.round?.roundId !== r.roundId) return;
+      this.emit('round:result', {
+        jobId: r.jobId, roundId: r.roundId, checksum: RESULT_CHECKSUM, step: this.step,
+        metrics: { loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: 0, bytesReceived: 0 },
+      });
+    });
+  }
+
+  private onCommit(c: { roundId: number; seq: number }): void {
+    const r = this.round;
+    if (!r || r.roundId !== c.roundId) return;
+    this.round = null;
+    this.seq = c.seq;
+    const job = this.job;
+    job.ready.delete(c.seq);
+    job.aborted.delete(c.seq);
+    if (r.members[0] === this.id) {
+      win.roundsCommitted++;
+      job.committedInWindow = true;
+    }
+    // Normally no checkpoints are asked for (checkpointEvery is large), but the uploader of a round
+    // that asks must upload or the job stalls; a one-tensor file is enough for the server.
+    if (r.uploader === this.id) {
+      const data = encodeSafetensors({ params: f32Tensor([4], new Float32Array([1, 2, 3, 4])) });
+      this.emit('checkpoint:upload', { jobId: r.jobId, seq: c.seq, step: this.step, data });
+    }
+    this.trainThenReady();
+  }
+
+  private stopTimers(): void {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = null;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+
+  close(): void {
+    this.stopTimers();
+    this.socket.close();
+  }
+}
+
+/** Opens `count` volunteers per job, `connectConcurrency` at a time; resolves when all are admitted or failed. */
+async function add(url: string, wanted: { jobId: string; count: number }[], rampTimeoutMs: number): Promise<AddResult> {
+  const t0 = now();
+  const deadline = t0 + rampTimeoutMs;
+  const queue: JobTrack[] = [];
+  for (const { jobId, count } of wanted) {
+    const job: JobTrack = { jobId, members: [], ready: new Map(), begins: new Map(), aborted: new Set(), committedInWindow: false };
+    jobs.set(jobId, job);
+    for (let i = 0; i < count; i++) queue.push(job);
+  }
+  const result: AddResult = { type: 'added', requested: queue.length, admitted: 0, failed: 0, failures: [], welcomeMs: [], admitMs: [], ms: 0 };
+  let next = 0;
+  const one = () =>
+    new Promise<void>((resolve) => {
+      const job = queue[next++];
+      const started = now();
+      let settled = false;
+      // Registered before connecting: the job's barrier counts all its members.
+      let v: Volunteer | null = null;
+      const done = (ok: boolean, why: string) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (ok) {
+          result.admitted++;
+          result.welcomeMs.push(v!.welcomedAt - started);
+          result.admitMs.push(now() - started);
+        } else {
+          result.failed++;
+          if (result.failures.length < MAX_ERROR_SAMPLES) result.failures.push(why);
+        }
+        resolve();
+      };
+      const timer = setTimeout(() => done(false, `not admitted within ${behaviour.joinTimeoutMs} ms`), behaviour.joinTimeoutMs);
+      v = new Volunteer(url, job, done);
+      job.members.push(v);
+      volunteers.push(v);
+    });
+  const lanes = Array.from({ length: Math.min(behaviour.connectConcurrency, queue.length) }, async () => {
+    while (next < queue.length && now() < deadline) await one();
+  });
+  await Promise.all(lanes);
+  if (next < queue.length) {
+    result.failed += queue.length - next;
+    result.failures.push(`${queue.length - next} never tried: the ramp's ${rampTimeoutMs} ms ran out`);
+  }
+  result.ms = now() - t0;
+  return result;
+}
+
+function collect(): WindowSamples {
+  const cpu = process.cpuUsage(win.cpu);
+  let progressing = 0;
+  for (const j of jobs.values()) {
+    if (j.committedInWindow) progressing++;
+    j.committedInWindow = false;
+  }
+  const s: WindowSamples = {
+    type: 'samples', windowMs: now() - win.start,
+    barrierMs: win.barrierMs, barrierServerMs: win.barrierServerMs, barrierJobMs: win.barrierJobMs, deliveryMs: win.deliveryMs,
+    roundsBegun: win.roundsBegun, roundsCommitted: win.roundsCommitted, roundsReformed: win.roundsReformed, roundsAborted: win.roundsAborted,
+    heartbeatsSent: win.heartbeatsSent, eventsSent: win.eventsSent, errors: win.errors, errorSamples: win.errorSamples, disconnects: win.disconnects, disconnectReasons: win.disconnectReasons, jobEnds: win.jobEnds,
+    connected: volunteers.filter((v) => v.connected).length, jobsProgressing: progressing, jobs: jobs.size,
+    loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6, cpuMs: (cpu.user + cpu.system) / 1000,
+  };
+  return s;
+}
+
+process.on('message', (m: ToClient) => {
+  switch (m.type) {
+    case 'add':
+      add(m.url, m.jobs, m.rampTimeoutMs).then(send, (e) => send({ type: 'fatal', message: (e as Error).stack ?? String(e) }));
+      break;
+    case 'window':
+      win = freshWindow();
+      for (const j of jobs.values()) j.committedInWindow = false;
+      loop.reset();
+      break;
+    case 'collect':
+      send(collect());
+      break;
+    case 'stop':
+      stopping = true;
+      for (const v of volunteers) v.close();
+      setTimeout(() => process.exit(0), 200).unref();
+      break;
+  }
+});
+send({ type: 'started', pid: process.pid });

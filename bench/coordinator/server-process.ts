@@ -1,0 +1,59 @@
+// The server node under test, forked by bench/coordinator.ts: `startServer()` with the options
+// server/src/main.ts passes (loopback, a free port, a fresh data directory), plus an IPC channel so
+// the benchmark can ask for memory after a forced GC (`--expose-gc`), CPU time and event-loop delay
+// of this process (and heap snapshots, for TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS). Nothing of
+// the server is changed; the process exits when its parent goes away.
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { writeHeapSnapshot } from 'node:v8';
+import { pathToFileURL } from 'node:url';
+import type { startServer as StartServer } from '../../server/src/app';
+import type { FromServer, ToServer } from './messages';
+
+const [dataDir, token] = process.argv.slice(2);
+if (!dataDir || !token || !process.send) {
+  console.error('usage: forked by bench/coordinator.ts with <dataDir> <token>');
+  process.exit(2);
+}
+const send = (m: FromServer) => process.send?.(m);
+// Without a parent nobody would ever stop this server.
+process.on('disconnect', () => process.exit(0));
+
+const loop = monitorEventLoopDelay({ resolution: 10 });
+loop.enable();
+let lastCpu = process.cpuUsage();
+let lastWall = performance.now();
+
+try {
+  // TABFLEET_BENCH_COORDINATOR_SERVER_APP=<app.ts>: a modified copy of server/src/app.ts, to measure
+  // a proposed server change without touching server/.
+  const app = process.env.TABFLEET_BENCH_COORDINATOR_SERVER_APP;
+  const { startServer } = (await import(app ? pathToFileURL(app).href : '../../server/src/app')) as { startServer: typeof StartServer };
+  const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, token });
+  process.on('message', (m: ToServer) => {
+    if (m.type === 'exit') process.exit(0);
+    if (m.type === 'snapshot') send({ type: 'snapshot', file: writeHeapSnapshot(m.file) });
+    if (m.type === 'stats') {
+      const gc = (globalThis as { gc?: () => void }).gc;
+      if (m.gc && gc) {
+        gc();
+        gc();
+      }
+      const mem = process.memoryUsage();
+      const cpu = process.cpuUsage(lastCpu);
+      const now = performance.now();
+      send({
+        type: 'stats', rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, heapTotalBytes: mem.heapTotal, externalBytes: mem.external, arrayBuffersBytes: mem.arrayBuffers,
+        cpuMs: (cpu.user + cpu.system) / 1000, wallMs: now - lastWall,
+        loopDelayP50Ms: loop.percentile(50) / 1e6, loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6, gc: m.gc && !!gc,
+      });
+      lastCpu = process.cpuUsage();
+      lastWall = now;
+      loop.reset();
+    }
+  });
+  console.log(`[server] ready ${server.url}`);
+  send({ type: 'ready', url: server.url, pid: process.pid });
+} catch (e) {
+  send({ type: 'fatal', message: (e as Error).stack ?? String(e) });
+  process.exit(1);
+}
