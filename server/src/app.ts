@@ -80,11 +80,13 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     store,
     clock: realClock,
     timing: { ...ROUND_TIMING, ...opts.timing },
-    toVolunteer: (id, event, ...args) => void volunteers.to(volunteerRoom(id)).emit(event, ...args),
+    toVolunteer: (ids, event, ...args) => void volunteers.to(Array.isArray(ids) ? ids.map(volunteerRoom) : volunteerRoom(ids)).emit(event, ...args),
     toDashboards: (jobId, event, ...args) => {
       const rooms = event === 'job:update' ? [jobRoom(jobId), ALL_JOBS_ROOM] : [jobRoom(jobId)];
       dashboards.to(rooms).emit(event, ...args);
     },
+    // With Redis the watching dashboard may be on another node, so always assume one.
+    watched: (jobId) => !!opts.redisUrl || (dashboards.adapter.rooms.get(jobRoom(jobId))?.size ?? 0) > 0,
     checkpointUrl: (jobId, seq) => `${url}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
     count: (name, labels) => counters.count(name, labels),
     log,

@@ -43,8 +43,11 @@ async function setup(spec: object) {
   const sent: Sent[] = [];
   const deps: CoordinatorDeps = {
     store, clock, timing: { roundTimeoutMs: 1_000, barrierTimeoutMs: 2_000, loadTimeoutMs: 3_000 },
-    toVolunteer: (to, event, payload) => void sent.push({ to, event, payload }),
+    toVolunteer: (to, event, payload) => {
+      for (const id of Array.isArray(to) ? to : [to]) sent.push({ to: id, event, payload });
+    },
     toDashboards: () => {},
+    watched: () => true,
     checkpointUrl: (job, seq) => `http://x/${job}/${seq}`,
     count: () => {},
     log: () => {},

@@ -414,9 +414,7 @@ export class JobCoordinator {
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
     this.saveRound(this.round, 'running', '');
-    for (const id of members) {
-      this.deps.toVolunteer(id, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, deadline, quorum: members.length, uploader: this.round.uploader });
-    }
+    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, deadline, quorum: members.length, uploader: this.round.uploader });
     this.deps.count('rounds_begun', { mode });
   }
 
@@ -437,7 +435,7 @@ export class JobCoordinator {
     r.cancelDeadline();
     this.round = null;
     this.saveRound(r, 'aborted', reason);
-    for (const id of r.members) if (!lost.includes(id)) this.deps.toVolunteer(id, 'round:abort', { jobId: this.job.id, roundId: r.roundId, reason, lost });
+    this.deps.toVolunteer(r.members.filter((id) => !lost.includes(id)), 'round:abort', { jobId: this.job.id, roundId: r.roundId, reason, lost });
     this.deps.count('rounds_aborted');
     this.deps.log(`job ${this.job.id}: round ${r.roundId} (sync ${r.seq}) aborted: ${reason}`);
   }
@@ -449,7 +447,7 @@ export class JobCoordinator {
     const result = aggregate(accepted, this.job.spec.aggregation, this.job.spec.trimFraction);
     r.starSent = true;
     const data = new Uint8Array(result.buffer);
-    for (const id of r.members) this.deps.toVolunteer(id, 'star:result', { jobId: this.job.id, roundId: r.roundId, data, contributors: accepted.length, rejected });
+    this.deps.toVolunteer(r.members, 'star:result', { jobId: this.job.id, roundId: r.roundId, data, contributors: accepted.length, rejected });
   }
 
   private commit(r: ActiveRound): void {
@@ -478,8 +476,8 @@ export class JobCoordinator {
     for (const id of r.members) {
       const m = this.members.get(id);
       if (m) Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt });
-      this.deps.toVolunteer(id, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step });
     }
+    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step });
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
@@ -549,7 +547,7 @@ export class JobCoordinator {
   }
 
   private changedWorkers(): void {
-    if (this.workerTableTimer) return;
+    if (this.workerTableTimer || !this.deps.watched(this.job.id)) return;
     this.workerTableTimer = this.deps.clock.after(WORKER_TABLE_INTERVAL_MS, () => {
       this.workerTableTimer = null;
       this.deps.toDashboards(this.job.id, 'job:workers', { jobId: this.job.id, workers: this.workers() });

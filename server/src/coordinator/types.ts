@@ -25,7 +25,8 @@ export interface Timing {
   loadTimeoutMs: number;
 }
 
-export type ToVolunteer = <E extends keyof VolunteerServerEvents>(volunteerId: string, event: E, ...args: Parameters<VolunteerServerEvents[E]>) => void;
+/** Emits to one volunteer or, encoded once, to several. */
+export type ToVolunteer = <E extends keyof VolunteerServerEvents>(volunteerIds: string | string[], event: E, ...args: Parameters<VolunteerServerEvents[E]>) => void;
 export type ToDashboards = <E extends keyof DashboardServerEvents>(jobId: string, event: E, ...args: Parameters<DashboardServerEvents[E]>) => void;
 
 export interface CoordinatorDeps {
@@ -34,6 +35,8 @@ export interface CoordinatorDeps {
   timing: Timing;
   toVolunteer: ToVolunteer;
   toDashboards: ToDashboards;
+  /** Whether any dashboard watches the job (the worker table is only built for watched jobs). */
+  watched(jobId: string): boolean;
   /** URL from which a volunteer downloads the checkpoint of `seq` (carries a ticket). */
   checkpointUrl(jobId: string, seq: number): string;
   /** Counts an event for /metrics (e.g. rounds committed, outliers rejected). */

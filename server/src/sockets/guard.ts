@@ -37,6 +37,8 @@ export class TokenBucket {
 /** Size of the JSON part of an argument; binary fields count as nothing here (Socket.IO caps them). */
 export function jsonSize(value: unknown): number {
   try {
+    // Most events carry no binary: skip the replacer's per-key call for them.
+    if (value && typeof value === 'object' && !Object.values(value).some((v) => v instanceof Uint8Array || v instanceof ArrayBuffer)) return JSON.stringify(value)?.length ?? 0;
     // A Buffer has been through its toJSON before the replacer sees it.
     const binary = (v: unknown) => v instanceof Uint8Array || v instanceof ArrayBuffer || (!!v && (v as { type?: unknown }).type === 'Buffer' && Array.isArray((v as { data?: unknown }).data));
     return JSON.stringify(value, (_k, v) => (binary(v) ? null : v))?.length ?? 0;

@@ -61,6 +61,7 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   private readonly db: Database.Database;
   private readonly checkpointDir: string;
+  private readonly statements = new Map<string, Database.Statement>();
 
   constructor(dataDir: string) {
     mkdirSync(dataDir, { recursive: true });
@@ -71,43 +72,50 @@ export class SqliteStore implements Store {
     this.db.exec(SCHEMA);
   }
 
+  /** Prepared once per SQL text: preparing costs more than most of these queries. */
+  private sql(text: string): Database.Statement {
+    let st = this.statements.get(text);
+    if (!st) this.statements.set(text, (st = this.db.prepare(text)));
+    return st;
+  }
+
   async createJob(j: JobRecord): Promise<void> {
-    this.db
-      .prepare('INSERT INTO jobs (id, name, spec, state, created_at, updated_at, seq, step, end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+    this
+      .sql('INSERT INTO jobs (id, name, spec, state, created_at, updated_at, seq, step, end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
       .run(j.id, j.name, JSON.stringify(j.spec), j.state, j.createdAt, j.updatedAt, j.seq, j.step, j.endReason ?? null);
   }
 
   async updateJob(j: JobRecord): Promise<void> {
-    this.db.prepare('UPDATE jobs SET state = ?, updated_at = ?, seq = ?, step = ?, end_reason = ? WHERE id = ?').run(j.state, j.updatedAt, j.seq, j.step, j.endReason ?? null, j.id);
+    this.sql('UPDATE jobs SET state = ?, updated_at = ?, seq = ?, step = ?, end_reason = ? WHERE id = ?').run(j.state, j.updatedAt, j.seq, j.step, j.endReason ?? null, j.id);
   }
 
   async getJob(id: string): Promise<JobRecord | null> {
-    const row = this.db.prepare('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
+    const row = this.sql('SELECT * FROM jobs WHERE id = ?').get(id) as JobRow | undefined;
     return row ? toJob(row) : null;
   }
 
   async listJobs(): Promise<JobRecord[]> {
-    return (this.db.prepare('SELECT * FROM jobs ORDER BY created_at, id').all() as JobRow[]).map(toJob);
+    return (this.sql('SELECT * FROM jobs ORDER BY created_at, id').all() as JobRow[]).map(toJob);
   }
 
   async saveRound(r: RoundRecord): Promise<void> {
-    this.db
-      .prepare('INSERT OR REPLACE INTO rounds (job_id, round_id, seq, mode, members, outcome, started_at, ended_at, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+    this
+      .sql('INSERT OR REPLACE INTO rounds (job_id, round_id, seq, mode, members, outcome, started_at, ended_at, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
       .run(r.jobId, r.roundId, r.seq, r.mode, JSON.stringify(r.members), r.outcome, r.startedAt, r.endedAt, r.detail);
   }
 
   async listRounds(jobId: string): Promise<RoundRecord[]> {
-    return (this.db.prepare('SELECT * FROM rounds WHERE job_id = ? ORDER BY round_id').all(jobId) as RoundRow[]).map(toRound);
+    return (this.sql('SELECT * FROM rounds WHERE job_id = ? ORDER BY round_id').all(jobId) as RoundRow[]).map(toRound);
   }
 
   async addMetric(jobId: string, p: MetricPoint): Promise<void> {
-    this.db
-      .prepare('INSERT INTO metrics (job_id, seq, step, time, loss, accuracy, samples_per_sec, bytes_sent, workers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
+    this
+      .sql('INSERT INTO metrics (job_id, seq, step, time, loss, accuracy, samples_per_sec, bytes_sent, workers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
       .run(jobId, p.seq, p.step, p.time, p.loss, p.accuracy, p.samplesPerSec, p.bytesSent, p.workers);
   }
 
   async metrics(jobId: string, limit: number): Promise<MetricPoint[]> {
-    const rows = this.db.prepare('SELECT * FROM (SELECT rowid AS r, * FROM metrics WHERE job_id = ? ORDER BY rowid DESC LIMIT ?) ORDER BY r').all(jobId, limit) as MetricRow[];
+    const rows = this.sql('SELECT * FROM (SELECT rowid AS r, * FROM metrics WHERE job_id = ? ORDER BY rowid DESC LIMIT ?) ORDER BY r').all(jobId, limit) as MetricRow[];
     return rows.map(toMetric);
   }
 
@@ -117,28 +125,28 @@ export class SqliteStore implements Store {
     const path = join(dir, `${info.seq}.safetensors`);
     writeFileSync(`${path}.tmp`, data);
     renameSync(`${path}.tmp`, path);
-    this.db
-      .prepare('INSERT OR REPLACE INTO checkpoints (job_id, seq, step, bytes, sha256, created_at, path) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    this
+      .sql('INSERT OR REPLACE INTO checkpoints (job_id, seq, step, bytes, sha256, created_at, path) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(jobId, info.seq, info.step, info.bytes, info.sha256, info.createdAt, path);
   }
 
   async latestCheckpoint(jobId: string): Promise<CheckpointInfo | null> {
-    const row = this.db.prepare('SELECT * FROM checkpoints WHERE job_id = ? ORDER BY seq DESC LIMIT 1').get(jobId) as CheckpointRow | undefined;
+    const row = this.sql('SELECT * FROM checkpoints WHERE job_id = ? ORDER BY seq DESC LIMIT 1').get(jobId) as CheckpointRow | undefined;
     return row ? toCheckpoint(row) : null;
   }
 
   async readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null> {
-    const row = this.db.prepare('SELECT path FROM checkpoints WHERE job_id = ? AND seq = ?').get(jobId, seq) as { path: string } | undefined;
+    const row = this.sql('SELECT path FROM checkpoints WHERE job_id = ? AND seq = ?').get(jobId, seq) as { path: string } | undefined;
     return row && existsSync(row.path) ? readFileSync(row.path) : null;
   }
 
   async getSetting(key: string): Promise<string | null> {
-    const row = this.db.prepare('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
+    const row = this.sql('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
     return row?.value ?? null;
   }
 
   async setSetting(key: string, value: string): Promise<void> {
-    this.db.prepare('INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)').run(key, value);
+    this.sql('INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)').run(key, value);
   }
 
   async digest(): Promise<string> {
