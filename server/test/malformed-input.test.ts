@@ -150,7 +150,7 @@ test('dashboard events: unknown job and bad payloads', async () => {
   assert.equal(await digest(), before);
 });
 
-test('an event flood is rate limited, then disconnected', async () => {
+test('an event flood is rate limited, then disconnected', { timeout: 30_000 }, async () => {
   const flooder = await server.volunteer();
   const before = await digest();
   const codes = new Map<string, number>();
@@ -168,7 +168,7 @@ test('an event flood is rate limited, then disconnected', async () => {
   assert.ok(ring.every((s) => s.socket.connected));
 });
 
-test('a message over the Socket.IO size limit closes that connection only', async () => {
+test('a message over the Socket.IO size limit closes that connection only', { timeout: 30_000 }, async () => {
   const big = await server.volunteer();
   const before = await digest();
   const disconnected = new Promise<string>((resolve) => big.socket.on('disconnect', resolve));

@@ -18,8 +18,9 @@ export const LIMITS = {
   /** Token bucket per socket: sustained events per second and burst size. */
   eventsPerSecond: 50,
   eventBurst: 100,
-  /** Events refused for rate in one bucket window before the socket is disconnected as a flood. */
+  /** Events refused for rate within `floodWindowMs` before the socket is disconnected as a flood. */
   floodDisconnectAfter: 200,
+  floodWindowMs: 10_000,
   /** Concurrent jobs that are not finished. */
   maxActiveJobs: 64,
   maxWorkersPerJob: 256,

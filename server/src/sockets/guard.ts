@@ -8,8 +8,9 @@ import type { z } from 'zod';
 export class TokenBucket {
   private tokens: number;
   private last: number;
-  /** Events refused since the bucket last had tokens. */
-  refusedInARow = 0;
+  private windowStart: number;
+  /** Events refused within the current flood window. */
+  refusedInWindow = 0;
 
   constructor(
     private readonly ratePerSec: number,
@@ -18,18 +19,22 @@ export class TokenBucket {
   ) {
     this.tokens = burst;
     this.last = now();
+    this.windowStart = this.last;
   }
 
   take(): boolean {
     const t = this.now();
     this.tokens = Math.min(this.burst, this.tokens + ((t - this.last) / 1000) * this.ratePerSec);
     this.last = t;
+    if (t - this.windowStart > LIMITS.floodWindowMs) {
+      this.windowStart = t;
+      this.refusedInWindow = 0;
+    }
     if (this.tokens >= 1) {
       this.tokens -= 1;
-      this.refusedInARow = 0;
       return true;
     }
-    this.refusedInARow++;
+    this.refusedInWindow++;
     return false;
   }
 }
@@ -75,7 +80,7 @@ export function guardSocket(socket: Socket, opts: GuardOptions): void {
     };
     if (!bucket.take()) {
       refuse(new ProtocolError('rate_limited', `more than ${LIMITS.eventsPerSecond} events/s`));
-      if (bucket.refusedInARow >= LIMITS.floodDisconnectAfter) {
+      if (bucket.refusedInWindow >= LIMITS.floodDisconnectAfter) {
         opts.log(`disconnecting ${socket.id}: event flood`);
         socket.emit('protocol:error', { event: String(event), code: 'rate_limited', message: 'event flood: disconnecting' });
         socket.disconnect(true);
