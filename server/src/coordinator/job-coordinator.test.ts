@@ -143,3 +143,19 @@ test('a joiner that never loads its model is evicted after the load timeout and 
   assert.equal(t.last('a', 'round:begin').seq, 3);
   await t.cleanup();
 });
+
+test('when every member holding the global model leaves, joiners restart from the latest checkpoint', async () => {
+  const t = await setup({});
+  t.add('a'); t.add('b');
+  t.loadAndReady('a'); t.loadAndReady('b');
+  const r1 = t.last('a', 'round:begin');
+  t.result('a', r1.roundId); t.result('b', r1.roundId);
+  assert.equal(t.c.summary().seq, 1);
+  t.c.leave('a', 'closed');
+  t.c.leave('b', 'closed');
+  t.add('c');
+  // No checkpoint exists: sync 1 is lost with its members, so c starts from the seeded model.
+  assert.deepEqual([t.last('c', 'model:load').seq, t.last('c', 'model:load').url], [0, null]);
+  assert.equal(t.c.summary().seq, 0);
+  await t.cleanup();
+});

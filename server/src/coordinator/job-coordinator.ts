@@ -178,6 +178,7 @@ export class JobCoordinator {
     if (!this.round && this.job.seq === 0) this.sendLoad(member, 0);
     else if (!this.round && this.latestCheckpoint?.seq === this.job.seq) this.sendLoad(member, this.job.seq);
     this.changedWorkers();
+    this.tryBegin();
     return assignment;
   }
 
@@ -375,6 +376,7 @@ export class JobCoordinator {
 
   private tryBegin(): void {
     if (this.ended || this.round || this.pendingUpload) return;
+    this.resumeIfOrphaned();
     const all = [...this.members.values()];
     if (all.some((m) => m.phase === 'loading' && m.loadSeq !== null)) return; // a joiner is loading: hold the barrier
     const admitted = all.filter((m) => m.phase !== 'loading');
@@ -388,6 +390,22 @@ export class JobCoordinator {
     this.cancelBarrier?.();
     this.cancelBarrier = null;
     this.begin(admitted.sort((a, b) => a.shard - b.shard));
+  }
+
+  /**
+   * With no admitted member left, the global model of the last sync is gone with them: the job goes
+   * back to its latest checkpoint (or the seed) and waiting joiners load that.
+   */
+  private resumeIfOrphaned(): void {
+    const members = [...this.members.values()];
+    if (members.length === 0 || members.some((m) => m.phase !== 'loading')) return;
+    const seq = this.latestCheckpoint?.seq ?? 0;
+    if (seq !== this.job.seq) {
+      this.deps.log(`job ${this.job.id}: every member that held sync ${this.job.seq} left; going back to ${seq ? `the checkpoint of sync ${seq}` : 'the initial model'}`);
+      this.job = { ...this.job, seq, step: this.latestCheckpoint?.step ?? 0, updatedAt: this.deps.clock.now() };
+      this.persist(() => this.deps.store.updateJob(this.job));
+    }
+    for (const m of members) if (m.loadSeq === null) this.sendLoad(m, seq);
   }
 
   private barrierExpired(): void {
