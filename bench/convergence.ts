@@ -39,12 +39,16 @@ const VARIANTS: Variant[] = [
 ];
 
 export function convergenceConfig(v: Variant, quick: boolean, capped: boolean): ConvergenceConfig {
-  const sgd = { kind: 'sgd' as const, lr: 0.05, momentum: 0.9, nesterov: true };
+  // DDP: batch 64, lr 0.1, plain momentum (DGC's momentum correction is plain momentum, held in the
+  // compressor, so its optimizer has none). LocalSGD: Nesterov SGD; DiLoCo: inner AdamW.
+  const ddp = v.strategy === 'ddp';
+  const optimizer: ConvergenceConfig['optimizer'] = v.strategy === 'diloco' ? { kind: 'adamw', lr: 1e-3 }
+    : ddp ? (v.compression === 'dgc' ? { kind: 'sgd', lr: 0.1 } : { kind: 'sgd', lr: 0.1, momentum: 0.9 })
+    : { kind: 'sgd', lr: 0.05, momentum: 0.9, nesterov: true };
   return {
-    ...v, workers: 4, batchSize: 32,
-    optimizer: v.strategy === 'diloco' ? { kind: 'adamw', lr: 1e-3 } : v.strategy === 'ddp' && v.compression === 'dgc' ? { kind: 'sgd', lr: 0.05 } : sgd,
-    maxSteps: quick ? 16 : 512, evalEvery: quick ? 8 : 32, evalExamples: quick ? 500 : 2000, stopAtAccuracy: capped ? TARGET : undefined,
-    sparsity: 0.999, warmupSteps: quick ? 4 : 64, link: capped ? CAPPED : undefined,
+    ...v, workers: 4, batchSize: ddp ? 64 : 32, optimizer,
+    maxSteps: quick ? 16 : ddp ? 640 : 512, evalEvery: quick ? 8 : 32, evalExamples: quick ? 500 : 2000, stopAtAccuracy: capped ? TARGET : undefined,
+    sparsity: 0.999, warmupSteps: quick ? 4 : 64, clipNorm: 5, link: capped ? CAPPED : undefined,
     // A capped dense DDP run would take most of an hour; it stops at this and reports a lower bound.
     maxWallMs: capped ? (quick ? 20_000 : 8 * 60_000) : undefined,
   };
