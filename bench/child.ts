@@ -1,7 +1,6 @@
 // Runs `bench/run.ts` as `npm run bench` does, in its own process with its own Chromium (a benchmark
 // wants the browser to itself, so TABFLEET_BROWSER_WS is not passed on). Killed if the test is
-// cancelled or times out, so a stuck run cannot keep the test runner alive. (bench/kernels.test.ts
-// has its own copy of this and can import it instead.)
+// cancelled or times out, so a stuck run cannot keep the test runner alive.
 import { spawn } from 'node:child_process';
 import { repoRoot } from '../e2e/build';
 

@@ -3,31 +3,15 @@
 // number finite and positive, medians consistent with the raw runs. Speed lives in the JSON, not here.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PRESETS } from '@tabfleet/nn';
-import { repoRoot } from '../e2e/build';
+import { runBench } from './child';
 import { TFJS_BACKENDS, matmulShapes, median } from './pages/kernels-types';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-kernels-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-/**
- * Runs `bench/run.ts` as `npm run bench` does, in its own process with its own Chromium (a benchmark
- * wants the browser to itself, so TABFLEET_BROWSER_WS is not passed on). Killed if the test is
- * cancelled or times out, so a stuck run cannot keep the test runner alive.
- */
-function runBench(args: string[], signal: AbortSignal): Promise<number> {
-  const env = { ...process.env };
-  delete env.TABFLEET_BROWSER_WS;
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { cwd: repoRoot, stdio: 'inherit', env, signal });
-    child.on('error', reject);
-    child.on('exit', (code, sig) => resolve(code ?? (sig ? 128 : 1)));
-  });
-}
 
 // The report is checked field by field below, so it is read loosely typed.
 type Json = Record<string, any>;
