@@ -77,6 +77,8 @@ export class VolunteerRuntime {
   private roundBytes = { sent: 0, received: 0 };
   private heartbeat: ReturnType<typeof setInterval> | null = null;
   private neighbours = new Set<string>();
+  /** This sync's contribution, fetched from the engine once (an aborted round re-sends it). */
+  private payload: Payload | null = null;
   private starResult: { roundId: number; resolve(data: Float32Array): void; reject(e: Error): void } | null = null;
   private clockOffsetMs = 0;
   private paused = false;
@@ -183,6 +185,7 @@ export class VolunteerRuntime {
 
   private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<void> {
     this.setStatus({ state: 'loading' });
+    this.payload = null;
     const { checksum } = await this.opts.engine.loadModel(m.url, m.step);
     const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum });
     if (!ack.admitted) return; // a newer model is on its way
@@ -201,7 +204,8 @@ export class VolunteerRuntime {
     this.setStatus({ state: 'training' });
     const t0 = performance.now();
     const work = await this.opts.engine.local();
-    await this.opts.engine.payload(); // compressed and read back now, so the round only moves bytes
+    // Compressed and read back now, so the round only moves bytes; kept for re-runs of an aborted round.
+    this.payload = await this.opts.engine.payload();
     const wallMs = performance.now() - t0;
     this.lastWork = { ...work, wallMs };
     const step = await this.opts.engine.currentStep();
@@ -214,7 +218,7 @@ export class VolunteerRuntime {
   private async onRoundBegin(r: RoundBegin): Promise<void> {
     if (this.lastBegin?.roundId !== r.roundId) return; // superseded while queued
     this.setStatus({ roundId: r.roundId, peers: r.members.filter((m) => m !== this.status.volunteerId), state: 'syncing' });
-    const payload = await this.opts.engine.payload();
+    const payload = this.payload ?? (await this.opts.engine.payload());
     this.roundBytes = { sent: 0, received: 0 };
     let mean: Float32Array;
     try {
@@ -299,6 +303,7 @@ export class VolunteerRuntime {
     const begin = this.lastBegin;
     if (!begin || begin.roundId !== c.roundId) return;
     await this.opts.engine.commit();
+    this.payload = null;
     this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
     const me = this.status.volunteerId;
     // The round's first member evaluates every `evalEverySteps` and whenever it uploads a checkpoint
