@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { allreduceBenchConfig, median } from './allreduce';
+import { allreduceBenchConfig } from './allreduce';
+import { median } from './stats';
 import { runBench } from './child';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-allreduce-'));

@@ -18,6 +18,7 @@ import type { RawResult, TimedRun } from '../e2e/pages/collective-types';
 import { CHROMIUM_ARGS, CHROMIUM_PATH } from '../e2e/shared-browser.mjs';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
+import { median } from './stats';
 
 const MiB = 1024 * 1024;
 
@@ -36,12 +37,6 @@ export function allreduceBenchConfig(runs: number, quick: boolean): AllreduceBen
   return quick
     ? { members: [2, 4], sizesMiB: [1, 4], dtypes: ['f32', 'f16'], runs: 1, rawBytes: 4 * MiB, rawRuns: 2 }
     : { members: [2, 4, 8], sizesMiB: [1, 4, 16, 64], dtypes: ['f32', 'f16'], runs, rawBytes: 16 * MiB, rawRuns: Math.max(2, runs) };
-}
-
-export function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 export interface RawFigures {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench } from './child';
 import { coordinatorConfig } from './coordinator';
-import { median } from './coordinator/stats';
+import { median } from './stats';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-coordinator-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

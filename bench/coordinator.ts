@@ -46,7 +46,7 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writ
 import os from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { LIMITS, ROUND_TIMING, type JobSpecInput } from '@tabfleet/protocol';
-import { distribution, median, type Distribution } from './coordinator/stats';
+import { distribution, median, type Distribution } from './stats';
 import { machineInfo } from './machine';
 import type { AddResult, ClientBehaviour, FromClient, FromServer, ServerStats, ToClient, ToServer, WindowSamples } from './coordinator/messages';
 import type { BenchOptions } from './run';

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PRESETS } from '@tabfleet/nn';
 import { runBench } from './child';
-import { TFJS_BACKENDS, matmulShapes, median } from './pages/kernels-types';
+import { TFJS_BACKENDS, matmulShapes } from './pages/kernels-types';
+import { median } from './stats';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-kernels-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -3,7 +3,7 @@
 // accuracy, and DGC at 99.9% sparsity ends within a point of dense DDP (same momentum) at the same steps.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { ConvergenceConfig, ConvergenceResult } from '@tabfleet/distributed';
+import { defaultWarmupSyncs, type ConvergenceConfig, type ConvergenceResult } from '@tabfleet/distributed';
 import { browserSession, openPage, type OpenedPage } from './harness';
 
 let session: Awaited<ReturnType<typeof browserSession>>;
@@ -48,9 +48,10 @@ test('ddp with DGC at 99.9% sparsity reaches 85% and ends within a point of dens
   const ddp = { ...base, batchSize: 64, strategy: 'ddp' as const, H: 1, maxSteps: 640, evalEvery: 128 };
   const dense = await run({ ...ddp, compression: 'none', optimizer: { kind: 'sgd', lr: 0.1, momentum: 0.9 } });
   console.log(summary(dense));
-  const dgc = await run({ ...ddp, compression: 'dgc', optimizer: { kind: 'sgd', lr: 0.1 }, sparsity: 0.999, warmupSteps: 64, clipNorm: 5 });
+  const dgc = await run({ ...ddp, compression: 'dgc', optimizer: { kind: 'sgd', lr: 0.1 }, sparsity: 0.999, warmupSteps: defaultWarmupSyncs(640), clipNorm: 5 });
   console.log(summary(dgc));
   assert.ok(dgc.finalAccuracy >= 0.85, summary(dgc));
   assert.ok(dense.finalAccuracy - dgc.finalAccuracy <= 0.01, `DGC ${dgc.finalAccuracy} vs dense ${dense.finalAccuracy}`);
-  assert.ok(dgc.bytesPerWorker * 20 < dense.bytesPerWorker, `DGC bytes ${dgc.bytesPerWorker} vs dense ${dense.bytesPerWorker}`);
+  // Measured ~290× (gap-coded indices, f16 values, 8 warm-up syncs); the goal's figure is in the benchmark.
+  assert.ok(dgc.bytesPerWorker * 150 < dense.bytesPerWorker, `DGC bytes ${dgc.bytesPerWorker} vs dense ${dense.bytesPerWorker}`);
 });

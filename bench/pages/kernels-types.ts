@@ -125,13 +125,6 @@ export interface KernelBenchPageResult {
   totalMs: number;
 }
 
-export function median(xs: readonly number[]): number {
-  if (xs.length === 0) throw new Error('median of nothing');
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
-}
-
 /** The square product and every product of one MLP training step, derived from its layer sizes. */
 export function matmulShapes(squareSize: number, mlpSizes: readonly number[], batch: number): MatmulShape[] {
   const n = squareSize;

@@ -7,10 +7,11 @@ import '@tensorflow/tfjs-backend-webgpu';
 import { WebGpuBackend, type MatmulParams, type Storage, type WebGpuBackendOptions } from '@tabfleet/tensor';
 import { createModel, createOptimizer, PRESETS, trainStep, type Batch, type ModelPreset } from '@tabfleet/nn';
 import {
-  MATMUL_VARIANTS, TFJS_BACKENDS, matmulShapes, median,
+  MATMUL_VARIANTS, TFJS_BACKENDS, matmulShapes,
   type KernelBenchOptions, type KernelBenchPageResult, type MatmulResult, type MatmulSet, type MatmulShape,
   type StepResult, type TabfleetStepResult, type TabfleetVariantResult, type TfjsBackendName, type TfjsBackendResult, type Timing,
 } from './kernels-types';
+import { median } from '../stats';
 
 const MLP = PRESETS['mlp-fashion'];
 const CNN = PRESETS['cnn-fashion'];

@@ -178,6 +178,17 @@ test('a malformed frame from a neighbour fails the op with bad_frame', async () 
   assert.ok(rs.every((r) => r instanceof CollectiveError && r.code === 'bad_frame'), String(rs));
 });
 
+test('a sparse list with an index past the others\' length: bad_frame at the members that receive it', async () => {
+  const t = await memoryRing(3, { ring: { deadlineMs: DEADLINE } });
+  const t0 = performance.now();
+  const rs = await settleAll(t.rings.map((r, i) => (i === 1
+    ? r.sparseAllgather(Uint32Array.from([2, 150]), Float32Array.from([1, 1]), { length: 200 })
+    : r.sparseAllgather(Uint32Array.from([i]), Float32Array.from([1]), { length: 100 }))));
+  // m1 (the longer vector) sees only in-range indices; the server's checksum comparison catches it.
+  for (const i of [0, 2]) assert.ok(rs[i] instanceof CollectiveError && rs[i].code === 'bad_frame' && /outside \[0, 100\)/.test(rs[i].message), String(rs[i]));
+  assert.ok(performance.now() - t0 < DEADLINE / 3);
+});
+
 test('killed under a bandwidth cap with backpressure: bounded buffers, prompt failure', async () => {
   const t = await memoryRing(4, { ring: { deadlineMs: 10_000 }, net: { highWaterMark: 256 * 1024, faults: { bandwidth: 20e6, latencyMs: 1 } } });
   setTimeout(() => t.net.kill('m1'), 30);

@@ -22,6 +22,7 @@ import {
 import { CollectiveError, type CollectiveErrorCode } from './errors';
 import { addF16, decodeF16, encodeF16, roundToF16 } from './fp16';
 import { FrameRouter } from './router';
+import { decodeSparseChunk, encodeSparseChunks, maxSparsePairs, sortedPairs } from './sparse-codec';
 import type { Transport } from './transport';
 
 export type ReduceOp = 'sum' | 'mean';
@@ -203,6 +204,7 @@ export class Ring {
     for (let i = 0; i < indices.length; i++) {
       if (indices[i] >= opts.length) throw new CollectiveError('bad_argument', `index ${indices[i]} is outside [0, ${opts.length})`);
     }
+    if (new Set(indices).size !== indices.length) throw new CollectiveError('bad_argument', 'an index appears twice in the list');
     const op = opts.op ?? 'sum';
     return this.schedule(opts, (seq, deadline) => new SparseGatherRun(this, seq, deadline, dtype, indices, values, opts.length, op));
   }
@@ -776,22 +778,13 @@ class SparseGatherRun extends GatherRun<Float32Array> {
   protected start(): void {
     const { size: n, rank: r } = this.ring;
     for (let g = 0; g <= n - 2; g++) this.expect.set(g, (((r - g - 1) % n) + n) % n);
-    this.ownIdx = Uint32Array.from(this.indices);
-    this.ownVal = wireValues(this.values, this.valueType).local;
-    if (n === 1) return;
-    const per = Math.min(this.ring.chunkOverride ?? Infinity, maxChunkElements(this.dtype));
     const vb = this.valueType === 'f32' ? 4 : 2;
-    const count = this.ownIdx.length;
-    const payloads: Uint8Array[] = [];
-    for (let at = 0; at < count || payloads.length === 0; at += per) {
-      const m = Math.min(per, count - at);
-      const p = new Uint8Array(m * (4 + vb));
-      new Uint32Array(p.buffer, 0, m).set(this.ownIdx.subarray(at, at + m));
-      if (vb === 4) new Float32Array(p.buffer, m * 4, m).set(this.ownVal.subarray(at, at + m));
-      else encodeF16(this.ownVal, at, m, new Uint16Array(p.buffer, m * 4, m));
-      payloads.push(p);
-    }
-    this.sendOwn(r, payloads);
+    const own = sortedPairs(this.indices, wireValues(this.values, this.valueType).local);
+    this.ownIdx = own.indices;
+    this.ownVal = own.values;
+    if (n === 1) return;
+    const per = Math.min(this.ring.chunkOverride ?? Infinity, maxSparsePairs(MAX_FRAME_PAYLOAD, vb));
+    this.sendOwn(r, encodeSparseChunks(this.ownIdx, this.ownVal, vb, per));
   }
 
   protected result(): Float32Array {
@@ -804,15 +797,13 @@ class SparseGatherRun extends GatherRun<Float32Array> {
         continue;
       }
       for (const p of this.payloads(m)) {
-        const k = p.byteLength / (4 + vb);
-        const idx = u32View(p, k);
-        const vals = new Float32Array(k);
-        if (vb === 4) vals.set(f32View(p.subarray(k * 4)));
-        else decodeF16(u16View(p.subarray(k * 4)), vals);
-        for (let i = 0; i < k; i++) {
-          if (idx[i] >= this.length) throw new CollectiveError('bad_frame', `sparse index ${idx[i]} from ${this.ring.members[m]} is outside [0, ${this.length})`, this.ring.members[m]);
-          out[idx[i]] += vals[i];
+        let pairs: { indices: Uint32Array; values: Float32Array };
+        try {
+          pairs = decodeSparseChunk(p, vb, this.length);
+        } catch (e) {
+          throw new CollectiveError('bad_frame', `from ${this.ring.members[m]}: ${(e as Error).message}`, this.ring.members[m]);
         }
+        for (let i = 0; i < pairs.indices.length; i++) out[pairs.indices[i]] += pairs.values[i];
       }
     }
     if (this.op === 'mean') for (let i = 0; i < out.length; i++) out[i] /= this.ring.size;

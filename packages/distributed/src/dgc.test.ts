@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { CpuBackend, DGC_HEADER_WORDS, DGC_TUNING, Rng, type Backend, type Storage } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { checkSparseUpdate, DgcCompressor, densify, type DgcConfig } from './dgc';
-import { DGC_WARMUP_SPARSITIES, sparsityAt, topKCount } from './sparsity';
+import { DGC_WARMUP_SPARSITIES, defaultWarmupSyncs, sparsityAt, topKCount } from './sparsity';
 
 const cpu = new CpuBackend('f32');
 const gpu = await createNodeGpuBackend();
@@ -255,6 +255,8 @@ test('sparsity warm-up: 75% → 93.75% → 98.4375% → 99.6%, a quarter of the 
   assert.deepEqual([0, 24, 25, 49, 50, 74, 75, 99, 100, 5000].map((t) => sparsityAt(t, s)), [0.75, 0.75, 0.9375, 0.9375, 0.984375, 0.984375, 0.996, 0.996, 0.999, 0.999]);
   assert.deepEqual([...DGC_WARMUP_SPARSITIES], [0.75, 0.9375, 0.984375, 0.996]);
   assert.equal(sparsityAt(0, { finalSparsity: 0.999, warmupSteps: 0 }), 0.999);
+  // Default length: 1.25% of the syncs, at least one per stage.
+  assert.deepEqual([1, 16, 320, 640, 8000].map(defaultWarmupSyncs), [4, 4, 4, 8, 100]);
   assert.equal(sparsityAt(3, { finalSparsity: 0.9, warmupSteps: 4 }), 0.9, 'never above the final sparsity');
   assert.throws(() => sparsityAt(0, { finalSparsity: 1, warmupSteps: 0 }));
   assert.equal(topKCount(203_530, 0.999), 204);

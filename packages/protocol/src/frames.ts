@@ -3,7 +3,7 @@
 // a fixed 28-byte little-endian header, then the payload. No DOM, no Node globals.
 //
 //   offset  type  field
-//   0       u8    version   FRAME_VERSION (1)
+//   0       u8    version   FRAME_VERSION (2)
 //   1       u8    kind      FrameKind: which collective (or abort / raw)
 //   2       u8    dtype     FrameDType: how the payload is laid out
 //   3       u8    flags     bit 0 FLAG_LAST: last chunk of its segment; other bits must be 0
@@ -16,7 +16,8 @@
 //   24      u32   length    payload bytes (= frame bytes − 28)
 //   28      …     payload
 
-export const FRAME_VERSION = 1;
+/** 2: sparse payloads carry gap-coded indices (1 had plain u32 indices). */
+export const FRAME_VERSION = 2;
 export const FRAME_HEADER_BYTES = 28;
 /** A whole frame, header included: Chromium refuses data-channel messages over 256 KiB, we stay far below. */
 export const MAX_FRAME_BYTES = 64 * 1024;
@@ -45,16 +46,16 @@ export const FrameDType = {
   /** IEEE half, round-to-nearest-even from f32. */
   f16: 2,
   u32: 3,
-  /** Sparse pairs: n u32 indices, then n f32 values (n = length / 8). */
+  /** Sparse pairs: u32 n, n f32 values, n LEB128 indices (first absolute, then gaps); see collective's sparse-codec. */
   idx_f32: 4,
-  /** Sparse pairs: n u32 indices, then n f16 values (n = length / 6). */
+  /** The same with n f16 values. */
   idx_f16: 5,
 } as const;
 export type FrameDTypeName = keyof typeof FrameDType;
 export type FrameDTypeCode = (typeof FrameDType)[FrameDTypeName];
 
-/** Bytes per element of each dtype (a sparse element is one index and one value). */
-export const FRAME_DTYPE_BYTES: Record<FrameDTypeName, number> = { u8: 1, f32: 4, f16: 2, u32: 4, idx_f32: 8, idx_f16: 6 };
+/** Bytes per element of each dtype (sparse payloads are variable-length, checked when decoded). */
+export const FRAME_DTYPE_BYTES: Record<FrameDTypeName, number> = { u8: 1, f32: 4, f16: 2, u32: 4, idx_f32: 1, idx_f16: 1 };
 
 const KIND_NAMES = new Map<number, FrameKindName>(Object.entries(FrameKind).map(([k, v]) => [v, k as FrameKindName]));
 const DTYPE_NAMES = new Map<number, FrameDTypeName>(Object.entries(FrameDType).map(([k, v]) => [v, k as FrameDTypeName]));

@@ -3,7 +3,7 @@
 // engine Web Worker in browsers (every method takes and returns plain, transferable values) and runs
 // directly in Node tests.
 import { decodeFashionShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
-import { DgcCompressor, ModelEngine, checksumOf, createStrategy, type Payload, type SyncStrategy } from '@tabfleet/distributed';
+import { DgcCompressor, ModelEngine, checksumOf, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { PRESETS, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
 import { DATASET_TRAIN_SIZES, targetStepsOf, type Assignment, type JobSpec } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
@@ -78,8 +78,8 @@ export class JobEngine {
           momentum: spec.strategy === 'ddp' ? spec.hyperparameters.momentum : 0,
           clipNorm: spec.strategy === 'ddp' ? 5 : 0,
           finalSparsity: spec.sparsity,
-          // Warm-up over the first tenth of the job, in syncs (the strategy passes its sync count as the step).
-          warmupSteps: Math.round(targetSteps / (spec.strategy === 'ddp' ? 1 : spec.H) / 10),
+          // Counted in syncs (the strategy passes its sync count as the step).
+          warmupSteps: defaultWarmupSyncs(Math.ceil(targetSteps / (spec.strategy === 'ddp' ? 1 : spec.H))),
         })
       : undefined;
     this.strategy = createStrategy(engine, {

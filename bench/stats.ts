@@ -1,4 +1,4 @@
-// Order statistics for the coordinator benchmark.
+// Order statistics shared by the benchmarks (Node and pages).
 
 /** Nearest-rank percentile (p in [0, 100]) of unsorted samples; NaN for none. */
 export function percentile(samples: readonly number[], p: number): number {
