@@ -118,13 +118,14 @@ class Ddp extends Base {
   }
 
   /**
-   * The update is applied only at commit, so the checksum is of the parameters it applies to: equal
-   * on every member exactly when every earlier sync left them equal.
+   * The update is applied only at commit, so the checksum is of the parameters it applies to (equal
+   * on every member exactly when every earlier sync left them equal) followed by that of the mean
+   * gradient it will apply.
    */
   async prepare(mean: Float32Array): Promise<string> {
     this.next = mean;
     if (!this.paramsChecksum) this.paramsChecksum = checksumOf(await this.engine.readParams());
-    return this.paramsChecksum;
+    return this.paramsChecksum + checksumOf(mean);
   }
 
   async commit(): Promise<void> {

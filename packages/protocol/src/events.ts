@@ -111,7 +111,7 @@ export const VOLUNTEER_EVENTS = {
   /**
    * This member holds the round's result but has not applied it: `checksum` is of its parameters as
    * they will be once applied (for DDP, whose optimizer step runs at commit: of the parameters the
-   * update applies to). The server commits the round when every member has reported (two phases, so
+   * update applies to, then of the mean gradient). The server commits the round when every member has reported (two phases, so
    * an aborted round leaves no one with a partial or extra average applied).
    */
   'round:result': z.strictObject({ ...roundRef, checksum, step: z.number().int().min(0), metrics: roundMetricsSchema }),
