@@ -386,9 +386,6 @@ function f32View(p: Uint8Array): Float32Array {
 function u16View(p: Uint8Array): Uint16Array {
   return p.byteOffset % 2 === 0 ? new Uint16Array(p.buffer, p.byteOffset, p.byteLength / 2) : new Uint16Array(p.slice().buffer);
 }
-function u32View(p: Uint8Array, n: number): Uint32Array {
-  return p.byteOffset % 4 === 0 ? new Uint32Array(p.buffer, p.byteOffset, n) : new Uint32Array(p.slice(0, n * 4).buffer);
-}
 
 /** One collective op in flight: its send queue towards the right neighbour, its deadline, its promise. */
 abstract class OpRun<T> {

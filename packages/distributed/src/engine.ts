@@ -3,6 +3,7 @@
 // the engine Web Worker (so every method takes and returns plain transferable values).
 import { epochBatches, gather, sequentialBatches, type Dataset } from '@tabfleet/data';
 import { createModel, createOptimizer, evaluate, recordGradientStep, recordTrainStep, type Batch, type Model, type ModelPreset, type Optimizer, type OptimizerConfig } from '@tabfleet/nn';
+import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
 
 export interface EngineOptions {
@@ -153,12 +154,22 @@ export class ModelEngine {
     return evaluate(this.model, sequentialBatches(view, batchSize));
   }
 
-  checkpoint(metadata: Record<string, string> = {}): Promise<Uint8Array> {
-    return this.model.store.toSafetensors({ preset: JSON.stringify(this.opts.preset), ...metadata });
+  /** The parameters as safetensors, with `extra` flat tensors beside them (a strategy's global state). */
+  async checkpoint(metadata: Record<string, string> = {}, extra: Record<string, Float32Array> = {}): Promise<Uint8Array> {
+    const bytes = await this.model.store.toSafetensors({ preset: JSON.stringify(this.opts.preset), ...metadata });
+    if (Object.keys(extra).length === 0) return bytes;
+    const { tensors, metadata: meta } = decodeSafetensors(bytes);
+    for (const [name, values] of Object.entries(extra)) tensors[name] = f32Tensor([values.length], values);
+    return encodeSafetensors(tensors, meta);
   }
 
-  loadCheckpoint(bytes: Uint8Array): void {
+  /** Loads the parameters; returns the checkpoint's other tensors (flat f32) by name. */
+  loadCheckpoint(bytes: Uint8Array): Record<string, Float32Array> {
     this.model.store.loadSafetensors(bytes);
+    const params = new Set(this.model.store.manifest.map((p) => p.name));
+    const extra: Record<string, Float32Array> = {};
+    for (const [name, t] of Object.entries(decodeSafetensors(bytes).tensors)) if (!params.has(name) && t.dtype === 'F32') extra[name] = f32Values(t);
+    return extra;
   }
 }
 

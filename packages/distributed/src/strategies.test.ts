@@ -8,6 +8,7 @@ import { CpuBackend } from '@tabfleet/tensor';
 import { ModelEngine } from './engine';
 import { runSyncs, startWorkers, type SimWorker } from './simulate';
 import { createStrategy } from './strategies';
+import { mlpWorkers } from './workers';
 
 const B = 8, WORKERS = 4, STEPS = 6;
 const sgd = { kind: 'sgd' as const, lr: 0.05, momentum: 0.9, nesterov: true };
@@ -59,3 +60,32 @@ test('an aborted sync is re-run with the same payload and nothing applied twice'
   assert.notDeepEqual(await engine.readParams(), before);
   await assert.rejects(() => s.commit(), /without a prepared sync/);
 });
+
+const lateJoinCases = [
+  { name: 'DiLoCo: the outer momentum', stateKeys: ['diloco.outer_momentum'], optimizer: { kind: 'adamw' as const, lr: 1e-3 }, strategy: { strategy: 'diloco' as const, H: 2, compression: 'none' as const, outerLr: 0.7, outerMomentum: 0.9 } },
+  { name: 'DDP: the optimizer\'s momentum', stateKeys: ['ddp.optimizer.velocity'], optimizer: { kind: 'sgd' as const, lr: 0.05, momentum: 0.9 }, strategy: { strategy: 'ddp' as const, H: 1, compression: 'none' as const, outerLr: 0.7, outerMomentum: 0.9 } },
+];
+
+for (const c of lateJoinCases) {
+  test(`a late joiner takes the global state from the checkpoint and agrees with the others (${c.name})`, async () => {
+    const backend = new CpuBackend();
+    const data = { train: gaussianBlobs(512, 784, 10, 4), test: gaussianBlobs(64, 784, 10, 5) };
+    const job = { workers: 3, data, optimizer: c.optimizer, batchSize: 8, strategy: c.strategy };
+    /** Three members after two syncs, the third replaced by a newcomer loaded from the first one's checkpoint. */
+    async function withJoiner(keepState: boolean): Promise<SimWorker[]> {
+      const members = mlpWorkers(backend, job);
+      await startWorkers(members);
+      await runSyncs(members, new MemoryNetwork(), { syncs: 2 });
+      const bytes = await members[0].engine.checkpoint({}, await members[0].strategy.globalState());
+      const joiner = mlpWorkers(backend, { ...job, seed: 99 })[2];
+      const state = joiner.engine.loadCheckpoint(bytes);
+      assert.deepEqual(Object.keys(state), c.stateKeys);
+      joiner.engine.step = members[0].engine.step;
+      await joiner.strategy.reset(2, keepState ? state : {});
+      return [members[0], members[1], joiner];
+    }
+    const reports = await runSyncs(await withJoiner(true), new MemoryNetwork(), { syncs: 3 });
+    assert.equal(reports.length, 3, 'every member computed the same update');
+    await assert.rejects(runSyncs(await withJoiner(false), new MemoryNetwork(), { syncs: 3 }), /members disagree/, 'without that state the joiner would diverge');
+  });
+}

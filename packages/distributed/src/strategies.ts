@@ -20,7 +20,10 @@ export type Payload =
 
 /** Top-k compression with error feedback (packages/distributed/src/dgc.ts implements it). */
 export interface Compressor {
+  /** `step` is the sync's index in the job: the sparsity warm-up follows it. */
   compress(vector: Storage, step: number): Promise<{ indices: Uint32Array; values: Float32Array }>;
+  /** Forgets the momentum and the unsent residual (they belong to the parameters being replaced). */
+  reset(): void;
 }
 
 export interface StrategyOptions {
@@ -44,8 +47,14 @@ export interface SyncStrategy {
   prepare(mean: Float32Array): Promise<string>;
   commit(): Promise<void>;
   discard(): void;
-  /** Call after the parameters were replaced by a global model (start, late join). */
-  reset(): Promise<void>;
+  /**
+   * Call after the parameters were replaced by a global model (start, late join, reload) that has
+   * `syncsDone` syncs behind it, so a late joiner's DGC warm-up is where everyone else's is; `state`
+   * is what `globalState()` gave at that sync (from the checkpoint; none: start afresh).
+   */
+  reset(syncsDone?: number, state?: Record<string, Float32Array>): Promise<void>;
+  /** State beyond the parameters that every member holds identically (goes into checkpoints). */
+  globalState(): Promise<Record<string, Float32Array>>;
 }
 
 /** Mean of payloads as a dense vector (the star path and tests; the ring does this on the wire). */
@@ -54,6 +63,18 @@ export function payloadToDense(p: Payload, length: number): Float32Array {
   const out = new Float32Array(length);
   for (let i = 0; i < p.indices.length; i++) out[p.indices[i]] = p.values[i];
   return out;
+}
+
+/** Names of the strategies' global state in checkpoints (beside the model's parameters). */
+const OUTER_MOMENTUM = 'diloco.outer_momentum';
+const OPTIMIZER = 'ddp.optimizer.';
+
+function prefixed(state: Record<string, Float32Array>, prefix: string): Record<string, Float32Array> {
+  return Object.fromEntries(Object.entries(state).map(([k, v]) => [prefix + k, v]));
+}
+
+function unprefixed(state: Record<string, Float32Array>, prefix: string): Record<string, Float32Array> {
+  return Object.fromEntries(Object.entries(state).filter(([k]) => k.startsWith(prefix)).map(([k, v]) => [k.slice(prefix.length), v]));
 }
 
 abstract class Base implements SyncStrategy {
@@ -74,7 +95,19 @@ abstract class Base implements SyncStrategy {
   protected abstract vector(): Promise<{ host: Float32Array | null; device: Storage | null }>;
   abstract prepare(mean: Float32Array): Promise<string>;
   abstract commit(): Promise<void>;
-  abstract reset(): Promise<void>;
+  protected abstract restart(state: Record<string, Float32Array>): Promise<void>;
+
+  async reset(syncsDone = 0, state: Record<string, Float32Array> = {}): Promise<void> {
+    this.syncs = syncsDone;
+    this.cached = null;
+    this.next = null;
+    this.opts.compressor?.reset();
+    await this.restart(state);
+  }
+
+  async globalState(): Promise<Record<string, Float32Array>> {
+    return {};
+  }
 
   async payload(): Promise<Payload> {
     if (this.cached) return this.cached;
@@ -135,10 +168,14 @@ class Ddp extends Base {
     this.committed();
   }
 
-  async reset(): Promise<void> {
+  protected async restart(state: Record<string, Float32Array>): Promise<void> {
     this.paramsChecksum = '';
-    this.cached = null;
-    this.next = null;
+    this.engine.optimizer.loadState(unprefixed(state, OPTIMIZER));
+  }
+
+  /** Every member steps the same optimizer with the same mean: its state is global (a joiner needs it). */
+  override async globalState(): Promise<Record<string, Float32Array>> {
+    return prefixed(await this.engine.optimizer.readState(), OPTIMIZER);
   }
 }
 
@@ -156,10 +193,8 @@ abstract class Periodic extends Base {
     return this.engine.trainSteps(this.opts.H);
   }
 
-  async reset(): Promise<void> {
+  protected async restart(_state: Record<string, Float32Array>): Promise<void> {
     this.base = await this.engine.readParams();
-    this.cached = null;
-    this.next = null;
   }
 
   /** The delta base − params (DiLoCo's outer gradient; LocalSGD negates it back). */
@@ -220,9 +255,16 @@ class Diloco extends Periodic {
     this.nextMomentum = null;
   }
 
-  override async reset(): Promise<void> {
-    await super.reset();
-    this.momentum = null;
+  protected override async restart(state: Record<string, Float32Array>): Promise<void> {
+    await super.restart(state);
+    const m = state[OUTER_MOMENTUM] ?? null;
+    if (m && m.length !== this.engine.length) throw new Error(`checkpoint ${OUTER_MOMENTUM} has ${m.length} values, the model ${this.engine.length}`);
+    this.momentum = m;
+  }
+
+  /** The outer momentum: a late joiner without it would compute a different outer step. */
+  override async globalState(): Promise<Record<string, Float32Array>> {
+    return this.momentum ? { [OUTER_MOMENTUM]: this.momentum } : {};
   }
 }
 

@@ -7,6 +7,17 @@ export interface Optimizer {
   step(): void;
   readonly name: string;
   lr: number;
+  /** The state (momentum buffers, step count) as flat f32 arrays by name, for checkpoints. */
+  readState(): Promise<Record<string, Float32Array>>;
+  /** Replaces the state; a missing entry starts from zero, as a fresh optimizer does. */
+  loadState(state: Record<string, Float32Array>): void;
+}
+
+/** Writes `values` (or zeros when absent) into a state buffer of `length`, checking the length. */
+function loadBuffer(store: ParamStore, dst: Storage, name: string, values: Float32Array | undefined): void {
+  if (!values) return store.backend.fill(dst, 0);
+  if (values.length !== store.length) throw new Error(`optimizer state ${name} has ${values.length} values, the model ${store.length}`);
+  store.backend.write(dst, values);
 }
 
 export interface SgdConfig {
@@ -29,6 +40,13 @@ export class Sgd implements Optimizer {
     this.store.backend.sgdStep(this.store.flatParams, this.store.flatGrads, this.velocity, {
       lr: this.lr, momentum: this.cfg.momentum ?? 0, nesterov: this.cfg.nesterov ?? false, weightDecay: this.cfg.weightDecay ?? 0,
     });
+  }
+  async readState(): Promise<Record<string, Float32Array>> {
+    if (!this.cfg.momentum) return {};
+    return { velocity: (await this.store.backend.read(this.velocity, 'f32')) as Float32Array };
+  }
+  loadState(state: Record<string, Float32Array>): void {
+    loadBuffer(this.store, this.velocity, 'velocity', state.velocity);
   }
 }
 
@@ -59,6 +77,15 @@ export class AdamW implements Optimizer {
     this.store.backend.adamwStep(this.store.flatParams, this.store.flatGrads, this.m, this.v, {
       lr: this.lr, beta1: this.cfg.beta1 ?? 0.9, beta2: this.cfg.beta2 ?? 0.999, eps: this.cfg.eps ?? 1e-8, weightDecay: this.cfg.weightDecay ?? 0, step: this.t,
     });
+  }
+  async readState(): Promise<Record<string, Float32Array>> {
+    const be = this.store.backend;
+    return { m: (await be.read(this.m, 'f32')) as Float32Array, v: (await be.read(this.v, 'f32')) as Float32Array, step: Float32Array.of(this.t) };
+  }
+  loadState(state: Record<string, Float32Array>): void {
+    loadBuffer(this.store, this.m, 'm', state.m);
+    loadBuffer(this.store, this.v, 'v', state.v);
+    this.t = state.step?.[0] ?? 0;
   }
 }
 

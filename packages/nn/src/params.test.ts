@@ -89,3 +89,21 @@ test('the MLP learns synthetic blobs on the GPU', async () => {
   const r = await evaluate(m, sequentialBatches(train, 512));
   assert.ok(r.accuracy > 0.95, `accuracy ${r.accuracy}`);
 });
+
+test('optimizer state round-trips: a copy loaded with it takes the same next step', async () => {
+  const data = gaussianBlobs(64, 784, 10, 2);
+  for (const cfg of [{ kind: 'sgd' as const, lr: 0.05, momentum: 0.9 }, { kind: 'adamw' as const, lr: 1e-3 }]) {
+    const a = createModel(PRESETS['mlp-fashion'], new CpuBackend(), 1);
+    const optA = createOptimizer(a.store, cfg);
+    const batches = [...sequentialBatches(data, 16)];
+    for (const b of batches.slice(0, 3)) await trainStep(a, optA, b);
+    const b = createModel(PRESETS['mlp-fashion'], new CpuBackend(), 7);
+    const optB = createOptimizer(b.store, cfg);
+    b.store.writeFlat(await a.store.readFlat());
+    optB.loadState(await optA.readState());
+    await trainStep(a, optA, batches[3]);
+    await trainStep(b, optB, batches[3]);
+    assert.deepEqual(await b.store.readFlat(), await a.store.readFlat(), cfg.kind);
+    assert.throws(() => optB.loadState(Object.fromEntries(Object.keys(cfg.kind === 'sgd' ? { velocity: 0 } : { m: 0 }).map((k) => [k, new Float32Array(3)]))), /has 3 values/);
+  }
+});

@@ -93,9 +93,9 @@ export class JobEngine {
   /** Loads the global model (null url: the seeded initial parameters) and restarts the strategy from it. */
   async loadModel(url: string | null, step: number): Promise<{ checksum: string }> {
     const { engine, strategy } = this.ready;
-    if (url) engine.loadCheckpoint(await fetchBytes(url));
+    const state = url ? engine.loadCheckpoint(await fetchBytes(url)) : {};
     engine.step = step;
-    await strategy.reset();
+    await strategy.reset(Math.floor(step / strategy.stepsPerSync), state);
     return { checksum: checksumOf(await engine.readParams()) };
   }
 
@@ -128,8 +128,8 @@ export class JobEngine {
     return checksumOf(await this.ready.engine.readParams());
   }
 
-  checkpoint(): Promise<Uint8Array> {
-    return this.ready.engine.checkpoint({ step: String(this.ready.engine.step) });
+  async checkpoint(): Promise<Uint8Array> {
+    return this.ready.engine.checkpoint({ step: String(this.ready.engine.step) }, await this.ready.strategy.globalState());
   }
 
   evaluate(limit?: number) {

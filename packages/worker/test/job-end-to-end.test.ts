@@ -67,6 +67,27 @@ test('three volunteers train a DDP job with DGC: sparse rounds, the same paramet
   }
 });
 
+for (const strategy of ['ddp', 'diloco'] as const) {
+  test(`a late joiner of a ${strategy} job loads the checkpoint with the global state and agrees from its first round`, { timeout: 180_000 }, async () => {
+    // DDP's optimizer momentum and DiLoCo's outer momentum are state every member must share.
+    const created = await server.createJob({ ...job, strategy, H: strategy === 'ddp' ? 1 : 2, minWorkers: 2, maxWorkers: 3, targetSteps: strategy === 'ddp' ? 16 : 24 });
+    const net = new MemoryNetwork();
+    const vols = [0, 1].map(() => nodeVolunteer(server.url, net));
+    try {
+      await waitFor('three syncs', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.seq >= 3, 60_000, 100);
+      vols.push(nodeVolunteer(server.url, net));
+      await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
+      const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { outcome: string; detail: string; members: string[] }[];
+      const committed = rounds.filter((r) => r.outcome === 'committed');
+      assert.ok(committed.some((r) => r.members.length === 3), 'the joiner took part');
+      assert.ok(committed.every((r) => !r.detail.startsWith('checksum mismatch')), committed.map((r) => r.detail).join(' '));
+      for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+    } finally {
+      for (const v of vols) v.runtime.stop();
+    }
+  });
+}
+
 test('a volunteer lost mid-round: the round re-runs with the survivors, no step is lost, the job finishes', { timeout: 180_000 }, async () => {
   const created = await server.createJob({ ...job, minWorkers: 2, targetSteps: 24 });
   const net = new MemoryNetwork();
