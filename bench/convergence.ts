@@ -6,13 +6,14 @@
 //
 //   bytesPerWorker  ring frame bytes one worker sent over the run (headers included), mean over workers
 //   wallMs          training time: local steps + syncs, evaluations excluded
-//   msToTarget      wall time until an evaluation (every evalEvery steps, 2000 test images) reached the target
+//   msToTarget      wall time until an evaluation (every evalEvery steps; capped runs: the whole test set) reached the target
 // The 4 workers share the page's 2 cores, so compute is serial across workers: real volunteers each
 // have their own GPU, so the capped runs here overstate compute relative to the network.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { defaultWarmupSyncs, type ConvergenceConfig, type ConvergenceResult } from '@tabfleet/distributed';
+import { defaultsFor } from '@tabfleet/protocol';
 import { repoRoot } from '../e2e/build';
 import { browserSession, openPage } from '../e2e/harness';
 import { machineInfo } from './machine';
@@ -23,20 +24,16 @@ import { median } from './stats';
 const CAPPED = { bandwidth: 10e6 / 8, latencyMs: 40 };
 const TARGET = 0.85;
 
-type Variant = Pick<ConvergenceConfig, 'strategy' | 'compression' | 'H'> & Partial<Pick<ConvergenceConfig, 'sparsity' | 'outerLr' | 'outerMomentum'>>;
+type Variant = Pick<ConvergenceConfig, 'strategy' | 'compression' | 'H'>;
 
 const VARIANTS: Variant[] = [
   { strategy: 'ddp', compression: 'none', H: 1 },
   { strategy: 'ddp', compression: 'fp16', H: 1 },
   { strategy: 'ddp', compression: 'dgc', H: 1 },
   { strategy: 'localsgd', compression: 'none', H: 8 },
-  // Periodic syncs are few (64 or 32 in a run), so their deltas go at 99% (the top 1%, as SparseLoCo
-  // does): at 99.9% DiLoCo ended at 77% (H 16, 512 steps). Error feedback already carries the unsent
-  // delta forward like a momentum, so DiLoCo's outer momentum 0.9 overshot (82.7%); lr 1, momentum 0.5
-  // measured 85.2% and the first 85% at step 224.
-  { strategy: 'localsgd', compression: 'dgc', H: 8, sparsity: 0.99 },
+  { strategy: 'localsgd', compression: 'dgc', H: 8 },
   { strategy: 'diloco', compression: 'none', H: 16 },
-  { strategy: 'diloco', compression: 'dgc', H: 16, sparsity: 0.99, outerLr: 1, outerMomentum: 0.5 },
+  { strategy: 'diloco', compression: 'dgc', H: 16 },
 ];
 
 /**
@@ -53,10 +50,14 @@ export function convergenceConfig(v: Variant, quick: boolean, capped: boolean, s
   const optimizer: ConvergenceConfig['optimizer'] = v.strategy === 'diloco' ? { kind: 'adamw', lr: 1e-3 }
     : ddp ? (v.compression === 'dgc' ? { kind: 'sgd', lr: 0.1 } : { kind: 'sgd', lr: 0.1, momentum: 0.9 })
     : { kind: 'sgd', lr: 0.05, momentum: 0.9, nesterov: true };
+  // Sparsity and DiLoCo's outer step as a job gets them by default (packages/protocol defaultsFor).
+  const { sparsity, outerLr, outerMomentum } = defaultsFor(v.strategy, v.compression);
   return {
-    ...v, workers: 4, batchSize: ddp ? 64 : 32, optimizer, seed,
-    maxSteps, evalEvery: quick ? 8 : 32, evalExamples: quick ? 500 : 2000, stopAtAccuracy: capped ? TARGET : undefined,
-    sparsity: v.sparsity ?? 0.999, warmupSteps: defaultWarmupSyncs(Math.ceil(maxSteps / v.H)), clipNorm: 5, link: capped ? CAPPED : undefined,
+    ...v, workers: 4, batchSize: ddp ? 64 : 32, optimizer, seed, outerLr, outerMomentum,
+    // The target is checked on the whole test set: on 2,000 images (±0.8 points) runs "reached" 85%
+    // while the whole set said 83.5–84.5%. Unlimited runs evaluate on 2,000 for the curve only.
+    maxSteps, evalEvery: quick ? 8 : 32, evalExamples: quick ? 500 : capped ? 10_000 : 2000, stopAtAccuracy: capped ? TARGET : undefined,
+    sparsity, warmupSteps: defaultWarmupSyncs(Math.ceil(maxSteps / v.H)), clipNorm: 5, link: capped ? CAPPED : undefined,
     // Capped dense DDP moves 1.2 MB per step at 1.25 MB/s; a run that hits this cap reports a lower bound.
     maxWallMs: capped ? (quick ? 20_000 : 15 * 60_000) : undefined,
   };

@@ -49,7 +49,7 @@ test('several jobs at once: create, list, detail, metrics, checkpoint, stop', as
   const a = await server.createJob({ name: 'job a', minWorkers: 2, maxWorkers: 2, checkpointEvery: 2 });
   const b = await server.createJob({ name: 'job b', strategy: 'diloco', H: 5, compression: 'dgc', sparsity: 0.99, minWorkers: 1, maxWorkers: 2 });
   assert.equal(a.state, 'waiting');
-  assert.equal(b.spec.hyperparameters.outerLr, 0.7, 'defaults are filled in');
+  assert.equal(b.spec.hyperparameters.outerLr, 1, 'defaults are filled in (DiLoCo with DGC deltas: outer lr 1)');
   const list = (await server.api('/api/jobs')).body.jobs as { id: string }[];
   assert.ok([a.id, b.id].every((id) => list.some((j) => j.id === id)));
 

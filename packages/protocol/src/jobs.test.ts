@@ -11,6 +11,13 @@ test('a job spec gets its defaults filled in', () => {
   assert.equal(s.hyperparameters.outerLr, 0.7);
   assert.equal(s.hyperparameters.outerMomentum, 0.9);
   assert.equal(s.aggregation, 'mean');
+  assert.equal(s.sparsity, 0.99);
+  // DDP sends its gradients sparser; DiLoCo with DGC deltas takes a gentler outer step.
+  assert.equal(jobSpecSchema.parse({ ...base, strategy: 'ddp', H: 1, compression: 'dgc' }).sparsity, 0.999);
+  const d = jobSpecSchema.parse({ ...base, strategy: 'diloco', compression: 'dgc' });
+  assert.deepEqual([d.sparsity, d.hyperparameters.outerLr, d.hyperparameters.outerMomentum], [0.99, 1, 0.5]);
+  const given = jobSpecSchema.parse({ ...base, strategy: 'diloco', compression: 'dgc', sparsity: 0.9, hyperparameters: { lr: 0.1, batchSize: 64, outerLr: 0.3, outerMomentum: 0 } });
+  assert.deepEqual([given.sparsity, given.hyperparameters.outerLr, given.hyperparameters.outerMomentum], [0.9, 0.3, 0]);
 });
 
 test('target epochs convert to steps over one shard of the dataset', () => {
