@@ -66,13 +66,18 @@ let workers: HeadlessWorkers | null = null;
 if (workerCount > 0) workers = await launchWorkers({ serverUrl: server.url, count: workerCount, log: console.log });
 
 const jobId = job.id;
+let lastLine = '';
 const progress = setInterval(async () => {
   try {
     const { job: j } = await (await fetch(`${server.url}/api/jobs/${jobId}`, { headers: auth })).json();
     const points = ((await (await fetch(`${server.url}/api/jobs/${jobId}/metrics`, { headers: auth })).json()).points ?? []) as MetricPoint[];
     const acc = points.filter((p) => p.accuracy !== null).at(-1)?.accuracy;
     const loss = points.filter((p) => p.loss !== null).at(-1)?.loss;
-    console.log(`job ${jobId}: ${j.state}  step ${j.step}/${targetStepsOf(j.spec)}  sync ${j.seq}  workers ${j.workers}${loss != null ? `  loss ${loss.toFixed(3)}` : ''}${acc != null ? `  test accuracy ${(100 * acc).toFixed(2)}%` : ''}${j.endReason ? `  (${j.endReason})` : ''}`);
+    const line = `job ${jobId}: ${j.state}  step ${j.step}/${targetStepsOf(j.spec)}  sync ${j.seq}  workers ${j.workers}${loss != null ? `  loss ${loss.toFixed(3)}` : ''}${acc != null ? `  test accuracy ${(100 * acc).toFixed(2)}%` : ''}${j.endReason ? `  (${j.endReason})` : ''}`;
+    // Once the job has ended the line stops changing: say it once, with what to do next.
+    const ended = j.state === 'done' || j.state === 'stopped' || j.state === 'failed';
+    if (line !== lastLine) console.log(ended ? `${line}\n  the dashboard stays up; Ctrl-C stops the server and the volunteer tabs` : line);
+    lastLine = line;
     if (process.env.TABFLEET_VERBOSE && workers) (await workers.statuses()).forEach((s, i) => console.log(`  ${formatStatus(i, s)}`));
   } catch (e) {
     console.log(`progress: ${(e as Error).message}`);
