@@ -68,7 +68,14 @@ async function setup(spec: object) {
   };
   const result = (id: string, roundId: number) =>
     c.handle(id, 'round:result', { jobId: job.id, roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 1, wallMs: 1, bytesSent: 0, bytesReceived: 0 } });
-  return { c, clock, sent, add, last, loadAndReady, result, cleanup: async () => { await c.flushed(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+  /** Members a and b join, load, reach the barrier and commit sync 1. */
+  const commitFirstSync = () => {
+    add('a'); add('b');
+    loadAndReady('a'); loadAndReady('b');
+    const r1 = last('a', 'round:begin');
+    result('a', r1.roundId); result('b', r1.roundId);
+  };
+  return { c, clock, sent, add, last, loadAndReady, result, commitFirstSync, cleanup: async () => { await c.flushed(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
 }
 
 test('a member that never reaches the barrier is evicted after the barrier timeout', async () => {
@@ -87,10 +94,7 @@ test('a member that never reaches the barrier is evicted after the barrier timeo
 
 test('an uploader that never uploads is evicted after the load timeout; the joiner stays', async () => {
   const t = await setup({});
-  t.add('a'); t.add('b');
-  t.loadAndReady('a'); t.loadAndReady('b');
-  const r1 = t.last('a', 'round:begin');
-  t.result('a', r1.roundId); t.result('b', r1.roundId);
+  t.commitFirstSync();
   assert.equal(t.last('a', 'round:commit').seq, 1);
   t.add('late'); // no checkpoint of sync 1: waits for the next round's upload
   t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
@@ -124,10 +128,7 @@ test('a round whose members stay silent past the deadline evicts exactly the sil
 
 test('a joiner that never loads its model is evicted after the load timeout and the barrier is released', async () => {
   const t = await setup({});
-  t.add('a'); t.add('b');
-  t.loadAndReady('a'); t.loadAndReady('b');
-  const r1 = t.last('a', 'round:begin');
-  t.result('a', r1.roundId); t.result('b', r1.roundId);
+  t.commitFirstSync();
   t.add('late');
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
   const r2 = t.last('a', 'round:begin');
@@ -146,10 +147,7 @@ test('a joiner that never loads its model is evicted after the load timeout and 
 
 test('when every member holding the global model leaves, joiners restart from the latest checkpoint', async () => {
   const t = await setup({});
-  t.add('a'); t.add('b');
-  t.loadAndReady('a'); t.loadAndReady('b');
-  const r1 = t.last('a', 'round:begin');
-  t.result('a', r1.roundId); t.result('b', r1.roundId);
+  t.commitFirstSync();
   assert.equal(t.c.summary().seq, 1);
   t.c.leave('a', 'closed');
   t.c.leave('b', 'closed');
