@@ -159,6 +159,7 @@ test('sparse allgather sums (index, value) lists, f32 and f16, identical everywh
   }
   const { rings } = await memoryRing(2);
   assert.throws(() => rings[0].sparseAllgather(new Uint32Array([5]), new Float32Array([1]), { length: 5 }), CollectiveError);
+  assert.throws(() => rings[0].sparseAllgather(Uint32Array.from([3, 1, 3]), new Float32Array(3), { length: 5 }), /appears twice/);
 });
 
 test('ring arguments are checked', async () => {

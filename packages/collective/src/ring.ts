@@ -201,12 +201,18 @@ export class Ring {
     checkDType(dtype);
     if (indices.length !== values.length) throw new CollectiveError('bad_argument', `${indices.length} indices but ${values.length} values`);
     if (!Number.isInteger(opts.length) || opts.length < 0) throw new CollectiveError('bad_argument', `length must be a non-negative integer, got ${opts.length}`);
-    for (let i = 0; i < indices.length; i++) {
-      if (indices[i] >= opts.length) throw new CollectiveError('bad_argument', `index ${indices[i]} is outside [0, ${opts.length})`);
+    let own: { indices: Uint32Array; values: Float32Array };
+    try {
+      own = sortedPairs(indices, values);
+    } catch (e) {
+      throw new CollectiveError('bad_argument', (e as Error).message);
     }
-    if (new Set(indices).size !== indices.length) throw new CollectiveError('bad_argument', 'an index appears twice in the list');
+    const largest = own.indices.at(-1);
+    if (largest !== undefined && largest >= opts.length) throw new CollectiveError('bad_argument', `index ${largest} is outside [0, ${opts.length})`);
+    // Every member adds the values as they went on the wire, its own included.
+    if (dtype === 'f16') roundToF16(own.values, 0, own.values.length);
     const op = opts.op ?? 'sum';
-    return this.schedule(opts, (seq, deadline) => new SparseGatherRun(this, seq, deadline, dtype, indices, values, opts.length, op));
+    return this.schedule(opts, (seq, deadline) => new SparseGatherRun(this, seq, deadline, dtype, own.indices, own.values, opts.length, op));
   }
 
   /** Rejects the op in flight and every later one with 'aborted' (the server's round:abort), and tells the neighbours. */
@@ -763,10 +769,8 @@ class SparseGatherRun extends GatherRun<Float32Array> {
   protected readonly kind = 'sparseAllgather' as const;
   protected readonly dtype: 'idx_f32' | 'idx_f16';
   protected readonly lastStep: number;
-  private ownIdx!: Uint32Array;
-  private ownVal!: Float32Array;
-
-  constructor(ring: Ring, seq: number, deadline: number, private readonly valueType: WireDType, private readonly indices: Uint32Array, private readonly values: Float32Array, private readonly length: number, private readonly op: ReduceOp) {
+  /** This member's pairs sorted by index, values already as they go on the wire. */
+  constructor(ring: Ring, seq: number, deadline: number, private readonly valueType: WireDType, private readonly ownIdx: Uint32Array, private readonly ownVal: Float32Array, private readonly length: number, private readonly op: ReduceOp) {
     super(ring, seq, deadline);
     this.dtype = valueType === 'f32' ? 'idx_f32' : 'idx_f16';
     this.lastStep = ring.size - 2;
@@ -776,9 +780,6 @@ class SparseGatherRun extends GatherRun<Float32Array> {
     const { size: n, rank: r } = this.ring;
     for (let g = 0; g <= n - 2; g++) this.expect.set(g, (((r - g - 1) % n) + n) % n);
     const vb = this.valueType === 'f32' ? 4 : 2;
-    const own = sortedPairs(this.indices, wireValues(this.values, this.valueType).local);
-    this.ownIdx = own.indices;
-    this.ownVal = own.values;
     if (n === 1) return;
     const per = Math.min(this.ring.chunkOverride ?? Infinity, maxSparsePairs(MAX_FRAME_PAYLOAD, vb));
     this.sendOwn(r, encodeSparseChunks(this.ownIdx, this.ownVal, vb, per));

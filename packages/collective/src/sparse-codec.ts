@@ -14,6 +14,10 @@ export function maxSparsePairs(payloadBytes: number, valueBytes: 2 | 4): number 
 
 /** Copies of the pairs sorted by index; throws on a repeated index (a list holds each index once). */
 export function sortedPairs(indices: Uint32Array, values: Float32Array): { indices: Uint32Array; values: Float32Array } {
+  // DGC's lists come sorted: check that in one pass before paying for a sort.
+  let increasing = true;
+  for (let i = 1; i < indices.length && increasing; i++) increasing = indices[i] > indices[i - 1];
+  if (increasing) return { indices: indices.slice(), values: values.slice() };
   const order = Array.from(indices.keys()).sort((a, b) => indices[a] - indices[b]);
   const idx = new Uint32Array(order.length);
   const val = new Float32Array(order.length);
