@@ -1,32 +1,40 @@
-// One Vite multi-page build for the apps, the in-browser test pages and the benchmark page. Tests
-// and `npm start` serve the built dist/ (e2e/build.ts rebuilds it when sources change).
+// Two Vite multi-page builds from one config. The default mode builds the apps into dist/, which is
+// all the production server serves. `--mode pages` builds the in-browser test pages and the TF.js
+// benchmark page into dist-pages/, which only tests and benchmarks serve (with dist/ beside it).
+// @tabfleet/headless's ensureBuilt rebuilds either when its sources change.
 import { resolve } from 'node:path';
 import { defineConfig } from 'vite';
 
 const root = import.meta.dirname;
 
-export default defineConfig({
-  root,
-  clearScreen: false,
-  logLevel: 'warn',
-  worker: { format: 'es' },
-  server: { host: '127.0.0.1', strictPort: false, fs: { allow: [root] } },
-  build: {
-    outDir: 'dist',
-    emptyOutDir: true,
-    target: 'es2022',
-    // The benchmark page bundles TensorFlow.js (~1.2 MB) on purpose.
-    chunkSizeWarningLimit: 2048,
-    rollupOptions: {
-      input: {
-        trainer: resolve(root, 'apps/trainer/index.html'),
-        volunteer: resolve(root, 'apps/volunteer/index.html'),
-        dashboard: resolve(root, 'apps/dashboard/index.html'),
-        kernels: resolve(root, 'e2e/pages/kernels.html'),
-        distributed: resolve(root, 'e2e/pages/distributed.html'),
-        collective: resolve(root, 'e2e/pages/collective.html'),
-        'bench-kernels': resolve(root, 'bench/pages/kernels.html'),
-      },
+const APPS = {
+  trainer: 'apps/trainer/index.html',
+  volunteer: 'apps/volunteer/index.html',
+  dashboard: 'apps/dashboard/index.html',
+};
+
+const TEST_PAGES = {
+  kernels: 'e2e/pages/kernels.html',
+  distributed: 'e2e/pages/distributed.html',
+  collective: 'e2e/pages/collective.html',
+  'bench-kernels': 'bench/pages/kernels.html',
+};
+
+export default defineConfig(({ mode }) => {
+  const pages = mode === 'pages';
+  const inputs = pages ? TEST_PAGES : APPS;
+  return {
+    root,
+    clearScreen: false,
+    logLevel: 'warn',
+    worker: { format: 'es' },
+    build: {
+      outDir: pages ? 'dist-pages' : 'dist',
+      emptyOutDir: true,
+      target: 'es2022',
+      // The benchmark page bundles TensorFlow.js (~1.2 MB) on purpose.
+      chunkSizeWarningLimit: pages ? 2048 : 500,
+      rollupOptions: { input: Object.fromEntries(Object.entries(inputs).map(([name, file]) => [name, resolve(root, file)])) },
     },
-  },
+  };
 });

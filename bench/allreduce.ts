@@ -11,11 +11,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { repoRoot } from '../e2e/build';
+import { repoRoot, browserSession, CHROMIUM_ARGS, CHROMIUM_PATH } from '@tabfleet/headless';
 import { openCollectiveTabs, type CollectiveTabs } from '../e2e/collective-tabs';
-import { browserSession } from '../e2e/harness';
 import type { RawResult, TimedRun } from '../e2e/pages/collective-types';
-import { CHROMIUM_ARGS, CHROMIUM_PATH } from '../e2e/shared-browser.mjs';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
 import { median } from './stats';

@@ -2,7 +2,7 @@
 // wants the browser to itself, so TABFLEET_BROWSER_WS is not passed on). Killed if the test is
 // cancelled or times out, so a stuck run cannot keep the test runner alive.
 import { spawn } from 'node:child_process';
-import { repoRoot } from '../e2e/build';
+import { repoRoot } from '@tabfleet/headless';
 
 export function runBench(args: string[], signal: AbortSignal): Promise<number> {
   const env = { ...process.env };

@@ -5,9 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { browserSession, openPage } from '../e2e/harness';
-import { repoRoot } from '../e2e/build';
-import { CHROMIUM_ARGS, CHROMIUM_PATH } from '../e2e/shared-browser.mjs';
+import { browserSession, openPage, repoRoot, CHROMIUM_ARGS, CHROMIUM_PATH } from '@tabfleet/headless';
 import {
   TFJS_BACKENDS, type KernelBenchOptions, type KernelBenchPageResult, type TabfleetVariantResult, type TfjsBackendName,
 } from './pages/kernels-types';

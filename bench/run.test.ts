@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { repoRoot } from '../e2e/build';
+import { repoRoot } from '@tabfleet/headless';
 
 function bench(...args: string[]) {
   const r = spawnSync(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { cwd: repoRoot, encoding: 'utf8' });

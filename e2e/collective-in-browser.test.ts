@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openCollectiveTabs } from './collective-tabs';
-import { browserSession } from './harness';
+import { browserSession } from '@tabfleet/headless';
 
 let session: Awaited<ReturnType<typeof browserSession>>;
 before(async () => {

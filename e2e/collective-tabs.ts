@@ -3,7 +3,7 @@
 // coordinator's `signal` event does ({ to, data } in, { from, data } out); a barrier lets every tab
 // start a timed run together.
 import type { Browser } from 'playwright-core';
-import { openPage, type OpenedPage } from './harness';
+import { openPage, type OpenedPage } from '@tabfleet/headless';
 import type { InitOptions } from './pages/collective-types';
 
 export interface CollectiveTabs {

@@ -12,10 +12,8 @@ import { fashionMnistFromDisk } from '@tabfleet/distributed/node';
 import { sequentialBatches } from '@tabfleet/data';
 import { createModel, evaluate, PRESETS } from '@tabfleet/nn';
 import { CpuBackend } from '@tabfleet/tensor';
-import { startTestServer, type TestServer } from '../server/test/helpers';
-import { waitFor } from '../server/src/testing/sim-volunteer';
-import { ensureBuilt } from './build';
-import { connectBrowser, openPage, type OpenedPage } from './harness';
+import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
+import { ensureBuilt, connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
 
 const SHOTS = join(import.meta.dirname, 'screenshots');
 let server: TestServer;
@@ -23,7 +21,7 @@ let browser: Browser;
 const opened: OpenedPage[] = [];
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  await ensureBuilt(console.log);
+  await ensureBuilt('apps', console.log);
   server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
   browser = await connectBrowser();
 });

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { defaultWarmupSyncs, type ConvergenceConfig, type ConvergenceResult } from '@tabfleet/distributed';
-import { browserSession, openPage, type OpenedPage } from './harness';
+import { browserSession, openPage, type OpenedPage } from '@tabfleet/headless';
 
 let session: Awaited<ReturnType<typeof browserSession>>;
 let tab: OpenedPage;

@@ -1,7 +1,7 @@
 // The kernel table of packages/tensor/src/testing/kernel-cases.ts, run in headless Chromium's WebGPU.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { browserSession, openPage } from './harness';
+import { browserSession, openPage } from '@tabfleet/headless';
 
 let session: Awaited<ReturnType<typeof browserSession>>;
 before(async () => {

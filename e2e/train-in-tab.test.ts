@@ -2,7 +2,7 @@
 // Fashion-MNIST training set and is evaluated on the 10k test set.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { browserSession, openPage } from './harness';
+import { browserSession, openPage } from '@tabfleet/headless';
 
 let session: Awaited<ReturnType<typeof browserSession>>;
 before(async () => {

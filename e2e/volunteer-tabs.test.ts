@@ -3,17 +3,15 @@
 // server. The job trains, and after every sync all tabs hold identical parameters.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startTestServer, type TestServer } from '../server/test/helpers';
-import { waitFor } from '../server/src/testing/sim-volunteer';
-import { ensureBuilt } from './build';
-import { connectBrowser, openPage, type OpenedPage } from './harness';
+import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
+import { ensureBuilt, connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
 import type { Browser } from 'playwright-core';
 
 let server: TestServer;
 let browser: Browser;
 const tabs: OpenedPage[] = [];
 before(async () => {
-  await ensureBuilt(console.log);
+  await ensureBuilt('apps', console.log);
   server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
   browser = await connectBrowser();
 });

@@ -4,9 +4,8 @@
 // everything down on Ctrl-C.
 import { targetStepsOf, type JobSpecInput, type JobSummary, type MetricPoint } from '@tabfleet/protocol';
 import { parseArgs } from 'node:util';
-import { startServer } from '../server/src/app';
-import { ensureBuilt } from '../e2e/build';
-import { formatStatus, launchWorkers, type HeadlessWorkers } from '../e2e/workers';
+import { startServer } from '@tabfleet/server';
+import { ensureBuilt, formatStatus, launchWorkers, type HeadlessWorkers } from '@tabfleet/headless';
 
 const HELP = `Usage: npm start -- [options]
 
@@ -45,7 +44,7 @@ if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(wor
   process.exit(2);
 }
 
-await ensureBuilt(console.log);
+await ensureBuilt('apps', console.log);
 const server = await startServer({ port, dataDir: values.data, redisUrl: values.redis ?? process.env.REDIS_URL, log: (l) => console.log(`[server] ${l}`) });
 const auth = { authorization: `Bearer ${server.secrets.token}`, 'content-type': 'application/json' };
 const jobs = (await (await fetch(`${server.url}/api/jobs`, { headers: auth })).json()).jobs as JobSummary[];

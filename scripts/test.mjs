@@ -29,7 +29,7 @@ console.log('[test] type-checking');
 const tsc = spawnSync('npx', ['tsc', '--noEmit', '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 
-const { launchSharedBrowser } = await import('../e2e/shared-browser.mjs');
+const { launchSharedBrowser } = await import('@tabfleet/headless/chromium');
 const browser = await launchSharedBrowser();
 console.log(`[test] running ${files.length} test files`);
 // Asynchronous on purpose: the shared browser's WebSocket is served from this process's event loop,

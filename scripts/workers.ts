@@ -1,8 +1,7 @@
 // `npm run workers -- --server URL --count N [--job ID]`: N headless Chromium volunteers on a
 // server's volunteer page; prints their status until Ctrl-C, then leaves cleanly.
 import { parseArgs } from 'node:util';
-import { ensureBuilt } from '../e2e/build';
-import { formatStatus, launchWorkers } from '../e2e/workers';
+import { ensureBuilt, formatStatus, launchWorkers } from '@tabfleet/headless';
 
 const HELP = `Usage: npm run workers -- --server URL [--count N] [--job ID] [--every S]
 
@@ -22,7 +21,7 @@ if (!values.server || !/^https?:\/\//.test(values.server) || !Number.isInteger(c
   console.error(`need --server http://host:port, --count 1..64 and --every > 0\n\n${HELP}`);
   process.exit(2);
 }
-await ensureBuilt(console.log);
+await ensureBuilt('apps', console.log);
 const workers = await launchWorkers({ serverUrl: values.server.replace(/\/$/, ''), count, job: values.job, log: console.log });
 const timer = setInterval(async () => {
   (await workers.statuses()).forEach((s, i) => console.log(formatStatus(i, s)));

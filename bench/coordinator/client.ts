@@ -12,7 +12,7 @@ import {
   NAMESPACES, PROTOCOL_VERSION, ROUND_TIMING, encodeSafetensors, f32Tensor, type Ack, type RoundBegin,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
-import { SIM_CAPABILITIES } from '../../server/src/testing/sim-volunteer';
+import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
 import type { AddResult, ClientBehaviour, FromClient, ToClient, WindowSamples } from './messages';
 
 if (!process.send) {

@@ -6,7 +6,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { pathToFileURL } from 'node:url';
-import type { startServer as StartServer } from '../../server/src/app';
+import type { startServer as StartServer } from '@tabfleet/server';
 import type { FromServer, ToServer } from './messages';
 
 const [dataDir, token] = process.argv.slice(2);
@@ -27,7 +27,7 @@ try {
   // TABFLEET_BENCH_COORDINATOR_SERVER_APP=<app.ts>: a modified copy of server/src/app.ts, to measure
   // a proposed server change without touching server/.
   const app = process.env.TABFLEET_BENCH_COORDINATOR_SERVER_APP;
-  const { startServer } = (await import(app ? pathToFileURL(app).href : '../../server/src/app')) as { startServer: typeof StartServer };
+  const { startServer } = (await import(app ? pathToFileURL(app).href : '@tabfleet/server')) as { startServer: typeof StartServer };
   const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, token });
   process.on('message', (m: ToServer) => {
     if (m.type === 'exit') process.exit(0);

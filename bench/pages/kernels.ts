@@ -4,6 +4,7 @@
 // window.runKernelBench and writes the JSON; nothing here is a typed-in figure.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-webgpu';
+import { mulberry32 } from '@tabfleet/protocol';
 import { WebGpuBackend, type MatmulParams, type Storage, type WebGpuBackendOptions } from '@tabfleet/tensor';
 import { createModel, createOptimizer, PRESETS, trainStep, type Batch, type ModelPreset } from '@tabfleet/nn';
 import {
@@ -28,17 +29,6 @@ function progress(line: string): void {
 }
 
 // ---- deterministic synthetic data ------------------------------------------------------------
-
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function uniform(n: number, rand: () => number, lo = -1, hi = 1): Float32Array {
   const a = new Float32Array(n);

@@ -3,8 +3,8 @@
 // a Ring, and the calls e2e/collective-in-browser.test.ts and bench/allreduce.ts drive:
 // allreduce with a check against the plain sum, timed allreduce runs, and raw streaming of the same
 // frames over the same data channels.
-import { FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD, allocFrame, decodeFrame } from '@tabfleet/protocol';
-import { Ring, mulberry32, type Signaler } from '@tabfleet/collective';
+import { allocFrame, checksumOf, decodeFrame, FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD, mulberry32 } from '@tabfleet/protocol';
+import { Ring, type Signaler } from '@tabfleet/collective';
 import { createBrowserWebRtcTransport, type WebRtcTransport } from '@tabfleet/collective/webrtc-browser';
 import type { CollectivePageApi, InitOptions, RawResult, TimedRun } from './collective-types';
 
@@ -58,14 +58,6 @@ function memberData(len: number, seed: number, m: number, range: number): Float3
   return a;
 }
 
-/** FNV-1a over the bytes: tabs compare results without shipping megabytes back to Node. */
-function checksum(a: Float32Array): string {
-  const b = new Uint32Array(a.buffer, a.byteOffset, a.length);
-  let h = 0x811c9dc5;
-  for (let i = 0; i < b.length; i++) h = Math.imul(h ^ b[i], 0x01000193);
-  return (h >>> 0).toString(16);
-}
-
 async function barrier(): Promise<void> {
   await window.tabfleetBarrier?.();
 }
@@ -109,7 +101,7 @@ const api: CollectivePageApi = {
       if (dtype === 'f32' ? res[i] !== Math.fround(w) : err > Math.abs(w) * 2 ** -10 * r.size) mismatches++;
     }
     log(`${r.self}: allreduce ${len} floats ${dtype} ${op} in ${ms.toFixed(0)} ms, ${mismatches} mismatches, max error ${maxErr}`);
-    return { ms, mismatches, maxErr, checksum: checksum(res), inputUntouched: checksum(mine) === checksum(memberData(len, seed, r.rank, range)) };
+    return { ms, mismatches, maxErr, checksum: checksumOf(res), inputUntouched: checksumOf(mine) === checksumOf(memberData(len, seed, r.rank, range)) };
   },
 
   async allreduceTimed({ bytes, dtype, runs, seed }) {
@@ -124,7 +116,7 @@ const api: CollectivePageApi = {
       const start = wallNow();
       const res = await r.allreduce(data, { dtype, op: 'sum' });
       const end = wallNow();
-      sum = checksum(res);
+      sum = checksumOf(res);
       results.push({ start, end });
     }
     return { runs: results, checksum: sum };

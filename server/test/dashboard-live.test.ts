@@ -4,7 +4,7 @@ import { after, before, test } from 'node:test';
 import { NAMESPACES, PROTOCOL_VERSION, type JobSummary, type MetricPoint, type WorkerRow } from '@tabfleet/protocol';
 import { io } from 'socket.io-client';
 import { waitFor } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from './helpers';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 let server: TestServer;
 before(async () => {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { decodeFashionShard, shardIndices } from '@tabfleet/data';
-import { startTestServer, type TestServer } from './helpers';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 let server: TestServer;
 before(async () => {

@@ -2,9 +2,9 @@
 // and CSV, the latest checkpoint as safetensors, /healthz and Prometheus /metrics, bad requests.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { LIMITS, decodeSafetensors, f32Values } from '@tabfleet/protocol';
-import { checksumOf, waitFor } from '../src/testing/sim-volunteer';
-import { BASE_JOB, startTestServer, type TestServer } from './helpers';
+import { CHECKPOINT_SYNC_HEADER, LIMITS, checksumOf, decodeSafetensors, f32Values } from '@tabfleet/protocol';
+import { waitFor } from '../src/testing/sim-volunteer';
+import { BASE_JOB, startTestServer, type TestServer } from '../src/testing/test-server';
 
 let server: TestServer;
 before(async () => {
@@ -80,9 +80,11 @@ test('several jobs at once: create, list, detail, metrics, checkpoint, stop', as
   const ckpt = await fetch(`${server.url}/api/jobs/${a.id}/checkpoint`, { headers: { authorization: 'Bearer test-token' } });
   assert.equal(ckpt.status, 200);
   assert.match(ckpt.headers.get('content-disposition') ?? '', /\.safetensors/);
-  const info = (await server.api(`/api/jobs/${a.id}`)).body.job.latestCheckpoint;
+  // Not a second request for "the latest": a checkpoint written in between would answer differently.
+  const seq = Number(ckpt.headers.get(CHECKPOINT_SYNC_HEADER));
+  assert.ok(seq >= 2, `the response names its sync (${CHECKPOINT_SYNC_HEADER}: ${seq})`);
   const params = f32Values(decodeSafetensors(new Uint8Array(await ckpt.arrayBuffer())).tensors.params);
-  assert.equal(checksumOf(params), checksumOf(inA[0].applied.get(info.seq)!), 'the checkpoint is the model of that sync');
+  assert.equal(checksumOf(params), checksumOf(inA[0].applied.get(seq)!), 'the checkpoint is the model of that sync');
 
   const stopped = await server.api(`/api/jobs/${a.id}/stop`, { method: 'POST' });
   assert.equal(stopped.status, 200);
@@ -108,6 +110,10 @@ test('a job ends by itself at its target steps, with a final checkpoint', async 
 });
 
 test('/healthz and Prometheus /metrics', async () => {
+  // Its own stopped job, so the figure does not depend on what the tests before it left behind.
+  const job = await server.createJob({ name: 'stopped for /metrics' });
+  assert.equal((await server.api(`/api/jobs/${job.id}/stop`, { method: 'POST' })).status, 200);
+  const stoppedJobs = ((await server.api('/api/jobs')).body.jobs as { state: string }[]).filter((j) => j.state === 'stopped').length;
   const health = await (await fetch(`${server.url}/healthz`)).json();
   assert.equal(health.ok, true);
   assert.equal(health.store, 'sqlite');
@@ -115,6 +121,6 @@ test('/healthz and Prometheus /metrics', async () => {
   assert.match(text, /^# TYPE tabfleet_rounds_committed_total counter$/m);
   assert.match(text, /^tabfleet_rounds_committed_total\{mode="ring"\} \d+$/m);
   assert.match(text, /^tabfleet_volunteers_connected \d+$/m);
-  assert.match(text, /^tabfleet_jobs\{state="stopped"\} 1$/m);
+  assert.match(text, new RegExp(`^tabfleet_jobs\\{state="stopped"\\} ${stoppedJobs}$`, 'm'));
   assert.match(text, /^tabfleet_process_resident_memory_bytes \d+$/m);
 });

@@ -3,8 +3,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { RoundBegin } from '@tabfleet/protocol';
-import { checksumOf, waitFor } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from './helpers';
+import { checksumOf } from '@tabfleet/protocol';
+import { waitFor } from '../src/testing/sim-volunteer';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 let server: TestServer;
 before(async () => {

@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { LIMITS, NAMESPACES, PROTOCOL_VERSION, VOLUNTEER_EVENTS, type Ack, type RoundBegin } from '@tabfleet/protocol';
 import { io } from 'socket.io-client';
 import { SIM_CAPABILITIES, SimVolunteer, waitFor } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from './helpers';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 let server: TestServer;
 let jobId: string;

@@ -5,8 +5,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
 import type { RoundBegin } from '@tabfleet/protocol';
-import { RingOracle, SimVolunteer, checksumOf, waitFor } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from './helpers';
+import { checksumOf } from '@tabfleet/protocol';
+import { RingOracle, SimVolunteer, waitFor } from '../src/testing/sim-volunteer';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 let redis: ChildProcess;
 let nodes: TestServer[] = [];

@@ -8,8 +8,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, test } from 'node:test';
-import { RingOracle, SimVolunteer, checksumOf, waitFor } from '../src/testing/sim-volunteer';
-import { BASE_JOB } from './helpers';
+import { checksumOf } from '@tabfleet/protocol';
+import { RingOracle, SimVolunteer, waitFor } from '../src/testing/sim-volunteer';
+import { BASE_JOB } from '../src/testing/test-server';
 
 const root = resolve(import.meta.dirname, '../..');
 const dataDir = mkdtempSync(join(tmpdir(), 'tabfleet-restart-'));

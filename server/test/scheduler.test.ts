@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { PRESET_FLAT_LENGTHS } from '@tabfleet/protocol';
 import { SIM_CAPABILITIES, waitFor } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from './helpers';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 let server: TestServer;
 before(async () => {

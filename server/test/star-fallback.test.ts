@@ -2,9 +2,9 @@
 // member sends its update to the server, which aggregates it (mean or trimmed mean) and sends it back.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { PRESET_FLAT_LENGTHS, type RoundBegin } from '@tabfleet/protocol';
-import { checksumOf, waitFor } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from './helpers';
+import { checksumOf, PRESET_FLAT_LENGTHS, type RoundBegin } from '@tabfleet/protocol';
+import { waitFor } from '../src/testing/sim-volunteer';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 const LENGTH = PRESET_FLAT_LENGTHS['cnn-fashion'];
 let server: TestServer;

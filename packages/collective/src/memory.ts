@@ -2,6 +2,7 @@
 // jitter, a bandwidth cap (which fills the sender's bufferedAmount, so backpressure is real),
 // and injected faults — reordered or duplicated frames, stalled links, dropped links, killed peers.
 // Random choices come from a seeded PRNG, so a failing case replays.
+import { mulberry32 } from '@tabfleet/protocol';
 import { BaseTransport, type BackpressureOptions, type Channel } from './transport';
 
 export interface LinkFaults {
@@ -33,17 +34,6 @@ export interface MemoryNetworkCounters {
   reordered: number;
   /** Frames lost because their link or peer died while they were in flight. */
   dropped: number;
-}
-
-export function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const nextTick: (f: () => void) => void = typeof setImmediate === 'function' ? (f) => setImmediate(f) : (f) => setTimeout(f, 0);

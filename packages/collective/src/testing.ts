@@ -1,5 +1,6 @@
 // Helpers shared by this package's tests: a ring of MemoryTransports and reference sums.
-import { MemoryNetwork, mulberry32, type MemoryNetworkOptions, type MemoryTransport } from './memory';
+import { mulberry32 } from '@tabfleet/protocol';
+import { MemoryNetwork, type MemoryNetworkOptions, type MemoryTransport } from './memory';
 import { Ring, type RingOptions } from './ring';
 
 export interface TestRing {

@@ -1,5 +1,5 @@
 // In-memory classification data sets and the batches training draws from them.
-import { Rng } from '@tabfleet/tensor';
+import { Rng } from '@tabfleet/protocol';
 
 export interface Dataset {
   /** Row-major features, `features` floats per example (f32), or token windows (i32). */

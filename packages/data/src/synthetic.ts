@@ -1,5 +1,5 @@
 // Synthetic data sets for fast tests: seeded Gaussian blobs, learnable and instant.
-import { Rng } from '@tabfleet/tensor';
+import { Rng } from '@tabfleet/protocol';
 import type { Dataset } from './dataset';
 
 /** `count` points in `features` dims around `classes` random centres (noise std 1, centres std 3). */

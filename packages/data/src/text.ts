@@ -1,7 +1,7 @@
 // A small generated text corpus for the char-level transformer, and its tokenization into windows.
 // The corpus follows a tiny grammar, so it has structure a model can learn (loss falls well below
 // the uniform log(vocab)) while needing nothing downloaded.
-import { Rng } from '@tabfleet/tensor';
+import { Rng } from '@tabfleet/protocol';
 import type { Dataset } from './dataset';
 
 const SUBJECTS = ['the cat', 'a dog', 'the old man', 'my sister', 'the robot', 'a small bird', 'the teacher', 'our neighbour'];

@@ -3,7 +3,8 @@
 // top-k counts, error feedback, momentum correction, masking, and one readback per call.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CpuBackend, DGC_HEADER_WORDS, DGC_TUNING, Rng, type Backend, type Storage } from '@tabfleet/tensor';
+import { Rng } from '@tabfleet/protocol';
+import { CpuBackend, DGC_HEADER_WORDS, DGC_TUNING, type Backend, type Storage } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { checkSparseUpdate, DgcCompressor, densify, type DgcConfig } from './dgc';
 import { DGC_WARMUP_SPARSITIES, defaultWarmupSyncs, sparsityAt, topKCount } from './sparsity';

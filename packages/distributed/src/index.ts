@@ -1,6 +1,5 @@
 export * from './dgc';
 export * from './sparsity';
-export * from './checksum';
 export * from './engine';
 export * from './strategies';
 export * from './exchange';

@@ -7,8 +7,8 @@
 //   localsgd  H inner steps, then average the parameter deltas since the last sync (Stich).
 //   diloco    H inner AdamW steps, then an outer Nesterov step on the mean delta (Douillard et al.).
 // Payloads go on the wire as f32, f16 or DGC-sparse (index, f16 value) lists with error feedback.
+import { checksumOf } from '@tabfleet/protocol';
 import type { Storage } from '@tabfleet/tensor';
-import { checksumOf } from './checksum';
 import type { LocalWork, ModelEngine } from './engine';
 
 export type StrategyName = 'ddp' | 'localsgd' | 'diloco';

@@ -2,7 +2,8 @@
 // steps on the WebGPU backend (Dawn, SwiftShader) as on the CPU reference.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CpuBackend, Rng, type Backend } from '@tabfleet/tensor';
+import { Rng } from '@tabfleet/protocol';
+import { CpuBackend, type Backend } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { createModel, PRESETS, type ModelPreset } from './models/index';
 import { createOptimizer, type OptimizerConfig } from './optim';

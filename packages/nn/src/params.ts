@@ -1,8 +1,8 @@
 // The flat parameter store: every parameter lives in one buffer and every gradient in another, in a
 // fixed order described by a manifest (name, shape, offset). Sync strategies work on these flat
 // vectors; layers see ordinary tensors that are views into them.
-import { encodeSafetensors, decodeSafetensors, f32Tensor, f32Values } from '@tabfleet/protocol';
-import { keepForever, numel, Rng, Tensor, type Backend, type Storage } from '@tabfleet/tensor';
+import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, Rng } from '@tabfleet/protocol';
+import { keepForever, numel, Tensor, type Backend, type Storage } from '@tabfleet/tensor';
 
 /** Offsets are multiples of 64 floats (256 bytes): WebGPU's storage-binding offset alignment. */
 export const PARAM_ALIGN = 64;

@@ -3,3 +3,5 @@ export * from './limits';
 export * from './jobs';
 export * from './events';
 export * from './frames';
+export * from './random';
+export * from './checksum';

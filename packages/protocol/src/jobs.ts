@@ -115,6 +115,9 @@ export function targetStepsOf(spec: JobSpec): number {
   return Math.max(1, Math.ceil(((spec.targetEpochs ?? 1) * shard) / spec.hyperparameters.batchSize));
 }
 
+/** Response header of a checkpoint download: the sync whose model the file holds. */
+export const CHECKPOINT_SYNC_HEADER = 'x-tabfleet-sync';
+
 export interface CheckpointInfo {
   seq: number;
   step: number;

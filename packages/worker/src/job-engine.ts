@@ -3,9 +3,9 @@
 // engine Web Worker in browsers (every method takes and returns plain, transferable values) and runs
 // directly in Node tests.
 import { decodeFashionShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
-import { DgcCompressor, ModelEngine, checksumOf, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
+import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { PRESETS, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
-import { DATASET_TRAIN_SIZES, targetStepsOf, type Assignment, type JobSpec } from '@tabfleet/protocol';
+import { DATASET_TRAIN_SIZES, checksumOf, targetStepsOf, type Assignment, type JobSpec } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
 import { loadDataset } from './solo';
 

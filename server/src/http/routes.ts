@@ -1,14 +1,14 @@
 // The HTTP API: jobs (create, list, detail, stop), metrics as JSON and CSV, rounds, checkpoints as
 // safetensors, /healthz, Prometheus /metrics, the Fashion-MNIST files and the built apps.
-import { LIMITS, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
-import { createReadStream, existsSync, statSync } from 'node:fs';
+import { CHECKPOINT_SYNC_HEADER, LIMITS, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
+import { existsSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { extname, join, normalize } from 'node:path';
 import type { Secrets } from '../auth';
 import type { JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
 import { fashionMnistShard } from './datasets';
 import { readJson, sendBytes, sendError, sendJson } from './respond';
+import { datasetFile, sendFile, sendFromRoots } from './static';
 
 export interface RouteContext {
   hub: JobHub;
@@ -23,11 +23,6 @@ export interface RouteContext {
 }
 
 type Route = (ctx: RouteContext, req: IncomingMessage, res: ServerResponse, params: string[], url: URL) => Promise<void>;
-
-const TYPES: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.json': 'application/json',
-  '.wasm': 'application/wasm', '.gz': 'application/gzip', '.svg': 'image/svg+xml', '.png': 'image/png', '.ico': 'image/x-icon',
-};
 
 function requireToken(ctx: RouteContext, req: IncomingMessage, url: URL): void {
   const header = req.headers.authorization ?? '';
@@ -49,14 +44,9 @@ function csv(points: MetricPoint[]): string {
 async function sendCheckpoint(ctx: RouteContext, res: ServerResponse, jobId: string, seq: number): Promise<void> {
   const bytes = await ctx.store.readCheckpoint(jobId, seq);
   if (!bytes) throw new ProtocolError('unknown_job', `job ${jobId} has no checkpoint of sync ${seq}`);
+  // The sync travels with the bytes: a client that asked for "the latest" knows which one it got.
+  res.setHeader(CHECKPOINT_SYNC_HEADER, String(seq));
   sendBytes(res, 'application/octet-stream', bytes, `${jobId}-sync${seq}.safetensors`);
-}
-
-function sendFile(res: ServerResponse, file: string): boolean {
-  if (!existsSync(file) || !statSync(file).isFile()) return false;
-  res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': statSync(file).size });
-  createReadStream(file).pipe(res);
-  return true;
 }
 
 const ROUTES: [string, RegExp, Route][] = [
@@ -121,7 +111,8 @@ const ROUTES: [string, RegExp, Route][] = [
     sendBytes(res, 'application/octet-stream', bytes);
   }],
   ['GET', /^\/datasets\/fashion-mnist\/([\w.-]+\.gz)$/, async (ctx, _req, res, [name]) => {
-    if (!sendFile(res, join(ctx.datasetsDir, name))) throw new ProtocolError('unknown_job', `no dataset file ${name}`);
+    const file = datasetFile(ctx.datasetsDir, name);
+    if (!file || !sendFile(res, file)) throw new ProtocolError('unknown_job', `no dataset file ${name}`);
   }],
 ];
 
@@ -154,8 +145,6 @@ export function handleStatic(ctx: RouteContext, req: IncomingMessage, res: Serve
     res.writeHead(302, { location: '/apps/volunteer/' }).end();
     return;
   }
-  const rel = normalize(path).replace(/^(\.\.[/\\])+/, '');
-  const file = join(ctx.staticDir, rel.endsWith('/') ? `${rel}index.html` : rel);
-  if (file.startsWith(ctx.staticDir) && sendFile(res, file)) return;
+  if (sendFromRoots([ctx.staticDir], path, res)) return;
   res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: ${path}${existsSync(ctx.staticDir) ? '' : ' (the apps are not built: run npm start)'}`);
 }

@@ -5,6 +5,7 @@
 import {
   NAMESPACES,
   PROTOCOL_VERSION,
+  checksumOf,
   decodeSafetensors,
   encodeSafetensors,
   f32Tensor,
@@ -16,7 +17,6 @@ import {
   type VolunteerEvent,
   type VolunteerEventName,
 } from '@tabfleet/protocol';
-import { createHash } from 'node:crypto';
 import { io, type Socket } from 'socket.io-client';
 
 export const SIM_CAPABILITIES: CapabilitiesInput = {
@@ -44,10 +44,6 @@ export class RingOracle {
     }
     return done;
   }
-}
-
-export function checksumOf(values: Float32Array): string {
-  return createHash('sha256').update(new Uint8Array(values.buffer, values.byteOffset, values.byteLength)).digest('hex').slice(0, 16);
 }
 
 /** The seeded initial vector every member of a job starts from. */

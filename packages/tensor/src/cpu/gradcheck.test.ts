@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { backward } from '../autograd';
 import { tensor } from '../factory';
 import * as ops from '../index';
-import { Rng } from '../random';
+import { Rng } from '@tabfleet/protocol';
 import { numel } from '../shape';
 import { noGrad, tidy, type Tensor } from '../tensor';
 import { CpuBackend } from './backend';

@@ -4,7 +4,7 @@ import type { Backend } from '../backend';
 import { backward } from '../autograd';
 import { CpuBackend } from '../cpu/backend';
 import { tensor } from '../factory';
-import { Rng } from '../random';
+import { Rng } from '@tabfleet/protocol';
 import { numel } from '../shape';
 import { dispose, Tensor, tidy } from '../tensor';
 import * as ops from '../index';

@@ -1,7 +1,7 @@
 // Headless volunteers: N Chromium tabs (WebGPU; SwiftShader without a GPU) on a server's volunteer
 // page, each having pressed Contribute. Used by `npm run workers`, `npm start` and the e2e tests.
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { CHROMIUM_ARGS, CHROMIUM_PATH } from './shared-browser.mjs';
+import { CHROMIUM_ARGS, CHROMIUM_PATH } from './chromium.mjs';
 import type { RuntimeStatus } from '@tabfleet/worker/runtime';
 
 export interface HeadlessWorkers {

@@ -5,9 +5,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
 import { PRESET_FLAT_LENGTHS } from '@tabfleet/protocol';
-import { startTestServer, type TestServer } from '../../../server/test/helpers';
-import { waitFor } from '../../../server/src/testing/sim-volunteer';
-import { nodeVolunteer } from './node-volunteers';
+import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
+import { nodeVolunteer } from '@tabfleet/worker/testing';
 
 let server: TestServer;
 before(async () => {

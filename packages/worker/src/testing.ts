@@ -4,8 +4,8 @@ import { MemoryNetwork } from '@tabfleet/collective';
 import { NAMESPACES, PROTOCOL_VERSION } from '@tabfleet/protocol';
 import { CpuBackend } from '@tabfleet/tensor';
 import { io } from 'socket.io-client';
-import { JobEngine } from '../src/job-engine';
-import { VolunteerRuntime } from '../src/runtime';
+import { JobEngine } from './job-engine';
+import { VolunteerRuntime } from './runtime';
 
 export const NODE_CAPABILITIES = {
   backend: 'cpu' as const,

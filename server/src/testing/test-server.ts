@@ -4,8 +4,8 @@ import type { JobSpecInput, JobSummary } from '@tabfleet/protocol';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServer, type RunningServer, type ServerOptions } from '../src/app';
-import { RingOracle, SimVolunteer, type SimOptions } from '../src/testing/sim-volunteer';
+import { startServer, type RunningServer, type ServerOptions } from '../app';
+import { RingOracle, SimVolunteer, type SimOptions } from './sim-volunteer';
 
 export const BASE_JOB: JobSpecInput = {
   preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 2,

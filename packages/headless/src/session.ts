@@ -1,10 +1,11 @@
-// Browser-test plumbing: the shared headless Chromium (or a private one when a test file runs on its
-// own), a Vite dev server for the pages, and pages whose errors fail the test.
+// Browser plumbing for tests and benchmarks: the shared headless Chromium (or a private one when a
+// file runs on its own), the built pages on a static server, and pages whose errors are collected.
+import { startStaticServer } from '@tabfleet/server/static';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { ensureBuilt } from './build';
-import { CHROMIUM_ARGS, CHROMIUM_PATH } from './shared-browser.mjs';
-import { startStaticServer } from './static-server';
+import { builtDir, ensureBuilt, FASHION_MNIST_DIR } from './build';
+import { CHROMIUM_ARGS, CHROMIUM_PATH } from './chromium.mjs';
 
+/** The test runner's shared browser (TABFLEET_BROWSER_WS), else a new headless Chromium. */
 export async function connectBrowser(): Promise<Browser> {
   const ws = process.env.TABFLEET_BROWSER_WS;
   if (ws) return chromium.connect(ws);
@@ -28,10 +29,14 @@ export async function openPage(browser: Browser, url: string, opts: { log?: (lin
   return { page, errors, close: () => context.close() };
 }
 
-/** Starts everything a browser test needs and tears it down in one call. */
+/**
+ * A browser and the built test pages and apps (`/e2e/pages/…`, `/bench/pages/…`, `/apps/…`) on a
+ * loopback static server, torn down in one call.
+ */
 export async function browserSession(): Promise<{ browser: Browser; baseUrl: string; close(): Promise<void> }> {
-  await ensureBuilt(console.log);
-  const [browser, web] = await Promise.all([connectBrowser(), startStaticServer()]);
+  await ensureBuilt('pages', console.log);
+  await ensureBuilt('apps', console.log);
+  const [browser, web] = await Promise.all([connectBrowser(), startStaticServer({ roots: [builtDir('pages'), builtDir('apps')], datasetsDir: FASHION_MNIST_DIR })]);
   return {
     browser,
     baseUrl: web.url,

@@ -1,4 +1,6 @@
-// One headless Chromium with WebGPU (SwiftShader when there is no GPU) for every browser test.
+// Headless Chromium with WebGPU (SwiftShader when there is no GPU): the flags every launch uses, and
+// the one browser server `npm test` shares between test files. Plain JS: scripts/test.mjs imports it
+// without tsx.
 import { chromium } from 'playwright-core';
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';

@@ -1,5 +1,5 @@
-// Seeded, platform-independent random numbers (mulberry32), so init, shuffling and tests are
-// reproducible in Node and in every browser.
+// Seeded, platform-independent random numbers (mulberry32), so init, shuffling, sharding, fault
+// injection and tests are reproducible in Node and in every browser. The one RNG of the project.
 
 export class Rng {
   private state: number;
@@ -34,4 +34,10 @@ export class Rng {
     }
     return a;
   }
+}
+
+/** The same generator as a bare function, for callers that only need uniforms in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  const rng = new Rng(seed);
+  return () => rng.next();
 }
