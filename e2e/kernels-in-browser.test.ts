@@ -11,14 +11,14 @@ after(async () => {
   await session?.close();
 });
 
-for (const variant of ['reg', 'tiled'] as const) {
+for (const variant of ['unrolled', 'tiled'] as const) {
   test(`every kernel matches the CPU reference in headless Chromium (matmul variant ${variant})`, { timeout: 10 * 60_000 }, async () => {
     const { page, errors, close } = await openPage(session.browser, `${session.baseUrl}/e2e/pages/kernels.html`);
     try {
       const { adapter, results } = await page.evaluate((v) => window.runKernelSuite(v), variant);
       const failed = results.filter((r) => !r.ok);
       console.log(`${adapter}: ${results.length - failed.length}/${results.length} kernel cases passed`);
-      assert.ok(results.length > (variant === 'reg' ? 100 : 10), `suspiciously few cases: ${results.length}`);
+      assert.ok(results.length > (variant === 'unrolled' ? 100 : 10), `suspiciously few cases: ${results.length}`);
       assert.deepEqual(failed, []);
       assert.deepEqual(errors, []);
     } finally {

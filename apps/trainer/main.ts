@@ -1,5 +1,5 @@
 // "Train in this tab": the page side. The engine (WebGPU device, model, data) lives in a Web Worker;
-// this thread only renders progress. Tests and `npm start` drive it through window.tabfleetTrainer.
+// this thread only renders progress. e2e/train-in-tab.test.ts drives it through window.tabfleetTrainer.
 import { Comlink, startEngineWorker } from '@tabfleet/worker/client';
 import type { BackendChoice, BackendInfo, Progress, SoloTrainConfig, TrainReport } from '@tabfleet/worker';
 import { PRESETS, type PresetName } from '@tabfleet/nn';

@@ -4,10 +4,10 @@ import type { AdapterSummary } from '@tabfleet/tensor';
 
 export type TfjsBackendName = 'webgpu' | 'webgl' | 'cpu';
 export const TFJS_BACKENDS: readonly TfjsBackendName[] = ['webgpu', 'webgl', 'cpu'];
-/** A tabfleet matmul variant name ('reg', 'tiled', or whatever packages/tensor adds). */
+/** A tabfleet matmul variant name ('unrolled', 'tiled', or whatever packages/tensor adds). */
 export type MatmulVariantName = string;
 /** Variants always timed; the one the backend picks for the adapter is timed too if it is another. */
-export const MATMUL_VARIANTS: readonly MatmulVariantName[] = ['reg', 'tiled'];
+export const MATMUL_VARIANTS: readonly MatmulVariantName[] = ['unrolled', 'tiled'];
 
 export interface KernelBenchOptions {
   /** Timed runs per measurement; results report the median and every run. */

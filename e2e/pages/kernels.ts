@@ -2,7 +2,7 @@
 import { WebGpuBackend } from '@tabfleet/tensor';
 import { kernelCases, runKernelCase, type CaseResult } from '@tabfleet/tensor/testing';
 
-async function runKernelSuite(variant?: 'reg' | 'tiled'): Promise<{ adapter: string; results: CaseResult[] }> {
+async function runKernelSuite(variant?: 'unrolled' | 'tiled'): Promise<{ adapter: string; results: CaseResult[] }> {
   const gpu = await WebGpuBackend.create(navigator.gpu, variant ? { matmulVariant: variant } : {});
   const results: CaseResult[] = [];
   for (const c of kernelCases()) {

@@ -24,7 +24,3 @@ export class CollectiveError extends Error {
     super(`${code}: ${message}`);
   }
 }
-
-export function isCollectiveError(e: unknown, code?: CollectiveErrorCode): e is CollectiveError {
-  return e instanceof CollectiveError && (code === undefined || e.code === code);
-}

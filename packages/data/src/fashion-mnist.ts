@@ -10,8 +10,6 @@ export const FASHION_MNIST_FILES = {
   testLabels: 't10k-labels-idx1-ubyte.gz',
 } as const;
 
-export const FASHION_MNIST_CLASSES = ['T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal', 'Shirt', 'Sneaker', 'Bag', 'Ankle boot'];
-
 /** Per-pixel normalization: (x/255 − mean)/std over the training set. */
 const MEAN = 0.286, STD = 0.353;
 

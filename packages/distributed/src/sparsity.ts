@@ -1,9 +1,6 @@
 // DGC sparsity warm-up (Lin et al. 2018, §3.3): sparsity rises exponentially over the first steps,
 // 75% → 93.75% → 98.4375% → 99.6%, each stage a quarter of the warm-up, then the final sparsity.
 
-/** Default final sparsity (k = 0.1% of the vector). */
-export const DGC_FINAL_SPARSITY = 0.999;
-
 /** The four warm-up stages (1 − 4^−(j+1), the last rounded as in the paper). */
 export const DGC_WARMUP_SPARSITIES: readonly number[] = [0.75, 0.9375, 0.984375, 0.996];
 

@@ -1,5 +1,5 @@
 // Headless volunteers: N Chromium tabs (WebGPU; SwiftShader without a GPU) on a server's volunteer
-// page, each having pressed Contribute. Used by `npm run workers`, `npm start` and the e2e tests.
+// page, each having pressed Contribute. Used by `npm run workers` and `npm start`.
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { CHROMIUM_ARGS, CHROMIUM_PATH } from './chromium.mjs';
 import type { RuntimeStatus } from '@tabfleet/worker/runtime';

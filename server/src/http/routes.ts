@@ -146,5 +146,5 @@ export function handleStatic(ctx: RouteContext, req: IncomingMessage, res: Serve
     return;
   }
   if (sendFromRoots([ctx.staticDir], path, res)) return;
-  res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: ${path}${existsSync(ctx.staticDir) ? '' : ' (the apps are not built: run npm start)'}`);
+  res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: ${path}${existsSync(ctx.staticDir) ? '' : ' (the apps are not built: run npm run build)'}`);
 }

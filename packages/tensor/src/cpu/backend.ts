@@ -6,6 +6,7 @@ import type {
 import type { DgcAccumulateParams, DgcSampleParams, DgcSelectParams } from '../backend';
 import { contiguousStrides, numel } from '../shape';
 import { conv2dBackwardFilterRef, conv2dBackwardInputRef, conv2dRef, maxPool2dBackwardRef, maxPool2dRef } from './conv';
+import { dgcAccumulateRef, dgcSampleRef, dgcSelectRef, dgcSumSquaresRef, dgcThresholdRef } from './dgc';
 import { layerNormBackwardRef, layerNormRef } from './layernorm';
 
 export type FloatArray = Float32Array | Float64Array;
@@ -300,88 +301,26 @@ export class CpuBackend implements Backend {
     }
   }
 
-  // DGC (packages/distributed) -------------------------------------------------------------------
+  // DGC (packages/distributed): the reference kernels are in ./dgc.ts. The header/pair buffer is u32
+  // words, read as f32 where a word holds a value.
   private words(out: Storage): { u32: Uint32Array; f32: Float32Array } {
     const d = this.i(out);
     return { u32: new Uint32Array(d.buffer, d.byteOffset, d.length), f32: new Float32Array(d.buffer, d.byteOffset, d.length) };
   }
-
   dgcSumSquares(x: Storage, n: number, dst: Storage): void {
-    const X = this.d(x);
-    let acc = 0;
-    for (let i = 0; i < n; i++) acc += X[i] * X[i];
-    this.d(dst)[0] = acc;
+    this.d(dst)[0] = dgcSumSquaresRef(this.d(x), n);
   }
-
   dgcAccumulate(g: Storage, u: Storage, v: Storage, sumSq: Storage | null, p: DgcAccumulateParams): void {
-    const G = this.d(g), U = this.d(u), V = this.d(v);
-    let scale = 1;
-    if (p.clipNorm > 0) {
-      if (!sumSq) throw new Error('dgcAccumulate: clipping needs sumSq');
-      const norm = Math.sqrt(this.d(sumSq)[0]);
-      if (norm > p.clipNorm) scale = p.clipNorm / norm;
-    }
-    const thr = p.maskThreshold, fr = Math.fround;
-    for (let i = 0; i < p.n; i++) {
-      const a = Math.abs(V[i]);
-      const sent = thr > 0 && (a > thr || (a === thr && i <= p.maskTieIndex));
-      const gi = fr(G[i] * scale);
-      const vi = sent ? 0 : V[i];
-      if (p.momentum !== 0) {
-        U[i] = fr(fr(p.momentum * (sent ? 0 : U[i])) + gi);
-        V[i] = vi + U[i];
-      } else {
-        V[i] = vi + gi;
-      }
-    }
+    dgcAccumulateRef(this.d(g), this.d(u), this.d(v), sumSq ? this.d(sumSq)[0] : null, p);
   }
-
   dgcSample(v: Storage, out: Storage, p: DgcSampleParams): void {
-    const V = this.d(v), { u32 } = this.words(out);
-    const bits = new Uint32Array(new Float32Array(1).buffer), f = new Float32Array(bits.buffer);
-    const mix = Math.imul(p.seed >>> 0, 0x9e3779b9) >>> 0;
-    for (let j = 0; j < p.count; j++) {
-      const start = j * p.stride, len = Math.min(p.stride, p.n - start);
-      f[0] = V[start + (dgcHash((j ^ mix) >>> 0) % len)];
-      const b = bits[0] & 0x7fffffff;
-      u32[p.offset + j] = b > 0x7f800000 ? 0 : b;
-    }
+    dgcSampleRef(this.d(v), this.words(out).u32, p);
   }
-
   dgcThreshold(out: Storage, count: number, rank: number, offset: number): void {
-    const { u32 } = this.words(out);
-    const sorted = u32.slice(offset, offset + count).sort();
-    const r = Math.min(Math.max(rank, 1), Math.max(count, 1));
-    const kth = count === 0 ? 0 : sorted[count - r];
-    u32[0] = 0;
-    u32[1] = Math.max(kth, 0x00800000);
-    u32[2] = kth;
+    dgcThresholdRef(this.words(out).u32, count, rank, offset);
   }
-
   dgcSelect(v: Storage, out: Storage, p: DgcSelectParams): void {
-    const V = this.d(v), { u32, f32 } = this.words(out);
-    const thr = f32[1];
-    let count = u32[0];
-    for (let i = 0; i < p.n; i++) {
-      const x = Math.fround(V[i]);
-      if (!(Math.abs(x) >= thr)) continue;
-      if (count < p.capacity) {
-        u32[p.pairsOffset + 2 * count] = i;
-        f32[p.pairsOffset + 2 * count + 1] = x;
-      }
-      count++;
-    }
-    u32[0] = count;
+    const { u32, f32 } = this.words(out);
+    dgcSelectRef(this.d(v), u32, f32, p);
   }
-  // end DGC ---------------------------------------------------------------------------------------
-}
-
-/** lowbias32, the integer hash dgc_sample.wgsl uses for its sample positions. */
-export function dgcHash(x: number): number {
-  x ^= x >>> 16;
-  x = Math.imul(x, 0x7feb352d);
-  x ^= x >>> 15;
-  x = Math.imul(x, 0x846ca68b);
-  x ^= x >>> 16;
-  return x >>> 0;
 }

@@ -39,7 +39,7 @@ export class WebGpuBackend implements Backend {
   private readonly dummy: GpuStorage;
 
   constructor(readonly rt: GpuRuntime, opts: WebGpuBackendOptions = {}) {
-    this.matmulVariant = opts.matmulVariant ?? (rt.adapter.isCpu ? 'reg' : 'tiled');
+    this.matmulVariant = opts.matmulVariant ?? (rt.adapter.isCpu ? 'unrolled' : 'tiled');
     this.convVariant = opts.convVariant ?? (rt.adapter.isCpu ? 'gemm' : 'direct');
     const a = rt.adapter;
     this.description = `webgpu (${[a.vendor, a.architecture, a.description].filter(Boolean).join(' ') || 'unknown adapter'})`;

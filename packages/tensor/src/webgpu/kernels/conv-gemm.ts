@@ -41,13 +41,13 @@ function gemm(M: number, N: number, Kg: number, batch: number, transA: boolean, 
 
 export function conv2dGemm(rt: GpuRuntime, x: GpuStorage, w: GpuStorage, bias: GpuStorage | null, y: GpuStorage, dummy: GpuStorage, p: Conv2dParams): void {
   const cols = im2col(rt, x, p);
-  matmulKernel(rt, 'reg', w, cols, bias, y, dummy, gemm(p.outC, P(p), K(p), p.batch, false, false, 0, K(p) * P(p), { biasPerRow: true, activation: p.activation ?? 'none' }));
+  matmulKernel(rt, 'unrolled', w, cols, bias, y, dummy, gemm(p.outC, P(p), K(p), p.batch, false, false, 0, K(p) * P(p), { biasPerRow: true, activation: p.activation ?? 'none' }));
   rt.release(cols);
 }
 
 export function conv2dBackwardInputGemm(rt: GpuRuntime, dy: GpuStorage, w: GpuStorage, dx: GpuStorage, dummy: GpuStorage, p: Conv2dParams): void {
   const dcols = rt.alloc(p.batch * K(p) * P(p), 'dcols');
-  matmulKernel(rt, 'reg', w, dy, null, dcols, dummy, gemm(K(p), P(p), p.outC, p.batch, true, false, 0, p.outC * P(p)));
+  matmulKernel(rt, 'unrolled', w, dy, null, dcols, dummy, gemm(K(p), P(p), p.outC, p.batch, true, false, 0, p.outC * P(p)));
   rt.dispatch({ shader: 'col2im', constants: { WG }, ...foldParams(p, p.batch * p.inC * p.inH), buffers: [dcols, dx] });
   rt.release(dcols);
 }
@@ -56,7 +56,7 @@ export function conv2dBackwardFilterGemm(rt: GpuRuntime, dy: GpuStorage, x: GpuS
   const cols = im2col(rt, x, p);
   const MN = p.outC * K(p);
   const perImage = rt.alloc(p.batch * MN, 'dw-per-image');
-  matmulKernel(rt, 'reg', dy, cols, null, perImage, dummy, gemm(p.outC, K(p), P(p), p.batch, false, true, p.outC * P(p), K(p) * P(p)));
+  matmulKernel(rt, 'unrolled', dy, cols, null, perImage, dummy, gemm(p.outC, K(p), P(p), p.batch, false, true, p.outC * P(p), K(p) * P(p)));
   // [1, B, MN] → [MN]: sum over the batch in a fixed order.
   rt.dispatch({
     shader: 'reduce', constants: { OP: 0, WG: 64 }, uniforms: packUniforms([u(1), u(p.batch), u(MN)]),

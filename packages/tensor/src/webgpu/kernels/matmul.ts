@@ -1,12 +1,13 @@
-// Matmul wrapper. CPU adapters ('reg'): the unrolled 8×8 register-tiled kernel when the shapes are
-// 4-aligned, else the 4×4 scalar one; real GPUs ('tiled'): the shared-memory tiled kernel. Each wins
-// several-fold on its own kind of adapter (bench/results/kernels.json).
+// Matmul wrapper. CPU adapters ('unrolled'): matmul_unrolled, 8×16 outputs per invocation, when the
+// shapes are 4-aligned, else matmul_reg, 4×4 per invocation; real GPUs ('tiled'): the shared-memory
+// tiled kernel. Each wins several-fold on its own kind of adapter (bench/results/kernels.json, where
+// runs before the rename call 'unrolled' 'reg').
 // A: [batch?, M, K] (or [K, M]), B: [batch?, K, N] (or [N, K]), bias [N] → C [batch, M, N].
 import type { MatmulParams } from '../../backend';
 import type { GpuRuntime, GpuStorage } from '../runtime';
 import { packUniforms, u } from './common';
 
-export type MatmulVariant = 'reg' | 'tiled';
+export type MatmulVariant = 'unrolled' | 'tiled';
 
 /**
  * matmul_unrolled reads 16 bytes at a time along each operand's contiguous dim, which must be a
