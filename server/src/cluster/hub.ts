@@ -25,6 +25,12 @@ export const OWNERSHIP_SWEEP_MS = 2_000;
 export class JobHub {
   private readonly coordinators = new Map<string, JobCoordinator>();
   private cancelSweep: (() => void) | null = null;
+  /** Set by close(): nothing is adopted or dispatched any more. */
+  private closed = false;
+
+  get closing(): boolean {
+    return this.closed;
+  }
 
   constructor(
     private readonly deps: CoordinatorDeps,
@@ -45,6 +51,7 @@ export class JobHub {
   }
 
   private async sweep(): Promise<void> {
+    if (this.closed) return;
     for (const job of await this.deps.store.listJobs()) {
       if (isEnded(job)) continue;
       const owned = this.coordinators.get(job.id);
@@ -57,6 +64,7 @@ export class JobHub {
         if (!owned) this.coordinators.set(job.id, await JobCoordinator.load(job, this.deps));
       } else if (owned) {
         this.deps.log(`job ${job.id}: lease lost to another node`);
+        owned.release();
         this.coordinators.delete(job.id);
       }
     }
@@ -73,10 +81,16 @@ export class JobHub {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.cancelSweep?.();
     this.cancelSweep = null;
-    await this.flushed();
-    for (const id of this.coordinators.keys()) await this.cluster.release(id);
+    // Timers of a coordinator would otherwise fire into closed sockets and Redis clients, and the
+    // disconnects that closing the sockets causes must not reach a coordinator and start new ones.
+    const owned = [...this.coordinators];
+    this.coordinators.clear();
+    for (const [, c] of owned) c.release();
+    await Promise.all(owned.map(([, c]) => c.flushed()));
+    for (const [id] of owned) await this.cluster.release(id);
   }
 
   // ---------- researcher operations ----------
@@ -177,6 +191,7 @@ export class JobHub {
   }
 
   private async dispatch(call: HubCall): Promise<unknown> {
+    if (this.closed) throw new ProtocolError('internal', `node ${this.cluster.nodeId} is shutting down`);
     let reply: HubReply;
     if (this.coordinators.has(call.jobId)) {
       reply = await this.serveLocal(call);

@@ -93,6 +93,7 @@ export class RedisCluster implements Cluster {
   private handler: ((call: HubCall) => Promise<HubReply>) | null = null;
   private broadcastHandlers: ((m: { kind: 'job-created'; jobId: string }) => void)[] = [];
   private readonly pending = new Map<string, { resolve(r: HubReply): void; timer: NodeJS.Timeout }>();
+  private closed = false;
 
   constructor(
     readonly nodeId: string,
@@ -147,9 +148,16 @@ export class RedisCluster implements Cluster {
   }
 
   private async onRequest(text: string): Promise<void> {
+    if (this.closed) return;
     const { id, from, call } = decodeCall<{ id: string; from: string; call: HubCall }>(text);
-    const reply: HubReply = this.handler ? await this.handler(call) : { ok: false, error: { code: 'internal', message: 'node not serving' } };
-    await this.r.publish(`tf:reply:${from}`, encodeCall({ id, reply }));
+    try {
+      const reply: HubReply = this.handler ? await this.handler(call) : { ok: false, error: { code: 'internal', message: 'node not serving' } };
+      await this.r.publish(`tf:reply:${from}`, encodeCall({ id, reply }));
+    } catch (e) {
+      // A call that arrives while this node shuts down finds its Redis client closed; the caller
+      // times out and asks the job's next owner. Anything else is worth a line in the log.
+      if (!this.closed) console.error(`[redis] ${call.op} for job ${call.jobId} from ${from} failed: ${(e as Error).message}`);
+    }
   }
 
   private onReply(text: string): void {
@@ -170,6 +178,8 @@ export class RedisCluster implements Cluster {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    await this.sub.unsubscribe().catch(() => {});
     for (const p of this.pending.values()) clearTimeout(p.timer);
     this.pending.clear();
   }

@@ -206,6 +206,20 @@ export class JobCoordinator {
     this.removeMember(volunteerId, reason);
   }
 
+  /**
+   * This node lets go of the job (shutdown, or another node took it over): its timers stop and
+   * nothing more is sent; the job stays as stored, for whichever node loads it next.
+   */
+  release(): void {
+    this.round?.cancelDeadline();
+    this.cancelBarrier?.();
+    this.cancelBarrier = null;
+    this.pendingUpload?.cancelTimer();
+    this.workerTableTimer?.();
+    this.workerTableTimer = null;
+    for (const m of this.members.values()) m.cancelLoadTimer?.();
+  }
+
   stop(reason: string, state: 'stopped' | 'done' | 'failed' = 'stopped'): void {
     if (this.ended) throw new ProtocolError('conflict', `job ${this.job.id} has already ended (${this.job.state})`);
     if (this.round) this.abortRound(reason, []);

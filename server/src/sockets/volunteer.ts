@@ -22,6 +22,12 @@ interface VolunteerData {
   /** Asked for work and got none yet: offered the next job that opens. */
   waitingForWork: boolean;
   requestedJob: string | undefined;
+  /**
+   * An assignment on its way. With several nodes, the owner's `model:load` travels through the
+   * Redis adapter and can reach the volunteer, and its `model:loaded` come back, before the owner's
+   * answer to the join does; the volunteer's job events wait for it instead of being refused.
+   */
+  assigning: Promise<unknown> | null;
 }
 
 /** How often idle volunteers are offered to jobs that gained room. */
@@ -51,19 +57,28 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(
       opts.count('handshakes_rejected', { code: 'bad_request' });
       return next(handshakeError('bad_request', `handshake: ${issue.path.join('.') || 'auth'}: ${issue.message}`));
     }
-    const data: VolunteerData = { volunteerId: `v-${randomBytes(6).toString('hex')}`, capabilities: parsed.data.capabilities, jobId: null, waitingForWork: false, requestedJob: undefined };
+    const data: VolunteerData = { volunteerId: `v-${randomBytes(6).toString('hex')}`, capabilities: parsed.data.capabilities, jobId: null, waitingForWork: false, requestedJob: undefined, assigning: null };
     socket.data = data;
     next();
   });
 
   const offerWork = async (socket: Socket) => {
     const d = socket.data as VolunteerData;
-    const assignment = await hub.assign({ volunteerId: d.volunteerId, capabilities: d.capabilities }, d.requestedJob);
-    if (assignment) {
-      d.jobId = assignment.job.id;
-      d.waitingForWork = false;
+    // The job is recorded inside the promise that job events wait on, so an event that waited
+    // finds it set.
+    const assigning = hub.assign({ volunteerId: d.volunteerId, capabilities: d.capabilities }, d.requestedJob).then((assignment) => {
+      if (assignment) {
+        d.jobId = assignment.job.id;
+        d.waitingForWork = false;
+      }
+      return assignment;
+    });
+    d.assigning = assigning;
+    try {
+      return await assigning;
+    } finally {
+      if (d.assigning === assigning) d.assigning = null;
     }
-    return assignment;
   };
 
   nsp.on('connection', (socket) => {
@@ -71,8 +86,9 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(
     socket.join(volunteerRoom(d.volunteerId));
     socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now() });
 
-    const toJob = <E extends VolunteerEventName>(name: E) => (p: VolunteerEventParsed<E>) => {
+    const toJob = <E extends VolunteerEventName>(name: E) => async (p: VolunteerEventParsed<E>) => {
       const jobId = (p as { jobId: string }).jobId;
+      if (d.jobId !== jobId && d.assigning) await d.assigning.catch(() => {});
       if (d.jobId !== jobId) throw new ProtocolError(d.jobId ? 'not_member' : 'unknown_job', `this volunteer is not in job ${jobId}`);
       return hub.event(jobId, d.volunteerId, name, p);
     };
@@ -107,7 +123,8 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(
 
     socket.on('disconnect', (reason) => {
       d.waitingForWork = false;
-      if (d.jobId) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));
+      // A node shutting down leaves its jobs as stored: the volunteers rejoin wherever they reconnect.
+      if (d.jobId && !hub.closing) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));
     });
   });
 
