@@ -1,38 +1,42 @@
 // `npm run bench -- coordinator`: how many simulated volunteers one server node holds while they
-// heartbeat and pass round barriers, how long a barrier takes, and what a connection costs the server.
+// heartbeat and run rounds, how long a round waits on the server, and what a connection costs it.
 //
 // Files: config.ts (steps, behaviour, job spec), child.ts (forked processes), step.ts (ramp and
-// windows of one step), report.ts (figures, summary, definitions), http.ts (/metrics, job creation).
+// windows of one step), report.ts (figures, summary, definitions), http.ts (/metrics, job creation),
+// client.ts + signaling.ts (the simulated volunteers), server-process.ts (the server node).
 //
 // Processes: the server node (bench/coordinator/server-process.ts: `startServer()` as
 // server/src/main.ts runs it, on 127.0.0.1, a free port and a fresh data directory) and client
 // processes (bench/coordinator/client.ts) holding up to `perProcess` socket.io-client connections
 // each, all forked by this one. Volunteers are added in steps (500, 1000, 2000, 5000, 6400); each step
 // creates jobs of `jobSize` members for the new volunteers (minWorkers = maxWorkers = jobSize, so a
-// job's first round waits for all of them; localsgd, H = 1, targetSteps and checkpointEvery large, so
-// jobs neither end nor ask for checkpoints), lets the clients join them, then measures `runs` windows.
+// job's first round waits for all of them; localsgd, H = 1, targetSteps large so jobs do not end,
+// checkpointEvery at the job default), lets the clients join them, then measures `runs` windows.
 // Every member of a job sits in one client process; jobs of earlier steps keep running meanwhile.
 //
-// Each volunteer "trains" for `trainMs` (uniform) after each commit, sends round:ready, "allreduces"
-// for `allreduceMs` after round:begin, sends round:result, and heartbeats `status` every `heartbeatMs`.
+// Each volunteer "trains" for `trainMs` (uniform) after each commit, sends round:ready; after
+// round:begin it signals new ring neighbours through the server (as a real tab's WebRTC transport
+// does) and "allreduces" for `allreduceMs`, sends round:result; the round's uploader uploads a
+// checkpoint of the model's real size; a volunteer told to load a checkpoint downloads it over HTTP;
+// and each heartbeats `status` every `heartbeatMs`.
 //
-// Definitions (also written into the JSON):
-// - barrier latency (round_p50_ms / round_p99_ms): for every member of every round, the time from
-//   the moment the LAST member of its job sent `round:ready` (the barrier is complete from then on) to
-//   the moment that member received `round:begin`. Both stamps are taken in the client process that
-//   holds the whole job (sub-ms epoch clock, shared by all processes on this machine). It is the
-//   server's barrier work (parse + validate the last ready, the coordinator's check, begin, one emit
-//   per member) plus loopback delivery and the time the client's event loop takes to get to the
-//   message. Rounds re-formed after an abort are not sampled. Split per round into `server` (the
-//   server's own begin time, read from `deadline − roundTimeoutMs`, 1 ms resolution, minus the last
-//   ready) and `delivery` (first receipt minus that begin time), with client and server event-loop
-//   delay beside them, so queueing on a starved client is visible as such.
+// Definitions (also written into the JSON, see report.ts DEFINITIONS):
+// - the round as a member sees it, both halves: begin = the LAST member of its job sent
+//   `round:ready` → this member received `round:begin`; commit = the LAST member sent `round:result`
+//   → this member received `round:commit`; whole = begin + commit, per member and round. Stamps are
+//   taken in the client process that holds the whole job (sub-ms epoch clock). Rounds re-formed
+//   after an abort are not sampled. Percentiles are over every sample of a step (all windows
+//   pooled). The begin half is split per round into `server` (the server's own begin time, read from
+//   `deadline − roundTimeoutMs`, 1 ms resolution, minus the last ready) and `delivery` (first receipt
+//   minus that begin time), with client and server event-loop delay beside them, so queueing on a
+//   starved client is visible as such.
 // - memory per volunteer: (server RSS after a forced full GC at N volunteers − the same at 0
 //   volunteers before any job) ÷ N, in KiB; heap-used and the RSS the server reports on /metrics
 //   (during load, no forced GC) are reported beside it, as is the marginal cost between steps.
 // - a step is held when every volunteer was admitted to its job, the server's
 //   `tabfleet_volunteers_connected` equals N, and in every window no connection dropped, no job ended
-//   and every job committed at least one round.
+//   and every job committed at least one round. max_volunteers is the largest step held whose whole
+//   round's pooled p99 is under 250 ms.
 //
 // Bounded: every wait has a time limit, the whole run a budget (it stops ramping and reports what it
 // measured), and all processes are killed at the end, on failure too. Loopback only.
@@ -165,7 +169,7 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
     const s = report.summary;
-    log(`summary: max_volunteers ${s.max_volunteers}, round_p99_ms ${s.round_p99_ms}, round_p50_ms ${s.round_p50_ms}, kb_per_volunteer ${s.kb_per_volunteer} (goal ${cfg.goal.volunteers}, <${cfg.goal.p99Ms} ms, <${cfg.goal.kbPerVolunteer} KiB)`);
+    log(`summary: max_volunteers ${s.max_volunteers} (held: ${s.max_volunteers_held}), round_p99_ms ${s.round_p99_ms} (begin ${s.begin_p99_ms}, commit ${s.commit_p99_ms}), round_p50_ms ${s.round_p50_ms}, kb_per_volunteer ${s.kb_per_volunteer} (goal ${cfg.goal.volunteers}, <${cfg.goal.p99Ms} ms, <${cfg.goal.kbPerVolunteer} KiB)`);
     log(`wrote ${relative(process.cwd(), file) || file}`);
 
     // Stop: server first (no disconnect storm to process), then the clients.

@@ -103,7 +103,7 @@ async function measureWindows(st: BenchState): Promise<{ windows: WindowReport[]
     const wr = windowReport(samples, s, metrics, systemCpu(), cpu0);
     windows.push(wr);
     pooled.push(...samples);
-    log(`  window ${w + 1}: barrier p50 ${wr.barrier.p50} p99 ${wr.barrier.p99} ms (server part p99 ${wr.barrierServer.p99}, delivery p99 ${wr.delivery.p99}); ${wr.roundsPerSec.toFixed(1)} rounds/s; server CPU ${wr.server.cpuPercent.toFixed(0)}% (${wr.server.cpuUsPerEvent.toFixed(0)} µs/event), loop p99 ${wr.server.loopDelayP99Ms.toFixed(1)} ms; clients CPU ${wr.clients.cpuPercent.toFixed(0)}%, loop p99 ${wr.clients.loopDelayP99Ms.toFixed(1)} ms; other work CPU ${wr.otherCpuPercent?.toFixed(0) ?? '?'}%; errors ${wr.errors}`);
+    log(`  window ${w + 1}: round p50 ${wr.round.p50} p99 ${wr.round.p99} ms (begin half p99 ${wr.barrier.p99}: server part ${wr.barrierServer.p99}, delivery ${wr.delivery.p99}; commit half p99 ${wr.commit.p99}); ${wr.signalsSent} signals, ${wr.checkpointsUploaded} checkpoints; ${wr.roundsPerSec.toFixed(1)} rounds/s; server CPU ${wr.server.cpuPercent.toFixed(0)}% (${wr.server.cpuUsPerEvent.toFixed(0)} µs/event), loop p99 ${wr.server.loopDelayP99Ms.toFixed(1)} ms; clients CPU ${wr.clients.cpuPercent.toFixed(0)}%, loop p99 ${wr.clients.loopDelayP99Ms.toFixed(1)} ms; other work CPU ${wr.otherCpuPercent?.toFixed(0) ?? '?'}%; errors ${wr.errors}`);
   }
   return { windows, samples: pooled };
 }
@@ -131,10 +131,9 @@ export async function runStep(st: BenchState, target: number, newJobs: number, r
     log(`  heap snapshot ${(await server.next('snapshot', 120_000)).file}`);
   }
   const errorSamples = samples.flatMap((s) => s.errorSamples).slice(0, 10);
-  const pooledBarrierMs = samples.flatMap((s) => s.barrierMs);
-  const step = stepReport(target, st.jobCount, st.clients.length, r.added, r.rampMs, r.timeline, r.samples, windows, mem, st.baseline, st.previous, problems, errorSamples, pooledBarrierMs);
+  const step = stepReport(target, st.jobCount, st.clients.length, r.added, r.rampMs, r.timeline, r.samples, windows, mem, st.baseline, st.previous, problems, errorSamples, samples, cfg.goal.p99Ms);
   if (!step.held) step.serverLogTail = server.output().split('\n').slice(-20);
   st.previous = { n: target, rss: mem.rssBytes, heap: mem.heapUsedBytes };
-  log(`  ${step.held ? 'held' : 'NOT held'}: barrier p50 ${step.barrier.p50Ms} p99 ${step.barrier.p99Ms} ms; ${step.memory.kbPerVolunteer} KiB/volunteer (RSS after GC), heap ${step.memory.heapKbPerVolunteer} KiB${step.problems.length ? `; ${step.problems.join('; ')}` : ''}`);
+  log(`  ${step.held ? 'held' : 'NOT held'}: whole round p50 ${step.round.whole.p50} p99 ${step.round.whole.p99} ms (begin half p99 ${step.round.begin.p99}, commit half p99 ${step.round.commit.p99}; pooled over ${step.round.whole.count} samples); ${step.memory.kbPerVolunteer} KiB/volunteer (RSS after GC), heap ${step.memory.heapKbPerVolunteer} KiB${step.problems.length ? `; ${step.problems.join('; ')}` : ''}`);
   return step;
 }
