@@ -1,12 +1,17 @@
 // `npm run bench -- allreduce`: ring allreduce between headless Chromium tabs on loopback (WebRTC
 // data channels, e2e/pages/collective.html), N = 2, 4, 8 and 1–64 MiB, fp32 and fp16 on the wire,
-// next to the raw per-link throughput of the same data channels measured in the same run with all N
-// ring links streaming at once. Writes bench/results/allreduce.json. Every figure is measured here.
+// next to the raw per-link throughput of the same data channels with all N ring links streaming at
+// once. Raw and allreduce runs alternate (raw, allreduce, raw, allreduce, … `runs` pairs per cell),
+// because the raw figure drifts between runs as much as the ratio being measured. Writes
+// bench/results/allreduce.json. Every figure is measured here.
 //
-//   time    slowest tab's end − earliest tab's start of one allreduce (wall clock, every tab starts at a barrier)
-//   algbw   S / time, S = the fp32 vector's bytes (also for fp16: the logical size)
-//   busbw   algbw · 2(N−1)/N — what each link carried per second if it moved fp32
-//   raw     bytes / (ack from the receiver − start) per link, all links at once; median over links
+//   time         slowest tab's end − earliest tab's start of one allreduce (wall clock, every tab starts at a barrier)
+//   algbw        S / time, S = the fp32 vector's bytes (also for fp16: the logical size)
+//   busbw        algbw · 2(N−1)/N — what each link carried per second if it moved fp32
+//   busbw_sent   bytes a member actually put on the wire (frames, headers; fp16 halves the payload) / time
+//   raw          bytes / (ack from the receiver − start) per link, all links at once; median over links
+//   busbw/raw    median busbw over the cell's runs ÷ median raw over its raw runs, with the min, max and
+//                quartiles of the per-pair ratios (each allreduce over the raw run just before it)
 // MB = 10⁶ bytes; sizes are MiB.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -16,7 +21,7 @@ import { openCollectiveTabs, type CollectiveTabs } from '../e2e/collective-tabs'
 import type { RawResult, TimedRun } from '../e2e/pages/collective-types';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
-import { median } from './stats';
+import { median, percentile } from './stats';
 
 const MiB = 1024 * 1024;
 
@@ -24,27 +29,24 @@ export interface AllreduceBenchConfig {
   members: number[];
   sizesMiB: number[];
   dtypes: ('f32' | 'f16')[];
+  /** Raw + allreduce pairs per (N, size, dtype). */
   runs: number;
   /** Bytes each link streams per raw measurement. */
   rawBytes: number;
-  /** Raw measurements per N, half before the allreduce runs and half after. */
-  rawRuns: number;
 }
 
 export function allreduceBenchConfig(runs: number, quick: boolean): AllreduceBenchConfig {
   return quick
-    ? { members: [2, 4], sizesMiB: [1, 4], dtypes: ['f32', 'f16'], runs: 1, rawBytes: 4 * MiB, rawRuns: 2 }
-    : { members: [2, 4, 8], sizesMiB: [1, 4, 16, 64], dtypes: ['f32', 'f16'], runs, rawBytes: 16 * MiB, rawRuns: Math.max(2, runs) };
+    ? { members: [2, 4], sizesMiB: [1, 4], dtypes: ['f32', 'f16'], runs: 3, rawBytes: 2 * MiB }
+    : { members: [2, 4, 8], sizesMiB: [1, 4, 16, 64], dtypes: ['f32', 'f16'], runs: Math.max(3, runs), rawBytes: 16 * MiB };
 }
 
-export interface RawFigures {
-  /** Per run: median over the N links of bytes / (ack − start), MB/s. */
-  runsMBps: number[];
-  /** Per run, every link's MB/s (tab i → tab i+1). */
-  linksMBps: number[][];
-  /** Median over runs: the per-link raw throughput. */
-  MBps: number;
-  bytesPerLink: number;
+export interface Spread {
+  min: number;
+  q1: number;
+  median: number;
+  q3: number;
+  max: number;
 }
 
 export interface AllreduceFigures {
@@ -58,9 +60,18 @@ export interface AllreduceFigures {
   medianMs: number;
   algbw_MBps: number;
   busbw_MBps: number;
-  /** busbw ÷ the raw per-link throughput of the same N. */
+  /** wireBytesPerMember / medianMs: busbw on the bytes actually sent (half the payload for fp16). */
+  busbw_sent_MBps: number;
+  /** Per pair, the raw run just before the allreduce run: median over links, MB/s, and every link's. */
+  rawRunsMBps: number[];
+  rawLinksMBps: number[][];
+  raw_MBps: number;
+  /** busbw_MBps ÷ raw_MBps (a ratio of medians). */
   busbw_over_raw: number;
-  /** Wire bytes per member per second ÷ raw (how close to the links' capacity, whatever the dtype). */
+  /** Per pair: that run's busbw ÷ the raw run just before it; and their spread. */
+  pairRatios: number[];
+  busbw_over_raw_spread: Spread;
+  /** busbw_sent_MBps ÷ raw_MBps: how much of the links' capacity the allreduce used, whatever the dtype. */
   wire_over_raw: number;
 }
 
@@ -70,13 +81,28 @@ async function measureRaw(fleet: CollectiveTabs, bytes: number, tag: number): Pr
   return { MBps: median(links), links };
 }
 
+/** One timed allreduce on every tab at once: its time (slowest end − earliest start) and the wire bytes per member. */
+async function timedAllreduce(fleet: CollectiveTabs, o: { bytes: number; dtype: 'f32' | 'f16'; seed: number }, where: string): Promise<{ ms: number; wireBytes: number }> {
+  const bytesOut = () => Promise.all(fleet.tabs.map(({ page }) => page.evaluate(() => window.tabfleetCollective.stats().ring.bytesOut)));
+  const before = await bytesOut();
+  const all = await Promise.all(fleet.tabs.map(({ page }) => page.evaluate((x) => window.tabfleetCollective.allreduceTimed(x), { ...o, runs: 1 })));
+  const after = await bytesOut();
+  if (new Set(all.map((a) => a.checksum)).size !== 1) throw new Error(`${where}: tabs ended with different results`);
+  const runs: TimedRun[] = all.map((a) => a.runs[0]);
+  return { ms: Math.max(...runs.map((x) => x.end)) - Math.min(...runs.map((x) => x.start)), wireBytes: median(after.map((a, i) => a - before[i])) };
+}
+
+/** Nearest-rank quartiles, so every figure is one of the ratios. */
+export function spread(values: number[]): Spread {
+  return { min: percentile(values, 0), q1: percentile(values, 25), median: median(values), q3: percentile(values, 75), max: percentile(values, 100) };
+}
+
 export async function runAllreduceBench(opts: BenchOptions) {
   const cfg = allreduceBenchConfig(opts.runs, opts.quick);
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'allreduce.quick.json' : 'allreduce.json');
   const t0 = Date.now();
-  console.log(`[allreduce] ${opts.quick ? 'quick mode, ' : ''}N = ${cfg.members.join(', ')}; sizes ${cfg.sizesMiB.join(', ')} MiB; ${cfg.runs} runs; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(`[allreduce] ${opts.quick ? 'quick mode, ' : ''}N = ${cfg.members.join(', ')}; sizes ${cfg.sizesMiB.join(', ')} MiB; ${cfg.runs} raw + allreduce pairs per cell; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   const session = await browserSession();
-  const raw: Record<string, RawFigures> = {};
   const results: AllreduceFigures[] = [];
   const connectMs: Record<string, number> = {};
   let userAgent = '';
@@ -90,40 +116,24 @@ export async function runAllreduceBench(opts: BenchOptions) {
         const c = await Promise.all(fleet.tabs.map(({ page }) => page.evaluate(() => window.tabfleetCollective.connect())));
         connectMs[n] = Math.max(...c);
         let tag = 1;
-        const rawRuns: { MBps: number; links: number[] }[] = [];
-        const rawHalf = Math.ceil(cfg.rawRuns / 2);
         // Warm the channels (SCTP congestion window, JIT) before anything is timed.
         await measureRaw(fleet, Math.min(cfg.rawBytes, 4 * MiB), tag++);
-        for (let i = 0; i < rawHalf; i++) rawRuns.push(await measureRaw(fleet, cfg.rawBytes, tag++));
-        console.log(`[allreduce] N=${n}: raw per link ${rawRuns.map((r) => r.MBps.toFixed(1)).join(', ')} MB/s`);
-        const perN: Omit<AllreduceFigures, 'busbw_over_raw' | 'wire_over_raw'>[] = [];
         for (const sizeMiB of cfg.sizesMiB) {
           for (const dtype of cfg.dtypes) {
             const bytes = sizeMiB * MiB;
-            const before = await Promise.all(fleet.tabs.map(({ page }) => page.evaluate(() => window.tabfleetCollective.stats().ring.bytesOut)));
-            // One untimed warm-up run (JIT, buffers) for the small sizes, then the timed ones; big runs are long enough on their own.
-            const warm = sizeMiB <= 4 ? 1 : 0;
-            const all = await Promise.all(fleet.tabs.map(({ page }) => page.evaluate((o) => window.tabfleetCollective.allreduceTimed(o), { bytes, dtype, runs: cfg.runs + warm, seed: sizeMiB })));
-            const after = await Promise.all(fleet.tabs.map(({ page }) => page.evaluate(() => window.tabfleetCollective.stats().ring.bytesOut)));
-            if (new Set(all.map((a) => a.checksum)).size !== 1) throw new Error(`N=${n} ${sizeMiB} MiB ${dtype}: tabs ended with different results`);
-            const runsMs: number[] = [];
-            for (let r = warm; r < cfg.runs + warm; r++) {
-              const runs: TimedRun[] = all.map((a) => a.runs[r]);
-              runsMs.push(Math.max(...runs.map((x) => x.end)) - Math.min(...runs.map((x) => x.start)));
+            const where = `N=${n} ${sizeMiB} MiB ${dtype}`;
+            // One untimed run (JIT, buffers) for the small sizes; big runs are long enough on their own.
+            if (sizeMiB <= 4) await timedAllreduce(fleet, { bytes, dtype, seed: sizeMiB }, where);
+            const raws: { MBps: number; links: number[] }[] = [];
+            const runs: { ms: number; wireBytes: number }[] = [];
+            for (let i = 0; i < cfg.runs; i++) {
+              raws.push(await measureRaw(fleet, cfg.rawBytes, tag++));
+              runs.push(await timedAllreduce(fleet, { bytes, dtype, seed: sizeMiB }, where));
             }
-            const medianMs = median(runsMs);
-            const algbw = bytes / 1e6 / (medianMs / 1000);
-            const wireBytesPerMember = median(after.map((a, i) => (a - before[i]) / (cfg.runs + warm)));
-            perN.push({ members: n, sizeMiB, bytes, dtype, wireBytesPerMember, runsMs, medianMs, algbw_MBps: algbw, busbw_MBps: (algbw * 2 * (n - 1)) / n });
-            console.log(`[allreduce] N=${n} ${String(sizeMiB).padStart(2)} MiB ${dtype}: ${medianMs.toFixed(0)} ms, algbw ${algbw.toFixed(2)} MB/s, busbw ${((algbw * 2 * (n - 1)) / n).toFixed(2)} MB/s`);
+            const f = cellFigures(n, sizeMiB, dtype, raws, runs);
+            results.push(f);
+            console.log(`[allreduce] ${where.padEnd(16)}: ${f.medianMs.toFixed(0)} ms, busbw ${f.busbw_MBps.toFixed(2)} MB/s (sent ${f.busbw_sent_MBps.toFixed(2)}), raw ${f.rawRunsMBps.map((x) => x.toFixed(2)).join('/')} MB/s → busbw/raw ${f.busbw_over_raw.toFixed(3)} (pairs ${f.busbw_over_raw_spread.min.toFixed(3)}–${f.busbw_over_raw_spread.max.toFixed(3)})`);
           }
-        }
-        for (let i = rawHalf; i < cfg.rawRuns; i++) rawRuns.push(await measureRaw(fleet, cfg.rawBytes, tag++));
-        const rawFig: RawFigures = { runsMBps: rawRuns.map((r) => r.MBps), linksMBps: rawRuns.map((r) => r.links), MBps: median(rawRuns.map((r) => r.MBps)), bytesPerLink: cfg.rawBytes };
-        raw[n] = rawFig;
-        console.log(`[allreduce] N=${n}: raw per link (all runs) ${rawFig.runsMBps.map((x) => x.toFixed(1)).join(', ')} → median ${rawFig.MBps.toFixed(2)} MB/s`);
-        for (const f of perN) {
-          results.push({ ...f, busbw_over_raw: f.busbw_MBps / rawFig.MBps, wire_over_raw: f.wireBytesPerMember / 1e6 / (f.medianMs / 1000) / rawFig.MBps });
         }
         const errors = fleet.errors();
         if (errors.length) throw new Error(`a tab threw:\n${errors.join('\n')}`);
@@ -131,11 +141,11 @@ export async function runAllreduceBench(opts: BenchOptions) {
         await fleet.close();
       }
     }
-    const report = buildReport(cfg, opts.quick, raw, results, connectMs, session.browser.version(), userAgent, Date.now() - t0);
+    const report = buildReport(cfg, opts.quick, results, connectMs, session.browser.version(), userAgent, Date.now() - t0);
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
     const s = report.summary;
-    console.log(`\n[allreduce] summary: raw per link (N=4) ${s.raw_MBps.toFixed(2)} MB/s; busbw/raw at N=4, ${s.sizeMiB} MiB: fp32 ${fmt(s.busbw_over_raw_n4)}, fp16 ${fmt(s.busbw_over_raw_n4_f16)} (goal ≥ 0.9)`);
+    console.log(`\n[allreduce] summary at N=4, ${s.sizeMiB} MiB: raw per link ${fmt(s.raw_MBps)} MB/s; busbw/raw fp32 ${fmt(s.busbw_over_raw_n4)} (pairs ${fmt(s.busbw_over_raw_n4_spread?.min ?? null)}–${fmt(s.busbw_over_raw_n4_spread?.max ?? null)}), fp16 ${fmt(s.busbw_over_raw_n4_f16)} logical, ${fmt(s.busbw_sent_over_raw_n4_f16)} on bytes sent (goal ≥ 0.9)`);
     console.log(`[allreduce] wrote ${relative(process.cwd(), file) || file}`);
     return { file, report };
   } finally {
@@ -143,13 +153,32 @@ export async function runAllreduceBench(opts: BenchOptions) {
   }
 }
 
+function cellFigures(members: number, sizeMiB: number, dtype: 'f32' | 'f16', raws: { MBps: number; links: number[] }[], runs: { ms: number; wireBytes: number }[]): AllreduceFigures {
+  const bytes = sizeMiB * MiB;
+  const busFactor = (2 * (members - 1)) / members;
+  const runsMs = runs.map((r) => r.ms);
+  const medianMs = median(runsMs);
+  const algbw = bytes / 1e6 / (medianMs / 1000);
+  const wireBytesPerMember = median(runs.map((r) => r.wireBytes));
+  const rawRunsMBps = raws.map((r) => r.MBps);
+  const raw = median(rawRunsMBps);
+  const pairRatios = runs.map((r, i) => ((bytes / 1e6 / (r.ms / 1000)) * busFactor) / rawRunsMBps[i]);
+  const busbwSent = wireBytesPerMember / 1e6 / (medianMs / 1000);
+  return {
+    members, sizeMiB, bytes, dtype, wireBytesPerMember, runsMs, medianMs, algbw_MBps: algbw, busbw_MBps: algbw * busFactor, busbw_sent_MBps: busbwSent,
+    rawRunsMBps, rawLinksMBps: raws.map((r) => r.links), raw_MBps: raw,
+    busbw_over_raw: (algbw * busFactor) / raw, pairRatios, busbw_over_raw_spread: spread(pairRatios), wire_over_raw: busbwSent / raw,
+  };
+}
+
 function fmt(x: number | null): string {
   return x === null ? 'n/a' : x.toFixed(3);
 }
 
-function buildReport(cfg: AllreduceBenchConfig, quick: boolean, raw: Record<string, RawFigures>, results: AllreduceFigures[], connectMs: Record<string, number>, browserVersion: string, userAgent: string, durationMs: number) {
+function buildReport(cfg: AllreduceBenchConfig, quick: boolean, results: AllreduceFigures[], connectMs: Record<string, number>, browserVersion: string, userAgent: string, durationMs: number) {
   const sizeForSummary = cfg.sizesMiB.includes(16) ? 16 : cfg.sizesMiB[cfg.sizesMiB.length - 1];
   const pick = (dtype: 'f32' | 'f16') => results.find((r) => r.members === 4 && r.sizeMiB === sizeForSummary && r.dtype === dtype);
+  const f32 = pick('f32'), f16 = pick('f16');
   return {
     benchmark: 'allreduce',
     createdAt: new Date().toISOString(),
@@ -170,22 +199,29 @@ function buildReport(cfg: AllreduceBenchConfig, quick: boolean, raw: Record<stri
     definitions: {
       time: 'slowest tab end − earliest tab start of one allreduce, wall clock; tabs start at a barrier',
       algbw_MBps: 'S / time, S = fp32 vector bytes (logical size, also for fp16), MB = 1e6 bytes',
-      busbw_MBps: 'algbw · 2(N−1)/N',
-      raw_MBps: 'per link: bytes / (receiver ack − sender start), all N ring links streaming at once, median over links then runs',
+      busbw_MBps: 'algbw · 2(N−1)/N at the median time of the cell\'s runs',
+      busbw_sent_MBps: 'bytes one member actually put on the wire in a run (ring frames, headers included; median over members and runs) / median time: for fp16 about half of busbw_MBps',
+      raw_MBps: 'per link: bytes / (receiver ack − sender start), all N ring links streaming at once, median over links; a cell reports the median over its raw runs',
+      interleaving: 'each cell runs `runs` pairs back to back in the same tabs: a raw measurement, then one timed allreduce (small sizes get one untimed allreduce first)',
+      busbw_over_raw: 'median busbw ÷ median raw of the same cell (a ratio of medians); busbw_over_raw_spread: min, quartiles (nearest rank), max of the per-pair ratios, each run\'s busbw ÷ the raw run just before it',
+      wire_over_raw: 'busbw_sent_MBps ÷ raw_MBps',
     },
     connectMs,
-    raw,
     results,
     summary: {
       /** Sizes the summary uses (16 MiB unless quick mode left it out). */
       sizeMiB: sizeForSummary,
-      raw_MBps: raw[4]?.MBps ?? null,
-      busbw_over_raw_n4: pick('f32')?.busbw_over_raw ?? null,
-      busbw_over_raw_n4_f16: pick('f16')?.busbw_over_raw ?? null,
-      busbw_MBps_n4: pick('f32')?.busbw_MBps ?? null,
-      busbw_MBps_n4_f16: pick('f16')?.busbw_MBps ?? null,
+      raw_MBps: f32?.raw_MBps ?? null,
+      busbw_over_raw_n4: f32?.busbw_over_raw ?? null,
+      busbw_over_raw_n4_spread: f32?.busbw_over_raw_spread ?? null,
+      busbw_MBps_n4: f32?.busbw_MBps ?? null,
+      /** fp16 at N = 4: busbw of the logical (fp32) size, and of the bytes actually sent, each over the cell's own raw. */
+      busbw_MBps_n4_f16: f16?.busbw_MBps ?? null,
+      busbw_sent_MBps_n4_f16: f16?.busbw_sent_MBps ?? null,
+      busbw_over_raw_n4_f16: f16?.busbw_over_raw ?? null,
+      busbw_sent_over_raw_n4_f16: f16?.wire_over_raw ?? null,
       /** Wire bytes/s per member ÷ raw at N = 4, fp32: how much of the links' capacity the allreduce used. */
-      wire_over_raw_n4: pick('f32')?.wire_over_raw ?? null,
+      wire_over_raw_n4: f32?.wire_over_raw ?? null,
       goal_busbw_over_raw: 0.9,
     },
     durationMs,

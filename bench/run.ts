@@ -19,7 +19,8 @@ interface Benchmark {
 // One line per benchmark; modules load lazily so listing them starts nothing.
 const BENCHMARKS: Record<string, Benchmark> = {
   allreduce: { description: 'Ring allreduce busbw between headless Chromium tabs over WebRTC (N = 2, 4, 8; 1–64 MiB; fp32/fp16) vs the raw per-link throughput', load: () => import('./allreduce') },
-  convergence: { description: 'Fashion-MNIST MLP with 4 workers per strategy and compression (ddp, localsgd, diloco × none, fp16, dgc), unlimited and 10 Mbit/s links: accuracy, bytes, time to 85%', load: () => import('./convergence') },
+  convergence: { description: 'Fashion-MNIST MLP with 4 workers per strategy and compression (ddp, localsgd, diloco × none, fp16, dgc), unlimited and 10 Mbit/s links (3 seeds): accuracy, bytes, time to 85%; runs with the settings `tune` chose', load: () => import('./convergence') },
+  tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json', load: () => import('./tune') },
   kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },
   coordinator: { description: 'server node under simulated volunteers (separate client processes): count held, round-barrier p50/p99, KiB per connection', load: () => import('./coordinator') },
 };

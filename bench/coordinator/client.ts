@@ -1,19 +1,23 @@
 // A client process of the coordinator benchmark, forked by bench/coordinator.ts: holds hundreds of
 // simulated volunteers, each a real socket.io-client connection (websocket transport) to /volunteer
-// that follows the protocol: welcome → work:request {jobId} → job:assign + model:load → model:loaded
-// → (simulated training) → round:ready → round:begin → (simulated allreduce) → round:result →
-// round:commit → … plus a `status` heartbeat. Lighter than SimVolunteer (no event history, no
-// parameter vector, no oracle): a round's result is a fixed checksum, so a process holds ~1000 of them.
+// that follows the protocol: welcome → work:request {jobId} → job:assign + model:load (the
+// checkpoint fetched over HTTP when the event names one) → model:loaded → (simulated training) →
+// round:ready → round:begin → WebRTC signaling with new ring neighbours through the server →
+// (simulated allreduce) → round:result → round:commit (the round's uploader uploads a checkpoint of
+// the model's real size) → … plus a `status` heartbeat. Lighter than SimVolunteer (no event history,
+// no parameter vector, no oracle): a round's result is a fixed checksum, so a process holds ~1000.
 //
 // Every member of a job lives in the same client process, so the process knows when the job's last
-// `round:ready` was sent and can time the round barrier (see WindowSamples in messages.ts).
+// `round:ready` and last `round:result` were sent and can time both halves of the round as the
+// members see them (see WindowSamples in messages.ts).
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
-  NAMESPACES, PROTOCOL_VERSION, ROUND_TIMING, encodeSafetensors, f32Tensor, type Ack, type RoundBegin,
+  NAMESPACES, PRESET_FLAT_LENGTHS, PROTOCOL_VERSION, ROUND_TIMING, decodeSafetensors, encodeSafetensors, f32Tensor, type Ack, type RoundBegin,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
 import type { AddResult, ClientBehaviour, FromClient, ToClient, WindowSamples } from './messages';
+import { NeighbourLinks, ringNeighbours } from './signaling';
 
 if (!process.send) {
   console.error('forked by bench/coordinator.ts only');
@@ -30,6 +34,12 @@ const uniform = ([lo, hi]: [number, number]) => lo + Math.random() * (hi - lo);
 const ACK_TIMEOUT_MS = 30_000;
 const RESULT_CHECKSUM = '00c0ffee00c0ffee';
 const MAX_ERROR_SAMPLES = 5;
+/**
+ * What the uploader of a checkpointing round sends: the bench job's model (mlp-fashion) at its real
+ * flat length, so the server stores as many bytes as it would from a real tab. Built once per process.
+ */
+let checkpointBytes: Uint8Array | null = null;
+const checkpoint = () => (checkpointBytes ??= encodeSafetensors({ params: f32Tensor([PRESET_FLAT_LENGTHS['mlp-fashion']], new Float32Array(PRESET_FLAT_LENGTHS['mlp-fashion']).fill(0.5)) }));
 
 /** Per job: when each sync's `round:ready` messages were sent, to time the barrier. */
 interface JobTrack {
@@ -37,6 +47,8 @@ interface JobTrack {
   members: Volunteer[];
   /** seq → how many members sent ready for it, and when the last one did. */
   ready: Map<number, { count: number; last: number }>;
+  /** roundId → how many members sent round:result for it, when the last one did, and commits received. */
+  results: Map<number, { count: number; last: number; commits: number }>;
   /** roundId → receipts of round:begin so far (for the per-round "whole job" figure). */
   begins: Map<number, { seq: number; received: number; lastReady: number; sampled: boolean }>;
   /** Syncs that had a round aborted: the re-formed round is not sampled. */
@@ -53,11 +65,20 @@ loop.enable();
 function freshWindow() {
   return {
     start: now(), cpu: process.cpuUsage(),
-    barrierMs: [] as number[], barrierServerMs: [] as number[], barrierJobMs: [] as number[], deliveryMs: [] as number[],
+    barrierMs: [] as number[], barrierServerMs: [] as number[], barrierJobMs: [] as number[], deliveryMs: [] as number[], commitMs: [] as number[], roundMs: [] as number[],
+    signalsSent: 0, signalsReceived: 0, checkpointsUploaded: 0, checkpointsFetched: 0,
     roundsBegun: 0, roundsCommitted: 0, roundsReformed: 0, roundsAborted: 0, heartbeatsSent: 0, eventsSent: 0, errors: 0, errorSamples: [] as string[], disconnects: 0, disconnectReasons: {} as Record<string, number>, jobEnds: 0,
   };
 }
 let win = freshWindow();
+
+type Tally = 'signalsSent' | 'signalsReceived' | 'checkpointsUploaded' | 'checkpointsFetched';
+/** The same counts since the process started (windows reset theirs), for totals per step. */
+const totals: Record<Tally, number> = { signalsSent: 0, signalsReceived: 0, checkpointsUploaded: 0, checkpointsFetched: 0 };
+function tally(k: Tally): void {
+  win[k]++;
+  totals[k]++;
+}
 
 function error(what: string): void {
   win.errors++;
@@ -72,6 +93,14 @@ class Volunteer {
   round: RoundBegin | null = null;
   connected = false;
   welcomedAt = 0;
+  /** The begin half of the current round as this member saw it (ms), when the round is sampled. */
+  private beginHalf: { roundId: number; ms: number } | null = null;
+  private readonly links = new NeighbourLinks(() => this.id, (to, data) => {
+    const r = this.round;
+    if (!r) return;
+    tally('signalsSent');
+    this.emit('signal', { jobId: r.jobId, roundId: r.roundId, to, data });
+  });
   private heartbeat: NodeJS.Timeout | null = null;
   private timers = new Set<NodeJS.Timeout>();
 
@@ -93,23 +122,32 @@ class Volunteer {
         if (!a.ok || !(a as { assigned?: boolean }).assigned) this.onAdmitted(false, `work:request: ${JSON.stringify(a)}`);
       });
     });
-    s.on('model:load', (m: { jobId: string; seq: number; step: number }) => {
-      this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: RESULT_CHECKSUM }, (a) => {
-        if (!a.ok || !(a as { admitted?: boolean }).admitted) return this.onAdmitted(false, `model:loaded: ${JSON.stringify(a)}`);
-        this.seq = m.seq;
-        this.step = m.step;
-        this.onAdmitted(true, '');
-        this.startHeartbeat();
-        this.trainThenReady();
-      });
+    s.on('model:load', (m: { jobId: string; seq: number; step: number; url: string | null }) => {
+      this.loadModel(m.url).then(
+        () => this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: RESULT_CHECKSUM }, (a) => {
+          if (!a.ok || !(a as { admitted?: boolean }).admitted) return this.onAdmitted(false, `model:loaded: ${JSON.stringify(a)}`);
+          this.seq = m.seq;
+          this.step = m.step;
+          this.onAdmitted(true, '');
+          this.startHeartbeat();
+          this.trainThenReady();
+        }),
+        (e) => this.onAdmitted(false, `model:load: ${(e as Error).message}`),
+      );
+    });
+    s.on('signal', (m: { from: string; data: unknown }) => {
+      tally('signalsReceived');
+      this.links.onSignal(m.from, m.data);
     });
     s.on('round:begin', (r: RoundBegin) => this.onBegin(r));
     s.on('round:commit', (c: { roundId: number; seq: number; step: number }) => this.onCommit(c));
     s.on('round:abort', (a: { roundId: number }) => {
       win.roundsAborted++;
+      this.job.results.delete(a.roundId);
       if (this.round?.roundId === a.roundId) {
         this.job.aborted.add(this.round.seq);
         this.round = null;
+        this.beginHalf = null;
       }
     });
     s.on('job:end', (e: { reason: string }) => {
@@ -119,6 +157,7 @@ class Volunteer {
     s.on('protocol:error', (e: { event: string; code: string; message: string }) => error(`protocol:error ${e.event} ${e.code} ${e.message}`));
     s.on('disconnect', (reason) => {
       this.connected = false;
+      this.links.reset();
       this.stopTimers();
       if (!stopping) {
         win.disconnects++;
@@ -139,6 +178,16 @@ class Volunteer {
       if (!a.ok) error(`${event}: ${a.error.code} ${a.error.message}`);
       then?.(a);
     });
+  }
+
+  /** The global model, as a real tab gets it: from the checkpoint URL over HTTP (null: the job's seed). */
+  private async loadModel(url: string | null): Promise<void> {
+    if (!url) return;
+    const res = await fetch(url, { signal: AbortSignal.timeout(behaviour.joinTimeoutMs) });
+    if (!res.ok) throw new Error(`checkpoint download: HTTP ${res.status}`);
+    const { tensors } = decodeSafetensors(new Uint8Array(await res.arrayBuffer()));
+    if (!tensors.params) throw new Error('checkpoint has no params tensor');
+    tally('checkpointsFetched');
   }
 
   private later(ms: number, fn: () => void): void {
@@ -195,24 +244,46 @@ class Volunteer {
       }
     }
     b.received++;
+    this.beginHalf = null;
     if (b.sampled) {
       win.barrierMs.push(at - b.lastReady);
+      this.beginHalf = { roundId: r.roundId, ms: at - b.lastReady };
       if (b.received === r.members.length) win.barrierJobMs.push(at - b.lastReady);
     }
     if (b.received === r.members.length) job.begins.delete(r.roundId);
-    this.later(uniform(behaviour.allreduceMs), () => {
-      if (this.round?.roundId !== r.roundId) return;
-      this.emit('round:result', {
-        jobId: r.jobId, roundId: r.roundId, checksum: RESULT_CHECKSUM, step: this.step,
-        metrics: { loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: 0, bytesReceived: 0 },
-      });
+    const allreduce = () => this.later(uniform(behaviour.allreduceMs), () => this.sendResult(r));
+    // A ring member first links to new neighbours through the server (a star member sends no signals).
+    if (r.mode === 'ring') this.links.connect(ringNeighbours(r.members, this.id), allreduce);
+    else allreduce();
+  }
+
+  private sendResult(r: RoundBegin): void {
+    if (this.round?.roundId !== r.roundId) return;
+    let res = this.job.results.get(r.roundId);
+    if (!res) this.job.results.set(r.roundId, (res = { count: 0, last: 0, commits: 0 }));
+    res.count++;
+    res.last = now(); // stamped immediately before the send
+    this.emit('round:result', {
+      jobId: r.jobId, roundId: r.roundId, checksum: RESULT_CHECKSUM, step: this.step,
+      metrics: { loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: 0, bytesReceived: 0 },
     });
   }
 
   private onCommit(c: { roundId: number; seq: number }): void {
+    const at = now();
     const r = this.round;
     if (!r || r.roundId !== c.roundId) return;
     this.round = null;
+    // The commit half: sampled when every member of the job sent its result for this round here.
+    const res = this.job.results.get(c.roundId);
+    if (res) {
+      if (res.count === r.members.length && r.members.length === this.job.members.length) {
+        win.commitMs.push(at - res.last);
+        if (this.beginHalf?.roundId === c.roundId) win.roundMs.push(this.beginHalf.ms + at - res.last);
+      }
+      if (++res.commits === r.members.length) this.job.results.delete(c.roundId);
+    }
+    this.beginHalf = null;
     this.seq = c.seq;
     const job = this.job;
     job.ready.delete(c.seq);
@@ -221,11 +292,11 @@ class Volunteer {
       win.roundsCommitted++;
       job.committedInWindow = true;
     }
-    // Normally no checkpoints are asked for (checkpointEvery is large), but the uploader of a round
-    // that asks must upload or the job stalls; a one-tensor file is enough for the server.
+    // The job checkpoints at its default interval: the round's uploader sends the model, and the
+    // server holds the next round until the file is stored.
     if (r.uploader === this.id) {
-      const data = encodeSafetensors({ params: f32Tensor([4], new Float32Array([1, 2, 3, 4])) });
-      this.emit('checkpoint:upload', { jobId: r.jobId, seq: c.seq, step: this.step, data });
+      tally('checkpointsUploaded');
+      this.emit('checkpoint:upload', { jobId: r.jobId, seq: c.seq, step: this.step, data: checkpoint() });
     }
     this.trainThenReady();
   }
@@ -249,7 +320,7 @@ async function add(url: string, wanted: { jobId: string; count: number }[], ramp
   const deadline = t0 + rampTimeoutMs;
   const queue: JobTrack[] = [];
   for (const { jobId, count } of wanted) {
-    const job: JobTrack = { jobId, members: [], ready: new Map(), begins: new Map(), aborted: new Set(), committedInWindow: false };
+    const job: JobTrack = { jobId, members: [], ready: new Map(), results: new Map(), begins: new Map(), aborted: new Set(), committedInWindow: false };
     jobs.set(jobId, job);
     for (let i = 0; i < count; i++) queue.push(job);
   }
@@ -302,7 +373,9 @@ function collect(): WindowSamples {
   }
   const s: WindowSamples = {
     type: 'samples', windowMs: now() - win.start,
-    barrierMs: win.barrierMs, barrierServerMs: win.barrierServerMs, barrierJobMs: win.barrierJobMs, deliveryMs: win.deliveryMs,
+    barrierMs: win.barrierMs, barrierServerMs: win.barrierServerMs, barrierJobMs: win.barrierJobMs, deliveryMs: win.deliveryMs, commitMs: win.commitMs, roundMs: win.roundMs,
+    signalsSent: win.signalsSent, signalsReceived: win.signalsReceived, checkpointsUploaded: win.checkpointsUploaded, checkpointsFetched: win.checkpointsFetched,
+    totals: { ...totals },
     roundsBegun: win.roundsBegun, roundsCommitted: win.roundsCommitted, roundsReformed: win.roundsReformed, roundsAborted: win.roundsAborted,
     heartbeatsSent: win.heartbeatsSent, eventsSent: win.eventsSent, errors: win.errors, errorSamples: win.errorSamples, disconnects: win.disconnects, disconnectReasons: win.disconnectReasons, jobEnds: win.jobEnds,
     connected: volunteers.filter((v) => v.connected).length, jobsProgressing: progressing, jobs: jobs.size,

@@ -57,6 +57,18 @@ export interface WindowSamples {
   barrierJobMs: number[];
   /** Per round: the first `round:begin` received − the round's begin on the server (delivery, ms). */
   deliveryMs: number[];
+  /** Per (round, member): member received `round:commit` − the job's last `round:result` was sent, ms (the commit half). */
+  commitMs: number[];
+  /** Per (round, member) with both halves sampled: begin half + commit half, ms (the whole round as the member waits on it). */
+  roundMs: number[];
+  /** `signal` events sent and received (WebRTC signaling with new ring neighbours). */
+  signalsSent: number;
+  signalsReceived: number;
+  /** Checkpoints uploaded as a round's uploader, and fetched over HTTP on `model:load`. */
+  checkpointsUploaded: number;
+  checkpointsFetched: number;
+  /** The four counts above since the client process started. */
+  totals: { signalsSent: number; signalsReceived: number; checkpointsUploaded: number; checkpointsFetched: number };
   roundsBegun: number;
   roundsCommitted: number;
   /** Rounds begun again after an abort (not sampled). */

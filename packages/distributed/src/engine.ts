@@ -147,9 +147,9 @@ export class ModelEngine {
     return this.scratch;
   }
 
-  /** Test-set accuracy and loss of the current parameters (at most `limit` examples). */
-  async evaluate(limit = Infinity, batchSize = 500): Promise<{ accuracy: number; loss: number; count: number }> {
-    const test = this.opts.test;
+  /** Accuracy and loss of the current parameters on the test set, or `on` (at most `limit` examples). */
+  async evaluate(limit = Infinity, batchSize = 500, on: Dataset = this.opts.test): Promise<{ accuracy: number; loss: number; count: number }> {
+    const test = on;
     const view: Dataset = limit < test.count ? { ...test, count: limit } : test;
     return evaluate(this.model, sequentialBatches(view, batchSize));
   }
