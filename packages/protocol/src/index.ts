@@ -3,3 +3,4 @@ export * from './limits';
 export * from './jobs';
 export * from './events';
 export * from './frames';
+export * from './credit';
