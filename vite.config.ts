@@ -21,6 +21,7 @@ export default defineConfig({
       input: {
         trainer: resolve(root, 'apps/trainer/index.html'),
         volunteer: resolve(root, 'apps/volunteer/index.html'),
+        contributors: resolve(root, 'apps/volunteer/contributors.html'),
         dashboard: resolve(root, 'apps/dashboard/index.html'),
         kernels: resolve(root, 'e2e/pages/kernels.html'),
         distributed: resolve(root, 'e2e/pages/distributed.html'),
