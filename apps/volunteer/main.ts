@@ -55,6 +55,8 @@ function showContributorsLink(jobId: string): void {
 
 /** The job the scheduler would hand this tab: the named one, else the first open one its adapter can hold. */
 function jobToJoin(jobs: PublicJob[]): PublicJob | undefined {
+  const current = runtime?.status.jobId;
+  if (current && jobs.some((j) => j.id === current)) return jobs.find((j) => j.id === current);
   const wanted = params.get('job');
   if (wanted) return jobs.find((j) => j.id === wanted);
   const room = info?.adapter?.maxStorageBufferBindingSize ?? Infinity;
@@ -67,7 +69,7 @@ function renderPlan(): void {
   $('server').innerHTML = `Server <strong>${esc(name)}</strong>${operator ? `, run by <strong>${esc(operator)}</strong>` : ' (its operator gave no name)'}.`;
   const job = jobToJoin(serverInfo.jobs);
   const open = serverInfo.jobs.length;
-  const joining = runtime ? 'This tab is in' : 'Pressing Contribute joins';
+  const joining = runtime?.status.jobId === job?.id ? 'This tab is in' : runtime ? 'This tab joins' : 'Pressing Contribute joins';
   $('next-job').innerHTML = job
     ? `${joining} <strong>${esc(job.name)}</strong>: ${esc(job.preset)} on ${esc(job.dataset)}, ${esc(job.strategy)}${job.compression !== 'none' ? ` + ${esc(job.compression)}` : ''}, ` +
       `${job.workers} of up to ${job.maxWorkers} volunteers, step ${formatCount(job.step)} of ${formatCount(job.targetSteps)}.` +
