@@ -24,9 +24,11 @@ test('a finished job lists its departed contributors and its latest accuracy, be
   await early.request(job.id);
   await a.request(job.id);
   await waitFor('a first sync', () => a.committed.length >= 1);
-  early.close(); // leaves mid-job
   await b.request(job.id);
-  await waitFor('a second sync with the newcomer', () => b.committed.length >= 1);
+  await waitFor('a sync with the newcomer', () => b.committed.length >= 1);
+  early.close(); // leaves mid-job; the other two go on
+  const before = b.committed.length;
+  await waitFor('a sync without the one that left', () => b.committed.length > before);
   // Two evaluations: the list shows the latest.
   const seq = (await server.api(`/api/jobs/${job.id}`)).body.job.seq;
   assert.equal((await a.emit('metrics', { jobId: job.id, seq: 1, accuracy: 0.5, loss: 1 })).ok, true);

@@ -129,6 +129,9 @@ export class JobHub {
 
   /** The worker table: live from the coordinator, or, once the job ended, its stored contributors. */
   async workers(jobId: string): Promise<WorkerRow[]> {
+    // A coordinator still on this node (also just after its job ended) has every row in memory.
+    const local = this.coordinators.get(jobId);
+    if (local) return local.workers();
     const record = await this.deps.store.getJob(jobId);
     if (!record) throw new ProtocolError('unknown_job', `no job ${jobId}`);
     if (!isEnded(record)) {

@@ -40,7 +40,9 @@ const creditRequestSchema = z.strictObject({ clientId: clientIdSchema });
 
 export const PUBLIC_ROUTES: [string, RegExp, Route][] = [
   ['GET', /^\/api\/public\/info$/, async (ctx, _req, res) => {
-    const open = inOfferOrder((await ctx.hub.summaries()).filter((j) => !isEnded(j)));
+    // Ended jobs are left out before their summaries are read: there may be many.
+    const live = await Promise.all((await ctx.store.listJobs()).filter((j) => !isEnded(j)).map((j) => ctx.hub.summary(j.id).catch(() => null)));
+    const open = inOfferOrder(live.filter((j): j is JobSummary => j !== null && !isEnded(j)));
     const body: PublicInfo = { server: ctx.identity, jobs: await Promise.all(open.map((j) => publicJob(ctx.store, j))) };
     sendJson(res, 200, body);
   }],
