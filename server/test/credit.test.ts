@@ -10,7 +10,7 @@ import { startTestServer, type TestServer } from './helpers';
 
 let server: TestServer;
 before(async () => {
-  server = await startTestServer(process.env.DEBUG_CREDIT ? { log: (l) => console.log(`${Date.now() % 100000} ${l}`) } : {});
+  server = await startTestServer();
 });
 after(() => server.stop());
 
