@@ -10,6 +10,7 @@ const root = import.meta.dirname;
 const APPS = {
   trainer: 'apps/trainer/index.html',
   volunteer: 'apps/volunteer/index.html',
+  contributors: 'apps/volunteer/contributors.html',
   dashboard: 'apps/dashboard/index.html',
 };
 

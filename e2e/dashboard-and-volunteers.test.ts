@@ -126,7 +126,7 @@ test('a tab without WebGPU sees the explanation and the CPU fallback, not a cras
   await shot(page, 'volunteer-no-webgpu');
   await page.click('#use-cpu');
   await page.waitForSelector('#contribute:not([disabled])');
-  assert.match((await page.textContent('#adapter')) ?? '', /CPU fallback/);
+  assert.match((await page.textContent('[data-figure="GPU"]')) ?? '', /CPU fallback/);
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -6,23 +6,18 @@ import {
   type Ack, type JobSummary, type MetricPoint, type WorkerRow,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
+import { $, esc } from '../shared/dom';
+import { formatBytes } from '../shared/format';
 import { drawLineChart } from './chart';
 
-const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const TOKEN_KEY = 'tabfleet-token';
 
 let token = new URLSearchParams(location.search).get('token') ?? sessionStorage.getItem(TOKEN_KEY) ?? '';
 let socket: Socket | null = null;
 const jobs = new Map<string, JobSummary>();
-const accuracyOf = new Map<string, number>();
 let current: { id: string; points: MetricPoint[]; workers: WorkerRow[] } | null = null;
 
-function esc(s: unknown): string {
-  return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-function mb(n: number): string {
-  return `${(n / 1e6).toFixed(1)} MB`;
-}
+const isActive = (j: JobSummary) => j.state === 'running' || j.state === 'waiting';
 
 async function api(path: string, init: RequestInit = {}): Promise<Response> {
   return fetch(path, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(init.headers ?? {}) } });
@@ -62,7 +57,9 @@ function connect(): void {
     else renderJobs();
   });
   socket.on('job:metrics', (m: { jobId: string; points: MetricPoint[] }) => {
-    for (const p of m.points) if (p.accuracy !== null) accuracyOf.set(m.jobId, p.accuracy);
+    const job = jobs.get(m.jobId);
+    for (const p of m.points) if (job && p.accuracy !== null) job.latestAccuracy = p.accuracy;
+    if (current?.id !== m.jobId) renderJobs();
     if (current?.id === m.jobId) {
       current.points.push(...m.points);
       renderJob();
@@ -98,9 +95,9 @@ addEventListener('hashchange', () => void route());
 
 function renderJobs(): void {
   const rows = [...jobs.values()].sort((a, b) => b.createdAt - a.createdAt).map((j) => {
-    const acc = accuracyOf.get(j.id);
+    const acc = j.latestAccuracy;
     return `<tr data-job="${esc(j.id)}"><td><a href="#/jobs/${esc(j.id)}">${esc(j.name)}</a></td><td class="state-${j.state}">${j.state}</td><td>${esc(j.spec.preset)}</td>
-      <td>${esc(j.spec.strategy)}${j.spec.compression !== 'none' ? ` + ${esc(j.spec.compression)}` : ''}</td><td>${j.step}/${targetStepsOf(j.spec)}</td><td>${j.workers}</td><td>${acc === undefined ? '—' : `${(100 * acc).toFixed(2)}%`}</td></tr>`;
+      <td>${esc(j.spec.strategy)}${j.spec.compression !== 'none' ? ` + ${esc(j.spec.compression)}` : ''}</td><td>${j.step}/${targetStepsOf(j.spec)}</td><td>${j.workers}</td><td data-accuracy>${acc === null ? '—' : `${(100 * acc).toFixed(2)}%`}</td></tr>`;
   });
   $('jobs').querySelector('tbody')!.innerHTML = rows.join('') || '<tr><td colspan="7" class="muted">No jobs yet: submit one below.</td></tr>';
 }
@@ -168,7 +165,9 @@ function renderJob(): void {
   const j = jobs.get(current.id)!;
   $('job-title').textContent = j.name;
   $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(j.spec.preset)} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`;
-  $<HTMLButtonElement>('stop').disabled = !(j.state === 'running' || j.state === 'waiting');
+  // A finished job has nothing to stop: no button, not a greyed one.
+  $('stop').hidden = !isActive(j);
+  $<HTMLAnchorElement>('contributors-page').href = `/apps/volunteer/contributors.html?job=${encodeURIComponent(j.id)}`;
   $('download-checkpoint').hidden = !j.latestCheckpoint;
   const pts = current.points;
   const losses = pts.filter((p) => p.loss !== null && p.samplesPerSec !== null).map((p) => ({ x: p.step, y: p.loss! }));
@@ -180,19 +179,25 @@ function renderJob(): void {
   const rows: [string, string][] = [
     ['step', `${j.step} of ${targetStepsOf(j.spec)}`], ['syncs', String(j.seq)], ['workers', String(j.workers)],
     ['throughput', last ? `${last.samplesPerSec!.toFixed(0)} samples/s` : '—'],
-    ['bytes on the wire (all workers)', mb(sent)],
+    ['bytes on the wire (all workers)', formatBytes(sent)],
     ['test accuracy', accs.length ? `${(100 * accs[accs.length - 1].y).toFixed(2)}%` : '—'],
-    ['latest checkpoint', j.latestCheckpoint ? `sync ${j.latestCheckpoint.seq}, ${mb(j.latestCheckpoint.bytes)}` : '—'],
+    ['latest checkpoint', j.latestCheckpoint ? `sync ${j.latestCheckpoint.seq}, ${formatBytes(j.latestCheckpoint.bytes)}` : '—'],
   ];
   $('figures').querySelector('tbody')!.innerHTML = rows.map(([k, v]) => `<tr><td>${k}</td><td data-figure="${esc(k)}">${esc(v)}</td></tr>`).join('');
 }
 
 function renderWorkers(): void {
   if (!current) return;
-  const rows = current.workers.map((w) => `<tr><td>${esc(w.volunteerId)}</td><td>${esc(w.adapter)}</td><td>${esc(w.state)}${w.admitted ? '' : ' (joining)'}</td><td>${w.step}</td>
-    <td>${w.samplesPerSec.toFixed(0)}</td><td>${mb(w.bytesSent)}</td><td>${mb(w.bytesReceived)}</td><td>${w.lastRound ?? '—'}</td>
-    <td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td></tr>`);
-  $('workers').querySelector('tbody')!.innerHTML = rows.join('') || '<tr><td colspan="9" class="muted">No workers yet.</td></tr>';
+  const job = jobs.get(current.id);
+  const rows = current.workers.map((w) => {
+    const left = w.state === 'left';
+    return `<tr class="${left ? 'left' : ''}" data-state="${esc(w.state)}"><td>${esc(w.contributor)}<br><span class="muted">${esc(w.volunteerId)}</span></td><td>${esc(w.adapter)}</td>
+    <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
+    <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td class="num">${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
+    <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td></tr>`;
+  });
+  const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';
+  $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="10" class="muted">${empty}</td></tr>`;
 }
 
 $('stop').addEventListener('click', async () => {

@@ -3,8 +3,7 @@
 import { Comlink, startEngineWorker } from '@tabfleet/worker/client';
 import type { BackendChoice, BackendInfo, Progress, SoloTrainConfig, TrainReport } from '@tabfleet/worker';
 import { PRESETS, type PresetName } from '@tabfleet/nn';
-
-const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+import { $, kvRows } from '../shared/dom';
 const { engine } = startEngineWorker();
 let info: BackendInfo | null = null;
 
@@ -41,7 +40,7 @@ function render(p: Progress): void {
     ['elapsed', `${(p.elapsedMs / 1000).toFixed(1)} s`],
   ];
   if (p.testAccuracy !== undefined) rows.push(['test accuracy', `${(100 * p.testAccuracy).toFixed(2)}%`]);
-  $('stats').querySelector('tbody')!.innerHTML = rows.map(([k, v]) => `<tr><td>${k}</td><td>${v}</td></tr>`).join('');
+  $('stats').querySelector('tbody')!.innerHTML = kvRows(rows);
 }
 
 async function run(cfg: SoloTrainConfig): Promise<TrainReport> {

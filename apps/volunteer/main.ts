@@ -1,22 +1,27 @@
 // The contribute page: one button lends this tab's GPU to whichever job needs it. The engine (WebGPU
 // device, model, data) runs in a Web Worker; this thread holds the Socket.IO session, the WebRTC
 // links to ring neighbours and the UI. Tests and `npm run workers` drive it via window.tabfleetVolunteer.
+// Before anything runs the page says who runs the server, which job the tab would join and what that
+// costs; the volunteer's credit (counted by the server, kept under this browser's id) shows below.
 import { createBrowserWebRtcTransport } from '@tabfleet/collective/webrtc-browser';
-import { NAMESPACES, PROTOCOL_VERSION, type CapabilitiesInput } from '@tabfleet/protocol';
+import { NAMESPACES, PROTOCOL_VERSION, type Ack, type CapabilitiesInput, type PublicInfo, type PublicJob, type VolunteerCredit } from '@tabfleet/protocol';
 import { VolunteerRuntime, type RuntimeStatus } from '@tabfleet/worker/runtime';
 import { startEngineWorker } from '@tabfleet/worker/client';
 import type { BackendChoice, BackendInfo } from '@tabfleet/worker';
-import { io } from 'socket.io-client';
+import { io, type Socket } from 'socket.io-client';
+import { $, esc, kvRows } from '../shared/dom';
+import { formatBytes, formatCount, formatDuration } from '../shared/format';
+import { clientId, saveName, savedName } from './identity';
 
-const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const params = new URLSearchParams(location.search);
 const { engine } = startEngineWorker();
 let runtime: VolunteerRuntime | null = null;
+let socket: Socket | null = null;
 let info: BackendInfo | null = null;
-
-function fmtBytes(n: number): string {
-  return n < 1e3 ? `${n} B` : n < 1e6 ? `${(n / 1e3).toFixed(1)} kB` : n < 1e9 ? `${(n / 1e6).toFixed(1)} MB` : `${(n / 1e9).toFixed(2)} GB`;
-}
+let serverInfo: PublicInfo | null = null;
+const myId = clientId();
+/** How often the page refreshes the job it would join (before) and its credit (while contributing). */
+const REFRESH_MS = 5_000;
 
 const HEADLINES: Record<RuntimeStatus['state'], string> = {
   connecting: 'Connecting to the server…', idle: 'Waiting for a job that needs a GPU…', loading: 'Loading the model and data…',
@@ -25,25 +30,92 @@ const HEADLINES: Record<RuntimeStatus['state'], string> = {
 
 function render(s: RuntimeStatus): void {
   $('headline').textContent = HEADLINES[s.state];
+  const job = serverInfo?.jobs.find((j) => j.id === s.jobId);
   const rows: [string, string][] = [
-    ['job', s.jobId ?? '—'],
+    ['job', s.jobId ? (job ? `${job.name} (${s.jobId})` : s.jobId) : '—'],
     ['steps done', String(s.step)],
-    ['syncs credited', String(s.syncs)],
+    ['syncs this session', String(s.syncs)],
     ['samples/s', s.samplesPerSec ? s.samplesPerSec.toFixed(0) : '—'],
     ['peers', s.peers.length ? String(s.peers.length) : '—'],
-    ['sent / received', `${fmtBytes(s.bytesSent)} / ${fmtBytes(s.bytesReceived)}`],
+    ['sent / received', `${formatBytes(s.bytesSent)} / ${formatBytes(s.bytesReceived)}`],
   ];
   if (s.lastAccuracy !== null) rows.push(['test accuracy (last check)', `${(100 * s.lastAccuracy).toFixed(2)}%`]);
-  $('stats').querySelector('tbody')!.innerHTML = rows.map(([k, v]) => `<tr><td>${k}</td><td>${v}</td></tr>`).join('');
+  $('stats').querySelector('tbody')!.innerHTML = kvRows(rows);
+  if (s.jobId) showContributorsLink(s.jobId);
   $('error').hidden = !s.lastError;
   $('error').textContent = s.lastError ?? '';
+}
+
+function showContributorsLink(jobId: string): void {
+  $<HTMLAnchorElement>('contributors-href').href = `./contributors.html?job=${encodeURIComponent(jobId)}`;
+  $('contributors-link').hidden = false;
+}
+
+// ---------- before contributing: the server, the job this tab would join, what it costs ----------
+
+/** The job the scheduler would hand this tab: the named one, else the first open one its adapter can hold. */
+function jobToJoin(jobs: PublicJob[]): PublicJob | undefined {
+  const current = runtime?.status.jobId;
+  if (current && jobs.some((j) => j.id === current)) return jobs.find((j) => j.id === current);
+  const wanted = params.get('job');
+  if (wanted) return jobs.find((j) => j.id === wanted);
+  const room = info?.adapter?.maxStorageBufferBindingSize ?? Infinity;
+  return jobs.find((j) => j.workers < j.maxWorkers && j.modelBytes <= room);
+}
+
+function renderPlan(): void {
+  if (!serverInfo) return;
+  const { name, operator } = serverInfo.server;
+  $('server').innerHTML = `Server <strong>${esc(name)}</strong>${operator ? `, run by <strong>${esc(operator)}</strong>` : ' (its operator gave no name)'}.`;
+  const job = jobToJoin(serverInfo.jobs);
+  const open = serverInfo.jobs.length;
+  const joining = runtime?.status.jobId === job?.id ? 'This tab is in' : runtime ? 'This tab joins' : 'Pressing Contribute joins';
+  $('next-job').innerHTML = job
+    ? `${joining} <strong>${esc(job.name)}</strong>: ${esc(job.preset)} on ${esc(job.dataset)}, ${esc(job.strategy)}${job.compression !== 'none' ? ` + ${esc(job.compression)}` : ''}, ` +
+      `${job.workers} of up to ${job.maxWorkers} volunteers, step ${formatCount(job.step)} of ${formatCount(job.targetSteps)}.` +
+      (open > 1 ? ` <span class="muted">(${open} open jobs)</span>` : '')
+    : params.get('job') ? `Job ${esc(params.get('job'))} is not open to volunteers.`
+    : open ? `The ${open} open job${open > 1 ? 's are' : ' is'} full or too large for this adapter: the tab will wait for room.`
+    : 'No job needs volunteers right now: a tab that contributes waits until one does.';
+  const rows: [string, string][] = [['GPU', info ? info.description + (info.kind === 'cpu' ? ' (CPU fallback, slow)' : '') : 'checking…']];
+  if (job) {
+    rows.push(['model in GPU memory', formatBytes(job.modelBytes)]);
+    rows.push(['sent per sync', `${job.syncBytesMeasured ? '' : 'about '}${formatBytes(job.syncBytes)} ${job.syncBytesMeasured ? '(measured at the last sync)' : '(estimate)'}, as much received`]);
+    rows.push(['data', `${esc(job.dataset)} shard, downloaded once`]);
+  }
+  $('uses').querySelector('tbody')!.innerHTML = kvRows(rows);
+}
+
+async function refreshPlan(): Promise<void> {
+  try {
+    const res = await fetch('/api/public/info');
+    if (res.ok) serverInfo = await res.json();
+  } catch {
+    /* offline for a moment: the next refresh tries again */
+  }
+  renderPlan();
+}
+
+async function refreshCredit(): Promise<void> {
+  const res = await fetch('/api/public/credit', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ clientId: myId }) }).catch(() => null);
+  if (!res?.ok) return;
+  const credit = (await res.json()).credit as VolunteerCredit | null;
+  $('credit-section').hidden = !credit || credit.syncs === 0;
+  if (!credit) return;
+  $('credit').querySelector('tbody')!.innerHTML = kvRows([
+    ['syncs', formatCount(credit.syncs)],
+    ['training examples', formatCount(credit.samples)],
+    ['compute time', formatDuration(credit.computeMs)],
+    ['jobs', formatCount(credit.jobs)],
+    ['shown as', credit.displayName ?? 'anonymous (set a name above to appear by name)'],
+  ]);
 }
 
 async function initBackend(choice: BackendChoice): Promise<BackendInfo> {
   // A browser without WebGPU has no navigator.gpu on the page (nor in workers).
   if (choice === 'webgpu' && !('gpu' in navigator && navigator.gpu)) throw new Error('This browser does not offer WebGPU (navigator.gpu is missing): use a recent Chrome, Edge or Safari, or enable WebGPU');
   info = await engine.init(choice);
-  $('adapter').textContent = info.kind === 'cpu' ? `CPU fallback: ${info.description}. Slow, and no GPU is used.` : `GPU: ${info.description}`;
+  renderPlan();
   return info;
 }
 
@@ -62,7 +134,11 @@ function capabilities(b: BackendInfo): CapabilitiesInput {
 /** Starts contributing (the button). */
 async function start(): Promise<void> {
   if (runtime || !info) return;
-  const socket = io(`${location.origin}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: capabilities(info) }, transports: ['websocket'] });
+  const name = savedName();
+  socket = io(`${location.origin}${NAMESPACES.volunteer}`, {
+    auth: { protocol: PROTOCOL_VERSION, capabilities: capabilities(info), clientId: myId, ...(name ? { displayName: name } : {}) },
+    transports: ['websocket'],
+  });
   socket.on('connect_error', (e) => render({ ...(runtime?.status as RuntimeStatus), lastError: `cannot connect: ${e.message}` }));
   const effort = () => Number($<HTMLInputElement>('effort').value);
   runtime = new VolunteerRuntime({
@@ -75,6 +151,7 @@ async function start(): Promise<void> {
   });
   $<HTMLButtonElement>('contribute').hidden = true;
   $('pause').hidden = false;
+  renderPlan();
 }
 
 async function togglePause(): Promise<void> {
@@ -88,6 +165,29 @@ async function togglePause(): Promise<void> {
   }
 }
 
+$('name-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const saved = saveName($<HTMLInputElement>('display-name').value);
+  const status = $('name-status');
+  status.className = 'error' in saved ? 'error' : 'muted';
+  if ('error' in saved) {
+    status.textContent = `Not saved: ${saved.error}.`;
+    return;
+  }
+  $<HTMLInputElement>('display-name').value = saved.name ?? '';
+  // Connected: the server keeps it now; otherwise it goes with the next connection.
+  if (socket?.connected) {
+    const ack = (await socket.timeout(10_000).emitWithAck('profile', { displayName: saved.name }).catch((err: Error) => ({ ok: false, error: { message: err.message } }))) as Ack;
+    if (!ack.ok) {
+      status.className = 'error';
+      status.textContent = `The server refused it: ${ack.error.message}`;
+      return;
+    }
+  }
+  status.textContent = saved.name ? `Saved: you appear as “${saved.name}”.` : 'Cleared: you appear anonymously.';
+  void refreshCredit();
+});
+$<HTMLInputElement>('display-name').value = savedName() ?? '';
 $('contribute').addEventListener('click', () => void start());
 $('pause').addEventListener('click', () => void togglePause());
 $('effort').addEventListener('input', () => ($('effort-value').textContent = `${$<HTMLInputElement>('effort').value}%`));
@@ -105,12 +205,19 @@ const ready = initBackend(params.get('backend') === 'cpu' ? 'cpu' : 'webgpu').th
     return b;
   },
   (e: Error) => {
-    $('adapter').textContent = 'No WebGPU in this browser.';
+    $('uses').dataset.gpu = 'none';
     $('nogpu-why').textContent = `${e.message}. Your tab can still help on the CPU, much more slowly.`;
     $('nogpu').hidden = false;
     return null;
   },
 );
+
+void refreshPlan();
+void refreshCredit();
+setInterval(() => {
+  void refreshPlan();
+  if (runtime) void refreshCredit();
+}, REFRESH_MS);
 
 declare global {
   interface Window {

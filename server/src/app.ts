@@ -32,6 +32,9 @@ export interface ServerOptions {
   datasetsDir?: string;
   timing?: Partial<Timing>;
   nodeId?: string;
+  /** Shown to volunteers before they contribute: the server's name (default: its address) and who runs it. */
+  name?: string;
+  operator?: string;
   log?: (line: string) => void;
 }
 
@@ -93,7 +96,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   };
   const hub = new JobHub(deps, cluster);
   await hub.start();
-  const volunteerNsp = attachVolunteerNamespace(io, hub, { count: deps.count, log });
+  const volunteerNsp = attachVolunteerNamespace(io, hub, store, { count: deps.count, log });
   attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, count: deps.count, log });
 
   const startedAt = Date.now();
@@ -101,6 +104,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     hub, store, secrets, nodeId, startedAt,
     staticDir: resolve(opts.staticDir ?? resolve(repoRoot, 'dist')),
     datasetsDir: opts.datasetsDir ?? process.env.FASHION_MNIST_DIR ?? '/usr/share/datasets/fashion-mnist',
+    identity: { name: opts.name ?? '', operator: opts.operator ?? null },
     async prometheus() {
       const jobs = await hub.summaries();
       const states = new Map<string, number>();
@@ -135,6 +139,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const addr = httpServer.address();
   if (!addr || typeof addr === 'string') throw new Error('server has no TCP address');
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
+  if (!ctx.identity.name) ctx.identity.name = new URL(url).host;
   log(`node ${nodeId} listening on ${url} (store: ${store.kind})`);
 
   let closed = false;

@@ -1,5 +1,6 @@
 // `node --import tsx server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL]`: runs one
-// server node until SIGINT/SIGTERM. Environment: PORT, TABFLEET_DATA, REDIS_URL, TABFLEET_TOKEN.
+// server node until SIGINT/SIGTERM. Environment: PORT, TABFLEET_DATA, REDIS_URL, TABFLEET_TOKEN,
+// TABFLEET_NAME, TABFLEET_OPERATOR.
 import { parseArgs } from 'node:util';
 import { startServer } from './app';
 
@@ -9,11 +10,13 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
   --data DIR    SQLite file and checkpoints (default $TABFLEET_DATA or ./data)
   --redis URL   share state with other nodes through Redis (default $REDIS_URL)
   --node ID     this node's name in a cluster (default random)
+  --name TEXT   what volunteers see this server called (default $TABFLEET_NAME or host:port)
+  --operator T  who runs it, shown to volunteers (default $TABFLEET_OPERATOR, else not shown)
 The researcher token comes from $TABFLEET_TOKEN, or is generated at the first start and printed.`;
 
 const { values } = parseArgs({
   options: {
-    port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' }, help: { type: 'boolean', short: 'h' },
   },
 });
 if (values.help) {
@@ -32,6 +35,8 @@ const server = await startServer({
   dataDir: values.data ?? process.env.TABFLEET_DATA,
   redisUrl: values.redis ?? process.env.REDIS_URL,
   nodeId: values.node,
+  name: values.name ?? process.env.TABFLEET_NAME,
+  operator: values.operator ?? process.env.TABFLEET_OPERATOR,
 });
 console.log(`[server] dashboard: ${server.url}/apps/dashboard/?token=${server.secrets.token}`);
 console.log(`[server] volunteer: ${server.url}/apps/volunteer/`);

@@ -74,6 +74,9 @@ const ROWS: Row[] = [
   { name: 'metrics accuracy over 1', event: 'metrics', payload: () => ({ jobId, seq: 0, accuracy: 2, loss: 1 }), code: 'bad_request' },
   { name: 'metrics future sync', event: 'metrics', payload: () => ({ jobId, seq: 5, accuracy: 0.5, loss: 1 }), code: 'stale_round' },
   { name: 'status unknown state', event: 'status', payload: () => ({ state: 'flying', step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }), code: 'bad_request' },
+  { name: 'profile name with markup', event: 'profile', payload: () => ({ displayName: '<img src=x>' }), code: 'bad_request' },
+  { name: 'profile name too long', event: 'profile', payload: () => ({ displayName: 'x'.repeat(41) }), code: 'bad_request' },
+  { name: 'profile without a client id', event: 'profile', payload: () => ({ displayName: 'Ada' }), code: 'bad_request' },
   { name: 'leave reason too long', event: 'leave', payload: () => ({ reason: 'x'.repeat(300) }), code: 'bad_request' },
 ];
 

@@ -2,6 +2,7 @@
 // zod schema in the tables below; the server validates against them and answers every event with an
 // ack (`Ack`). docs/protocol.md describes the flow with a sample session.
 import { z } from 'zod';
+import { clientIdSchema, displayNameSchema, profileSchema } from './credit';
 import { idSchema, type JobSpec, type JobSummary, type MetricPoint } from './jobs';
 import { LIMITS } from './limits';
 
@@ -74,9 +75,14 @@ export type CapabilitiesInput = z.input<typeof capabilitiesSchema>;
 export const volunteerAuthSchema = z.strictObject({
   protocol: z.number().int(),
   capabilities: capabilitiesSchema,
-  /** Optional stable id chosen by the browser, used only to credit work across reconnects. */
-  clientId: idSchema.optional(),
-});
+  /**
+   * Stable id chosen once by the browser and kept in its storage: a reconnect or a later visit with the
+   * same id is the same volunteer for credit. Without one, credit goes to this connection only.
+   */
+  clientId: clientIdSchema.optional(),
+  /** Name shown on public contributor pages (stored with the client id; needs one). */
+  displayName: displayNameSchema.optional(),
+}).refine((a) => a.displayName === undefined || a.clientId !== undefined, { path: ['displayName'], message: 'needs a clientId to be kept under' });
 export type VolunteerAuth = z.input<typeof volunteerAuthSchema>;
 
 export const dashboardAuthSchema = z.strictObject({ protocol: z.number().int(), token: z.string().min(1).max(256) });
@@ -141,6 +147,8 @@ export const VOLUNTEER_EVENTS = {
     bytesSent: z.number().int().min(0),
     bytesReceived: z.number().int().min(0),
   }),
+  /** Sets or clears the display name kept under this connection's client id. */
+  profile: profileSchema,
   /** Leaving on purpose (pagehide, pause): the server drops the member at once. */
   leave: z.strictObject({ reason: z.string().max(256).default('') }),
 } as const;
@@ -174,7 +182,8 @@ export interface RoundBegin {
 }
 
 export interface VolunteerServerEvents {
-  welcome: (w: { volunteerId: string; protocol: number; serverTime: number }) => void;
+  /** `displayName`: the name stored under the handshake's client id (null when none is set). */
+  welcome: (w: { volunteerId: string; protocol: number; serverTime: number; displayName: string | null }) => void;
   'job:assign': (a: Assignment) => void;
   /** Load the global model of sync `seq` (url null: initialize from the job's seed) and report `model:loaded`. */
   'model:load': (m: { jobId: string; seq: number; step: number; url: string | null }) => void;
@@ -200,7 +209,12 @@ export type DashboardEventName = keyof typeof DASHBOARD_EVENTS;
 export interface WorkerRow {
   volunteerId: string;
   jobId: string | null;
+  /** What the tab reports doing; `left` for a contributor that is no longer in the job. */
   state: string;
+  /** Display name, or `volunteer <8 hex>` from the client id (as on the public contributor page). */
+  contributor: string;
+  /** Committed syncs of this job the volunteer was a member of (counted by the server). */
+  syncs: number;
   adapter: string;
   backend: 'webgpu' | 'cpu';
   step: number;

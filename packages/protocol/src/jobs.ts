@@ -142,6 +142,8 @@ export interface JobSummary {
   step: number;
   workers: number;
   latestCheckpoint: CheckpointInfo | null;
+  /** Test accuracy of the last evaluation reported for the job (stored metrics), null before any. */
+  latestAccuracy: number | null;
   /** Why the job ended, when it has. */
   endReason?: string;
 }

@@ -14,6 +14,7 @@ import {
   type VolunteerEventParsed,
   type WorkerRow,
 } from '@tabfleet/protocol';
+import { departedRow } from '../credit';
 import { JobCoordinator } from '../coordinator/job-coordinator';
 import type { CoordinatorDeps, VolunteerInfo } from '../coordinator/types';
 import type { JobRecord } from '../store/store';
@@ -131,7 +132,8 @@ export class JobHub {
         if (!(e instanceof ProtocolError) || e.code !== 'unknown_job') throw e;
       }
     }
-    return { ...record, workers: 0, latestCheckpoint: await this.deps.store.latestCheckpoint(jobId) };
+    const [latestCheckpoint, latestAccuracy] = await Promise.all([this.deps.store.latestCheckpoint(jobId), this.deps.store.latestAccuracy(jobId)]);
+    return { ...record, workers: 0, latestCheckpoint, latestAccuracy };
   }
 
   async summaries(): Promise<JobSummary[]> {
@@ -139,9 +141,23 @@ export class JobHub {
     return Promise.all(jobs.map((j) => this.summary(j.id)));
   }
 
+  /** The worker table: live from the coordinator, or, once the job ended, its stored contributors. */
   async workers(jobId: string): Promise<WorkerRow[]> {
-    await this.requireJob(jobId);
-    return (await this.dispatch({ op: 'workers', jobId })) as WorkerRow[];
+    // A coordinator still on this node (also just after its job ended) has every row in memory.
+    const local = this.coordinators.get(jobId);
+    if (local) return local.workers();
+    const record = await this.deps.store.getJob(jobId);
+    if (!record) throw new ProtocolError('unknown_job', `no job ${jobId}`);
+    if (!isEnded(record)) {
+      try {
+        return (await this.dispatch({ op: 'workers', jobId })) as WorkerRow[];
+      } catch (e) {
+        if (!(e instanceof ProtocolError) || e.code !== 'unknown_job') throw e;
+      }
+    }
+    const contributors = await this.deps.store.contributors(jobId);
+    const names = await this.deps.store.displayNames(contributors.map((c) => c.clientId));
+    return contributors.map((c) => departedRow(c, names.get(c.clientId)));
   }
 
   // ---------- volunteer operations ----------
@@ -160,8 +176,7 @@ export class JobHub {
     const remote = !this.cluster.multiNode ? [] : (await this.deps.store.listJobs()).filter((j) => !isEnded(j) && !this.coordinators.has(j.id));
     const remoteSummaries = await Promise.all(remote.map((j) => this.summary(j.id).catch(() => null)));
     for (const candidates of [local, remoteSummaries.filter((j): j is JobSummary => j !== null && !isEnded(j) && j.workers < j.spec.maxWorkers)]) {
-      candidates.sort((a, b) => need(b) - need(a) || a.createdAt - b.createdAt);
-      for (const job of candidates) {
+      for (const job of inOfferOrder(candidates)) {
         try {
           return (await this.dispatch({ op: 'join', jobId: job.id, volunteer: v })) as Assignment;
         } catch (e) {
@@ -234,8 +249,13 @@ export class JobHub {
   }
 }
 
-function isEnded(j: { state: string }): boolean {
+export function isEnded(j: { state: string }): boolean {
   return j.state === 'done' || j.state === 'stopped' || j.state === 'failed';
+}
+
+/** Jobs in the order a volunteer is offered them: neediest first, then the oldest. */
+export function inOfferOrder(jobs: JobSummary[]): JobSummary[] {
+  return [...jobs].sort((a, b) => need(b) - need(a) || a.createdAt - b.createdAt);
 }
 
 /** Larger is needier: the most workers short of its minimum first, then the emptiest for its maximum. */

@@ -6,8 +6,8 @@ import { createAdapter } from '@socket.io/redis-adapter';
 import { createHash, randomBytes } from 'node:crypto';
 import { commandOptions, createClient } from 'redis';
 import type { Server } from 'socket.io';
-import type { CheckpointInfo, MetricPoint } from '@tabfleet/protocol';
-import type { JobRecord, RoundRecord, Store } from '../store/store';
+import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
+import type { ContributorRecord, JobRecord, RoundRecord, Store } from '../store/store';
 import { decodeCall, encodeCall, type Cluster, type HubCall, type HubReply } from './cluster';
 import { OWNERSHIP_SWEEP_MS } from './hub';
 
@@ -18,6 +18,8 @@ const LEASE_MS = OWNERSHIP_SWEEP_MS * 5;
 const CALL_TIMEOUT_MS = 15_000;
 /** Checkpoint blobs kept per job in Redis (older ones are deleted; the index keeps their info). */
 const CHECKPOINT_BLOBS_KEPT = 5;
+/** Metric points read per request while looking back for the latest accuracy. */
+const METRICS_SCAN_CHUNK = 256;
 
 export class RedisStore implements Store {
   readonly kind = 'redis';
@@ -66,6 +68,46 @@ export class RedisStore implements Store {
     const b = await this.r.get(commandOptions({ returnBuffers: true }), `tf:ckpt-data:${jobId}:${seq}`);
     return b ? new Uint8Array(b) : null;
   }
+  async latestAccuracy(jobId: string): Promise<number | null> {
+    const key = `tf:metrics:${jobId}`;
+    for (let end = -1; ; end -= METRICS_SCAN_CHUNK) {
+      const chunk = await this.r.lRange(key, end - METRICS_SCAN_CHUNK + 1, end);
+      for (let i = chunk.length - 1; i >= 0; i--) {
+        const p = JSON.parse(chunk[i]) as MetricPoint;
+        if (p.accuracy !== null) return p.accuracy;
+      }
+      if (chunk.length < METRICS_SCAN_CHUNK) return null;
+    }
+  }
+  async saveContributors(records: ContributorRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const m = this.r.multi();
+    for (const c of records) m.hSet(`tf:contrib:${c.jobId}`, c.clientId, JSON.stringify(c)).sAdd(`tf:client-jobs:${c.clientId}`, c.jobId);
+    await m.exec();
+  }
+  async contributors(jobId: string): Promise<ContributorRecord[]> {
+    const all = (await this.r.hVals(`tf:contrib:${jobId}`)).map((t) => JSON.parse(t) as ContributorRecord);
+    return all.sort((a, b) => a.firstAt - b.firstAt || (a.clientId < b.clientId ? -1 : 1));
+  }
+  async volunteerCredit(clientId: string): Promise<VolunteerCredit | null> {
+    const jobs = await this.r.sMembers(`tf:client-jobs:${clientId}`);
+    const rows = await Promise.all(jobs.map((j) => this.r.hGet(`tf:contrib:${j}`, clientId)));
+    const records = rows.filter((t): t is string => !!t).map((t) => JSON.parse(t) as ContributorRecord);
+    const name = (await this.r.hGet('tf:names', clientId)) ?? null;
+    if (records.length === 0 && name === null) return null;
+    const sum = (k: 'samples' | 'syncs' | 'computeMs') => records.reduce((s, c) => s + c[k], 0);
+    return { displayName: name, jobs: records.length, samples: sum('samples'), syncs: sum('syncs'), computeMs: sum('computeMs') };
+  }
+  async displayNames(clientIds: string[]): Promise<Map<string, string>> {
+    const ids = [...new Set(clientIds)];
+    if (ids.length === 0) return new Map();
+    const names = await this.r.hmGet('tf:names', ids);
+    return new Map(ids.flatMap((id, i) => (names[i] ? [[id, names[i]] as [string, string]] : [])));
+  }
+  async setDisplayName(clientId: string, name: string | null): Promise<void> {
+    if (name === null) await this.r.hDel('tf:names', clientId);
+    else await this.r.hSet('tf:names', clientId, name);
+  }
   async getSetting(key: string): Promise<string | null> {
     return (await this.r.hGet('tf:settings', key)) ?? null;
   }
@@ -80,7 +122,8 @@ export class RedisStore implements Store {
       const value = type === 'string' ? await this.r.get(commandOptions({ returnBuffers: true }), k)
         : type === 'hash' ? Object.entries(await this.r.hGetAll(k)).sort()
         : type === 'list' ? await this.r.lRange(k, 0, -1)
-        : type === 'zset' ? await this.r.zRangeWithScores(k, 0, -1) : type;
+        : type === 'zset' ? await this.r.zRangeWithScores(k, 0, -1)
+        : type === 'set' ? (await this.r.sMembers(k)).sort() : type;
       h.update(k).update(JSON.stringify(value));
     }
     return h.digest('hex');

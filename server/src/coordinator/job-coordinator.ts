@@ -19,7 +19,8 @@ import {
   type WorkerRow,
 } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
-import type { JobRecord, RoundRecord } from '../store/store';
+import { contributorName, departedRow } from '../credit';
+import type { ContributorRecord, JobRecord, RoundRecord } from '../store/store';
 import { aggregate, decodeUpdate, rejectOutliers } from './aggregate';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
@@ -35,6 +36,11 @@ interface Member extends VolunteerInfo {
   status: { state: string; step: number; samplesPerSec: number; bytesSent: number; bytesReceived: number };
   lastRound: number | null;
   lastRoundMs: number | null;
+  /** Whom its work is credited to: its client id, or its volunteer id when it sent none. */
+  identity: string;
+  /** When it was last handed work (admitted, or a sync committed), and how long it took to be ready. */
+  workSince: number;
+  workMs: number;
 }
 
 interface RoundResult {
@@ -69,6 +75,8 @@ interface PendingUpload {
 const RING_FAILURES_BEFORE_STAR = 2;
 /** Dashboards get the worker table at most this often. */
 const WORKER_TABLE_INTERVAL_MS = 500;
+/** Contributor totals are written at most this often (one batched write, not one per member per sync). */
+const CONTRIBUTORS_FLUSH_MS = 1_000;
 
 export class JobCoordinator {
   private readonly members = new Map<string, Member>();
@@ -84,6 +92,12 @@ export class JobCoordinator {
   private cancelBarrier: (() => void) | null = null;
   private workerTableTimer: (() => void) | null = null;
   private persistQueue: Promise<void> = Promise.resolve();
+  private latestAccuracy: number | null = null;
+  /** Everyone who has been in the job, by identity (loaded from the store, kept in step with it). */
+  private readonly contributors = new Map<string, ContributorRecord>();
+  private readonly names = new Map<string, string>();
+  private readonly dirtyContributors = new Set<string>();
+  private cancelContributorsFlush: (() => void) | null = null;
 
   private constructor(
     private job: JobRecord,
@@ -104,6 +118,11 @@ export class JobCoordinator {
     const checkpoint = await deps.store.latestCheckpoint(job.id);
     const resumed = { ...job, seq: checkpoint?.seq ?? 0, step: checkpoint?.step ?? 0, updatedAt: deps.clock.now() };
     const c = new JobCoordinator(resumed, deps, rounds.reduce((m, r) => Math.max(m, r.roundId), 0), checkpoint);
+    c.latestAccuracy = await deps.store.latestAccuracy(job.id);
+    const contributors = await deps.store.contributors(job.id);
+    for (const [id, name] of await deps.store.displayNames(contributors.map((x) => x.clientId))) c.names.set(id, name);
+    // Members when the server stopped are not members now; they rejoin under the same identity.
+    for (const x of contributors) c.contributors.set(x.clientId, { ...x, leftReason: x.leftReason ?? 'server restarted' });
     for (const r of rounds.filter((r) => r.outcome === 'running')) {
       c.persist(() => deps.store.saveRound({ ...r, outcome: 'aborted', endedAt: deps.clock.now(), detail: 'server restarted' }));
     }
@@ -139,20 +158,26 @@ export class JobCoordinator {
     return {
       id: this.job.id, name: this.job.name, spec: this.job.spec, state: this.job.state, createdAt: this.job.createdAt,
       updatedAt: this.job.updatedAt, seq: this.job.seq, step: this.job.step, workers: this.members.size,
-      latestCheckpoint: this.latestCheckpoint, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
+      latestCheckpoint: this.latestCheckpoint, latestAccuracy: this.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
     };
   }
 
+  /** The members, then everyone who contributed and is no longer in the job (state `left`). */
   workers(): WorkerRow[] {
-    return [...this.members.values()].map((m) => ({
-      volunteerId: m.volunteerId, jobId: this.job.id, state: m.status.state, adapter: describeAdapter(m), backend: m.capabilities.backend,
+    const live = [...this.members.values()].map((m) => ({
+      volunteerId: m.volunteerId, jobId: this.job.id, state: m.status.state, contributor: contributorName(m.identity, this.names.get(m.identity)),
+      syncs: this.contributors.get(m.identity)?.syncs ?? 0, adapter: describeAdapter(m), backend: m.capabilities.backend,
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
       lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading',
     }));
+    const present = new Set([...this.members.values()].map((m) => m.identity));
+    const departed = [...this.contributors.values()].filter((c) => !present.has(c.clientId)).map((c) => departedRow(c, this.names.get(c.clientId)));
+    return [...live, ...departed];
   }
 
-  /** Waits until everything queued so far is in the store. */
+  /** Waits until everything queued so far (contributor totals included) is in the store. */
   flushed(): Promise<void> {
+    this.flushContributors();
     return this.persistQueue;
   }
 
@@ -166,11 +191,13 @@ export class JobCoordinator {
     const used = new Set([...this.members.values()].map((m) => m.shard));
     let shard = 0;
     while (used.has(shard)) shard++;
+    const identity = v.clientId ?? v.volunteerId;
     const member: Member = {
       ...v, shard, phase: 'loading', loadSeq: null, readyStep: 0, cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
-      status: { state: 'loading', step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 },
+      status: { state: 'loading', step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
     };
     this.members.set(v.volunteerId, member);
+    this.joinedContributor(member);
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
     this.deps.toVolunteer(v.volunteerId, 'job:assign', assignment);
     // The model it can load now: the seed (nothing committed yet) or a checkpoint of the last sync,
@@ -193,6 +220,7 @@ export class JobCoordinator {
     if (!m) return;
     m.cancelLoadTimer?.();
     this.members.delete(volunteerId);
+    this.departedContributor(m, reason);
     this.deps.log(`job ${this.job.id}: ${volunteerId} left (${reason})`);
     if (this.pendingUpload?.uploader === volunteerId) this.dropPendingUpload();
     if (this.round?.members.includes(volunteerId)) this.abortRound(`member ${volunteerId} lost: ${reason}`, [volunteerId]);
@@ -227,11 +255,14 @@ export class JobCoordinator {
     this.dropPendingUpload();
     this.job = { ...this.job, state, endReason: reason, updatedAt: this.deps.clock.now() };
     this.persist(() => this.deps.store.updateJob(this.job));
-    for (const id of [...this.members.keys()]) {
-      this.members.get(id)?.cancelLoadTimer?.();
-      this.deps.toVolunteer(id, 'job:end', { jobId: this.job.id, reason });
-    }
+    const leaving = [...this.members.values()];
     this.members.clear();
+    for (const m of leaving) {
+      m.cancelLoadTimer?.();
+      this.departedContributor(m, `job ${state}`);
+      this.deps.toVolunteer(m.volunteerId, 'job:end', { jobId: this.job.id, reason });
+    }
+    this.flushContributors();
     this.deps.log(`job ${this.job.id}: ${state} (${reason})`);
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.changedWorkers();
@@ -260,6 +291,11 @@ export class JobCoordinator {
     const m = this.members.get(volunteerId);
     if (!m) return;
     m.status = status;
+    const c = this.contributors.get(m.identity);
+    if (c && c.volunteerId === volunteerId) {
+      Object.assign(c, { step: status.step, bytesSent: status.bytesSent, bytesReceived: status.bytesReceived });
+      this.markContributor(m.identity);
+    }
     this.changedWorkers();
   }
 
@@ -274,6 +310,7 @@ export class JobCoordinator {
       return { admitted: false };
     }
     m.phase = 'admitted';
+    m.workSince = this.deps.clock.now();
     m.status.state = 'training';
     this.changedWorkers();
     this.tryBegin();
@@ -286,6 +323,8 @@ export class JobCoordinator {
     if (m.phase === 'ready') return { waiting: true };
     m.phase = 'ready';
     m.readyStep = e.step;
+    // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
+    m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
     this.tryBegin();
     return { waiting: this.round === null };
   }
@@ -374,6 +413,7 @@ export class JobCoordinator {
     if (e.seq > this.job.seq) throw new ProtocolError('stale_round', `sync ${e.seq} has not been committed`);
     if (this.accuracyReported.has(e.seq)) return { duplicate: true };
     this.accuracyReported.add(e.seq);
+    if (e.accuracy !== null) this.latestAccuracy = e.accuracy;
     const point: MetricPoint = { seq: e.seq, step: this.job.step, time: this.deps.clock.now(), loss: e.loss, accuracy: e.accuracy, samplesPerSec: null, bytesSent: null, workers: this.members.size };
     this.persist(() => this.deps.store.addMetric(this.job.id, point));
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
@@ -507,7 +547,9 @@ export class JobCoordinator {
     this.persist(() => this.deps.store.addMetric(this.job.id, point));
     for (const id of r.members) {
       const m = this.members.get(id);
-      if (m) Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt });
+      if (!m) continue;
+      this.credit(m, now);
+      Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0 });
     }
     this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step });
     this.deps.count('rounds_committed', { mode: r.mode });
@@ -558,6 +600,56 @@ export class JobCoordinator {
     });
     const url = seq === 0 && this.latestCheckpoint === null ? null : this.deps.checkpointUrl(this.job.id, seq);
     this.deps.toVolunteer(m.volunteerId, 'model:load', { jobId: this.job.id, seq, step: this.job.step, url });
+  }
+
+  // ---------- credit ----------
+
+  private joinedContributor(m: Member): void {
+    const now = this.deps.clock.now();
+    const known = this.contributors.get(m.identity);
+    const c: ContributorRecord = {
+      jobId: this.job.id, clientId: m.identity, samples: 0, syncs: 0, computeMs: 0, step: 0, bytesSent: 0, bytesReceived: 0, firstAt: now,
+      ...known, volunteerId: m.volunteerId, adapter: describeAdapter(m), backend: m.capabilities.backend, lastAt: now, leftReason: null,
+    };
+    this.contributors.set(m.identity, c);
+    if (m.displayName) this.names.set(m.identity, m.displayName);
+    this.markContributor(m.identity);
+  }
+
+  private departedContributor(m: Member, reason: string): void {
+    const c = this.contributors.get(m.identity);
+    // Another tab of the same identity may still be in the job.
+    if (!c || [...this.members.values()].some((x) => x.identity === m.identity)) return;
+    Object.assign(c, { volunteerId: m.volunteerId, lastAt: this.deps.clock.now(), leftReason: reason });
+    this.markContributor(m.identity);
+  }
+
+  /**
+   * A committed sync counted from what the server itself saw: one sync, the job's H local steps of
+   * its batch size, and the time from being handed work to reporting ready. Nothing the member claims.
+   */
+  private credit(m: Member, now: number): void {
+    const c = this.contributors.get(m.identity);
+    if (!c) return;
+    c.syncs += 1;
+    c.samples += this.job.spec.H * this.job.spec.hyperparameters.batchSize;
+    c.computeMs += m.workMs;
+    c.lastAt = now;
+    this.markContributor(m.identity);
+  }
+
+  private markContributor(identity: string): void {
+    this.dirtyContributors.add(identity);
+    this.cancelContributorsFlush ??= this.deps.clock.after(CONTRIBUTORS_FLUSH_MS, () => this.flushContributors());
+  }
+
+  private flushContributors(): void {
+    this.cancelContributorsFlush?.();
+    this.cancelContributorsFlush = null;
+    if (this.dirtyContributors.size === 0) return;
+    const records = [...this.dirtyContributors].map((id) => ({ ...this.contributors.get(id)! }));
+    this.dirtyContributors.clear();
+    this.persist(() => this.deps.store.saveContributors(records));
   }
 
   // ---------- helpers ----------

@@ -47,4 +47,7 @@ export interface CoordinatorDeps {
 export interface VolunteerInfo {
   volunteerId: string;
   capabilities: Capabilities;
+  /** The browser's stored id (credit survives reconnects under it); absent: credit this connection. */
+  clientId?: string;
+  displayName?: string | null;
 }

@@ -7,6 +7,7 @@ import type { Secrets } from '../auth';
 import type { JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
 import { fashionMnistShard } from './datasets';
+import { PUBLIC_ROUTES } from './public';
 import { readJson, sendBytes, sendError, sendJson } from './respond';
 import { datasetFile, sendFile, sendFromRoots } from './static';
 
@@ -19,10 +20,12 @@ export interface RouteContext {
   /** Built apps (Vite dist/); pages are served when it exists. */
   staticDir: string;
   datasetsDir: string;
+  /** Who runs this server, for the volunteer page. */
+  identity: { name: string; operator: string | null };
   prometheus(): Promise<string>;
 }
 
-type Route = (ctx: RouteContext, req: IncomingMessage, res: ServerResponse, params: string[], url: URL) => Promise<void>;
+export type Route = (ctx: RouteContext, req: IncomingMessage, res: ServerResponse, params: string[], url: URL) => Promise<void>;
 
 function requireToken(ctx: RouteContext, req: IncomingMessage, url: URL): void {
   const header = req.headers.authorization ?? '';
@@ -30,7 +33,7 @@ function requireToken(ctx: RouteContext, req: IncomingMessage, url: URL): void {
   if (!token || !ctx.secrets.tokenMatches(token)) throw new ProtocolError('unauthorized', 'missing or bad researcher token (Authorization: Bearer <token>)');
 }
 
-function jobIdParam(raw: string): string {
+export function jobIdParam(raw: string): string {
   const r = idSchema.safeParse(decodeURIComponent(raw));
   if (!r.success) throw new ProtocolError('bad_request', 'bad job id');
   return r.data;
@@ -50,6 +53,7 @@ async function sendCheckpoint(ctx: RouteContext, res: ServerResponse, jobId: str
 }
 
 const ROUTES: [string, RegExp, Route][] = [
+  ...PUBLIC_ROUTES,
   ['GET', /^\/healthz$/, async (ctx, _req, res) => {
     sendJson(res, 200, { ok: true, node: ctx.nodeId, store: ctx.store.kind, uptimeSec: Math.round((Date.now() - ctx.startedAt) / 1000) });
   }],
@@ -68,9 +72,7 @@ const ROUTES: [string, RegExp, Route][] = [
   ['GET', /^\/api\/jobs\/([^/]+)$/, async (ctx, req, res, [id], url) => {
     requireToken(ctx, req, url);
     const jobId = jobIdParam(id);
-    const job = await ctx.hub.summary(jobId);
-    const workers = job.state === 'waiting' || job.state === 'running' ? await ctx.hub.workers(jobId) : [];
-    sendJson(res, 200, { job, workers });
+    sendJson(res, 200, { job: await ctx.hub.summary(jobId), workers: await ctx.hub.workers(jobId) });
   }],
   ['POST', /^\/api\/jobs\/([^/]+)\/stop$/, async (ctx, req, res, [id], url) => {
     requireToken(ctx, req, url);

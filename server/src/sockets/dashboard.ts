@@ -36,7 +36,7 @@ export function attachDashboardNamespace(
         }
         const job = await hub.summary(p.jobId);
         await socket.join(jobRoom(p.jobId));
-        const [metrics, workers] = await Promise.all([store.metrics(p.jobId, LIMITS.maxMetricsRows), job.state === 'waiting' || job.state === 'running' ? hub.workers(p.jobId) : []]);
+        const [metrics, workers] = await Promise.all([store.metrics(p.jobId, LIMITS.maxMetricsRows), hub.workers(p.jobId)]);
         return { job, metrics, workers };
       },
       unsubscribe: async (p: { jobId?: string }) => {

@@ -13,11 +13,14 @@ import {
 } from '@tabfleet/protocol';
 import type { Namespace, Server, Socket } from 'socket.io';
 import type { JobHub } from '../cluster/hub';
+import type { Store } from '../store/store';
 import { guardSocket, type Handler } from './guard';
 
 interface VolunteerData {
   volunteerId: string;
   capabilities: Capabilities;
+  clientId: string | undefined;
+  displayName: string | null;
   jobId: string | null;
   /** Asked for work and got none yet: offered the next job that opens. */
   waitingForWork: boolean;
@@ -42,7 +45,7 @@ function handshakeError(code: string, message: string): Error {
   return Object.assign(new Error(message), { data: { code } });
 }
 
-export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(name: string, labels?: Record<string, string>): void; log(m: string): void }): { namespace: Namespace; close(): void } {
+export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, opts: { count(name: string, labels?: Record<string, string>): void; log(m: string): void }): { namespace: Namespace; close(): void } {
   const nsp = io.of(NAMESPACES.volunteer);
 
   nsp.use((socket, next) => {
@@ -57,16 +60,28 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(
       opts.count('handshakes_rejected', { code: 'bad_request' });
       return next(handshakeError('bad_request', `handshake: ${issue.path.join('.') || 'auth'}: ${issue.message}`));
     }
-    const data: VolunteerData = { volunteerId: `v-${randomBytes(6).toString('hex')}`, capabilities: parsed.data.capabilities, jobId: null, waitingForWork: false, requestedJob: undefined, assigning: null };
+    const { clientId, displayName } = parsed.data;
+    const data: VolunteerData = {
+      volunteerId: `v-${randomBytes(6).toString('hex')}`, capabilities: parsed.data.capabilities, clientId, displayName: displayName ?? null,
+      jobId: null, waitingForWork: false, requestedJob: undefined, assigning: null,
+    };
     socket.data = data;
-    next();
+    // A name in the handshake is kept under the client id; without one, the stored name (if any) holds.
+    const named = !clientId ? Promise.resolve()
+      : displayName ? store.setDisplayName(clientId, displayName)
+      : store.displayNames([clientId]).then((names) => void (data.displayName = names.get(clientId) ?? null));
+    named.then(() => next(), (e) => {
+      opts.log(`handshake: display name lookup failed: ${(e as Error).message}`);
+      next(handshakeError('internal', 'internal error'));
+    });
   });
 
   const offerWork = async (socket: Socket) => {
     const d = socket.data as VolunteerData;
     // The job is recorded inside the promise that job events wait on, so an event that waited
     // finds it set.
-    const assigning = hub.assign({ volunteerId: d.volunteerId, capabilities: d.capabilities }, d.requestedJob).then((assignment) => {
+    const volunteer = { volunteerId: d.volunteerId, capabilities: d.capabilities, clientId: d.clientId, displayName: d.displayName };
+    const assigning = hub.assign(volunteer, d.requestedJob).then((assignment) => {
       if (assignment) {
         d.jobId = assignment.job.id;
         d.waitingForWork = false;
@@ -84,7 +99,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(
   nsp.on('connection', (socket) => {
     const d = socket.data as VolunteerData;
     socket.join(volunteerRoom(d.volunteerId));
-    socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now() });
+    socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now(), displayName: d.displayName });
 
     const toJob = <E extends VolunteerEventName>(name: E) => async (p: VolunteerEventParsed<E>) => {
       const jobId = (p as { jobId: string }).jobId;
@@ -112,6 +127,12 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, opts: { count(
       metrics: toJob('metrics'),
       status: async (p: VolunteerEventParsed<'status'>) => {
         if (d.jobId) await hub.status(d.jobId, d.volunteerId, p);
+      },
+      profile: async (p: VolunteerEventParsed<'profile'>) => {
+        if (!d.clientId) throw new ProtocolError('bad_request', 'profile: a display name is kept under a client id: connect with one');
+        await store.setDisplayName(d.clientId, p.displayName);
+        d.displayName = p.displayName;
+        return { displayName: p.displayName };
       },
       leave: async (p: VolunteerEventParsed<'leave'>) => {
         d.waitingForWork = false;

@@ -5,8 +5,8 @@ import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CheckpointInfo, MetricPoint } from '@tabfleet/protocol';
-import type { JobRecord, RoundRecord, Store } from './store';
+import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
+import type { ContributorRecord, JobRecord, RoundRecord, Store } from './store';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -29,6 +29,14 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   sha256 TEXT NOT NULL, created_at INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (job_id, seq)
 );
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS contributors (
+  job_id TEXT NOT NULL, client_id TEXT NOT NULL, volunteer_id TEXT NOT NULL, adapter TEXT NOT NULL, backend TEXT NOT NULL,
+  step INTEGER NOT NULL, bytes_sent INTEGER NOT NULL, bytes_received INTEGER NOT NULL, samples INTEGER NOT NULL,
+  syncs INTEGER NOT NULL, compute_ms INTEGER NOT NULL, first_at INTEGER NOT NULL, last_at INTEGER NOT NULL, left_reason TEXT,
+  PRIMARY KEY (job_id, client_id)
+);
+CREATE INDEX IF NOT EXISTS contributors_client ON contributors (client_id);
+CREATE TABLE IF NOT EXISTS volunteers (client_id TEXT PRIMARY KEY, display_name TEXT NOT NULL);
 `;
 
 interface JobRow {
@@ -39,6 +47,10 @@ interface RoundRow {
 }
 interface MetricRow {
   seq: number; step: number; time: number; loss: number | null; accuracy: number | null; samples_per_sec: number | null; bytes_sent: number | null; workers: number;
+}
+interface ContributorRow {
+  job_id: string; client_id: string; volunteer_id: string; adapter: string; backend: string; step: number; bytes_sent: number; bytes_received: number;
+  samples: number; syncs: number; compute_ms: number; first_at: number; last_at: number; left_reason: string | null;
 }
 interface CheckpointRow {
   seq: number; step: number; bytes: number; sha256: string; created_at: number; path: string;
@@ -54,6 +66,11 @@ const toRound = (r: RoundRow): RoundRecord => ({
 });
 const toMetric = (r: MetricRow): MetricPoint => ({
   seq: r.seq, step: r.step, time: r.time, loss: r.loss, accuracy: r.accuracy, samplesPerSec: r.samples_per_sec, bytesSent: r.bytes_sent, workers: r.workers,
+});
+const toContributor = (r: ContributorRow): ContributorRecord => ({
+  jobId: r.job_id, clientId: r.client_id, volunteerId: r.volunteer_id, adapter: r.adapter, backend: r.backend as ContributorRecord['backend'], step: r.step,
+  bytesSent: r.bytes_sent, bytesReceived: r.bytes_received, samples: r.samples, syncs: r.syncs, computeMs: r.compute_ms, firstAt: r.first_at, lastAt: r.last_at,
+  leftReason: r.left_reason,
 });
 const toCheckpoint = (r: CheckpointRow): CheckpointInfo => ({ seq: r.seq, step: r.step, bytes: r.bytes, sha256: r.sha256, createdAt: r.created_at });
 
@@ -140,6 +157,48 @@ export class SqliteStore implements Store {
     return row && existsSync(row.path) ? readFileSync(row.path) : null;
   }
 
+  async latestAccuracy(jobId: string): Promise<number | null> {
+    const row = this.sql('SELECT accuracy FROM metrics WHERE job_id = ? AND accuracy IS NOT NULL ORDER BY rowid DESC LIMIT 1').get(jobId) as { accuracy: number } | undefined;
+    return row?.accuracy ?? null;
+  }
+
+  async saveContributors(records: ContributorRecord[]): Promise<void> {
+    const st = this.sql(`INSERT OR REPLACE INTO contributors (job_id, client_id, volunteer_id, adapter, backend, step, bytes_sent, bytes_received, samples, syncs,
+      compute_ms, first_at, last_at, left_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.db.transaction(() => {
+      for (const c of records) {
+        st.run(c.jobId, c.clientId, c.volunteerId, c.adapter, c.backend, c.step, c.bytesSent, c.bytesReceived, c.samples, c.syncs, c.computeMs, c.firstAt, c.lastAt, c.leftReason);
+      }
+    })();
+  }
+
+  async contributors(jobId: string): Promise<ContributorRecord[]> {
+    return (this.sql('SELECT * FROM contributors WHERE job_id = ? ORDER BY first_at, client_id').all(jobId) as ContributorRow[]).map(toContributor);
+  }
+
+  async volunteerCredit(clientId: string): Promise<VolunteerCredit | null> {
+    const t = this.sql('SELECT COUNT(*) AS jobs, SUM(samples) AS samples, SUM(syncs) AS syncs, SUM(compute_ms) AS compute FROM contributors WHERE client_id = ?').get(clientId) as
+      { jobs: number; samples: number | null; syncs: number | null; compute: number | null };
+    const name = (await this.displayNames([clientId])).get(clientId) ?? null;
+    if (t.jobs === 0 && name === null) return null;
+    return { displayName: name, jobs: t.jobs, samples: t.samples ?? 0, syncs: t.syncs ?? 0, computeMs: t.compute ?? 0 };
+  }
+
+  async displayNames(clientIds: string[]): Promise<Map<string, string>> {
+    const names = new Map<string, string>();
+    const st = this.sql('SELECT display_name FROM volunteers WHERE client_id = ?');
+    for (const id of new Set(clientIds)) {
+      const row = st.get(id) as { display_name: string } | undefined;
+      if (row) names.set(id, row.display_name);
+    }
+    return names;
+  }
+
+  async setDisplayName(clientId: string, name: string | null): Promise<void> {
+    if (name === null) this.sql('DELETE FROM volunteers WHERE client_id = ?').run(clientId);
+    else this.sql('INSERT OR REPLACE INTO volunteers (client_id, display_name) VALUES (?, ?)').run(clientId, name);
+  }
+
   async getSetting(key: string): Promise<string | null> {
     const row = this.sql('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
     return row?.value ?? null;
@@ -151,7 +210,7 @@ export class SqliteStore implements Store {
 
   async digest(): Promise<string> {
     const h = createHash('sha256');
-    for (const table of ['jobs', 'rounds', 'metrics', 'checkpoints', 'settings']) {
+    for (const table of ['jobs', 'rounds', 'metrics', 'checkpoints', 'settings', 'contributors', 'volunteers']) {
       h.update(table);
       h.update(JSON.stringify(this.db.prepare(`SELECT * FROM ${table} ORDER BY rowid`).all()));
     }

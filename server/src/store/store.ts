@@ -1,20 +1,30 @@
-// What the server persists: jobs, rounds, metrics, the checkpoint index and checkpoint bytes, and a
-// few settings. SQLite (one node) and Redis (several nodes) implement it; the rest of the server
+// What the server persists: jobs, rounds, metrics, the checkpoint index and checkpoint bytes, each
+// job's contributors, volunteers' display names, and a few settings. SQLite (one node) and Redis (several nodes) implement it; the rest of the server
 // only sees this interface.
-import type { CheckpointInfo, JobSpec, JobState, MetricPoint } from '@tabfleet/protocol';
+import type { CheckpointInfo, CreditTotals, JobSummary, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 
-export interface JobRecord {
-  id: string;
-  name: string;
-  spec: JobSpec;
-  state: JobState;
-  createdAt: number;
-  updatedAt: number;
-  /** Committed syncs. */
-  seq: number;
-  /** Optimizer steps per worker at the last committed sync. */
+/** A job's stored fields: its summary without what is live (workers) or kept elsewhere in the store. */
+export type JobRecord = Omit<JobSummary, 'workers' | 'latestCheckpoint' | 'latestAccuracy'>;
+
+/**
+ * One identity's part in one job: what the server counted (syncs, samples, compute time) and what
+ * the worker table shows of it once it has left. `clientId` is the browser's stored id, or the
+ * connection's volunteer id when it sent none.
+ */
+export interface ContributorRecord extends CreditTotals {
+  jobId: string;
+  clientId: string;
+  /** Its latest connection, and what that tab last reported. */
+  volunteerId: string;
+  adapter: string;
+  backend: 'webgpu' | 'cpu';
   step: number;
-  endReason?: string;
+  bytesSent: number;
+  bytesReceived: number;
+  firstAt: number;
+  lastAt: number;
+  /** Why it left the job; null while it is a member. */
+  leftReason: string | null;
 }
 
 export type RoundOutcome = 'running' | 'committed' | 'aborted';
@@ -47,6 +57,17 @@ export interface Store {
   putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void>;
   latestCheckpoint(jobId: string): Promise<CheckpointInfo | null>;
   readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null>;
+  /** Test accuracy of the job's latest metric point that has one. */
+  latestAccuracy(jobId: string): Promise<number | null>;
+  /** Inserts or replaces by (jobId, clientId); one call is one write (a transaction in SQLite). */
+  saveContributors(records: ContributorRecord[]): Promise<void>;
+  /** A job's contributors, first to join first. */
+  contributors(jobId: string): Promise<ContributorRecord[]>;
+  /** Totals over every job, or null when the id never contributed and has no name. */
+  volunteerCredit(clientId: string): Promise<VolunteerCredit | null>;
+  /** Display names by client id (ids without one are absent). */
+  displayNames(clientIds: string[]): Promise<Map<string, string>>;
+  setDisplayName(clientId: string, name: string | null): Promise<void>;
   getSetting(key: string): Promise<string | null>;
   setSetting(key: string, value: string): Promise<void>;
   /** A digest of everything stored, so tests can assert that bad input changed nothing. */

@@ -63,6 +63,9 @@ export interface SimOptions {
   /** Delay before reporting ready, to model training time. */
   trainMs?: number;
   capabilities?: CapabilitiesInput;
+  /** Sent in the handshake: the identity credit is kept under, and its display name. */
+  clientId?: string;
+  displayName?: string;
   /** Reconnect after the server goes away (restart tests). */
   reconnect?: boolean;
   log?: (line: string) => void;
@@ -98,7 +101,7 @@ export class SimVolunteer {
   constructor(opts: SimOptions) {
     this.opts = opts;
     this.socket = io(`${opts.url}${NAMESPACES.volunteer}`, {
-      auth: { protocol: PROTOCOL_VERSION, capabilities: opts.capabilities ?? SIM_CAPABILITIES },
+      auth: { protocol: PROTOCOL_VERSION, capabilities: opts.capabilities ?? SIM_CAPABILITIES, clientId: opts.clientId, displayName: opts.displayName },
       transports: ['websocket'],
       reconnection: opts.reconnect ?? false,
       reconnectionDelay: 200,

@@ -1,0 +1,99 @@
+// Volunteer credit, as BOINC and Folding@home volunteers expect it: a browser keeps one client id and
+// an optional display name; the server counts what it observed each identity do (committed syncs and
+// the samples they stand for) and shows it on public pages that need no researcher token.
+import { z } from 'zod';
+import { PRESET_FLAT_LENGTHS, type JobSpec, type JobState } from './jobs';
+
+/**
+ * What a volunteer may call itself on public pages: 1–40 characters of letters, digits, spaces and
+ * `. _ ' -`, starting with a letter or digit. No markup, no control characters.
+ */
+export const displayNameSchema = z
+  .string()
+  .trim()
+  .min(1, 'must not be empty')
+  .max(40, 'at most 40 characters')
+  .regex(/^[\p{L}\p{N}][\p{L}\p{N} ._'-]*$/u, "letters, digits, spaces and . _ ' - only, starting with a letter or digit");
+
+/** Sets (or, with null, clears) the display name of the connected volunteer's client id. */
+export const profileSchema = z.strictObject({ displayName: displayNameSchema.nullable() });
+
+/** A browser's client id: chosen once, kept in its storage, and never shown on public pages. */
+export const clientIdSchema = z.string().regex(/^[\w-]{16,64}$/, '16 to 64 letters, digits, _ or -');
+
+/** Totals the server observed for one identity: in one job, or over all jobs. */
+export interface CreditTotals {
+  /** Training examples of the syncs it took part in (steps per sync × batch size each). */
+  samples: number;
+  /** Committed syncs it was a member of. */
+  syncs: number;
+  /** Time between being handed work and reporting ready for the sync, as the server saw it. */
+  computeMs: number;
+}
+
+/** One row of a job's public contributor list. */
+export interface PublicContributor extends CreditTotals {
+  /** The volunteer's display name, or `volunteer <8 hex>` derived from its client id. */
+  name: string;
+  named: boolean;
+  firstAt: number;
+  lastAt: number;
+}
+
+/** `GET /api/public/jobs/:id/contributors`. */
+export interface PublicContributors {
+  job: { id: string; name: string; state: JobState; preset: string; dataset: string; strategy: string };
+  contributors: PublicContributor[];
+}
+
+/** A job as the volunteer page sees it before contributing (`GET /api/public/info`). */
+export interface PublicJob {
+  id: string;
+  name: string;
+  state: JobState;
+  preset: string;
+  dataset: string;
+  strategy: string;
+  compression: string;
+  workers: number;
+  minWorkers: number;
+  maxWorkers: number;
+  step: number;
+  targetSteps: number;
+  /** Size of the model the tab's adapter must hold (4 bytes per parameter). */
+  modelBytes: number;
+  /** Bytes one worker sends per sync: measured at the last sync, else `estimateSyncBytes`. */
+  syncBytes: number;
+  syncBytesMeasured: boolean;
+  latestAccuracy: number | null;
+}
+
+/** `GET /api/public/info`: who runs this server and which job a new volunteer would join. */
+export interface PublicInfo {
+  server: { name: string; operator: string | null };
+  /** Open jobs in the order the scheduler offers them (first: the one a new volunteer joins). */
+  jobs: PublicJob[];
+}
+
+/** `POST /api/public/credit { clientId }`: this browser's totals, over all jobs. */
+export interface VolunteerCredit extends CreditTotals {
+  displayName: string | null;
+  jobs: number;
+}
+
+/**
+ * Bytes one member sends per sync with `members` in the ring (docs/protocol.md): dense allreduce
+ * sends 2(N−1)/N of the vector (4 bytes a value, 2 with fp16); DGC's sparse allgather forwards each
+ * kept pair N−1 times at 2 bytes (f16) plus a 1-byte gap index (2 bytes past 99.2% sparsity).
+ * Frame headers (28 bytes per 64 KiB) are left out.
+ */
+export function estimateSyncBytes(spec: Pick<JobSpec, 'preset' | 'compression' | 'sparsity'>, members: number): number {
+  const n = Math.max(2, members);
+  const length = PRESET_FLAT_LENGTHS[spec.preset as keyof typeof PRESET_FLAT_LENGTHS];
+  if (spec.compression === 'dgc') {
+    const pairBytes = 2 + (spec.sparsity > 0.992 ? 2 : 1);
+    return Math.ceil(length * (1 - spec.sparsity)) * pairBytes * (n - 1);
+  }
+  const valueBytes = spec.compression === 'fp16' ? 2 : 4;
+  return Math.round(((2 * (n - 1)) / n) * length * valueBytes);
+}

@@ -1,0 +1,82 @@
+// Both stores keep contributors and display names the same way: SQLite, and Redis (a real
+// redis-server started here), through the same Store calls.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { createClient } from 'redis';
+import { RedisStore } from '../src/cluster/redis';
+import { SqliteStore } from '../src/store/sqlite';
+import type { ContributorRecord, Store } from '../src/store/store';
+
+let redis: ChildProcess;
+let redisClient: ReturnType<typeof createClient>;
+const dir = mkdtempSync(join(tmpdir(), 'tabfleet-store-'));
+const stores: Store[] = [];
+
+before(async () => {
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise((r) => probe.close(r));
+  redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    redis.stdout!.on('data', (d) => {
+      out += d;
+      if (out.includes('Ready to accept connections')) resolve();
+    });
+    redis.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${out}`)));
+  });
+  redisClient = createClient({ url: `redis://127.0.0.1:${port}` });
+  await redisClient.connect();
+  stores.push(new SqliteStore(dir), new RedisStore(redisClient));
+});
+after(async () => {
+  for (const s of stores) await s.close();
+  await redisClient?.quit();
+  redis?.kill();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const record = (jobId: string, clientId: string, n: number): ContributorRecord => ({
+  jobId, clientId, volunteerId: `v-${clientId}`, adapter: 'sim', backend: 'webgpu', step: n, bytesSent: 10 * n, bytesReceived: 20 * n,
+  samples: 30 * n, syncs: n, computeMs: 100 * n, firstAt: 1000 + n, lastAt: 2000 + n, leftReason: n % 2 ? 'left' : null,
+});
+
+for (const kind of ['sqlite', 'redis'] as const) {
+  test(`${kind}: contributors per job, totals per client id over jobs, display names`, async () => {
+    const store = stores.find((s) => s.kind === kind)!;
+    assert.deepEqual(await store.contributors('job-a'), []);
+    assert.equal(await store.volunteerCredit('ada'), null);
+    await store.saveContributors([record('job-a', 'bob', 2), record('job-a', 'ada', 1)]);
+    await store.saveContributors([record('job-a', 'ada', 3)]); // replaced, not added
+    await store.saveContributors([record('job-b', 'ada', 4)]);
+    assert.deepEqual(await store.contributors('job-a'), [record('job-a', 'bob', 2), record('job-a', 'ada', 3)], 'first to join first');
+    assert.deepEqual(await store.volunteerCredit('ada'), { displayName: null, jobs: 2, samples: 210, syncs: 7, computeMs: 700 });
+    await store.setDisplayName('ada', 'Ada L.');
+    assert.deepEqual(await store.displayNames(['ada', 'bob', 'ada']), new Map([['ada', 'Ada L.']]));
+    assert.equal((await store.volunteerCredit('ada'))?.displayName, 'Ada L.');
+    await store.setDisplayName('carol', 'Carol');
+    assert.deepEqual(await store.volunteerCredit('carol'), { displayName: 'Carol', jobs: 0, samples: 0, syncs: 0, computeMs: 0 });
+    await store.setDisplayName('carol', null);
+    assert.equal(await store.volunteerCredit('carol'), null);
+    const before = await store.digest();
+    await store.saveContributors([record('job-a', 'bob', 5)]);
+    assert.notEqual(await store.digest(), before, 'the digest covers contributors');
+  });
+
+  test(`${kind}: the latest accuracy is the last metric point that has one`, async () => {
+    const store = stores.find((s) => s.kind === kind)!;
+    assert.equal(await store.latestAccuracy('job-m'), null);
+    const point = (seq: number, accuracy: number | null) => ({ seq, step: seq, time: seq, loss: 1, accuracy, samplesPerSec: null, bytesSent: null, workers: 1 });
+    await store.addMetric('job-m', point(1, 0.5));
+    await store.addMetric('job-m', point(2, 0.8425));
+    // More points without accuracy than Redis reads in one go.
+    for (let i = 3; i < 600; i++) await store.addMetric('job-m', point(i, null));
+    assert.equal(await store.latestAccuracy('job-m'), 0.8425);
+  });
+}
