@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { createClient } from 'redis';
-import { RedisStore } from '../src/cluster/redis';
+import { RedisStore } from '../src/store/redis';
 import { SqliteStore } from '../src/store/sqlite';
 import type { ContributorRecord, Store } from '../src/store/store';
 

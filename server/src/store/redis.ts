@@ -1,0 +1,123 @@
+// The Store in Redis, for several server nodes sharing one: jobs, rounds, metrics, contributors,
+// checkpoints (the latest few blobs) and settings under `tf:` keys. cluster/redis.ts connects it.
+import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
+import { createHash } from 'node:crypto';
+import { commandOptions, type createClient } from 'redis';
+import type { ContributorRecord, JobRecord, RoundRecord, Store } from './store';
+
+type Client = ReturnType<typeof createClient>;
+
+/** Checkpoint blobs kept per job in Redis (older ones are deleted; the index keeps their info). */
+const CHECKPOINT_BLOBS_KEPT = 5;
+/** Metric points read per request while looking back for the latest accuracy. */
+const METRICS_SCAN_CHUNK = 256;
+
+export class RedisStore implements Store {
+  readonly kind = 'redis';
+  constructor(private readonly r: Client) {}
+
+  async createJob(j: JobRecord): Promise<void> {
+    await this.r.multi().set(`tf:job:${j.id}`, JSON.stringify(j)).zAdd('tf:jobs', { score: j.createdAt, value: j.id }).exec();
+  }
+  async updateJob(j: JobRecord): Promise<void> {
+    await this.r.set(`tf:job:${j.id}`, JSON.stringify(j), { XX: true });
+  }
+  async getJob(id: string): Promise<JobRecord | null> {
+    const text = await this.r.get(`tf:job:${id}`);
+    return text ? JSON.parse(text) : null;
+  }
+  async listJobs(): Promise<JobRecord[]> {
+    const ids = await this.r.zRange('tf:jobs', 0, -1);
+    if (ids.length === 0) return [];
+    const texts = await this.r.mGet(ids.map((id) => `tf:job:${id}`));
+    return texts.filter((t): t is string => t !== null).map((t) => JSON.parse(t));
+  }
+  async saveRound(round: RoundRecord): Promise<void> {
+    await this.r.hSet(`tf:rounds:${round.jobId}`, String(round.roundId), JSON.stringify(round));
+  }
+  async listRounds(jobId: string): Promise<RoundRecord[]> {
+    const all = await this.r.hVals(`tf:rounds:${jobId}`);
+    return all.map((t) => JSON.parse(t) as RoundRecord).sort((a, b) => a.roundId - b.roundId);
+  }
+  async addMetric(jobId: string, point: MetricPoint): Promise<void> {
+    await this.r.rPush(`tf:metrics:${jobId}`, JSON.stringify(point));
+  }
+  async metrics(jobId: string, limit: number): Promise<MetricPoint[]> {
+    return (await this.r.lRange(`tf:metrics:${jobId}`, -limit, -1)).map((t) => JSON.parse(t));
+  }
+  async putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void> {
+    await this.r.multi().set(`tf:ckpt-data:${jobId}:${info.seq}`, Buffer.from(data)).hSet(`tf:ckpt:${jobId}`, String(info.seq), JSON.stringify(info)).exec();
+    const seqs = (await this.r.hKeys(`tf:ckpt:${jobId}`)).map(Number).sort((a, b) => b - a);
+    const old = seqs.slice(CHECKPOINT_BLOBS_KEPT).map((s) => `tf:ckpt-data:${jobId}:${s}`);
+    if (old.length) await this.r.del(old);
+  }
+  async latestCheckpoint(jobId: string): Promise<CheckpointInfo | null> {
+    const all = (await this.r.hVals(`tf:ckpt:${jobId}`)).map((t) => JSON.parse(t) as CheckpointInfo);
+    return all.reduce<CheckpointInfo | null>((best, c) => (!best || c.seq > best.seq ? c : best), null);
+  }
+  async readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null> {
+    const b = await this.r.get(commandOptions({ returnBuffers: true }), `tf:ckpt-data:${jobId}:${seq}`);
+    return b ? new Uint8Array(b) : null;
+  }
+  async latestAccuracy(jobId: string): Promise<number | null> {
+    const key = `tf:metrics:${jobId}`;
+    for (let end = -1; ; end -= METRICS_SCAN_CHUNK) {
+      const chunk = await this.r.lRange(key, end - METRICS_SCAN_CHUNK + 1, end);
+      for (let i = chunk.length - 1; i >= 0; i--) {
+        const p = JSON.parse(chunk[i]) as MetricPoint;
+        if (p.accuracy !== null) return p.accuracy;
+      }
+      if (chunk.length < METRICS_SCAN_CHUNK) return null;
+    }
+  }
+  async saveContributors(records: ContributorRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const m = this.r.multi();
+    for (const c of records) m.hSet(`tf:contrib:${c.jobId}`, c.clientId, JSON.stringify(c)).sAdd(`tf:client-jobs:${c.clientId}`, c.jobId);
+    await m.exec();
+  }
+  async contributors(jobId: string): Promise<ContributorRecord[]> {
+    const all = (await this.r.hVals(`tf:contrib:${jobId}`)).map((t) => JSON.parse(t) as ContributorRecord);
+    return all.sort((a, b) => a.firstAt - b.firstAt || (a.clientId < b.clientId ? -1 : 1));
+  }
+  async volunteerCredit(clientId: string): Promise<VolunteerCredit | null> {
+    const jobs = await this.r.sMembers(`tf:client-jobs:${clientId}`);
+    const rows = await Promise.all(jobs.map((j) => this.r.hGet(`tf:contrib:${j}`, clientId)));
+    const records = rows.filter((t): t is string => !!t).map((t) => JSON.parse(t) as ContributorRecord);
+    const name = (await this.r.hGet('tf:names', clientId)) ?? null;
+    if (records.length === 0 && name === null) return null;
+    const sum = (k: 'samples' | 'syncs' | 'computeMs') => records.reduce((s, c) => s + c[k], 0);
+    return { displayName: name, jobs: records.length, samples: sum('samples'), syncs: sum('syncs'), computeMs: sum('computeMs') };
+  }
+  async displayNames(clientIds: string[]): Promise<Map<string, string>> {
+    const ids = [...new Set(clientIds)];
+    if (ids.length === 0) return new Map();
+    const names = await this.r.hmGet('tf:names', ids);
+    return new Map(ids.flatMap((id, i) => (names[i] ? [[id, names[i]] as [string, string]] : [])));
+  }
+  async setDisplayName(clientId: string, name: string | null): Promise<void> {
+    if (name === null) await this.r.hDel('tf:names', clientId);
+    else await this.r.hSet('tf:names', clientId, name);
+  }
+  async getSetting(key: string): Promise<string | null> {
+    return (await this.r.hGet('tf:settings', key)) ?? null;
+  }
+  async setSetting(key: string, value: string): Promise<void> {
+    await this.r.hSet('tf:settings', key, value);
+  }
+  async digest(): Promise<string> {
+    const h = createHash('sha256');
+    const keys = (await this.r.keys('tf:*')).filter((k) => !k.startsWith('tf:owner:')).sort();
+    for (const k of keys) {
+      const type = await this.r.type(k);
+      const value = type === 'string' ? await this.r.get(commandOptions({ returnBuffers: true }), k)
+        : type === 'hash' ? Object.entries(await this.r.hGetAll(k)).sort()
+        : type === 'list' ? await this.r.lRange(k, 0, -1)
+        : type === 'zset' ? await this.r.zRangeWithScores(k, 0, -1)
+        : type === 'set' ? (await this.r.sMembers(k)).sort() : type;
+      h.update(k).update(JSON.stringify(value));
+    }
+    return h.digest('hex');
+  }
+  async close(): Promise<void> {}
+}
