@@ -3,7 +3,7 @@
 // benchmark page into dist-pages/, which only tests and benchmarks serve (with dist/ beside it).
 // @tabfleet/headless's ensureBuilt rebuilds either when its sources change.
 import { resolve } from 'node:path';
-import { defineConfig } from 'vite';
+import { defineConfig, type Plugin } from 'vite';
 
 const root = import.meta.dirname;
 
@@ -21,6 +21,27 @@ const TEST_PAGES = {
   'bench-kernels': 'bench/pages/kernels.html',
 };
 
+/**
+ * The head every app page shares (charset, viewport, no favicon request, the shared stylesheet),
+ * written once here and put at the top of each app page's <head> before Vite bundles it; a page's
+ * own <head> keeps only its title and its own stylesheet.
+ */
+const SHARED_HEAD = `
+  <meta charset="utf-8" />
+  <meta name="viewport" content="width=device-width, initial-scale=1" />
+  <link rel="icon" href="data:," />
+  <link rel="stylesheet" href="/apps/shared/base.css" />`;
+
+function sharedAppHead(): Plugin {
+  return {
+    name: 'tabfleet-shared-app-head',
+    transformIndexHtml: {
+      order: 'pre',
+      handler: (html, ctx) => (ctx.path.startsWith('/apps/') ? html.replace(/<head>/, `<head>${SHARED_HEAD}`) : html),
+    },
+  };
+}
+
 export default defineConfig(({ mode }) => {
   const pages = mode === 'pages';
   const inputs = pages ? TEST_PAGES : APPS;
@@ -29,6 +50,7 @@ export default defineConfig(({ mode }) => {
     clearScreen: false,
     logLevel: 'warn',
     worker: { format: 'es' },
+    plugins: [sharedAppHead()],
     build: {
       outDir: pages ? 'dist-pages' : 'dist',
       emptyOutDir: true,

@@ -1,44 +1,31 @@
 // Both stores keep contributors and display names the same way: SQLite, and Redis (a real
 // redis-server started here), through the same Store calls.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { createClient } from 'redis';
 import { RedisStore } from '../src/store/redis';
+import { startRedisServer } from '../src/testing/redis-server';
 import { SqliteStore } from '../src/store/sqlite';
 import type { ContributorRecord, Store } from '../src/store/store';
 
-let redis: ChildProcess;
+let redis: Awaited<ReturnType<typeof startRedisServer>>;
 let redisClient: ReturnType<typeof createClient>;
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-store-'));
 const stores: Store[] = [];
 
 before(async () => {
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  const port = (probe.address() as { port: number }).port;
-  await new Promise((r) => probe.close(r));
-  redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    redis.stdout!.on('data', (d) => {
-      out += d;
-      if (out.includes('Ready to accept connections')) resolve();
-    });
-    redis.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${out}`)));
-  });
-  redisClient = createClient({ url: `redis://127.0.0.1:${port}` });
+  redis = await startRedisServer();
+  redisClient = createClient({ url: redis.url });
   await redisClient.connect();
   stores.push(new SqliteStore(dir), new RedisStore(redisClient));
 });
 after(async () => {
   for (const s of stores) await s.close();
   await redisClient?.quit();
-  redis?.kill();
+  redis?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
 

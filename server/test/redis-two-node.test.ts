@@ -1,43 +1,25 @@
 // Scale-out: two server nodes share a real redis-server (started here). Volunteers connected to
 // different nodes join one job, signal each other through the Redis adapter and complete rounds.
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
 import type { RoundBegin } from '@tabfleet/protocol';
 import { checksumOf } from '@tabfleet/protocol';
 import { RingOracle, SimVolunteer, waitFor } from '../src/testing/sim-volunteer';
+import { startRedisServer } from '../src/testing/redis-server';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
 
-let redis: ChildProcess;
+let redis: Awaited<ReturnType<typeof startRedisServer>>;
 let nodes: TestServer[] = [];
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
 before(async () => {
-  const port = await freePort();
-  redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    redis.stdout!.on('data', (d) => {
-      out += d;
-      if (out.includes('Ready to accept connections')) resolve();
-    });
-    redis.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${out}`)));
-  });
-  const redisUrl = `redis://127.0.0.1:${port}`;
+  redis = await startRedisServer();
+  const redisUrl = redis.url;
   nodes = [await startTestServer({ redisUrl, nodeId: 'node-a' }), await startTestServer({ redisUrl, nodeId: 'node-b' })];
 });
 
 after(async () => {
   for (const n of nodes) await n.stop();
-  redis.kill();
+  redis.stop();
 });
 
 test('volunteers on two nodes form one ring, signal across nodes and commit rounds', async () => {

@@ -2,3 +2,4 @@
 // port with a fresh data directory, and simulated volunteers that follow the protocol.
 export * from './sim-volunteer';
 export * from './test-server';
+export * from './redis-server';
