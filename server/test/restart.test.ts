@@ -4,11 +4,11 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 import { checksumOf } from '@tabfleet/protocol';
+import { freePort } from '../src/testing/redis-server';
 import { RingOracle, SimVolunteer, waitFor } from '../src/testing/sim-volunteer';
 import { BASE_JOB } from '../src/testing/test-server';
 
@@ -21,14 +21,6 @@ after(() => {
   child?.kill('SIGKILL');
   rmSync(dataDir, { recursive: true, force: true });
 });
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
 
 async function startChild(port: number): Promise<ChildProcess> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'server/src/main.ts', '--port', String(port), '--data', dataDir], {

@@ -3,7 +3,8 @@
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 
-async function freePort(): Promise<number> {
+/** A loopback TCP port nothing listens on right now. */
+export async function freePort(): Promise<number> {
   const probe = createServer();
   await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
   const port = (probe.address() as { port: number }).port;
