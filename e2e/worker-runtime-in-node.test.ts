@@ -16,13 +16,13 @@ after(() => server.stop());
 
 const job = {
   dataset: 'synthetic-blobs' as const, preset: 'mlp-fashion' as const, strategy: 'localsgd' as const, H: 4,
-  hyperparameters: { lr: 0.05, batchSize: 32 }, minWorkers: 3, maxWorkers: 3, targetSteps: 24, checkpointEvery: 2,
+  hyperparameters: { lr: 0.05, batchSize: 32 }, minWorkers: 3, maxWorkers: 3, targetSteps: 24, checkpointEvery: 2, evalEverySteps: 8,
 };
 
 test('three volunteers train a LocalSGD job to its target with identical parameters after every sync', { timeout: 180_000 }, async () => {
   const created = await server.createJob(job);
   const net = new MemoryNetwork();
-  const vols = [0, 1, 2].map(() => nodeVolunteer(server.url, net, { evalEverySteps: 8 }));
+  const vols = [0, 1, 2].map(() => nodeVolunteer(server.url, net));
   try {
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
     const done = (await server.api(`/api/jobs/${created.id}`)).body.job;

@@ -45,7 +45,10 @@ if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(wor
 }
 
 await ensureBuilt('apps', console.log);
-const server = await startServer({ port, dataDir: values.data, redisUrl: values.redis ?? process.env.REDIS_URL, log: (l) => console.log(`[server] ${l}`) });
+// It listens on 127.0.0.1 only and its workers are this machine's own: no per-address share of a job.
+const server = await startServer({
+  port, dataDir: values.data, redisUrl: values.redis ?? process.env.REDIS_URL, addressLimits: { connections: 32 + workerCount, jobShare: 1 }, log: (l) => console.log(`[server] ${l}`),
+});
 const auth = { authorization: `Bearer ${server.secrets.token}`, 'content-type': 'application/json' };
 const jobs = (await (await fetch(`${server.url}/api/jobs`, { headers: auth })).json()).jobs as JobSummary[];
 let job = jobs.find((j) => j.state === 'waiting' || j.state === 'running');

@@ -12,7 +12,7 @@
 // members see them (see WindowSamples in messages.ts).
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
-  NAMESPACES, PRESET_FLAT_LENGTHS, PROTOCOL_VERSION, ROUND_TIMING, decodeSafetensors, encodeSafetensors, f32Tensor, type Ack, type RoundBegin,
+  NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, ROUND_TIMING, encodeSafetensors, f32Tensor, verifyCheckpoint, type Ack, type RoundBegin,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
@@ -35,11 +35,17 @@ const ACK_TIMEOUT_MS = 30_000;
 const RESULT_CHECKSUM = '00c0ffee00c0ffee';
 const MAX_ERROR_SAMPLES = 5;
 /**
- * What the uploader of a checkpointing round sends: the bench job's model (mlp-fashion) at its real
- * flat length, so the server stores as many bytes as it would from a real tab. Built once per process.
+ * The one model every simulated member holds: the bench job's model (mlp-fashion) in its real layout,
+ * so the server verifies and stores as many bytes as it would from a real tab. Members report its
+ * checksum when they load it and when they evaluate; the uploader sends it. Built once per process.
  */
-let checkpointBytes: Uint8Array | null = null;
-const checkpoint = () => (checkpointBytes ??= encodeSafetensors({ params: f32Tensor([PRESET_FLAT_LENGTHS['mlp-fashion']], new Float32Array(PRESET_FLAT_LENGTHS['mlp-fashion']).fill(0.5)) }));
+let model: { bytes: Uint8Array; checksum: string } | null = null;
+function theModel(): { bytes: Uint8Array; checksum: string } {
+  if (model) return model;
+  const tensors = Object.fromEntries(PRESET_LAYOUTS['mlp-fashion'].entries.map((p) => [p.name, f32Tensor(p.shape, new Float32Array(p.size).fill(0.5))]));
+  const bytes = encodeSafetensors(tensors);
+  return (model = { bytes, checksum: verifyCheckpoint('mlp-fashion', bytes).checksum });
+}
 
 /** Per job: when each sync's `round:ready` messages were sent, to time the barrier. */
 interface JobTrack {
@@ -124,7 +130,7 @@ class Volunteer {
     });
     s.on('model:load', (m: { jobId: string; seq: number; step: number; url: string | null }) => {
       this.loadModel(m.url).then(
-        () => this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: RESULT_CHECKSUM }, (a) => {
+        () => this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: theModel().checksum }, (a) => {
           if (!a.ok || !(a as { admitted?: boolean }).admitted) return this.onAdmitted(false, `model:loaded: ${JSON.stringify(a)}`);
           this.seq = m.seq;
           this.step = m.step;
@@ -185,8 +191,7 @@ class Volunteer {
     if (!url) return;
     const res = await fetch(url, { signal: AbortSignal.timeout(behaviour.joinTimeoutMs) });
     if (!res.ok) throw new Error(`checkpoint download: HTTP ${res.status}`);
-    const { tensors } = decodeSafetensors(new Uint8Array(await res.arrayBuffer()));
-    if (!tensors.params) throw new Error('checkpoint has no params tensor');
+    verifyCheckpoint('mlp-fashion', new Uint8Array(await res.arrayBuffer()));
     tally('checkpointsFetched');
   }
 
@@ -294,9 +299,11 @@ class Volunteer {
     }
     // The job checkpoints at its default interval: the round's uploader sends the model, and the
     // server holds the next round until the file is stored.
+    // Evaluators vouch for the model's checksum (the server checks the upload against it).
+    if (r.evaluators.includes(this.id)) this.emit('metrics', { jobId: r.jobId, seq: c.seq, checksum: theModel().checksum, accuracy: 0.5, loss: 1 });
     if (r.uploader === this.id) {
       tally('checkpointsUploaded');
-      this.emit('checkpoint:upload', { jobId: r.jobId, seq: c.seq, step: this.step, data: checkpoint() });
+      this.emit('checkpoint:upload', { jobId: r.jobId, seq: c.seq, step: this.step, data: theModel().bytes });
     }
     this.trainThenReady();
   }

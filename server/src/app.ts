@@ -35,8 +35,16 @@ export interface ServerOptions {
   /** Shown to volunteers before they contribute: the server's name (default: its address) and who runs it. */
   name?: string;
   operator?: string;
+  /**
+   * Per-address limits on volunteers: connections at once (per node), and the share of one job's
+   * slots they may hold. Defaults 32 and 0.5; a node whose volunteers all come through one address
+   * (a local benchmark, a proxy without forwarding) raises them.
+   */
+  addressLimits?: { connections?: number; jobShare?: number };
   log?: (line: string) => void;
 }
+
+export const DEFAULT_ADDRESS_LIMITS = { connections: 32, jobShare: 0.5 };
 
 export interface RunningServer {
   url: string;
@@ -93,10 +101,13 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     checkpointUrl: (jobId, seq) => `${url}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
     count: (name, labels) => counters.count(name, labels),
     log,
+    addressJobShare: opts.addressLimits?.jobShare ?? DEFAULT_ADDRESS_LIMITS.jobShare,
   };
   const hub = new JobHub(deps, cluster);
   await hub.start();
-  const volunteerNsp = attachVolunteerNamespace(io, hub, store, { count: deps.count, log });
+  const volunteerNsp = attachVolunteerNamespace(io, hub, store, {
+    maxConnectionsPerAddress: opts.addressLimits?.connections ?? DEFAULT_ADDRESS_LIMITS.connections, count: deps.count, log,
+  });
   attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, count: deps.count, log });
 
   const startedAt = Date.now();

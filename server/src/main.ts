@@ -12,11 +12,14 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
   --node ID     this node's name in a cluster (default random)
   --name TEXT   what volunteers see this server called (default $TABFLEET_NAME or host:port)
   --operator T  who runs it, shown to volunteers (default $TABFLEET_OPERATOR, else not shown)
+  --address-connections N   volunteer connections one address may hold (default 32)
+  --address-job-share F     share (0-1] of a job's slots one address may hold (default 0.5)
 The researcher token comes from $TABFLEET_TOKEN, or is generated at the first start and printed.`;
 
 const { values } = parseArgs({
   options: {
-    port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' },
+    'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, help: { type: 'boolean', short: 'h' },
   },
 });
 if (values.help) {
@@ -29,7 +32,15 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.exit(2);
 }
 
+const connections = values['address-connections'] === undefined ? undefined : Number(values['address-connections']);
+const jobShare = values['address-job-share'] === undefined ? undefined : Number(values['address-job-share']);
+if ((connections !== undefined && !(Number.isInteger(connections) && connections >= 1)) || (jobShare !== undefined && !(jobShare > 0 && jobShare <= 1))) {
+  console.error(`bad --address-connections or --address-job-share\n${USAGE}`);
+  process.exit(2);
+}
+
 const server = await startServer({
+  addressLimits: { connections, jobShare },
   port,
   host: values.host,
   dataDir: values.data ?? process.env.TABFLEET_DATA,

@@ -86,8 +86,8 @@ test('a reconnect with the same client id is the same volunteer, credited for wh
 
 test('a star round credits its members the same way', async () => {
   const job = await server.createJob({ ...JOB, targetSteps: 6 });
-  const a = await server.volunteer({ clientId: 'star-a-0123456789abcdef', length: 203_530 });
-  const b = await server.volunteer({ clientId: 'star-b-0123456789abcdef', length: 203_530 });
+  const a = await server.volunteer({ clientId: 'star-a-0123456789abcdef' });
+  const b = await server.volunteer({ clientId: 'star-b-0123456789abcdef' });
   for (const s of [a, b]) s.failRound = (r: RoundBegin) => (r.mode === 'ring' ? 'unreachable' : null);
   await a.request(job.id);
   await b.request(job.id);

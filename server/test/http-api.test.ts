@@ -2,7 +2,7 @@
 // and CSV, the latest checkpoint as safetensors, /healthz and Prometheus /metrics, bad requests.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { CHECKPOINT_SYNC_HEADER, LIMITS, checksumOf, decodeSafetensors, f32Values } from '@tabfleet/protocol';
+import { CHECKPOINT_SYNC_HEADER, LIMITS, checksumOf, verifyCheckpoint } from '@tabfleet/protocol';
 import { waitFor } from '../src/testing/sim-volunteer';
 import { BASE_JOB, startTestServer, type TestServer } from '../src/testing/test-server';
 
@@ -83,7 +83,7 @@ test('several jobs at once: create, list, detail, metrics, checkpoint, stop', as
   // Not a second request for "the latest": a checkpoint written in between would answer differently.
   const seq = Number(ckpt.headers.get(CHECKPOINT_SYNC_HEADER));
   assert.ok(seq >= 2, `the response names its sync (${CHECKPOINT_SYNC_HEADER}: ${seq})`);
-  const params = f32Values(decodeSafetensors(new Uint8Array(await ckpt.arrayBuffer())).tensors.params);
+  const { params } = verifyCheckpoint('mlp-fashion', new Uint8Array(await ckpt.arrayBuffer()));
   assert.equal(checksumOf(params), checksumOf(inA[0].applied.get(seq)!), 'the checkpoint is the model of that sync');
 
   const stopped = await server.api(`/api/jobs/${a.id}/stop`, { method: 'POST' });

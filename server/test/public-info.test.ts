@@ -34,7 +34,7 @@ test('the server names itself and lists open jobs in the order volunteers are of
   assert.equal(first.syncBytesMeasured, false);
   assert.equal(first.syncBytes, estimateSyncBytes(spec, 2));
   assert.equal(second.syncBytesMeasured, true, 'a job that synced reports what its members sent');
-  assert.equal(second.syncBytes, 32, 'the simulated member reports its 8-value vector, 32 bytes');
+  assert.equal(second.syncBytes, 203_530 * 4, 'the simulated member reports its whole flat vector (what it "sent")');
   assert.equal(second.workers, 1);
 });
 

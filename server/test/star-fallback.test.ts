@@ -15,7 +15,7 @@ after(() => server.stop());
 
 test('an unreachable neighbour turns the round into a star round aggregated by the server', async () => {
   const job = await server.createJob({ preset: 'cnn-fashion', minWorkers: 3, maxWorkers: 3 });
-  const sims = await Promise.all([0, 1, 2].map(() => server.volunteer({ length: LENGTH })));
+  const sims = await Promise.all([0, 1, 2].map(() => server.volunteer()));
   let failed = false;
   sims[1].failRound = (r) => (r.mode === 'ring' && !failed ? ((failed = true), 'unreachable') : null);
   for (const s of sims) s.holdRounds = false;
@@ -40,7 +40,7 @@ test('an unreachable neighbour turns the round into a star round aggregated by t
 
 test('robust aggregation: trimmed mean, norm outliers rejected, bad tensors refused', async () => {
   const job = await server.createJob({ preset: 'cnn-fashion', minWorkers: 4, maxWorkers: 4, aggregation: 'trimmed-mean', trimFraction: 0.25 });
-  const sims = await Promise.all([0, 1, 2, 3].map(() => server.volunteer({ length: LENGTH })));
+  const sims = await Promise.all([0, 1, 2, 3].map(() => server.volunteer()));
   for (const s of sims) s.failRound = (r) => (r.mode === 'ring' ? 'unreachable' : null);
   for (const s of sims) s.holdRounds = true;
   for (const s of sims) await s.request(job.id);

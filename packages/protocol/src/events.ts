@@ -137,8 +137,11 @@ export const VOLUNTEER_EVENTS = {
   'star:update': z.strictObject({ ...roundRef, data: binary }),
   /** The global model after sync `seq`, as safetensors, from the round's `uploader` once it applied the round. */
   'checkpoint:upload': z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), step: z.number().int().min(0), data: binary }),
-  /** Evaluation after a sync: test accuracy and loss of the global model. */
-  metrics: z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), accuracy: finite.min(0).max(1).nullable(), loss: finite.nullable() }),
+  /**
+   * From the round's `evaluators` after a commit: test accuracy and loss of the global model of sync
+   * `seq`, and its checksum (what a checkpoint of that sync must hold). The server combines several.
+   */
+  metrics: z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), checksum, accuracy: finite.min(0).max(1).nullable(), loss: finite.nullable() }),
   /** Heartbeat with what the tab is doing, for the worker table. */
   status: z.strictObject({
     state: z.enum(['idle', 'loading', 'training', 'syncing', 'paused']),
@@ -179,6 +182,11 @@ export interface RoundBegin {
   uploader: string | null;
   /** Members that must finish for the round to commit (all of them in a ring). */
   quorum: number;
+  /**
+   * Members that evaluate the committed model and report `metrics` with its checksum (chosen at
+   * random by the server; empty when this sync is neither evaluated nor checkpointed).
+   */
+  evaluators: string[];
 }
 
 export interface VolunteerServerEvents {
@@ -191,6 +199,8 @@ export interface VolunteerServerEvents {
   'round:abort': (r: { jobId: string; roundId: number; reason: string; lost: string[] }) => void;
   /** Every member reported its result: apply it now (and the uploader uploads the model). */
   'round:commit': (r: { jobId: string; roundId: number; seq: number; step: number }) => void;
+  /** Upload the checkpoint of sync `seq` now (the one asked first did not deliver a valid one). */
+  'checkpoint:request': (r: { jobId: string; seq: number }) => void;
   signal: (s: { jobId: string; roundId: number; from: string; data: unknown }) => void;
   /** Star fallback result: the aggregated update (little-endian f32). */
   'star:result': (s: { jobId: string; roundId: number; data: Uint8Array | ArrayBuffer; contributors: number; rejected: number }) => void;

@@ -6,3 +6,4 @@ export * from './frames';
 export * from './credit';
 export * from './random';
 export * from './checksum';
+export * from './models';

@@ -90,6 +90,8 @@ export const jobSpecSchema = z
     trimFraction: finite.min(0).max(0.45).default(0.1),
     seed: z.number().int().min(0).max(2 ** 31 - 1).default(1),
     checkpointEvery: z.number().int().min(1).max(100_000).default(10),
+    /** Evaluate the global model (several members, combined) whenever a sync crosses a multiple of this many steps. */
+    evalEverySteps: z.number().int().min(1).max(10_000_000).default(100),
   })
   .superRefine((s, ctx) => {
     if (s.minWorkers > s.maxWorkers) ctx.addIssue({ code: 'custom', path: ['minWorkers'], message: 'must not exceed maxWorkers' });
@@ -157,6 +159,8 @@ export interface MetricPoint {
   samplesPerSec: number | null;
   bytesSent: number | null;
   workers: number;
+  /** Evaluations combined into `accuracy` and `loss` (members that vouched for them); null without evaluation. */
+  vouchers?: number | null;
 }
 
 export const METRIC_COLUMNS = ['seq', 'step', 'time', 'loss', 'accuracy', 'samplesPerSec', 'bytesSent', 'workers'] as const satisfies readonly (keyof MetricPoint)[];

@@ -68,6 +68,9 @@ export class EngineApi {
   evaluate(limit?: number) {
     return this.jobEngine.evaluate(limit);
   }
+  checksum() {
+    return this.jobEngine.checksum();
+  }
 
   async trainSolo(cfg: SoloTrainConfig, onProgress: (p: Progress) => void): Promise<TrainReport> {
     if (!this.backend) throw new Error('engine not initialized: call init() first');

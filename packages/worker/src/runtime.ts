@@ -20,6 +20,8 @@ export interface EngineLike {
   currentStep(): number | Promise<number>;
   checkpoint(): Promise<Uint8Array>;
   evaluate(limit?: number): Promise<{ accuracy: number; loss: number; count: number }>;
+  /** Checksum of the parameters as they are now. */
+  checksum(): Promise<string>;
 }
 
 export interface RuntimeStatus {
@@ -46,8 +48,6 @@ export interface RuntimeOptions {
   createTransport(volunteerId: string, signaler: Signaler): Transport;
   /** Ask for this job rather than the one that needs workers most. */
   jobId?: string;
-  /** Evaluate the global model every this many optimizer steps (the round's first member does it). */
-  evalEverySteps?: number;
   log?: (line: string) => void;
   onStatus?: (s: RuntimeStatus) => void;
   /** Pause between local steps (the page's "how hard" slider), ms per sync. */
@@ -97,6 +97,7 @@ export class VolunteerRuntime {
     s.on('round:abort', (r) => this.onRoundAbort(r));
     s.on('round:commit', (c) => this.queue('round:commit', () => this.onCommit(c)));
     s.on('star:result', (r) => this.onStarResult(r));
+    s.on('checkpoint:request', (r) => this.queue('checkpoint:request', () => this.onCheckpointRequest(r)));
     s.on('signal', (m: { from: string; data: unknown }) => {
       for (const h of this.signalHandlers) h(m.from, m.data);
     });
@@ -305,22 +306,28 @@ export class VolunteerRuntime {
     await this.opts.engine.commit();
     this.payload = null;
     this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
-    const me = this.status.volunteerId;
-    // The round's first member evaluates every `evalEverySteps` and whenever it uploads a checkpoint
-    // (so a checkpoint's accuracy is on record), before uploading: the upload of the last sync ends the job.
-    const every = this.opts.evalEverySteps ?? 100;
-    const stepsPerSync = this.info?.stepsPerSync ?? 1;
-    const due = Math.floor(c.step / every) > Math.floor((c.step - stepsPerSync) / every) || c.step >= (this.info?.targetSteps ?? Infinity);
-    if ((begin.members[0] === me && due) || begin.uploader === me) {
+    const me = this.status.volunteerId!;
+    // The server picks several evaluators for the syncs it evaluates or checkpoints; their checksums
+    // of the committed model are what a checkpoint of this sync is checked against. Evaluate before
+    // uploading: the upload of the last sync ends the job.
+    if (begin.evaluators.includes(me)) {
+      const checksum = await this.opts.engine.checksum();
       const ev = await this.opts.engine.evaluate();
       this.setStatus({ lastAccuracy: ev.accuracy });
-      await this.emit('metrics', { jobId: c.jobId, seq: c.seq, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });
+      await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });
     }
     if (begin.uploader === me) {
       const data = await this.opts.engine.checkpoint();
       await this.emitOk('checkpoint:upload', { jobId: c.jobId, seq: c.seq, step: c.step, data });
     }
     await this.trainThenReady();
+  }
+
+  /** Asked after the last sync, when the first uploader failed: this tab still holds that model. */
+  private async onCheckpointRequest(r: { jobId: string; seq: number }): Promise<void> {
+    if (this.status.seq !== r.seq || this.status.jobId !== r.jobId) return;
+    const data = await this.opts.engine.checkpoint();
+    await this.emitOk('checkpoint:upload', { jobId: r.jobId, seq: r.seq, step: this.status.step, data });
   }
 
   private async onJobEnd(e: { jobId: string; reason: string }): Promise<void> {

@@ -14,11 +14,11 @@ export const NODE_CAPABILITIES = {
   features: [],
 };
 
-export function nodeVolunteer(serverUrl: string, net: MemoryNetwork, opts: { jobId?: string; log?: (l: string) => void; evalEverySteps?: number } = {}) {
+export function nodeVolunteer(serverUrl: string, net: MemoryNetwork, opts: { jobId?: string; log?: (l: string) => void } = {}) {
   const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES }, transports: ['websocket'], reconnection: false });
   const engine = new JobEngine(new CpuBackend('f32'));
   const runtime = new VolunteerRuntime({
-    socket, serverUrl, engine, jobId: opts.jobId, log: opts.log, evalEverySteps: opts.evalEverySteps,
+    socket, serverUrl, engine, jobId: opts.jobId, log: opts.log,
     createTransport: (id) => net.endpoint(id),
   });
   return { socket, engine, runtime };

@@ -5,10 +5,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { capabilitiesSchema, jobSpecSchema, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { capabilitiesSchema, checksumOf, jobSpecSchema, type VolunteerServerEvents } from '@tabfleet/protocol';
 import { SqliteStore } from '../store/sqlite';
 import type { JobRecord } from '../store/store';
-import { SIM_CAPABILITIES } from '../testing/sim-volunteer';
+import { SIM_CAPABILITIES, checkpointOf, initialParams } from '../testing/sim-volunteer';
 import { JobCoordinator } from './job-coordinator';
 import type { Clock, CoordinatorDeps } from './types';
 
@@ -75,7 +75,11 @@ async function setup(spec: object) {
     const r1 = last('a', 'round:begin');
     result('a', r1.roundId); result('b', r1.roundId);
   };
-  return { c, clock, sent, add, last, loadAndReady, result, commitFirstSync, cleanup: async () => { await c.flushed(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+  /** The round's evaluators report the model of its sync (checksum of `flat`, the job's layout). */
+  const evaluate = (round: { seq: number; evaluators: string[] }, flat: Float32Array) => {
+    for (const id of round.evaluators) c.handle(id, 'metrics', { jobId: job.id, seq: round.seq, checksum: checksumOf(flat), accuracy: 0.5, loss: 1 });
+  };
+  return { c, clock, sent, add, last, loadAndReady, result, commitFirstSync, evaluate, cleanup: async () => { await c.flushed(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
 }
 
 test('a member that never reaches the barrier is evicted after the barrier timeout', async () => {
@@ -100,11 +104,12 @@ test('an uploader that never uploads is evicted after the load timeout; the join
   t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
   t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
   const r2 = t.last('a', 'round:begin');
-  assert.equal(r2.uploader, r2.members[0], 'a joiner is waiting: the round names an uploader');
+  assert.ok(r2.members.includes(r2.uploader), 'a joiner is waiting: the round names an uploader');
   t.result('a', r2.roundId); t.result('b', r2.roundId);
+  t.evaluate(r2, initialParams('mlp-fashion', 1));
   // The uploader never uploads: it is evicted after the load timeout.
   t.clock.advance(3_000);
-  assert.match(t.last(r2.uploader, 'job:end').reason, /upload timed out/);
+  assert.match(t.last(r2.uploader, 'job:end').reason, /did not upload the checkpoint of sync 2 in time/);
   assert.equal(t.c.workerCount, 2, 'the joiner and the remaining member stay');
   await t.cleanup();
 });
@@ -133,8 +138,9 @@ test('a joiner that never loads its model is evicted after the load timeout and 
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
   const r2 = t.last('a', 'round:begin');
   t.result('a', r2.roundId); t.result('b', r2.roundId);
-  const { encodeSafetensors, f32Tensor } = await import('@tabfleet/protocol');
-  t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: encodeSafetensors({ w: f32Tensor([2], new Float32Array([1, 2])) }) });
+  const model = initialParams('mlp-fashion', 1);
+  t.evaluate(r2, model);
+  t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: checkpointOf('mlp-fashion', model) });
   await t.c.flushed();
   assert.equal(t.last('late', 'model:load').seq, 2);
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });

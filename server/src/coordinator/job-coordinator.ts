@@ -4,12 +4,17 @@
 // result without applying it, and the round commits when all have reported. A member lost mid-round
 // aborts the round and it is re-formed at once with the survivors, who still hold their local progress.
 // All state changes are synchronous; persistence is queued behind them in order.
+//
+// No single member is believed: steps are the server's own count, accuracy is combined from several
+// evaluators (evaluations.ts), a checkpoint is stored only when it is the job's model with the
+// checksum the evaluators agreed on, a joiner's loaded model is checked against it, and deadlines
+// follow the members' pace (pace.ts). A member removed for a fault is kept out for a while, longer
+// each time (penalties.ts).
 import {
   PRESET_FLAT_LENGTHS,
   ProtocolError,
-  decodeSafetensors,
-  f32Values,
   targetStepsOf,
+  verifyCheckpoint,
   type Assignment,
   type CheckpointInfo,
   type JobSummary,
@@ -18,10 +23,13 @@ import {
   type VolunteerEventParsed,
   type WorkerRow,
 } from '@tabfleet/protocol';
-import { createHash } from 'node:crypto';
+import { createHash, randomInt } from 'node:crypto';
 import { contributorName, departedRow } from '../credit';
 import type { ContributorRecord, JobRecord, RoundRecord } from '../store/store';
 import { aggregate, decodeUpdate, rejectOutliers } from './aggregate';
+import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
+import { Pace } from './pace';
+import { Penalties } from './penalties';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
 type Phase = 'loading' | 'admitted' | 'ready';
@@ -31,7 +39,7 @@ interface Member extends VolunteerInfo {
   phase: Phase;
   /** The sync whose model it was told to load (null: waiting for a checkpoint to exist). */
   loadSeq: number | null;
-  readyStep: number;
+  loadSince: number;
   cancelLoadTimer: (() => void) | null;
   status: { state: string; step: number; samplesPerSec: number; bytesSent: number; bytesReceived: number };
   lastRound: number | null;
@@ -45,7 +53,6 @@ interface Member extends VolunteerInfo {
 
 interface RoundResult {
   checksum: string;
-  step: number;
   metrics: VolunteerEventParsed<'round:result'>['metrics'];
 }
 
@@ -55,6 +62,9 @@ interface ActiveRound {
   mode: 'ring' | 'star';
   members: string[];
   uploader: string | null;
+  evaluators: string[];
+  /** Steps the job will have taken once this sync commits (the server's count, never a member's claim). */
+  step: number;
   startedAt: number;
   results: Map<string, RoundResult>;
   /** Members that reported they could not finish (alive, unlike silent ones). */
@@ -64,10 +74,25 @@ interface ActiveRound {
   cancelDeadline: () => void;
 }
 
-/** A checkpoint for the just-committed sync that the uploader still owes. */
+/** A checkpoint for the just-committed sync that the uploader still owes, or that waits to be verified. */
 interface PendingUpload {
   seq: number;
   uploader: string;
+  since: number;
+  /** Arrived and is the job's model; stored once it matches the evaluators' agreed checksum. */
+  received: { data: Uint8Array; checksum: string } | null;
+  cancelTimer: () => void;
+}
+
+/** A sync's model being evaluated by several members. */
+interface OpenEvaluation {
+  seq: number;
+  step: number;
+  /** How many were asked (the majority is of this number, so silence cannot shrink it). */
+  asked: number;
+  since: number;
+  evaluators: Set<string>;
+  reports: Map<string, EvaluationReport>;
   cancelTimer: () => void;
 }
 
@@ -77,6 +102,14 @@ const RING_FAILURES_BEFORE_STAR = 2;
 const WORKER_TABLE_INTERVAL_MS = 500;
 /** Contributor totals are written at most this often (one batched write, not one per member per sync). */
 const CONTRIBUTORS_FLUSH_MS = 1_000;
+/** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
+const EVALUATORS = 3;
+/** Before any upload was timed: this long plus the model's bytes at 1 MB/s (an upload follows an evaluation). */
+const FIRST_UPLOAD_GUESS_MS = 30_000;
+/** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
+const FIRST_LOAD_GUESS_MS = 30_000;
+/** Attempts at writing a verified checkpoint to the store before the sync's checkpoint is re-asked. */
+const STORE_ATTEMPTS = 3;
 
 export class JobCoordinator {
   private readonly members = new Map<string, Member>();
@@ -88,8 +121,19 @@ export class JobCoordinator {
   private starNext = false;
   /** Stop after the next committed sync that leaves a checkpoint (target accuracy reached). */
   private finishing = false;
-  private accuracyReported = new Set<number>();
   private cancelBarrier: (() => void) | null = null;
+  /** Loading joiners are waited for until this fires; then the round goes on without them. */
+  private cancelJoinerHold: (() => void) | null = null;
+  private joinerHoldExpired = false;
+  /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
+  private checkpointOwed = false;
+  private readonly pace = new Pace();
+  private readonly penalties = new Penalties();
+  private readonly evaluations = new Map<number, OpenEvaluation>();
+  /** Checksum of the parameters in each stored checkpoint (what a joiner that loads it must report). */
+  private readonly checkpointChecksums = new Map<number, string>();
+  /** Closed evaluations of recent syncs: the agreed checksum, or null when the evaluators disagreed. */
+  private readonly settledChecksums = new Map<number, string | null>();
   private workerTableTimer: (() => void) | null = null;
   private persistQueue: Promise<void> = Promise.resolve();
   private latestAccuracy: number | null = null;
@@ -119,6 +163,10 @@ export class JobCoordinator {
     const resumed = { ...job, seq: checkpoint?.seq ?? 0, step: checkpoint?.step ?? 0, updatedAt: deps.clock.now() };
     const c = new JobCoordinator(resumed, deps, rounds.reduce((m, r) => Math.max(m, r.roundId), 0), checkpoint);
     c.latestAccuracy = await deps.store.latestAccuracy(job.id);
+    if (checkpoint) {
+      const bytes = await deps.store.readCheckpoint(job.id, checkpoint.seq);
+      if (bytes) c.checkpointChecksums.set(checkpoint.seq, verifyCheckpoint(job.spec.preset, bytes).checksum);
+    }
     const contributors = await deps.store.contributors(job.id);
     for (const [id, name] of await deps.store.displayNames(contributors.map((x) => x.clientId))) c.names.set(id, name);
     // Members when the server stopped are not members now; they rejoin under the same identity.
@@ -151,7 +199,20 @@ export class JobCoordinator {
 
   /** Whether this job could take the volunteer (used by the scheduler to rank jobs). */
   accepts(v: VolunteerInfo): boolean {
-    return !this.ended && this.members.size < this.job.spec.maxWorkers && this.fits(v);
+    return !this.ended && this.members.size < this.job.spec.maxWorkers && this.fits(v) && this.refusal(v) === null;
+  }
+
+  /** Why this volunteer may not join now: kept out after a fault, or its address holds its share of slots. */
+  private refusal(v: VolunteerInfo): string | null {
+    const kept = this.penalties.keptOut(v.clientId ?? v.volunteerId, v.address, this.deps.clock.now());
+    if (kept) return kept;
+    const share = this.deps.addressJobShare ?? 1;
+    if (v.address && share < 1) {
+      const cap = Math.max(1, Math.floor(this.job.spec.maxWorkers * share));
+      const fromAddress = [...this.members.values()].filter((m) => m.address === v.address).length;
+      if (fromAddress >= cap) return `${fromAddress} of this job's slots are taken from your address (at most ${cap})`;
+    }
+    return null;
   }
 
   summary(): JobSummary {
@@ -188,12 +249,14 @@ export class JobCoordinator {
     if (this.members.has(v.volunteerId)) throw new ProtocolError('conflict', `already a member of job ${this.job.id}`);
     if (this.members.size >= this.job.spec.maxWorkers) throw new ProtocolError('capacity', `job ${this.job.id} has its ${this.job.spec.maxWorkers} workers`);
     if (!this.fits(v)) throw new ProtocolError('capacity', `this adapter cannot hold the ${this.job.spec.preset} model`);
+    const refusal = this.refusal(v);
+    if (refusal) throw new ProtocolError('rate_limited', `job ${this.job.id}: ${refusal}`);
     const used = new Set([...this.members.values()].map((m) => m.shard));
     let shard = 0;
     while (used.has(shard)) shard++;
     const identity = v.clientId ?? v.volunteerId;
     const member: Member = {
-      ...v, shard, phase: 'loading', loadSeq: null, readyStep: 0, cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
+      ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
       status: { state: 'loading', step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
     };
     this.members.set(v.volunteerId, member);
@@ -222,14 +285,24 @@ export class JobCoordinator {
     this.members.delete(volunteerId);
     this.departedContributor(m, reason);
     this.deps.log(`job ${this.job.id}: ${volunteerId} left (${reason})`);
-    if (this.pendingUpload?.uploader === volunteerId) this.dropPendingUpload();
+    if (this.pendingUpload?.uploader === volunteerId && !this.pendingUpload.received) this.loseCheckpoint(`its uploader ${volunteerId} left`);
     if (this.round?.members.includes(volunteerId)) this.abortRound(`member ${volunteerId} lost: ${reason}`, [volunteerId]);
+    for (const ev of [...this.evaluations.values()]) {
+      if (ev.evaluators.delete(volunteerId)) this.evaluationProgress(ev);
+    }
     this.changedWorkers();
   }
 
-  /** Removes a member that is still connected but failed the job's timing; the caller re-forms. */
+  /**
+   * Removes a member that is still connected but failed the job (its timing, or a check of what it
+   * sent); the caller re-forms. It is kept out for a while, longer for each repeat.
+   */
   private evict(volunteerId: string, reason: string): void {
-    if (!this.members.has(volunteerId)) return;
+    const m = this.members.get(volunteerId);
+    if (!m) return;
+    const keptOutMs = this.penalties.punish(m.identity, m.address, reason, this.deps.clock.now());
+    this.deps.count('members_evicted');
+    this.deps.log(`job ${this.job.id}: evicting ${volunteerId} (${m.identity}${m.address ? ` at ${m.address}` : ''}), kept out ${Math.round(keptOutMs / 1000)} s: ${reason}`);
     this.deps.toVolunteer(volunteerId, 'job:end', { jobId: this.job.id, reason });
     this.removeMember(volunteerId, reason);
   }
@@ -242,6 +315,9 @@ export class JobCoordinator {
     this.round?.cancelDeadline();
     this.cancelBarrier?.();
     this.cancelBarrier = null;
+    this.cancelJoinerHold?.();
+    this.cancelJoinerHold = null;
+    for (const ev of this.evaluations.values()) ev.cancelTimer();
     this.pendingUpload?.cancelTimer();
     this.workerTableTimer?.();
     this.workerTableTimer = null;
@@ -252,9 +328,12 @@ export class JobCoordinator {
     if (this.ended) throw new ProtocolError('conflict', `job ${this.job.id} has already ended (${this.job.state})`);
     if (this.round) this.abortRound(reason, []);
     this.cancelBarrier?.();
+    this.cancelJoinerHold?.();
     this.dropPendingUpload();
     this.job = { ...this.job, state, endReason: reason, updatedAt: this.deps.clock.now() };
     this.persist(() => this.deps.store.updateJob(this.job));
+    // Evaluations still open are recorded with the reports in (the final sync's accuracy among them).
+    for (const ev of [...this.evaluations.values()]) this.finishEvaluation(ev);
     const leaving = [...this.members.values()];
     this.members.clear();
     for (const m of leaving) {
@@ -281,7 +360,7 @@ export class JobCoordinator {
       case 'signal': return this.onSignal(m, payload as VolunteerEventParsed<'signal'>);
       case 'star:update': return this.onStarUpdate(m, payload as VolunteerEventParsed<'star:update'>);
       case 'checkpoint:upload': return this.onUpload(m, payload as VolunteerEventParsed<'checkpoint:upload'>);
-      case 'metrics': return this.onMetrics(payload as VolunteerEventParsed<'metrics'>);
+      case 'metrics': return this.onMetrics(m, payload as VolunteerEventParsed<'metrics'>);
       default: throw new ProtocolError('unknown_event', `${event} is not a job event`);
     }
   }
@@ -301,8 +380,16 @@ export class JobCoordinator {
 
   private onModelLoaded(m: Member, e: VolunteerEventParsed<'model:loaded'>): object {
     if (m.phase !== 'loading' || m.loadSeq !== e.seq) throw new ProtocolError('stale_round', `was not asked to load the model of sync ${e.seq}`);
+    const expected = this.checkpointChecksums.get(e.seq);
+    if (expected && e.checksum !== expected) {
+      const why = `loaded a model with checksum ${e.checksum}; the checkpoint of sync ${e.seq} holds ${expected}`;
+      this.evict(m.volunteerId, why);
+      this.tryBegin();
+      throw new ProtocolError('bad_tensor', why);
+    }
     m.cancelLoadTimer?.();
     m.cancelLoadTimer = null;
+    this.pace.record('load', this.deps.clock.now() - m.loadSince);
     if (e.seq !== this.job.seq) {
       // A sync committed while it loaded; it needs the newer model.
       m.loadSeq = null;
@@ -322,9 +409,9 @@ export class JobCoordinator {
     if (e.seq !== this.job.seq + 1) throw new ProtocolError('stale_round', `the next sync is ${this.job.seq + 1}, not ${e.seq}`);
     if (m.phase === 'ready') return { waiting: true };
     m.phase = 'ready';
-    m.readyStep = e.step;
     // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
+    this.pace.record('work', m.workMs);
     this.tryBegin();
     return { waiting: this.round === null };
   }
@@ -340,7 +427,8 @@ export class JobCoordinator {
     const r = this.currentRound(m, e.roundId);
     if (r.mode === 'star' && !r.starSent) throw new ProtocolError('conflict', 'the star result has not been sent yet');
     if (r.results.has(m.volunteerId)) return { duplicate: true };
-    r.results.set(m.volunteerId, { checksum: e.checksum, step: e.step, metrics: e.metrics });
+    // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
+    r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics });
     if (r.results.size === r.members.length) this.commit(r);
     return {};
   }
@@ -354,8 +442,9 @@ export class JobCoordinator {
     if (r.failures.has(m.volunteerId)) return { duplicate: true };
     r.failures.set(m.volunteerId, `${e.code}${e.message ? `: ${e.message}` : ''}`);
     if (e.code === 'unreachable') this.starNext = true;
-    if (e.code === 'device_lost') {
-      this.evict(m.volunteerId, 'GPU device lost');
+    if (e.code === 'device_lost' || r.mode === 'star') {
+      // A star round needs nothing but this member and the server: failing it is the member's own fault.
+      this.evict(m.volunteerId, e.code === 'device_lost' ? 'GPU device lost' : `failed a star round (${e.code})`);
       this.tryBegin();
       return {};
     }
@@ -385,45 +474,165 @@ export class JobCoordinator {
     return {};
   }
 
+  /**
+   * The uploader's checkpoint: refused (and the uploader evicted) unless it is the job's model; kept
+   * until the sync's evaluators agree on the model's checksum, then stored only if it matches.
+   */
   private onUpload(m: Member, e: VolunteerEventParsed<'checkpoint:upload'>): object {
     const p = this.pendingUpload;
-    if (!p || p.uploader !== m.volunteerId || p.seq !== e.seq) throw new ProtocolError('conflict', `no checkpoint of sync ${e.seq} was asked of this member`);
+    if (!p || p.uploader !== m.volunteerId || p.seq !== e.seq || p.received) throw new ProtocolError('conflict', `no checkpoint of sync ${e.seq} was asked of this member`);
+    let checksum: string;
     try {
-      const { tensors } = decodeSafetensors(e.data);
-      if (Object.keys(tensors).length === 0) throw new ProtocolError('bad_tensor', 'checkpoint holds no tensors');
-      for (const [name, t] of Object.entries(tensors)) {
-        if (t.dtype === 'F32' && !f32Values(t).every(Number.isFinite)) throw new ProtocolError('bad_tensor', `checkpoint tensor ${name} has non-finite values`);
-      }
+      checksum = verifyCheckpoint(this.job.spec.preset, e.data).checksum;
     } catch (err) {
-      if (err instanceof ProtocolError) throw err;
-      throw new ProtocolError('bad_tensor', `checkpoint is not valid safetensors: ${(err as Error).message}`);
+      this.uploaderFault(p, `sent a checkpoint that is not the job's model: ${(err as Error).message}`);
+      throw err;
     }
-    p.cancelTimer();
-    this.pendingUpload = null;
-    const info = { seq: e.seq, step: this.job.step, bytes: e.data.byteLength, sha256: createHash('sha256').update(e.data).digest('hex'), createdAt: this.deps.clock.now() };
-    const data = e.data.slice();
-    this.persist(async () => {
-      await this.deps.store.putCheckpoint(this.job.id, info, data);
-      this.checkpointStored(info);
-    });
-    return { bytes: info.bytes };
+    p.received = { data: e.data.slice(), checksum };
+    this.settleUpload();
+    return { bytes: e.data.byteLength };
   }
 
-  private onMetrics(e: VolunteerEventParsed<'metrics'>): object {
-    if (e.seq > this.job.seq) throw new ProtocolError('stale_round', `sync ${e.seq} has not been committed`);
-    if (this.accuracyReported.has(e.seq)) return { duplicate: true };
-    this.accuracyReported.add(e.seq);
-    if (e.accuracy !== null) this.latestAccuracy = e.accuracy;
-    const point: MetricPoint = { seq: e.seq, step: this.job.step, time: this.deps.clock.now(), loss: e.loss, accuracy: e.accuracy, samplesPerSec: null, bytesSent: null, workers: this.members.size };
+  /** Stores the received upload once the sync's agreed checksum is known, or refuses it. */
+  private settleUpload(): void {
+    const p = this.pendingUpload;
+    if (!p?.received) return;
+    const agreed = this.agreedChecksum(p.seq);
+    if (agreed === undefined) return; // the evaluators have not agreed yet
+    if (agreed === null) {
+      this.loseCheckpoint(`the evaluators of sync ${p.seq} did not agree on its model, so its checkpoint cannot be verified`);
+      this.tryBegin();
+      return;
+    }
+    if (p.received.checksum !== agreed) {
+      this.uploaderFault(p, `uploaded parameters with checksum ${p.received.checksum}; the evaluators of sync ${p.seq} agree on ${agreed}`);
+      return;
+    }
+    const { data, checksum } = p.received;
+    p.cancelTimer();
+    this.pendingUpload = null;
+    this.pace.record('upload', this.deps.clock.now() - p.since);
+    const info: CheckpointInfo = { seq: p.seq, step: this.job.step, bytes: data.byteLength, sha256: createHash('sha256').update(data).digest('hex'), createdAt: this.deps.clock.now() };
+    this.storeCheckpoint(info, data, checksum, 1);
+  }
+
+  /** The agreed checksum of a sync's model: a string, null (they cannot agree), undefined (not yet known). */
+  private agreedChecksum(seq: number): string | null | undefined {
+    const ev = this.evaluations.get(seq);
+    if (!ev) return this.settledChecksums.get(seq) ?? this.checkpointChecksums.get(seq) ?? null;
+    const majority = majorityChecksum(ev.reports, ev.asked);
+    if (majority) return majority;
+    // Out of evaluators still to report, or too few left to make a majority: no agreement.
+    const counts = new Map<string, number>();
+    for (const r of ev.reports.values()) counts.set(r.checksum, (counts.get(r.checksum) ?? 0) + 1);
+    const best = Math.max(0, ...counts.values());
+    const outstanding = [...ev.evaluators].filter((id) => !ev.reports.has(id)).length;
+    return (best + outstanding) * 2 > ev.asked ? undefined : null;
+  }
+
+  private storeCheckpoint(info: CheckpointInfo, data: Uint8Array, checksum: string, attempt: number): void {
+    this.persist(async () => {
+      try {
+        await this.deps.store.putCheckpoint(this.job.id, info, data);
+      } catch (e) {
+        this.deps.log(`job ${this.job.id}: storing the checkpoint of sync ${info.seq} failed (attempt ${attempt} of ${STORE_ATTEMPTS}): ${(e as Error).message}`);
+        this.deps.count('checkpoint_store_failures');
+        if (attempt < STORE_ATTEMPTS) this.deps.clock.after(1_000 * attempt, () => !this.ended && this.storeCheckpoint(info, data, checksum, attempt + 1));
+        else this.checkpointLost(info.seq, `the store refused it ${STORE_ATTEMPTS} times: ${(e as Error).message}`);
+        return;
+      }
+      this.checkpointChecksums.set(info.seq, checksum);
+      this.checkpointStored(info);
+    });
+  }
+
+  /** A verified checkpoint could not be stored: the next sync is checkpointed; a job at its end fails. */
+  private checkpointLost(seq: number, why: string): void {
+    if (this.ended) return;
+    if (seq === this.job.seq && this.job.step >= targetStepsOf(this.job.spec)) {
+      this.stop(`could not store the final checkpoint: ${why}`, 'failed');
+      return;
+    }
+    this.checkpointOwed = true;
+    this.tryBegin();
+  }
+
+  /** The uploader sent something wrong: it is evicted and the next sync's checkpoint is asked of another member. */
+  private uploaderFault(p: PendingUpload, why: string): void {
+    this.loseCheckpoint(why);
+    this.evict(p.uploader, why);
+    this.tryBegin();
+  }
+
+  /**
+   * Gives up on the pending upload. The next sync is checkpointed, by another member chosen at random;
+   * after the last sync (members stop training there, so they still hold its model) another member
+   * is asked for it at once.
+   */
+  private loseCheckpoint(why: string): void {
+    const p = this.pendingUpload;
+    if (!p) return;
+    this.deps.log(`job ${this.job.id}: no checkpoint of sync ${p.seq}: ${why}`);
+    this.deps.count('checkpoints_lost');
+    this.dropPendingUpload();
+    this.checkpointOwed = true;
+    if (p.seq !== this.job.seq || this.job.step < targetStepsOf(this.job.spec)) return;
+    const next = shuffled([...this.members.values()].filter((m) => m.phase !== 'loading' && m.volunteerId !== p.uploader))
+      .sort((a, b) => this.penalties.offences(a.identity) - this.penalties.offences(b.identity))[0];
+    if (!next) return;
+    this.pendingUpload = { seq: p.seq, uploader: next.volunteerId, since: this.deps.clock.now(), received: null, cancelTimer: this.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut()) };
+    this.deps.toVolunteer(next.volunteerId, 'checkpoint:request', { jobId: this.job.id, seq: p.seq });
+  }
+
+  private onMetrics(m: Member, e: VolunteerEventParsed<'metrics'>): object {
+    const ev = this.evaluations.get(e.seq);
+    if (!ev || !ev.evaluators.has(m.volunteerId)) throw new ProtocolError('not_member', `not an evaluator of sync ${e.seq} (or its evaluation is closed)`);
+    if (ev.reports.has(m.volunteerId)) return { duplicate: true };
+    ev.reports.set(m.volunteerId, { checksum: e.checksum, accuracy: e.accuracy, loss: e.loss });
+    this.pace.record('evaluate', this.deps.clock.now() - ev.since);
+    this.evaluationProgress(ev);
+    return {};
+  }
+
+  /** A report came in or an evaluator left: verify a waiting upload, and close the evaluation when all are in. */
+  private evaluationProgress(ev: OpenEvaluation): void {
+    if (this.pendingUpload?.seq === ev.seq) this.settleUpload();
+    if ([...ev.evaluators].every((id) => ev.reports.has(id))) this.finishEvaluation(ev);
+  }
+
+  /**
+   * Records a sync's evaluation: the lower median of the reports of the agreed model, with how many
+   * vouched for it. Evaluators that reported another model are evicted. A target accuracy ends the
+   * job only when at least two members vouch for it (one, when the round had one member).
+   */
+  private finishEvaluation(ev: OpenEvaluation): void {
+    ev.cancelTimer();
+    this.evaluations.delete(ev.seq);
+    const outcome = combineEvaluations(ev.reports, ev.asked);
+    this.settledChecksums.set(ev.seq, outcome.agreed ? outcome.checksum : null);
+    for (const seq of this.settledChecksums.keys()) if (seq < ev.seq - 4) this.settledChecksums.delete(seq);
+    if (!outcome.agreed) {
+      this.deps.count('evaluation_disagreements');
+      this.deps.log(`job ${this.job.id}: evaluation of sync ${ev.seq} not recorded: ${outcome.reason}`);
+      if (this.pendingUpload?.seq === ev.seq) this.settleUpload();
+      return;
+    }
+    for (const id of outcome.outvoted) if (!this.ended) this.evict(id, `evaluated a model (sync ${ev.seq}) other than the one its evaluators agree on`);
+    if (outcome.accuracy !== null) this.latestAccuracy = outcome.accuracy;
+    const point: MetricPoint = {
+      seq: ev.seq, step: ev.step, time: this.deps.clock.now(), loss: outcome.loss, accuracy: outcome.accuracy, samplesPerSec: null, bytesSent: null,
+      workers: this.members.size, vouchers: outcome.vouchers,
+    };
     this.persist(() => this.deps.store.addMetric(this.job.id, point));
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
     const target = this.job.spec.targetAccuracy;
-    if (target !== undefined && e.accuracy !== null && e.accuracy >= target && !this.finishing) {
-      this.deps.log(`job ${this.job.id}: test accuracy ${e.accuracy} reached the target ${target}`);
+    const enough = outcome.vouchers >= Math.min(2, ev.asked);
+    if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough && !this.finishing && !this.ended) {
+      this.deps.log(`job ${this.job.id}: test accuracy ${outcome.accuracy} (${outcome.vouchers} members vouch) reached the target ${target}`);
       this.finishing = true;
       if (this.latestCheckpoint?.seq === this.job.seq && !this.pendingUpload) this.stop(`reached target accuracy ${target}`, 'done');
     }
-    return {};
+    if (!this.ended) this.tryBegin();
   }
 
   // ---------- the round clock ----------
@@ -432,17 +641,29 @@ export class JobCoordinator {
     if (this.ended || this.round || this.pendingUpload) return;
     this.resumeIfOrphaned();
     const all = [...this.members.values()];
-    if (all.some((m) => m.phase === 'loading' && m.loadSeq !== null)) return; // a joiner is loading: hold the barrier
     const admitted = all.filter((m) => m.phase !== 'loading');
     if (admitted.length < this.job.spec.minWorkers) return;
     if (admitted.some((m) => m.phase !== 'ready')) {
       if (admitted.some((m) => m.phase === 'ready') && !this.cancelBarrier) {
-        this.cancelBarrier = this.deps.clock.after(this.deps.timing.barrierTimeoutMs, () => this.barrierExpired());
+        this.cancelBarrier = this.deps.clock.after(this.pace.bound('work', this.deps.timing.barrierTimeoutMs), () => this.barrierExpired());
       }
+      return;
+    }
+    // Joiners loading the current model are waited for, at the pace joiners usually load; after that
+    // the round goes on without them and they load the next checkpoint.
+    if (all.some((m) => m.phase === 'loading' && m.loadSeq !== null) && !this.joinerHoldExpired) {
+      this.cancelJoinerHold ??= this.deps.clock.after(this.pace.bound('load', this.deps.timing.loadTimeoutMs, FIRST_LOAD_GUESS_MS), () => {
+        this.cancelJoinerHold = null;
+        this.joinerHoldExpired = true;
+        this.tryBegin();
+      });
       return;
     }
     this.cancelBarrier?.();
     this.cancelBarrier = null;
+    this.cancelJoinerHold?.();
+    this.cancelJoinerHold = null;
+    this.joinerHoldExpired = false;
     this.begin(admitted.sort((a, b) => a.shard - b.shard));
   }
 
@@ -471,22 +692,31 @@ export class JobCoordinator {
   private begin(ring: Member[]): void {
     const now = this.deps.clock.now();
     const seq = this.job.seq + 1;
-    const step = Math.max(...ring.map((m) => m.readyStep));
+    // Every member took the job's H local steps since the last sync: that is the count, not their word.
+    const step = this.job.step + this.job.spec.H;
     const mode = this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : 'ring';
     const joinersWaiting = [...this.members.values()].some((m) => m.phase === 'loading');
     const final = step >= targetStepsOf(this.job.spec) || this.finishing;
-    const wantCheckpoint = joinersWaiting || final || seq % this.job.spec.checkpointEvery === 0;
+    const wantCheckpoint = joinersWaiting || final || this.checkpointOwed || seq % this.job.spec.checkpointEvery === 0;
+    const every = this.job.spec.evalEverySteps;
+    const evaluate = wantCheckpoint || Math.floor(step / every) > Math.floor(this.job.step / every);
+    // Chosen at random, so no seat in the ring (the first joiner, shard 0) is always the one trusted;
+    // members with no faults on record first.
+    const byTrust = shuffled(ring).sort((a, b) => this.penalties.offences(a.identity) - this.penalties.offences(b.identity));
     const members = ring.map((m) => m.volunteerId);
     const roundId = this.nextRoundId++;
-    const deadline = now + this.deps.timing.roundTimeoutMs;
+    const timeoutMs = this.pace.bound('round', this.deps.timing.roundTimeoutMs);
+    const deadline = now + timeoutMs;
     this.round = {
-      roundId, seq, mode, members, uploader: wantCheckpoint ? members[0] : null, startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false,
-      cancelDeadline: this.deps.clock.after(this.deps.timing.roundTimeoutMs, () => this.deadlinePassed(roundId)),
+      roundId, seq, mode, members, uploader: wantCheckpoint ? byTrust[0].volunteerId : null,
+      evaluators: evaluate ? byTrust.slice(0, EVALUATORS).map((m) => m.volunteerId) : [], step,
+      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false,
+      cancelDeadline: this.deps.clock.after(timeoutMs, () => this.deadlinePassed(roundId)),
     };
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
     this.saveRound(this.round, 'running', '');
-    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, deadline, quorum: members.length, uploader: this.round.uploader });
+    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, deadline, quorum: members.length, uploader: this.round.uploader, evaluators: this.round.evaluators });
     this.deps.count('rounds_begun', { mode });
   }
 
@@ -528,7 +758,8 @@ export class JobCoordinator {
     const now = this.deps.clock.now();
     const results = [...r.results.values()];
     const checksums = new Set(results.map((x) => x.checksum));
-    const step = Math.max(...results.map((x) => x.step));
+    const step = r.step;
+    this.pace.record('round', now - r.startedAt);
     this.job = { ...this.job, seq: r.seq, step, updatedAt: now };
     this.ringFailures = 0;
     this.starNext = false;
@@ -558,13 +789,10 @@ export class JobCoordinator {
     this.changedWorkers();
     // Joiners told to load an older model now need this one.
     for (const m of this.members.values()) if (m.phase === 'loading' && m.loadSeq !== null && m.loadSeq < r.seq) m.loadSeq = null;
+    const evaluators = r.evaluators.filter((id) => this.members.has(id));
+    if (evaluators.length) this.openEvaluation(r.seq, step, evaluators);
     if (r.uploader && this.members.has(r.uploader)) {
-      const uploader = r.uploader;
-      const timedOut = () => {
-        this.evict(uploader, 'checkpoint upload timed out');
-        this.tryBegin();
-      };
-      this.pendingUpload = { seq: r.seq, uploader, cancelTimer: this.deps.clock.after(this.deps.timing.loadTimeoutMs, timedOut) };
+      this.pendingUpload = { seq: r.seq, uploader: r.uploader, since: now, received: null, cancelTimer: this.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut()) };
     } else if (step >= targetStepsOf(this.job.spec)) {
       this.stop(`reached ${step} steps`, 'done');
     } else {
@@ -575,6 +803,7 @@ export class JobCoordinator {
   /** A checkpoint of `seq` is stored: joiners load it, and a finishing job ends. */
   private checkpointStored(info: CheckpointInfo): void {
     const seq = info.seq;
+    if (seq === this.job.seq) this.checkpointOwed = false;
     if (!this.latestCheckpoint || seq >= this.latestCheckpoint.seq) this.latestCheckpoint = info;
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     if (this.ended) return;
@@ -586,6 +815,32 @@ export class JobCoordinator {
     this.tryBegin();
   }
 
+  /** Bounded by the pace of earlier uploads; before any, by a guess from the model's size. */
+  private uploadTimeoutMs(): number {
+    const modelBytes = PRESET_FLAT_LENGTHS[this.job.spec.preset] * 4;
+    return this.pace.bound('upload', this.deps.timing.loadTimeoutMs, FIRST_UPLOAD_GUESS_MS + modelBytes / 1_000);
+  }
+
+  private uploadTimedOut(): void {
+    const p = this.pendingUpload;
+    if (!p) return;
+    // Arrived but not yet verifiable (the evaluators are late): not the uploader's fault.
+    if (p.received) this.loseCheckpoint(`its evaluators did not agree on the model of sync ${p.seq} in time`);
+    else this.uploaderFault(p, `did not upload the checkpoint of sync ${p.seq} in time`);
+    this.tryBegin();
+  }
+
+  private openEvaluation(seq: number, step: number, evaluators: string[]): void {
+    const ev: OpenEvaluation = {
+      seq, step, asked: evaluators.length, since: this.deps.clock.now(), evaluators: new Set(evaluators), reports: new Map(),
+      cancelTimer: this.deps.clock.after(this.pace.bound('evaluate', this.deps.timing.loadTimeoutMs, FIRST_UPLOAD_GUESS_MS), () => {
+        for (const id of ev.evaluators) if (!ev.reports.has(id)) this.evict(id, `did not report its evaluation of sync ${seq} in time`);
+        if (this.evaluations.get(seq) === ev) this.finishEvaluation(ev);
+      }),
+    };
+    this.evaluations.set(seq, ev);
+  }
+
   private dropPendingUpload(): void {
     this.pendingUpload?.cancelTimer();
     this.pendingUpload = null;
@@ -594,7 +849,8 @@ export class JobCoordinator {
   private sendLoad(m: Member, seq: number): void {
     m.loadSeq = seq;
     m.cancelLoadTimer?.();
-    m.cancelLoadTimer = this.deps.clock.after(this.deps.timing.loadTimeoutMs, () => {
+    m.loadSince = this.deps.clock.now();
+    m.cancelLoadTimer = this.deps.clock.after(this.pace.bound('load', this.deps.timing.loadTimeoutMs), () => {
       this.evict(m.volunteerId, 'model load timed out');
       this.tryBegin();
     });
@@ -684,6 +940,15 @@ export function ringNeighbours(ring: readonly string[], id: string): string[] {
   const i = ring.indexOf(id);
   if (i < 0 || ring.length < 2) return [];
   return [...new Set([ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]])];
+}
+
+function shuffled<T>(xs: T[]): T[] {
+  const out = [...xs];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = randomInt(i + 1);
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
 }
 
 function describeAdapter(m: Member): string {

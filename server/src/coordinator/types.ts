@@ -42,6 +42,8 @@ export interface CoordinatorDeps {
   /** Counts an event for /metrics (e.g. rounds committed, outliers rejected). */
   count(name: string, labels?: Record<string, string>): void;
   log(message: string): void;
+  /** Share of a job's slots (0–1] that volunteers from one address may hold (default 1: no limit). */
+  addressJobShare?: number;
 }
 
 export interface VolunteerInfo {
@@ -50,4 +52,6 @@ export interface VolunteerInfo {
   /** The browser's stored id (credit survives reconnects under it); absent: credit this connection. */
   clientId?: string;
   displayName?: string | null;
+  /** The connection's remote address (per-address limits and keep-outs). */
+  address?: string;
 }

@@ -21,6 +21,7 @@ interface VolunteerData {
   capabilities: Capabilities;
   clientId: string | undefined;
   displayName: string | null;
+  address: string;
   jobId: string | null;
   /** Asked for work and got none yet: offered the next job that opens. */
   waitingForWork: boolean;
@@ -45,8 +46,21 @@ function handshakeError(code: string, message: string): Error {
   return Object.assign(new Error(message), { data: { code } });
 }
 
-export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, opts: { count(name: string, labels?: Record<string, string>): void; log(m: string): void }): { namespace: Namespace; close(): void } {
+export interface VolunteerNamespaceOptions {
+  /** Volunteer connections one address may hold on this node at once. */
+  maxConnectionsPerAddress: number;
+  count(name: string, labels?: Record<string, string>): void;
+  log(m: string): void;
+}
+
+export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, opts: VolunteerNamespaceOptions): { namespace: Namespace; close(): void } {
   const nsp = io.of(NAMESPACES.volunteer);
+  const connectionsByAddress = new Map<string, number>();
+  const release = (address: string) => {
+    const n = (connectionsByAddress.get(address) ?? 1) - 1;
+    if (n > 0) connectionsByAddress.set(address, n);
+    else connectionsByAddress.delete(address);
+  };
 
   nsp.use((socket, next) => {
     const auth = socket.handshake.auth as { protocol?: unknown };
@@ -60,9 +74,21 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       opts.count('handshakes_rejected', { code: 'bad_request' });
       return next(handshakeError('bad_request', `handshake: ${issue.path.join('.') || 'auth'}: ${issue.message}`));
     }
+    // Counted from here (before the asynchronous name lookup), so parallel handshakes cannot overshoot.
+    const address = socket.handshake.address;
+    const held = connectionsByAddress.get(address) ?? 0;
+    if (held >= opts.maxConnectionsPerAddress) {
+      opts.count('handshakes_rejected', { code: 'rate_limited' });
+      return next(handshakeError('rate_limited', `${held} volunteer connections from your address already (at most ${opts.maxConnectionsPerAddress})`));
+    }
+    connectionsByAddress.set(address, held + 1);
+    const fail = (e: Error) => {
+      release(address);
+      next(e);
+    };
     const { clientId, displayName } = parsed.data;
     const data: VolunteerData = {
-      volunteerId: `v-${randomBytes(6).toString('hex')}`, capabilities: parsed.data.capabilities, clientId, displayName: displayName ?? null,
+      volunteerId: `v-${randomBytes(6).toString('hex')}`, capabilities: parsed.data.capabilities, clientId, displayName: displayName ?? null, address,
       jobId: null, waitingForWork: false, requestedJob: undefined, assigning: null,
     };
     socket.data = data;
@@ -72,7 +98,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       : store.displayNames([clientId]).then((names) => void (data.displayName = names.get(clientId) ?? null));
     named.then(() => next(), (e) => {
       opts.log(`handshake: display name lookup failed: ${(e as Error).message}`);
-      next(handshakeError('internal', 'internal error'));
+      fail(handshakeError('internal', 'internal error'));
     });
   });
 
@@ -80,7 +106,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     const d = socket.data as VolunteerData;
     // The job is recorded inside the promise that job events wait on, so an event that waited
     // finds it set.
-    const volunteer = { volunteerId: d.volunteerId, capabilities: d.capabilities, clientId: d.clientId, displayName: d.displayName };
+    const volunteer = { volunteerId: d.volunteerId, capabilities: d.capabilities, clientId: d.clientId, displayName: d.displayName, address: d.address };
     const assigning = hub.assign(volunteer, d.requestedJob).then((assignment) => {
       if (assignment) {
         d.jobId = assignment.job.id;
@@ -143,6 +169,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     guardSocket(socket, { schemas: VOLUNTEER_EVENTS, handlers, count: opts.count, log: opts.log });
 
     socket.on('disconnect', (reason) => {
+      release(d.address);
       d.waitingForWork = false;
       // A node shutting down leaves its jobs as stored: the volunteers rejoin wherever they reconnect.
       if (d.jobId && !hub.closing) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));

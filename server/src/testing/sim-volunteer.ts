@@ -1,15 +1,16 @@
-// A simulated volunteer for server tests and the coordinator benchmark: a real socket.io-client
-// connection that follows the protocol with a small parameter vector instead of a model. "Training"
-// adds a shard-dependent increment; a ring round's result is the members' mean, exchanged through a
-// shared in-process `RingOracle` (the collective package does this over WebRTC in real workers).
+// A simulated volunteer for server tests: a real socket.io-client connection that follows the
+// protocol with the job model's flat parameter vector (its real layout, padding zero) but no model
+// math. "Training" adds a shard-dependent increment; a ring round's result is the members' mean,
+// exchanged through a shared in-process `RingOracle` (the collective package does this over WebRTC in
+// real workers); "evaluation" is a fixed function of the sync, so honest evaluators agree.
 import {
   NAMESPACES,
   PROTOCOL_VERSION,
+  PRESET_LAYOUTS,
   checksumOf,
-  decodeSafetensors,
   encodeSafetensors,
   f32Tensor,
-  f32Values,
+  verifyCheckpoint,
   type Ack,
   type Assignment,
   type CapabilitiesInput,
@@ -46,18 +47,28 @@ export class RingOracle {
   }
 }
 
-/** The seeded initial vector every member of a job starts from. */
-export function initialParams(length: number, seed: number): Float32Array {
-  const v = new Float32Array(length);
-  for (let i = 0; i < length; i++) v[i] = Math.sin(seed * 1000 + i);
+type Preset = keyof typeof PRESET_LAYOUTS;
+
+/** The seeded initial flat vector every member of a job starts from (zero in the layout's padding). */
+export function initialParams(preset: Preset, seed: number): Float32Array {
+  const v = new Float32Array(PRESET_LAYOUTS[preset].length);
+  for (const p of PRESET_LAYOUTS[preset].entries) for (let i = p.offset; i < p.offset + p.size; i++) v[i] = Math.sin(seed * 1000 + i);
   return v;
+}
+
+/** A checkpoint of a flat vector in the preset's layout, as a real worker writes it. */
+export function checkpointOf(preset: Preset, flat: Float32Array): Uint8Array {
+  return encodeSafetensors(Object.fromEntries(PRESET_LAYOUTS[preset].entries.map((p) => [p.name, f32Tensor(p.shape, flat.slice(p.offset, p.offset + p.size))])));
+}
+
+/** What honest simulated evaluators report for a sync's model. */
+export function simEvaluation(seq: number): { accuracy: number; loss: number } {
+  return { accuracy: Math.min(0.99, 0.5 + seq / 200), loss: 1 / (1 + seq) };
 }
 
 export interface SimOptions {
   url: string;
   oracle: RingOracle;
-  /** Parameter vector length (star rounds need the job's real flat length). */
-  length?: number;
   /** Local steps per round before reporting ready (the job's H when absent). */
   stepsPerRound?: number;
   /** Delay before reporting ready, to model training time. */
@@ -68,6 +79,14 @@ export interface SimOptions {
   displayName?: string;
   /** Reconnect after the server goes away (restart tests). */
   reconnect?: boolean;
+  /** What it reports when asked to evaluate (default `simEvaluation`; a liar reports something else). */
+  evaluate?: (seq: number, params: Float32Array) => { accuracy: number | null; loss: number | null; checksum?: string };
+  /** The step it claims in `round:result` (default: its own count, honestly). */
+  reportStep?: (step: number) => number;
+  /** The checksum it reports after loading a model (default: of what it loaded). */
+  loadedChecksum?: (honest: string) => string;
+  /** The checkpoint it uploads when it is the uploader (default: its parameters, honestly). */
+  checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
   log?: (line: string) => void;
 }
 
@@ -81,6 +100,8 @@ export class SimVolunteer {
   baseSeq = -1;
   readonly events: { name: string; payload: unknown; at: number }[] = [];
   readonly committed: number[] = [];
+  /** Syncs it uploaded a checkpoint of. */
+  readonly uploads: number[] = [];
   /** The parameters each committed sync left this volunteer with. */
   readonly applied = new Map<number, Float32Array>();
   loadedFrom: { seq: number; url: string | null; checksum: string }[] = [];
@@ -89,6 +110,8 @@ export class SimVolunteer {
   failRound: ((r: RoundBegin) => 'peer_lost' | 'unreachable' | null) | null = null;
   /** When set, the volunteer stops at the barrier (never reports ready). */
   holdReady = false;
+  /** When set, it never reports `model:loaded` (a joiner that never loads). */
+  holdLoad = false;
   /** When set, a round that begins is kept open until `releaseRound()`. */
   holdRounds = false;
   private heldRound: RoundBegin | null = null;
@@ -124,6 +147,7 @@ export class SimVolunteer {
       this.heldRound = null;
     });
     this.socket.on('round:commit', (c) => this.bg(this.onCommit(c)));
+    this.socket.on('checkpoint:request', (r) => this.bg(this.upload(r.jobId, r.seq)));
     this.socket.on('job:end', (e) => {
       this.ended = e.reason;
     });
@@ -163,18 +187,20 @@ export class SimVolunteer {
 
   private async load(m: { jobId: string; seq: number; step: number; url: string | null }): Promise<void> {
     const spec = this.assignment?.job.spec;
+    if (!spec) throw new Error('model:load before job:assign');
     if (m.url) {
       const res = await fetch(m.url);
       if (!res.ok) throw new Error(`checkpoint download: HTTP ${res.status}`);
-      const { tensors } = decodeSafetensors(new Uint8Array(await res.arrayBuffer()));
-      this.params = f32Values(tensors.params);
+      this.params = verifyCheckpoint(spec.preset, new Uint8Array(await res.arrayBuffer())).params;
     } else {
-      this.params = initialParams(this.opts.length ?? 8, spec?.seed ?? 1);
+      this.params = initialParams(spec.preset, spec.seed);
     }
     this.step = m.step;
     this.baseSeq = m.seq;
     this.loadedFrom.push({ seq: m.seq, url: m.url, checksum: checksumOf(this.params) });
-    const ack = await this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: checksumOf(this.params) });
+    if (this.holdLoad) return;
+    const honest = checksumOf(this.params);
+    const ack = await this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: this.opts.loadedChecksum?.(honest) ?? honest });
     if (ack.ok && ack.admitted) await this.trainThenReady();
   }
 
@@ -182,7 +208,8 @@ export class SimVolunteer {
     if (this.opts.trainMs) await new Promise((r) => setTimeout(r, this.opts.trainMs));
     const h = this.opts.stepsPerRound ?? this.assignment?.job.spec.H ?? 1;
     const shard = this.assignment?.shard.index ?? 0;
-    for (let s = 0; s < h; s++) for (let i = 0; i < this.params.length; i++) this.params[i] += 0.01 * (shard + 1) * Math.cos(this.step + i);
+    const entries = this.assignment ? PRESET_LAYOUTS[this.assignment.job.spec.preset].entries : [];
+    for (let s = 0; s < h; s++) for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) this.params[i] += 0.01 * (shard + 1) * Math.cos(this.step + i);
     this.step += h;
     if (this.holdReady || this.ended) return;
     const ack = await this.emit('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step });
@@ -232,7 +259,7 @@ export class SimVolunteer {
   private async report(jobId: string, roundId: number, result: Float32Array): Promise<void> {
     this.pending = { roundId, values: result.slice() };
     await this.emit('round:result', {
-      jobId, roundId, checksum: checksumOf(result), step: this.step,
+      jobId, roundId, checksum: checksumOf(result), step: this.opts.reportStep?.(this.step) ?? this.step,
       metrics: { loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: result.byteLength, bytesReceived: result.byteLength },
     });
   }
@@ -245,12 +272,21 @@ export class SimVolunteer {
     this.committed.push(c.seq);
     this.applied.set(c.seq, this.params.slice());
     const begin = [...this.events].reverse().find((e) => e.name === 'round:begin' && (e.payload as RoundBegin).roundId === c.roundId)?.payload as RoundBegin | undefined;
-    if (begin?.uploader === this.volunteerId) {
-      const data = encodeSafetensors({ params: f32Tensor([this.params.length], this.params) });
-      const ack = await this.emit('checkpoint:upload', { jobId: c.jobId, seq: c.seq, step: this.step, data });
-      if (!ack.ok) this.log(`upload refused: ${ack.error.message}`);
+    if (begin?.evaluators.includes(this.volunteerId)) {
+      const ev: { accuracy: number | null; loss: number | null; checksum?: string } = this.opts.evaluate?.(c.seq, this.params) ?? simEvaluation(c.seq);
+      const ack = await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum: ev.checksum ?? checksumOf(this.params), accuracy: ev.accuracy, loss: ev.loss });
+      if (!ack.ok) this.log(`metrics refused: ${ack.error.message}`);
     }
+    if (begin?.uploader === this.volunteerId) await this.upload(c.jobId, c.seq);
     if (!this.ended) await this.trainThenReady();
+  }
+
+  private async upload(jobId: string, seq: number): Promise<void> {
+    const data = this.opts.checkpoint ? this.opts.checkpoint(seq, this.params) : checkpointOf(this.assignment!.job.spec.preset, this.params);
+    if (!data) return;
+    this.uploads.push(seq);
+    const ack = await this.emit('checkpoint:upload', { jobId, seq, step: this.step, data });
+    if (!ack.ok) this.log(`upload refused: ${ack.error.message}`);
   }
 
   close(): void {

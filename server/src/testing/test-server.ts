@@ -23,13 +23,22 @@ export interface TestServer extends RunningServer {
 
 export async function startTestServer(opts: ServerOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tabfleet-test-'));
-  const server = await startServer({ port: 0, dataDir, token: 'test-token', log: () => {}, timing: { roundTimeoutMs: 5_000, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 }, ...opts });
+  const server = await startServer({ port: 0, dataDir, token: 'test-token', log: () => {}, timing: { roundTimeoutMs: 5_000, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 },
+    // Every test volunteer comes from 127.0.0.1: no per-address limits unless a test sets them.
+    addressLimits: { connections: 100_000, jobShare: 1 }, ...opts });
   const oracle = new RingOracle();
   const sims: SimVolunteer[] = [];
   const api: TestServer['api'] = async (path, init = {}) => {
     const headers: Record<string, string> = { authorization: 'Bearer test-token', ...(init.headers as Record<string, string>) };
     if (init.json !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(`${server.url}${path}`, { ...init, headers, body: init.json !== undefined ? JSON.stringify(init.json) : init.body });
+    const request = () => fetch(`${server.url}${path}`, { ...init, headers, body: init.json !== undefined ? JSON.stringify(init.json) : init.body });
+    // Volunteers on the CPU backend in this process can block its event loop for seconds (three
+    // evaluate at once); the server then drops an idle keep-alive socket as a request reuses it.
+    // A read is safe to send again.
+    const res = await request().catch((e: Error & { cause?: { code?: string } }) => {
+      if (e.cause?.code === 'ECONNRESET' && (init.method ?? 'GET') === 'GET') return request();
+      throw e;
+    });
     const text = await res.text();
     let body: unknown = null;
     try {

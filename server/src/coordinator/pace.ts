@@ -1,0 +1,31 @@
+// How long the job's members usually take, so a deadline follows their pace rather than a fixed
+// minute: a bound is a multiple of the median of recent durations, kept between a floor and the
+// configured maximum. Until there is history the configured maximum (or a given first guess) holds.
+export type PaceKind = 'round' | 'work' | 'load' | 'upload' | 'evaluate';
+
+/** Durations remembered per kind. */
+const WINDOW = 16;
+/** A member may take this many times the median before it is given up on. */
+const FACTOR = 4;
+/** Never less than this (scheduling jitter, a GC pause). */
+const FLOOR_MS = 3_000;
+
+export class Pace {
+  private readonly recent = new Map<PaceKind, number[]>();
+
+  record(kind: PaceKind, ms: number): void {
+    const xs = this.recent.get(kind) ?? [];
+    xs.push(Math.max(0, ms));
+    if (xs.length > WINDOW) xs.shift();
+    this.recent.set(kind, xs);
+  }
+
+  /** FACTOR × median + FLOOR, at most `capMs`; `firstGuessMs` (else `capMs`) without history. */
+  bound(kind: PaceKind, capMs: number, firstGuessMs = capMs): number {
+    const xs = this.recent.get(kind);
+    if (!xs?.length) return Math.min(capMs, Math.max(FLOOR_MS, firstGuessMs));
+    const sorted = [...xs].sort((a, b) => a - b);
+    const median = sorted[(sorted.length - 1) >> 1];
+    return Math.min(capMs, Math.round(FACTOR * median) + FLOOR_MS);
+  }
+}

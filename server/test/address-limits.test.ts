@@ -1,0 +1,48 @@
+// One address cannot take every slot: it holds at most so many volunteer connections, and at most a
+// share of any job's slots. (Reproduced before: 300 sockets from one address were all accepted.)
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { NAMESPACES, PROTOCOL_VERSION } from '@tabfleet/protocol';
+import { io, type Socket } from 'socket.io-client';
+import { SIM_CAPABILITIES } from '../src/testing/sim-volunteer';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
+
+let server: TestServer;
+before(async () => {
+  server = await startTestServer({ addressLimits: { connections: 5, jobShare: 0.5 } });
+});
+after(() => server.stop());
+
+function connect(): Promise<{ socket: Socket; error: string | null }> {
+  const socket = io(`${server.url}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES }, transports: ['websocket'], reconnection: false });
+  return new Promise((resolve) => {
+    socket.once('welcome', () => resolve({ socket, error: null }));
+    socket.once('connect_error', (e) => resolve({ socket, error: (e as Error & { data?: { code: string } }).data?.code ?? e.message }));
+  });
+}
+
+test('300 connections at once from one address: 5 are accepted, the rest refused with rate_limited', async () => {
+  const all = await Promise.all(Array.from({ length: 300 }, connect));
+  try {
+    assert.equal(all.filter((c) => c.error === null).length, 5);
+    assert.ok(all.filter((c) => c.error !== null).every((c) => c.error === 'rate_limited'));
+  } finally {
+    for (const c of all) c.socket.close();
+  }
+  // Closed connections free their places.
+  await new Promise((r) => setTimeout(r, 200));
+  const again = await connect();
+  again.socket.close();
+  assert.equal(again.error, null);
+});
+
+test('one address holds at most half of a job’s slots', async () => {
+  const job = await server.createJob({ minWorkers: 2, maxWorkers: 4 });
+  const sims = [await server.volunteer(), await server.volunteer(), await server.volunteer()];
+  assert.equal((await sims[0].request(job.id)).ok, true);
+  assert.equal((await sims[1].request(job.id)).ok, true);
+  const third = await sims[2].request(job.id);
+  assert.equal(!third.ok && third.error.code, 'rate_limited');
+  assert.match(!third.ok ? third.error.message : '', /2 of this job's slots are taken from your address \(at most 2\)/);
+  for (const s of sims) s.close();
+});
