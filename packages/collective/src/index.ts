@@ -7,5 +7,6 @@ export * from './transport';
 export * from './memory';
 export * from './signaling';
 export * from './router';
+export * from './sparse-codec';
 export * from './ring';
 export { WebRtcTransport, type WebRtcTransportOptions, type SimplePeerFactory, type SimplePeerLike, type PeerFactoryOptions } from './webrtc';

@@ -4,6 +4,11 @@
 // the gaps are about 1/density: one byte up to 99.2% sparsity, two up to 99.99%, instead of four.
 import { decodeF16, encodeF16 } from './fp16';
 
+/** A sparse chunk that does not decode: wrong count, truncated or repeated index, index out of range. */
+export class SparseCodecError extends Error {
+  override name = 'SparseCodecError';
+}
+
 /** Longest LEB128 encoding of a u32. */
 const MAX_VARINT_BYTES = 5;
 
@@ -59,14 +64,19 @@ export function encodeSparseChunks(indices: Uint32Array, values: Float32Array, v
   return chunks;
 }
 
-/** Decodes one chunk, checking its shape and that every index is below `length`; throws with the reason. */
+/**
+ * Decodes one chunk, checking its shape and that every index is below `length`; throws SparseCodecError
+ * with the reason. The count is checked against the chunk's size before anything is allocated.
+ */
 export function decodeSparseChunk(p: Uint8Array, valueBytes: 2 | 4, length: number): { indices: Uint32Array; values: Float32Array } {
-  if (p.byteLength < 4) throw new Error(`sparse chunk of ${p.byteLength} bytes has no count`);
+  if (p.byteLength < 4) throw new SparseCodecError(`sparse chunk of ${p.byteLength} bytes has no count`);
   const n = new DataView(p.buffer, p.byteOffset, p.byteLength).getUint32(0, true);
   let r = 4 + n * valueBytes;
-  if (r + n > p.byteLength) throw new Error(`sparse chunk of ${p.byteLength} bytes cannot hold ${n} pairs`);
+  if (r + n > p.byteLength) throw new SparseCodecError(`sparse chunk of ${p.byteLength} bytes cannot hold ${n} pairs`);
   const values = new Float32Array(n);
-  const raw = p.slice(4, r).buffer;
+  // Uint8Array's own slice copies: a Node Buffer's (what simple-peer delivers) is a view, whose
+  // .buffer is the whole message, header included.
+  const raw = Uint8Array.prototype.slice.call(p, 4, r).buffer;
   if (valueBytes === 4) values.set(new Float32Array(raw));
   else decodeF16(new Uint16Array(raw), values);
   const indices = new Uint32Array(n);
@@ -74,16 +84,16 @@ export function decodeSparseChunk(p: Uint8Array, valueBytes: 2 | 4, length: numb
   for (let i = 0; i < n; i++) {
     let v = 0;
     for (let shift = 0; ; shift += 7) {
-      if (r >= p.byteLength || shift >= 7 * MAX_VARINT_BYTES) throw new Error('sparse chunk has a truncated or overlong index');
+      if (r >= p.byteLength || shift >= 7 * MAX_VARINT_BYTES) throw new SparseCodecError('sparse chunk has a truncated or overlong index');
       const b = p[r++];
       v += (b & 0x7f) * 2 ** shift;
       if (b < 0x80) break;
     }
-    if (i > 0 && v === 0) throw new Error('sparse chunk repeats an index');
+    if (i > 0 && v === 0) throw new SparseCodecError('sparse chunk repeats an index');
     const index = i === 0 ? v : prev + v;
-    if (index >= length) throw new Error(`sparse index ${index} is outside [0, ${length})`);
+    if (index >= length) throw new SparseCodecError(`sparse index ${index} is outside [0, ${length})`);
     indices[i] = prev = index;
   }
-  if (r !== p.byteLength) throw new Error(`sparse chunk has ${p.byteLength - r} bytes after its ${n} pairs`);
+  if (r !== p.byteLength) throw new SparseCodecError(`sparse chunk has ${p.byteLength - r} bytes after its ${n} pairs`);
   return { indices, values };
 }

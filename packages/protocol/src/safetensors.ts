@@ -59,6 +59,11 @@ export interface DecodedSafetensors {
   metadata: Record<string, string>;
 }
 
+/**
+ * Parses and checks a file; throws SafetensorsError on anything malformed. As the format requires,
+ * the tensors' byte ranges must tile the data section (no overlap, no holes), so the copies made
+ * here never exceed the input's size, whatever the header claims.
+ */
 export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
   if (bytes.byteLength < 8) throw new SafetensorsError('file shorter than its 8-byte header length');
   const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
@@ -74,13 +79,16 @@ export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
   const dataLen = bytes.byteLength - dataStart;
   const tensors: Record<string, NamedTensor> = {};
   let metadata: Record<string, string> = {};
+  const ranges: { name: string; begin: number; end: number }[] = [];
   for (const [name, v] of Object.entries(header)) {
+    // JSON.parse makes `__proto__` an own key; assigning it to a plain object would set a prototype instead.
+    if (name === '__proto__') throw new SafetensorsError('a tensor or metadata key named __proto__ is not allowed');
     if (name === '__metadata__') {
-      metadata = v as Record<string, string>;
+      metadata = metadataOf(v);
       continue;
     }
-    const e = v as { dtype?: string; shape?: unknown; data_offsets?: unknown };
-    if (!e || typeof e !== 'object' || !(e.dtype && e.dtype in BYTES)) throw new SafetensorsError(`${name}: unsupported dtype ${e?.dtype}`);
+    const e = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
+    if (!e || typeof e !== 'object' || typeof e.dtype !== 'string' || !Object.hasOwn(BYTES, e.dtype)) throw new SafetensorsError(`${name}: unsupported dtype ${String(e?.dtype)}`);
     const dtype = e.dtype as SafetensorsDType;
     if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isInteger(d) && d >= 0)) throw new SafetensorsError(`${name}: bad shape`);
     const off = e.data_offsets;
@@ -89,10 +97,35 @@ export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
     }
     const shape = e.shape as number[];
     if ((off[1] - off[0]) !== shape.reduce((a, d) => a * d, 1) * BYTES[dtype]) throw new SafetensorsError(`${name}: byte length does not match ${dtype}[${shape}]`);
+    ranges.push({ name, begin: off[0], end: off[1] });
+  }
+  // Overlapping ranges would let a small file decode into many copies of the same bytes.
+  const byOffset = [...ranges].sort((a, b) => a.begin - b.begin || a.end - b.end);
+  let covered = 0;
+  for (const r of byOffset) {
+    if (r.begin !== covered) throw new SafetensorsError(`${r.name}: data_offsets [${r.begin}, ${r.end}] ${r.begin < covered ? 'overlap another tensor' : `leave a hole at ${covered}`}`);
+    covered = r.end;
+  }
+  if (covered !== dataLen) throw new SafetensorsError(`tensors cover ${covered} of the ${dataLen} data bytes`);
+  for (const r of ranges) {
+    // In the header's order, as callers that re-encode expect.
+    const { dtype, shape } = header[r.name] as { dtype: SafetensorsDType; shape: number[] };
     // Uint8Array's own slice copies; a Node Buffer's slice would be a view into a shared pool.
-    tensors[name] = { dtype, shape, data: Uint8Array.prototype.slice.call(bytes, dataStart + off[0], dataStart + off[1]) };
+    tensors[r.name] = { dtype, shape, data: Uint8Array.prototype.slice.call(bytes, dataStart + r.begin, dataStart + r.end) };
   }
   return { tensors, metadata };
+}
+
+/** `__metadata__` is a string → string map (safetensors' format); anything else is refused. */
+function metadataOf(v: unknown): Record<string, string> {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new SafetensorsError('__metadata__ is not a JSON object');
+  const out: Record<string, string> = {};
+  for (const [k, s] of Object.entries(v)) {
+    if (k === '__proto__') throw new SafetensorsError('a tensor or metadata key named __proto__ is not allowed');
+    if (typeof s !== 'string') throw new SafetensorsError(`__metadata__.${k} is not a string`);
+    out[k] = s;
+  }
+  return out;
 }
 
 /** Reads an F32 tensor's values (copied, so alignment never matters). */

@@ -1,0 +1,9 @@
+// Every fuzz target, in the order `npm run fuzz` runs them.
+import { EVENT_TARGETS } from './events';
+import { FRAME_TARGETS } from './frames';
+import { HTTP_TARGETS } from './http-bodies';
+import { SAFETENSORS_TARGETS } from './safetensors';
+import { SPARSE_TARGETS } from './sparse-codec';
+import type { FuzzTarget } from './target';
+
+export const TARGETS: FuzzTarget[] = [...FRAME_TARGETS, ...SPARSE_TARGETS, ...SAFETENSORS_TARGETS, ...EVENT_TARGETS, ...HTTP_TARGETS];
