@@ -163,6 +163,8 @@ export interface Assignment {
   job: { id: string; spec: JobSpec };
   /** Stable data shard: this worker reads shard `index` of `count` for the whole job. */
   shard: { index: number; count: number };
+  /** Where to download that shard (carries a ticket; may be relative to the server URL) when the server serves the dataset. */
+  dataUrl?: string;
 }
 
 export interface RoundBegin {
