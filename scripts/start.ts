@@ -48,6 +48,10 @@ await ensureBuilt('apps', console.log);
 // It listens on 127.0.0.1 only and its workers are this machine's own: no per-address share of a job.
 const server = await startServer({
   port, dataDir: values.data, redisUrl: values.redis ?? process.env.REDIS_URL, addressLimits: { connections: 32 + workerCount, jobShare: 1 }, log: (l) => console.log(`[server] ${l}`),
+}).catch((e: unknown) => {
+  if ((e as Error).name !== 'WeakTokenError') throw e;
+  console.error((e as Error).message);
+  process.exit(2);
 });
 const auth = { authorization: `Bearer ${server.secrets.token}`, 'content-type': 'application/json' };
 const jobs = (await (await fetch(`${server.url}/api/jobs`, { headers: auth })).json()).jobs as JobSummary[];
@@ -58,10 +62,10 @@ if (!job) {
   console.log(`created the default job ${job.id}: ${job.name}`);
 } else console.log(`continuing job ${job.id}: ${job.name} (sync ${job.seq}, step ${job.step})`);
 
+// The token rides in the fragment (never sent to the server); the page removes it from the address bar.
 console.log(`
-  dashboard:  ${server.url}/apps/dashboard/?token=${server.secrets.token}
-  volunteer:  ${server.url}/apps/volunteer/
-  researcher token: ${server.secrets.token}${server.secrets.generated ? ' (generated now, stored in the data directory)' : ''}
+  dashboard sign-in:  ${server.url}/apps/dashboard/#token=${encodeURIComponent(server.secrets.token)}
+  volunteer:  ${server.url}/apps/volunteer/${server.secrets.generated ? '\n  (researcher token generated now, stored in the data directory)' : ''}
 `);
 
 let workers: HeadlessWorkers | null = null;

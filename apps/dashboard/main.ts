@@ -12,7 +12,21 @@ import { drawLineChart } from './chart';
 
 const TOKEN_KEY = 'tabfleet-token';
 
-let token = new URLSearchParams(location.search).get('token') ?? sessionStorage.getItem(TOKEN_KEY) ?? '';
+/**
+ * The sign-in link carries the token in the fragment (`#token=`; `?token=` works too): take it once,
+ * keep it for this tab only, and remove it from the address bar and the history entry.
+ */
+function tokenFromAddress(): string | null {
+  const query = new URLSearchParams(location.search), fragment = new URLSearchParams(location.hash.slice(1));
+  const found = fragment.get('token') ?? query.get('token');
+  if (found === null) return null;
+  query.delete('token');
+  const rest = query.toString();
+  history.replaceState(null, '', `${location.pathname}${rest ? `?${rest}` : ''}${fragment.has('token') ? '' : location.hash}`);
+  return found;
+}
+
+let token = tokenFromAddress() ?? sessionStorage.getItem(TOKEN_KEY) ?? '';
 let socket: Socket | null = null;
 const jobs = new Map<string, JobSummary>();
 let current: { id: string; points: MetricPoint[]; workers: WorkerRow[] } | null = null;
@@ -154,8 +168,6 @@ async function openJob(id: string): Promise<void> {
   current = { id, points: ack.metrics, workers: ack.workers };
   $('jobs-view').hidden = true;
   $('job-view').hidden = false;
-  $<HTMLAnchorElement>('download-checkpoint').href = `/api/jobs/${id}/checkpoint?token=${encodeURIComponent(token)}`;
-  $<HTMLAnchorElement>('download-csv').href = `/api/jobs/${id}/metrics.csv?token=${encodeURIComponent(token)}`;
   renderJob();
   renderWorkers();
 }
@@ -199,6 +211,31 @@ function renderWorkers(): void {
   const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';
   $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="10" class="muted">${empty}</td></tr>`;
 }
+
+/** Downloads with the token in a header (never in a link), saved through a short-lived blob URL. */
+async function download(path: string, filename: string): Promise<void> {
+  const res = await api(path);
+  if (!res.ok) {
+    alert(`Download failed: HTTP ${res.status}`);
+    return;
+  }
+  const named = /filename="([^"]+)"/.exec(res.headers.get('content-disposition') ?? '')?.[1];
+  const href = URL.createObjectURL(await res.blob());
+  const a = Object.assign(document.createElement('a'), { href, download: named ?? filename });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(href), 60_000);
+}
+
+$('download-checkpoint').addEventListener('click', (e) => {
+  e.preventDefault();
+  if (current) void download(`/api/jobs/${current.id}/checkpoint`, `${current.id}.safetensors`);
+});
+$('download-csv').addEventListener('click', (e) => {
+  e.preventDefault();
+  if (current) void download(`/api/jobs/${current.id}/metrics.csv`, `${current.id}-metrics.csv`);
+});
 
 $('stop').addEventListener('click', async () => {
   if (!current || !confirm('Stop this job? Its workers are released.')) return;

@@ -18,7 +18,7 @@ export const VALID_SAMPLES: Record<string, unknown> = {
   signal: { jobId: 'job-1', roundId: 1, to: 'v-2', data: { type: 'offer', sdp: 'v=0' } },
   'star:update': { jobId: 'job-1', roundId: 1, data: bin(16) },
   'checkpoint:upload': { jobId: 'job-1', seq: 3, step: 6, data: bin(24) },
-  metrics: { jobId: 'job-1', seq: 3, accuracy: 0.8, loss: 0.4 },
+  metrics: { jobId: 'job-1', seq: 3, checksum: '0123456789abcdef', accuracy: 0.8, loss: 0.4 },
   status: { state: 'training', step: 3, samplesPerSec: 120.5, bytesSent: 0, bytesReceived: 0 },
   profile: { displayName: null },
   leave: { reason: 'pagehide' },

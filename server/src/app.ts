@@ -10,12 +10,16 @@ import { LocalCluster, type Cluster } from './cluster/cluster';
 import { JobHub } from './cluster/hub';
 import type { CoordinatorDeps, Timing } from './coordinator/types';
 import { realClock } from './coordinator/types';
-import { handleApi, handleStatic, type RouteContext } from './http/routes';
+import { DownloadSlots, ShardCache } from './http/datasets';
+import { handleApi, handleStatic, shardPath, type RouteContext } from './http/routes';
+import { sendError } from './http/respond';
+import { AddressRateLimiter, clientAddress, DEFAULT_HTTP_RATE_LIMIT, originAllowed, redactUrl, setSecurityHeaders, type HttpRateLimit } from './http/security';
 import { Counters } from './metrics';
 import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
 import { attachVolunteerNamespace, volunteerRoom } from './sockets/volunteer';
 import { SqliteStore } from './store/sqlite';
-import type { Store } from './store/store';
+import type { CheckpointRetention, Store } from './store/store';
+import { ProtocolError } from '@tabfleet/protocol';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
 
@@ -42,6 +46,20 @@ export interface ServerOptions {
    */
   addressLimits?: { connections?: number; jobShare?: number };
   log?: (line: string) => void;
+  /**
+   * The URL volunteers reach this server at (e.g. behind `--host 0.0.0.0` or a proxy); checkpoint and
+   * shard URLs start with it. Absent: the listen address, or paths relative to the server when it
+   * listens on every interface.
+   */
+  publicUrl?: string;
+  /** Origins besides the server's own that may open Socket.IO connections ('*': any). */
+  allowOrigins?: string[];
+  /** HTTP requests per client address (default DEFAULT_HTTP_RATE_LIMIT). */
+  httpRateLimit?: HttpRateLimit;
+  /** How long checkpoint and shard tickets stay valid (default 10 min). */
+  ticketLifetimeMs?: number;
+  /** Which checkpoints the SQLite store keeps (default DEFAULT_CHECKPOINT_RETENTION). */
+  checkpointRetention?: CheckpointRetention;
 }
 
 export const DEFAULT_ADDRESS_LIMITS = { connections: 32, jobShare: 0.5 };
@@ -60,7 +78,7 @@ export interface RunningServer {
 
 async function openStateBackends(opts: ServerOptions, nodeId: string): Promise<{ store: Store; cluster: Cluster; adapt(io: Server): void; close(): Promise<void> }> {
   if (!opts.redisUrl) {
-    const store = new SqliteStore(resolve(opts.dataDir ?? 'data'));
+    const store = new SqliteStore(resolve(opts.dataDir ?? 'data'), { retention: opts.checkpointRetention });
     return { store, cluster: new LocalCluster(nodeId), adapt: () => {}, close: () => store.close() };
   }
   const { openRedisBackends } = await import('./cluster/redis');
@@ -72,20 +90,35 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const nodeId = opts.nodeId ?? `node-${randomBytes(3).toString('hex')}`;
   const backends = await openStateBackends(opts, nodeId);
   const { store, cluster } = backends;
-  const secrets = await loadSecrets(store, opts.token ?? process.env.TABFLEET_TOKEN);
+  let secrets: Secrets;
+  try {
+    secrets = await loadSecrets(store, { value: opts.token ?? process.env.TABFLEET_TOKEN, fromEnv: opts.token === undefined }, { ticketLifetimeMs: opts.ticketLifetimeMs });
+  } catch (e) {
+    await backends.close();
+    throw e;
+  }
   const counters = new Counters();
   const httpServer = createServer();
+  const allowOrigins = opts.allowOrigins ?? [];
   const io = new Server(httpServer, {
     maxHttpBufferSize: LIMITS.maxSocketMessageBytes,
     serveClient: false,
     pingInterval: 10_000,
     pingTimeout: 20_000,
-    cors: { origin: true },
+    // Same origin (or none, from Node clients) unless listed: a page elsewhere may not drive a volunteer or dashboard socket.
+    allowRequest: (req, cb) => cb(originAllowed(req, allowOrigins) ? null : 'origin not allowed', originAllowed(req, allowOrigins)),
+    cors: { origin: allowOrigins.includes('*') ? true : allowOrigins, credentials: false },
   });
   backends.adapt(io);
+  // Only the named namespaces serve anyone: the default one would otherwise accept anonymous sockets and their events.
+  io.of('/').use((_socket, next) => next(Object.assign(new Error('no such namespace: connect to /volunteer or /dashboard'), { data: { code: 'unknown_event' } })));
   const volunteers = io.of(NAMESPACES.volunteer);
   const dashboards = io.of(NAMESPACES.dashboard);
   let url = '';
+  // Where volunteers fetch checkpoints and shards: the public URL, the listen URL, or (listening on
+  // every interface with no public URL) paths the worker resolves against the server it connected to.
+  const wildcardHost = ['0.0.0.0', '::'].includes(opts.host ?? '');
+  const publicBase = () => (opts.publicUrl ? opts.publicUrl.replace(/\/+$/, '') : wildcardHost ? '' : url);
 
   const deps: CoordinatorDeps = {
     store,
@@ -98,7 +131,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     },
     // With Redis the watching dashboard may be on another node, so always assume one.
     watched: (jobId) => !!opts.redisUrl || (dashboards.adapter.rooms.get(jobRoom(jobId))?.size ?? 0) > 0,
-    checkpointUrl: (jobId, seq) => `${url}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
+    checkpointUrl: (jobId, seq) => `${publicBase()}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
+    shardUrl: (jobId, spec, index, count) => (spec.dataset === 'fashion-mnist' ? `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed)}` : null),
     count: (name, labels) => counters.count(name, labels),
     log,
     addressJobShare: opts.addressLimits?.jobShare ?? DEFAULT_ADDRESS_LIMITS.jobShare,
@@ -116,6 +150,9 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     staticDir: resolve(opts.staticDir ?? resolve(repoRoot, 'dist')),
     datasetsDir: opts.datasetsDir ?? process.env.FASHION_MNIST_DIR ?? '/usr/share/datasets/fashion-mnist',
     identity: { name: opts.name ?? '', operator: opts.operator ?? null },
+    shards: new ShardCache(),
+    shardSlots: new DownloadSlots(),
+    log,
     async prometheus() {
       const jobs = await hub.summaries();
       const states = new Map<string, number>();
@@ -131,14 +168,24 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       });
     },
   };
+  const limiter = new AddressRateLimiter(opts.httpRateLimit ?? DEFAULT_HTTP_RATE_LIMIT);
   httpServer.on('request', (req, res) => {
-    // Socket.IO answers its own path; everything else is ours.
+    // Socket.IO answers its own path (its handshakes are limited per socket); everything else is ours.
     if (req.url?.startsWith('/socket.io/')) return;
+    setSecurityHeaders(res);
+    const waitMs = limiter.take(clientAddress(req));
+    if (waitMs > 0) {
+      counters.count('http_rate_limited');
+      res.setHeader('retry-after', String(Math.ceil(waitMs / 1000)));
+      sendError(res, new ProtocolError('rate_limited', 'too many requests from this address'));
+      return;
+    }
     handleApi(ctx, req, res)
       .then((handled) => handled || handleStatic(ctx, req, res))
       .catch((e) => {
-        log(`HTTP ${req.method} ${req.url} failed: ${(e as Error).stack}`);
-        if (!res.headersSent) res.writeHead(500).end();
+        // Query strings may carry tickets: never logged.
+        log(`HTTP ${req.method} ${redactUrl(req.url).slice(0, 200)} failed: ${(e as Error).stack}`);
+        if (!res.headersSent) sendError(res, e);
       });
   });
 
@@ -152,6 +199,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
   if (!ctx.identity.name) ctx.identity.name = new URL(url).host;
   log(`node ${nodeId} listening on ${url} (store: ${store.kind})`);
+  if (wildcardHost && !opts.publicUrl) log(`listening on every interface without --public-url: volunteers get checkpoint and shard paths relative to the server they connected to`);
 
   let closed = false;
   return {

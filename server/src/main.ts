@@ -1,8 +1,9 @@
-// `node --import tsx server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL]`: runs one
+// `node --import tsx server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL] [--public-url URL]`: runs one
 // server node until SIGINT/SIGTERM. Environment: PORT, TABFLEET_DATA, REDIS_URL, TABFLEET_TOKEN,
 // TABFLEET_NAME, TABFLEET_OPERATOR.
 import { parseArgs } from 'node:util';
 import { startServer } from './app';
+import { WeakTokenError } from './auth';
 
 const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL] [--node ID]
   --port N      listen port (default $PORT or 8080; 0 picks a free one)
@@ -14,12 +15,18 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
   --operator T  who runs it, shown to volunteers (default $TABFLEET_OPERATOR, else not shown)
   --address-connections N   volunteer connections one address may hold (default 32)
   --address-job-share F     share (0-1] of a job's slots one address may hold (default 0.5)
-The researcher token comes from $TABFLEET_TOKEN, or is generated at the first start and printed.`;
+  --public-url U  the URL volunteers reach this server at (checkpoint and shard links start with it);
+                without it, a server on --host 0.0.0.0 hands out paths relative to itself
+  --allow-origin O  another origin whose pages may open Socket.IO connections (repeatable; same origin always may)
+The researcher token comes from $TABFLEET_TOKEN (at least 16 characters), or is generated at the
+first start and kept in the data directory (mode 0600). The sign-in link is printed once per start;
+the dashboard removes the token from the address bar and keeps it for the tab only.`;
 
 const { values } = parseArgs({
   options: {
     port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' },
-    'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' },
+    'public-url': { type: 'string' }, 'allow-origin': { type: 'string', multiple: true }, help: { type: 'boolean', short: 'h' },
   },
 });
 if (values.help) {
@@ -39,19 +46,32 @@ if ((connections !== undefined && !(Number.isInteger(connections) && connections
   process.exit(2);
 }
 
+const publicUrl = values['public-url'];
+if (publicUrl !== undefined && !/^https?:\/\/[^/?#]+\/?$/.test(publicUrl)) {
+  console.error(`bad --public-url ${publicUrl}: want http(s)://host[:port]\n${USAGE}`);
+  process.exit(2);
+}
 const server = await startServer({
   addressLimits: { connections, jobShare },
   port,
   host: values.host,
+  publicUrl,
+  allowOrigins: values['allow-origin'],
   dataDir: values.data ?? process.env.TABFLEET_DATA,
   redisUrl: values.redis ?? process.env.REDIS_URL,
   nodeId: values.node,
   name: values.name ?? process.env.TABFLEET_NAME,
   operator: values.operator ?? process.env.TABFLEET_OPERATOR,
+}).catch((e: unknown) => {
+  if (!(e instanceof WeakTokenError)) throw e;
+  console.error(`[server] ${e.message}`);
+  process.exit(2);
 });
-console.log(`[server] dashboard: ${server.url}/apps/dashboard/?token=${server.secrets.token}`);
-console.log(`[server] volunteer: ${server.url}/apps/volunteer/`);
-if (server.secrets.generated) console.log(`[server] researcher token generated and stored: ${server.secrets.token}`);
+const base = publicUrl?.replace(/\/+$/, '') ?? server.url;
+// The token rides in the fragment: browsers never send it to the server or in a Referer.
+console.log(`[server] dashboard sign-in (once; the page removes the token from the address bar): ${base}/apps/dashboard/#token=${encodeURIComponent(server.secrets.token)}`);
+console.log(`[server] volunteer: ${base}/apps/volunteer/`);
+if (server.secrets.generated) console.log('[server] researcher token generated now and stored in the data directory');
 // A line tests and scripts wait for.
 console.log(`[server] ready ${server.url}`);
 

@@ -73,9 +73,9 @@ test('several jobs at once: create, list, detail, metrics, checkpoint, stop', as
   assert.ok(metrics.every((p) => p.workers === 2 && typeof p.loss === 'number'));
   const csv = await server.api(`/api/jobs/${a.id}/metrics.csv`);
   const lines = csv.text.trim().split('\n');
-  assert.equal(lines[0], 'seq,step,time,loss,accuracy,samplesPerSec,bytesSent,workers');
+  assert.equal(lines[0], 'seq,step,time,loss,accuracy,samplesPerSec,bytesSent,workers,vouchers');
   assert.ok(lines.length >= metrics.length + 1);
-  assert.equal(lines[1].split(',').length, 8);
+  assert.equal(lines[1].split(',').length, 9);
 
   const ckpt = await fetch(`${server.url}/api/jobs/${a.id}/checkpoint`, { headers: { authorization: 'Bearer test-token' } });
   assert.equal(ckpt.status, 200);

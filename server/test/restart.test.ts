@@ -24,7 +24,7 @@ after(() => {
 
 async function startChild(port: number): Promise<ChildProcess> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'server/src/main.ts', '--port', String(port), '--data', dataDir, '--address-job-share', '1'], {
-    cwd: root, env: { ...process.env, TABFLEET_TOKEN: 'restart-token' }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: root, env: { ...process.env, TABFLEET_TOKEN: 'restart-token-long-enough' }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   await new Promise<void>((resolveReady, reject) => {
@@ -47,7 +47,7 @@ test('a job survives a server crash and continues from its last checkpoint', { t
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const api = async (path: string, init: RequestInit = {}) => {
-    const res = await fetch(`${url}${path}`, { ...init, headers: { authorization: 'Bearer restart-token', 'content-type': 'application/json' } });
+    const res = await fetch(`${url}${path}`, { ...init, headers: { authorization: 'Bearer restart-token-long-enough', 'content-type': 'application/json' } });
     return res.json();
   };
   child = await startChild(port);

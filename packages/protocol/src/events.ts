@@ -97,6 +97,36 @@ const binary = z
   .transform((v) => (v instanceof Uint8Array && v.constructor === Uint8Array ? v : new Uint8Array(v)))
   .refine((v) => v.byteLength <= LIMITS.maxModelBytes, `at most ${LIMITS.maxModelBytes} bytes`);
 
+/**
+ * Whether `v` is plain JSON (no binary) of at most `max` serialized bytes. Walks with its own stack and
+ * stops at the first byte over `max`: serializing a 32 MiB Buffer to find out costs seconds, and data
+ * nested 20,000 deep overflows JSON.stringify's recursion.
+ */
+function isSmallJson(v: unknown, max: number): boolean {
+  if (v === undefined) return false;
+  let size = 0;
+  const todo: unknown[] = [v];
+  while (todo.length) {
+    const x = todo.pop();
+    if (x === null || typeof x === 'boolean' || typeof x === 'number') size += String(x).length;
+    else if (typeof x === 'string') size += x.length + 2;
+    else if (Array.isArray(x)) {
+      size += 1 + x.length;
+      if (size > max) return false;
+      for (const y of x) todo.push(y);
+    } else if (typeof x === 'object' && !(x instanceof ArrayBuffer) && !ArrayBuffer.isView(x)) {
+      const entries = Object.entries(x);
+      size += 1 + entries.length;
+      for (const [k, y] of entries) {
+        size += k.length + 3;
+        todo.push(y);
+      }
+    } else return false;
+    if (size > max) return false;
+  }
+  return true;
+}
+
 const roundRef = { jobId: idSchema, roundId: z.number().int().min(1) };
 
 export const roundMetricsSchema = z.strictObject({
@@ -131,7 +161,7 @@ export const VOLUNTEER_EVENTS = {
   signal: z.strictObject({
     ...roundRef,
     to: idSchema,
-    data: z.unknown().refine((d) => d !== undefined && JSON.stringify(d).length <= LIMITS.maxSignalBytes, `at most ${LIMITS.maxSignalBytes} bytes of JSON`),
+    data: z.unknown().refine((d) => isSmallJson(d, LIMITS.maxSignalBytes), `at most ${LIMITS.maxSignalBytes} bytes of JSON`),
   }),
   /** Star fallback: this member's update (little-endian f32) for the server to aggregate. */
   'star:update': z.strictObject({ ...roundRef, data: binary }),
@@ -166,6 +196,8 @@ export interface Assignment {
   job: { id: string; spec: JobSpec };
   /** Stable data shard: this worker reads shard `index` of `count` for the whole job. */
   shard: { index: number; count: number };
+  /** Where to download that shard (carries a ticket; may be relative to the server URL) when the server serves the dataset. */
+  dataUrl?: string;
 }
 
 export interface RoundBegin {

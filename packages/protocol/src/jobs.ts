@@ -163,4 +163,4 @@ export interface MetricPoint {
   vouchers?: number | null;
 }
 
-export const METRIC_COLUMNS = ['seq', 'step', 'time', 'loss', 'accuracy', 'samplesPerSec', 'bytesSent', 'workers'] as const satisfies readonly (keyof MetricPoint)[];
+export const METRIC_COLUMNS = ['seq', 'step', 'time', 'loss', 'accuracy', 'samplesPerSec', 'bytesSent', 'workers', 'vouchers'] as const satisfies readonly (keyof MetricPoint)[];

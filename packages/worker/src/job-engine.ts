@@ -25,11 +25,14 @@ async function fetchBytes(url: string): Promise<Uint8Array> {
 }
 
 /** This worker's training shard and the test set, as the job's dataset says. */
-async function loadJobData(spec: JobSpec, shard: Assignment['shard'], serverUrl: string, preset: ModelPreset): Promise<{ train: Dataset; test: Dataset; indices: Int32Array }> {
+async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: string, preset: ModelPreset): Promise<{ train: Dataset; test: Dataset; indices: Int32Array }> {
+  const shard = assignment.shard;
   if (spec.dataset === 'fashion-mnist') {
     const base = `${serverUrl}/datasets/fashion-mnist`;
+    // The assignment's URL carries the ticket the server asks for (and may be relative to the server).
+    const shardUrl = assignment.dataUrl ? new URL(assignment.dataUrl, serverUrl).href : `${base}/shards/${shard.index}/${shard.count}?seed=${spec.seed}`;
     const [train, test] = await Promise.all([
-      fetchBytes(`${base}/shards/${shard.index}/${shard.count}?seed=${spec.seed}`).then(decodeFashionShard),
+      fetchBytes(shardUrl).then(decodeFashionShard),
       loadFashionMnistTest((name) => fetchBytes(`${base}/${name}`)),
     ]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
@@ -56,6 +59,8 @@ export class JobEngine {
   private engine: ModelEngine | null = null;
   private strategy: SyncStrategy | null = null;
   private spec: JobSpec | null = null;
+  /** Checkpoint URLs may be relative to it (a server listening on every interface). */
+  private serverUrl = '';
 
   constructor(private readonly backend: Backend) {}
 
@@ -67,7 +72,8 @@ export class JobEngine {
   async setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo> {
     const spec = assignment.job.spec;
     const preset = PRESETS[spec.preset] as ModelPreset;
-    const data = await loadJobData(spec, assignment.shard, serverUrl, preset);
+    this.serverUrl = serverUrl;
+    const data = await loadJobData(spec, assignment, serverUrl, preset);
     const engine = new ModelEngine(this.backend, {
       preset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
       train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index,
@@ -93,7 +99,7 @@ export class JobEngine {
   /** Loads the global model (null url: the seeded initial parameters) and restarts the strategy from it. */
   async loadModel(url: string | null, step: number): Promise<{ checksum: string }> {
     const { engine, strategy } = this.ready;
-    const state = url ? engine.loadCheckpoint(await fetchBytes(url)) : {};
+    const state = url ? engine.loadCheckpoint(await fetchBytes(new URL(url, this.serverUrl).href)) : {};
     engine.step = step;
     await strategy.reset(Math.floor(step / strategy.stepsPerSync), state);
     return { checksum: checksumOf(await engine.readParams()) };

@@ -262,6 +262,8 @@ export class JobCoordinator {
     this.members.set(v.volunteerId, member);
     this.joinedContributor(member);
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
+    const dataUrl = this.deps.shardUrl?.(this.job.id, this.job.spec, shard, this.job.spec.maxWorkers);
+    if (dataUrl) assignment.dataUrl = dataUrl;
     this.deps.toVolunteer(v.volunteerId, 'job:assign', assignment);
     // The model it can load now: the seed (nothing committed yet) or a checkpoint of the last sync,
     // unless a round is under way (its commit would make that model stale before the joiner is in).

@@ -1,7 +1,7 @@
 // What a job coordinator needs from the world around it: the store, a clock, and ways to reach
 // volunteers and dashboards. Injected so tests drive the round clock with fake time and so a node
 // can run coordinators whose volunteers are connected to other nodes.
-import type { Capabilities, DashboardServerEvents, VolunteerServerEvents } from '@tabfleet/protocol';
+import type { Capabilities, DashboardServerEvents, JobSpec, VolunteerServerEvents } from '@tabfleet/protocol';
 import type { Store } from '../store/store';
 
 export interface Clock {
@@ -39,6 +39,8 @@ export interface CoordinatorDeps {
   watched(jobId: string): boolean;
   /** URL from which a volunteer downloads the checkpoint of `seq` (carries a ticket). */
   checkpointUrl(jobId: string, seq: number): string;
+  /** URL (with a ticket) of a member's data shard when the server serves the job's dataset, else null. */
+  shardUrl?(jobId: string, spec: JobSpec, index: number, count: number): string | null;
   /** Counts an event for /metrics (e.g. rounds committed, outliers rejected). */
   count(name: string, labels?: Record<string, string>): void;
   log(message: string): void;

@@ -4,11 +4,12 @@ import { CHECKPOINT_SYNC_HEADER, LIMITS, METRIC_COLUMNS, ProtocolError, idSchema
 import { existsSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Secrets } from '../auth';
-import type { JobHub } from '../cluster/hub';
+import { isEnded, type JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
-import { fashionMnistShard } from './datasets';
+import { DownloadSlots, fashionMnistShard, sendShard, ShardCache } from './datasets';
 import { PUBLIC_ROUTES } from './public';
 import { readJson, sendBytes, sendError, sendJson } from './respond';
+import { clientAddress, redactUrl } from './security';
 import { datasetFile, sendFile, sendFromRoots } from './static';
 
 export interface RouteContext {
@@ -23,26 +24,71 @@ export interface RouteContext {
   /** Who runs this server, for the volunteer page. */
   identity: { name: string; operator: string | null };
   prometheus(): Promise<string>;
+  shards: ShardCache;
+  shardSlots: DownloadSlots;
+  log(line: string): void;
 }
 
 export type Route = (ctx: RouteContext, req: IncomingMessage, res: ServerResponse, params: string[], url: URL) => Promise<void>;
 
-function requireToken(ctx: RouteContext, req: IncomingMessage, url: URL): void {
+/** The researcher token, only from the Authorization header: a token in a URL ends up in histories, logs and Referer headers. */
+function requireToken(ctx: RouteContext, req: IncomingMessage): void {
   const header = req.headers.authorization ?? '';
-  const token = header.startsWith('Bearer ') ? header.slice(7) : url.searchParams.get('token') ?? '';
+  const token = header.startsWith('Bearer ') ? header.slice(7) : '';
   if (!token || !ctx.secrets.tokenMatches(token)) throw new ProtocolError('unauthorized', 'missing or bad researcher token (Authorization: Bearer <token>)');
 }
 
+/** What a shard ticket grants: one shard of one dataset dealt with one seed. */
+export function shardGrant(dataset: string, index: number, count: number, seed: number): string {
+  return `${dataset}/${index}/${count}/${seed}`;
+}
+
+/** The path (with its ticket) from which a member of `jobId` downloads its shard. */
+export function shardPath(secrets: Secrets, jobId: string, dataset: string, index: number, count: number, seed: number): string {
+  const ticket = secrets.shardTicket(jobId, shardGrant(dataset, index, count, seed));
+  return `/datasets/${dataset}/shards/${index}/${count}?seed=${seed}&job=${encodeURIComponent(jobId)}&ticket=${ticket}`;
+}
+
 export function jobIdParam(raw: string): string {
-  const r = idSchema.safeParse(decodeURIComponent(raw));
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(raw);
+  } catch {
+    throw new ProtocolError('bad_request', 'bad job id');
+  }
+  const r = idSchema.safeParse(decoded);
   if (!r.success) throw new ProtocolError('bad_request', 'bad job id');
   return r.data;
 }
 
-function csv(points: MetricPoint[]): string {
-  const rows = points.map((p) => METRIC_COLUMNS.map((c) => (p[c] === null ? '' : String(p[c]))).join(','));
-  return `${METRIC_COLUMNS.join(',')}\n${rows.join('\n')}${rows.length ? '\n' : ''}`;
+const csvRow = (p: MetricPoint) => `${METRIC_COLUMNS.map((c) => (p[c] == null ? '' : String(p[c]))).join(',')}\n`;
+
+/** Writes `text` and waits for the socket to drain when it asks to. */
+async function write(res: ServerResponse, text: string): Promise<void> {
+  if (!res.write(text)) await new Promise<void>((r) => { res.once('drain', r); res.once('close', r); });
 }
+
+/** Every metric point of a job, read a page at a time and written as it is read (CSV or a JSON object). */
+async function streamMetrics(ctx: RouteContext, res: ServerResponse, jobId: string, asCsv: boolean): Promise<void> {
+  if (asCsv) res.writeHead(200, { 'content-type': 'text/csv; charset=utf-8', 'content-disposition': `attachment; filename="${jobId}-metrics.csv"`, 'cache-control': 'no-store' });
+  else res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+  await write(res, asCsv ? `${METRIC_COLUMNS.join(',')}\n` : `{"jobId":${JSON.stringify(jobId)},"points":[`);
+  let cursor = 0, first = true;
+  for (;;) {
+    if (res.destroyed) return;
+    const page = await ctx.store.metricsPage(jobId, cursor, METRICS_PAGE_ROWS);
+    if (page.points.length) {
+      await write(res, asCsv ? page.points.map(csvRow).join('') : `${first ? '' : ','}${page.points.map((p) => JSON.stringify(p)).join(',')}`);
+      first = false;
+    }
+    if (page.next === null) break;
+    cursor = page.next;
+  }
+  res.end(asCsv ? '' : ']}');
+}
+
+/** Metric rows read from the store per page of a download. */
+const METRICS_PAGE_ROWS = 5_000;
 
 async function sendCheckpoint(ctx: RouteContext, res: ServerResponse, jobId: string, seq: number): Promise<void> {
   const bytes = await ctx.store.readCheckpoint(jobId, seq);
@@ -61,40 +107,37 @@ const ROUTES: [string, RegExp, Route][] = [
     const text = await ctx.prometheus();
     res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(text);
   }],
-  ['GET', /^\/api\/jobs$/, async (ctx, req, res, _p, url) => {
-    requireToken(ctx, req, url);
+  ['GET', /^\/api\/jobs$/, async (ctx, req, res, _p) => {
+    requireToken(ctx, req);
     sendJson(res, 200, { jobs: await ctx.hub.summaries() });
   }],
-  ['POST', /^\/api\/jobs$/, async (ctx, req, res, _p, url) => {
-    requireToken(ctx, req, url);
+  ['POST', /^\/api\/jobs$/, async (ctx, req, res, _p) => {
+    requireToken(ctx, req);
     sendJson(res, 201, { job: await ctx.hub.createJob(await readJson(req)) });
   }],
-  ['GET', /^\/api\/jobs\/([^/]+)$/, async (ctx, req, res, [id], url) => {
-    requireToken(ctx, req, url);
+  ['GET', /^\/api\/jobs\/([^/]+)$/, async (ctx, req, res, [id]) => {
+    requireToken(ctx, req);
     const jobId = jobIdParam(id);
     sendJson(res, 200, { job: await ctx.hub.summary(jobId), workers: await ctx.hub.workers(jobId) });
   }],
-  ['POST', /^\/api\/jobs\/([^/]+)\/stop$/, async (ctx, req, res, [id], url) => {
-    requireToken(ctx, req, url);
+  ['POST', /^\/api\/jobs\/([^/]+)\/stop$/, async (ctx, req, res, [id]) => {
+    requireToken(ctx, req);
     sendJson(res, 200, { job: await ctx.hub.stopJob(jobIdParam(id)) });
   }],
   ['GET', /^\/api\/jobs\/([^/]+)\/metrics(\.csv)?$/, async (ctx, req, res, [id, dotCsv], url) => {
-    requireToken(ctx, req, url);
+    requireToken(ctx, req);
     const jobId = jobIdParam(id);
     await ctx.hub.summary(jobId); // 404 for unknown jobs
-    const points = await ctx.store.metrics(jobId, LIMITS.maxMetricsRows);
-    if (dotCsv || url.searchParams.get('format') === 'csv') {
-      res.writeHead(200, { 'content-type': 'text/csv; charset=utf-8', 'content-disposition': `attachment; filename="${jobId}-metrics.csv"` }).end(csv(points));
-    } else sendJson(res, 200, { jobId, points });
+    await streamMetrics(ctx, res, jobId, !!dotCsv || url.searchParams.get('format') === 'csv');
   }],
-  ['GET', /^\/api\/jobs\/([^/]+)\/rounds$/, async (ctx, req, res, [id], url) => {
-    requireToken(ctx, req, url);
+  ['GET', /^\/api\/jobs\/([^/]+)\/rounds$/, async (ctx, req, res, [id]) => {
+    requireToken(ctx, req);
     const jobId = jobIdParam(id);
     await ctx.hub.summary(jobId);
     sendJson(res, 200, { jobId, rounds: await ctx.store.listRounds(jobId) });
   }],
-  ['GET', /^\/api\/jobs\/([^/]+)\/checkpoint$/, async (ctx, req, res, [id], url) => {
-    requireToken(ctx, req, url);
+  ['GET', /^\/api\/jobs\/([^/]+)\/checkpoint$/, async (ctx, req, res, [id]) => {
+    requireToken(ctx, req);
     const jobId = jobIdParam(id);
     const latest = await ctx.store.latestCheckpoint(jobId);
     if (!latest) throw new ProtocolError('unknown_job', `job ${jobId} has no checkpoint yet`);
@@ -104,13 +147,26 @@ const ROUTES: [string, RegExp, Route][] = [
   ['GET', /^\/api\/jobs\/([^/]+)\/checkpoints\/(\d{1,9})$/, async (ctx, req, res, [id, seqText], url) => {
     const jobId = jobIdParam(id), seq = Number(seqText);
     const ticket = url.searchParams.get('ticket');
-    if (!ticket || !ctx.secrets.ticketMatches(jobId, seq, ticket)) requireToken(ctx, req, url);
+    if (!ticket || !ctx.secrets.ticketMatches(jobId, seq, ticket)) requireToken(ctx, req);
     await sendCheckpoint(ctx, res, jobId, seq);
   }],
-  // Shard `index` of `count`, dealt by the job's seed (packages/data shardIndices), as safetensors.
-  ['GET', /^\/datasets\/fashion-mnist\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, _req, res, [index, count], url) => {
-    const bytes = await fashionMnistShard(ctx.datasetsDir, Number(index), Number(count), Number(url.searchParams.get('seed') ?? 1));
-    sendBytes(res, 'application/octet-stream', bytes);
+  // Shard `index` of `count`, dealt by the job's seed (packages/data shardIndices), as safetensors:
+  // for members of an unfinished job that uses it (the ticket from their assignment), or the researcher.
+  ['GET', /^\/datasets\/fashion-mnist\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, req, res, [indexText, countText], url) => {
+    const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
+    const jobId = url.searchParams.get('job'), ticket = url.searchParams.get('ticket');
+    if (jobId && ticket && ctx.secrets.shardTicketMatches(jobId, shardGrant('fashion-mnist', index, count, seed), ticket)) {
+      const job = await ctx.store.getJob(jobId);
+      if (!job || isEnded(job)) throw new ProtocolError('unauthorized', `job ${jobId} has ended: its shards are no longer served`);
+    } else requireToken(ctx, req);
+    const release = ctx.shardSlots.acquire(clientAddress(req));
+    if (!release) throw new ProtocolError('rate_limited', 'too many shard downloads in flight from this address');
+    try {
+      sendShard(req, res, await fashionMnistShard(ctx.shards, ctx.datasetsDir, index, count, seed), release);
+    } catch (e) {
+      release();
+      throw e;
+    }
   }],
   ['GET', /^\/datasets\/fashion-mnist\/([\w.-]+\.gz)$/, async (ctx, _req, res, [name]) => {
     const file = datasetFile(ctx.datasetsDir, name);
@@ -128,7 +184,7 @@ export async function handleApi(ctx: RouteContext, req: IncomingMessage, res: Se
     try {
       await route(ctx, req, res, m.slice(1), url);
     } catch (e) {
-      if (!(e instanceof ProtocolError)) console.error(`HTTP ${req.method} ${url.pathname}:`, e);
+      if (!(e instanceof ProtocolError)) ctx.log(`HTTP ${req.method} ${url.pathname} failed: ${(e as Error).stack ?? e}`);
       if (!res.headersSent) sendError(res, e);
     }
     return true;
@@ -142,7 +198,14 @@ export async function handleApi(ctx: RouteContext, req: IncomingMessage, res: Se
 
 /** Serves the built apps from the static directory; `/` goes to the volunteer page. */
 export function handleStatic(ctx: RouteContext, req: IncomingMessage, res: ServerResponse): void {
-  const path = decodeURIComponent(new URL(req.url ?? '/', 'http://local').pathname);
+  let path: string;
+  try {
+    path = decodeURIComponent(new URL(req.url ?? '/', 'http://local').pathname);
+  } catch {
+    ctx.log(`HTTP ${req.method} ${redactUrl(req.url).slice(0, 200)}: malformed URI`);
+    sendError(res, new ProtocolError('bad_request', 'malformed URI'));
+    return;
+  }
   if (path === '/') {
     res.writeHead(302, { location: '/apps/volunteer/' }).end();
     return;

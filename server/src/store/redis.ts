@@ -3,18 +3,19 @@
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
 import { commandOptions, type createClient } from 'redis';
-import type { ContributorRecord, JobRecord, RoundRecord, Store } from './store';
+import {
+  checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, metricKind, verifiedCheckpoint,
+  type CheckpointRetention, type ContributorRecord, type JobRecord, type RoundRecord, type Store,
+} from './store';
 
 type Client = ReturnType<typeof createClient>;
 
-/** Checkpoint blobs kept per job in Redis (older ones are deleted; the index keeps their info). */
-const CHECKPOINT_BLOBS_KEPT = 5;
 /** Metric points read per request while looking back for the latest accuracy. */
 const METRICS_SCAN_CHUNK = 256;
 
 export class RedisStore implements Store {
   readonly kind = 'redis';
-  constructor(private readonly r: Client) {}
+  constructor(private readonly r: Client, private readonly retention: CheckpointRetention = DEFAULT_CHECKPOINT_RETENTION) {}
 
   async createJob(j: JobRecord): Promise<void> {
     await this.r.multi().set(`tf:job:${j.id}`, JSON.stringify(j)).zAdd('tf:jobs', { score: j.createdAt, value: j.id }).exec();
@@ -39,25 +40,33 @@ export class RedisStore implements Store {
     const all = await this.r.hVals(`tf:rounds:${jobId}`);
     return all.map((t) => JSON.parse(t) as RoundRecord).sort((a, b) => a.roundId - b.roundId);
   }
+  /** The list keeps first-stored order; `tf:metric-at:<job>` maps (seq, kind) to its index so a repeat replaces it. */
   async addMetric(jobId: string, point: MetricPoint): Promise<void> {
-    await this.r.rPush(`tf:metrics:${jobId}`, JSON.stringify(point));
+    const field = `${point.seq}:${metricKind(point)}`, text = JSON.stringify(point);
+    const at = await this.r.hGet(`tf:metric-at:${jobId}`, field);
+    if (at !== undefined && at !== null) await this.r.lSet(`tf:metrics:${jobId}`, Number(at), text);
+    else await this.r.hSet(`tf:metric-at:${jobId}`, field, String((await this.r.rPush(`tf:metrics:${jobId}`, text)) - 1));
+  }
+  async metricsPage(jobId: string, cursor: number, limit: number): Promise<{ points: MetricPoint[]; next: number | null }> {
+    const texts = await this.r.lRange(`tf:metrics:${jobId}`, cursor, cursor + limit - 1);
+    return { points: texts.map((t) => JSON.parse(t)), next: texts.length < limit ? null : cursor + texts.length };
   }
   async metrics(jobId: string, limit: number): Promise<MetricPoint[]> {
     return (await this.r.lRange(`tf:metrics:${jobId}`, -limit, -1)).map((t) => JSON.parse(t));
   }
   async putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void> {
     await this.r.multi().set(`tf:ckpt-data:${jobId}:${info.seq}`, Buffer.from(data)).hSet(`tf:ckpt:${jobId}`, String(info.seq), JSON.stringify(info)).exec();
-    const seqs = (await this.r.hKeys(`tf:ckpt:${jobId}`)).map(Number).sort((a, b) => b - a);
-    const old = seqs.slice(CHECKPOINT_BLOBS_KEPT).map((s) => `tf:ckpt-data:${jobId}:${s}`);
-    if (old.length) await this.r.del(old);
+    const drop = checkpointsToPrune((await this.r.hKeys(`tf:ckpt:${jobId}`)).map(Number), this.retention);
+    if (drop.length) await this.r.multi().hDel(`tf:ckpt:${jobId}`, drop.map(String)).del(drop.map((s) => `tf:ckpt-data:${jobId}:${s}`)).exec();
   }
   async latestCheckpoint(jobId: string): Promise<CheckpointInfo | null> {
     const all = (await this.r.hVals(`tf:ckpt:${jobId}`)).map((t) => JSON.parse(t) as CheckpointInfo);
     return all.reduce<CheckpointInfo | null>((best, c) => (!best || c.seq > best.seq ? c : best), null);
   }
   async readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null> {
-    const b = await this.r.get(commandOptions({ returnBuffers: true }), `tf:ckpt-data:${jobId}:${seq}`);
-    return b ? new Uint8Array(b) : null;
+    const [b, infoText] = await Promise.all([this.r.get(commandOptions({ returnBuffers: true }), `tf:ckpt-data:${jobId}:${seq}`), this.r.hGet(`tf:ckpt:${jobId}`, String(seq))]);
+    if (!b || !infoText) return null;
+    return verifiedCheckpoint(jobId, seq, new Uint8Array(b), (JSON.parse(infoText) as CheckpointInfo).sha256);
   }
   async latestAccuracy(jobId: string): Promise<number | null> {
     const key = `tf:metrics:${jobId}`;

@@ -1,12 +1,16 @@
 // The embedded store: one SQLite file (WAL) under the data directory, checkpoint bytes as files
-// beside it (`checkpoints/<job>/<seq>.safetensors`), written to a temp name and renamed so a crash
-// never leaves a torn checkpoint in the index.
+// beside it (`checkpoints/<job>/<seq>.safetensors`), written to a temp name, synced, renamed and the
+// directory synced, so a crash never leaves a torn checkpoint in the index. The directory is private to
+// the user (0700, files 0600): it holds the researcher token and the ticket key.
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
-import type { ContributorRecord, JobRecord, RoundRecord, Store } from './store';
+import {
+  checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, metricKind, verifiedCheckpoint,
+  type CheckpointRetention, type ContributorRecord, type JobRecord, type RoundRecord, type Store,
+} from './store';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -20,10 +24,9 @@ CREATE TABLE IF NOT EXISTS rounds (
   detail TEXT NOT NULL, PRIMARY KEY (job_id, round_id)
 );
 CREATE TABLE IF NOT EXISTS metrics (
-  job_id TEXT NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL, time INTEGER NOT NULL,
-  loss REAL, accuracy REAL, samples_per_sec REAL, bytes_sent REAL, workers INTEGER NOT NULL
+  job_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, step INTEGER NOT NULL, time INTEGER NOT NULL,
+  loss REAL, accuracy REAL, samples_per_sec REAL, bytes_sent REAL, workers INTEGER NOT NULL, vouchers INTEGER
 );
-CREATE INDEX IF NOT EXISTS metrics_job ON metrics (job_id, time);
 CREATE TABLE IF NOT EXISTS checkpoints (
   job_id TEXT NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL, bytes INTEGER NOT NULL,
   sha256 TEXT NOT NULL, created_at INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY (job_id, seq)
@@ -39,6 +42,38 @@ CREATE INDEX IF NOT EXISTS contributors_client ON contributors (client_id);
 CREATE TABLE IF NOT EXISTS volunteers (client_id TEXT PRIMARY KEY, display_name TEXT NOT NULL);
 `;
 
+/** Run after SCHEMA: metrics stored before they had a kind get one, lose their duplicates, and a unique key. */
+const MIGRATE_METRICS = `
+CREATE TABLE metrics_keyed (
+  job_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, step INTEGER NOT NULL, time INTEGER NOT NULL,
+  loss REAL, accuracy REAL, samples_per_sec REAL, bytes_sent REAL, workers INTEGER NOT NULL, vouchers INTEGER
+);
+INSERT INTO metrics_keyed SELECT job_id, seq, CASE WHEN bytes_sent IS NULL THEN 'eval' ELSE 'sync' END, step, time, loss, accuracy, samples_per_sec, bytes_sent, workers, NULL
+  FROM metrics WHERE rowid IN (SELECT MIN(rowid) FROM metrics GROUP BY job_id, seq, bytes_sent IS NULL) ORDER BY rowid;
+DROP TABLE metrics;
+ALTER TABLE metrics_keyed RENAME TO metrics;
+`;
+const METRICS_KEY = 'CREATE UNIQUE INDEX IF NOT EXISTS metrics_key ON metrics (job_id, seq, kind)';
+
+/** Writes `data` to `path` through a temp file: synced, renamed into place, and the rename synced. */
+function writeDurably(path: string, data: Uint8Array): void {
+  const tmp = `${path}.tmp`;
+  const fd = openSync(tmp, 'w', 0o600);
+  try {
+    for (let off = 0; off < data.byteLength; ) off += writeSync(fd, data, off);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+  const dir = openSync(join(path, '..'), 'r');
+  try {
+    fsyncSync(dir);
+  } finally {
+    closeSync(dir);
+  }
+}
+
 interface JobRow {
   id: string; name: string; spec: string; state: string; created_at: number; updated_at: number; seq: number; step: number; end_reason: string | null;
 }
@@ -47,6 +82,7 @@ interface RoundRow {
 }
 interface MetricRow {
   seq: number; step: number; time: number; loss: number | null; accuracy: number | null; samples_per_sec: number | null; bytes_sent: number | null; workers: number;
+  vouchers: number | null;
 }
 interface ContributorRow {
   job_id: string; client_id: string; volunteer_id: string; adapter: string; backend: string; step: number; bytes_sent: number; bytes_received: number;
@@ -66,6 +102,7 @@ const toRound = (r: RoundRow): RoundRecord => ({
 });
 const toMetric = (r: MetricRow): MetricPoint => ({
   seq: r.seq, step: r.step, time: r.time, loss: r.loss, accuracy: r.accuracy, samplesPerSec: r.samples_per_sec, bytesSent: r.bytes_sent, workers: r.workers,
+  vouchers: r.vouchers ?? null,
 });
 const toContributor = (r: ContributorRow): ContributorRecord => ({
   jobId: r.job_id, clientId: r.client_id, volunteerId: r.volunteer_id, adapter: r.adapter, backend: r.backend as ContributorRecord['backend'], step: r.step,
@@ -80,13 +117,26 @@ export class SqliteStore implements Store {
   private readonly checkpointDir: string;
   private readonly statements = new Map<string, Database.Statement>();
 
-  constructor(dataDir: string) {
-    mkdirSync(dataDir, { recursive: true });
+  private readonly retention: CheckpointRetention;
+
+  constructor(dataDir: string, opts: { retention?: CheckpointRetention } = {}) {
+    this.retention = opts.retention ?? DEFAULT_CHECKPOINT_RETENTION;
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    chmodSync(dataDir, 0o700);
     this.checkpointDir = join(dataDir, 'checkpoints');
-    this.db = new Database(join(dataDir, 'tabfleet.sqlite'));
+    const file = join(dataDir, 'tabfleet.sqlite');
+    // SQLite gives its -wal and -shm files the mode of the database file.
+    closeSync(openSync(file, 'a', 0o600));
+    chmodSync(file, 0o600);
+    for (const side of ['-wal', '-shm']) if (existsSync(file + side)) chmodSync(file + side, 0o600);
+    this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
     this.db.exec(SCHEMA);
+    const columns = this.db.prepare("SELECT name FROM pragma_table_info('metrics')").all() as { name: string }[];
+    if (!columns.some((c) => c.name === 'kind')) this.db.transaction(() => this.db.exec(MIGRATE_METRICS))();
+    else if (!columns.some((c) => c.name === 'vouchers')) this.db.exec('ALTER TABLE metrics ADD COLUMN vouchers INTEGER');
+    this.db.exec(METRICS_KEY);
   }
 
   /** Prepared once per SQL text: preparing costs more than most of these queries. */
@@ -127,8 +177,15 @@ export class SqliteStore implements Store {
 
   async addMetric(jobId: string, p: MetricPoint): Promise<void> {
     this
-      .sql('INSERT INTO metrics (job_id, seq, step, time, loss, accuracy, samples_per_sec, bytes_sent, workers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-      .run(jobId, p.seq, p.step, p.time, p.loss, p.accuracy, p.samplesPerSec, p.bytesSent, p.workers);
+      .sql(`INSERT INTO metrics (job_id, seq, kind, step, time, loss, accuracy, samples_per_sec, bytes_sent, workers, vouchers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (job_id, seq, kind) DO UPDATE SET step = excluded.step, time = excluded.time, loss = excluded.loss, accuracy = excluded.accuracy,
+        samples_per_sec = excluded.samples_per_sec, bytes_sent = excluded.bytes_sent, workers = excluded.workers, vouchers = excluded.vouchers`)
+      .run(jobId, p.seq, metricKind(p), p.step, p.time, p.loss, p.accuracy, p.samplesPerSec, p.bytesSent, p.workers, p.vouchers ?? null);
+  }
+
+  async metricsPage(jobId: string, cursor: number, limit: number): Promise<{ points: MetricPoint[]; next: number | null }> {
+    const rows = this.sql('SELECT rowid AS r, * FROM metrics WHERE job_id = ? AND rowid > ? ORDER BY rowid LIMIT ?').all(jobId, cursor, limit) as (MetricRow & { r: number })[];
+    return { points: rows.map(toMetric), next: rows.length < limit ? null : rows[rows.length - 1].r };
   }
 
   async metrics(jobId: string, limit: number): Promise<MetricPoint[]> {
@@ -138,13 +195,24 @@ export class SqliteStore implements Store {
 
   async putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void> {
     const dir = join(this.checkpointDir, jobId);
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     const path = join(dir, `${info.seq}.safetensors`);
-    writeFileSync(`${path}.tmp`, data);
-    renameSync(`${path}.tmp`, path);
+    writeDurably(path, data);
     this
       .sql('INSERT OR REPLACE INTO checkpoints (job_id, seq, step, bytes, sha256, created_at, path) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(jobId, info.seq, info.step, info.bytes, info.sha256, info.createdAt, path);
+    this.prune(jobId);
+  }
+
+  /** Deletes the checkpoints the retention rule no longer keeps: the index row first, then the file. */
+  private prune(jobId: string): void {
+    const rows = this.sql('SELECT seq, path FROM checkpoints WHERE job_id = ?').all(jobId) as { seq: number; path: string }[];
+    const drop = new Set(checkpointsToPrune(rows.map((r) => r.seq), this.retention));
+    for (const r of rows) {
+      if (!drop.has(r.seq)) continue;
+      this.sql('DELETE FROM checkpoints WHERE job_id = ? AND seq = ?').run(jobId, r.seq);
+      rmSync(r.path, { force: true });
+    }
   }
 
   async latestCheckpoint(jobId: string): Promise<CheckpointInfo | null> {
@@ -153,8 +221,8 @@ export class SqliteStore implements Store {
   }
 
   async readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null> {
-    const row = this.sql('SELECT path FROM checkpoints WHERE job_id = ? AND seq = ?').get(jobId, seq) as { path: string } | undefined;
-    return row && existsSync(row.path) ? readFileSync(row.path) : null;
+    const row = this.sql('SELECT path, sha256 FROM checkpoints WHERE job_id = ? AND seq = ?').get(jobId, seq) as { path: string; sha256: string } | undefined;
+    return row && existsSync(row.path) ? verifiedCheckpoint(jobId, seq, readFileSync(row.path), row.sha256) : null;
   }
 
   async latestAccuracy(jobId: string): Promise<number | null> {

@@ -1,7 +1,8 @@
 // What the server persists: jobs, rounds, metrics, the checkpoint index and checkpoint bytes, each
 // job's contributors, volunteers' display names, and a few settings. SQLite (one node) and Redis (several nodes) implement it; the rest of the server
 // only sees this interface.
-import type { CheckpointInfo, CreditTotals, JobSummary, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
+import { ProtocolError, type CheckpointInfo, type CreditTotals, type JobSummary, type MetricPoint, type VolunteerCredit } from '@tabfleet/protocol';
+import { createHash } from 'node:crypto';
 
 /** A job's stored fields: its summary without what is live (workers) or kept elsewhere in the store. */
 export type JobRecord = Omit<JobSummary, 'workers' | 'latestCheckpoint' | 'latestAccuracy'>;
@@ -52,10 +53,15 @@ export interface Store {
   /** Inserts or replaces by (jobId, roundId). */
   saveRound(round: RoundRecord): Promise<void>;
   listRounds(jobId: string): Promise<RoundRecord[]>;
+  /** Inserts or replaces by (jobId, seq, kind): a sync re-committed after a restart keeps one row. */
   addMetric(jobId: string, point: MetricPoint): Promise<void>;
+  /** The latest `limit` points, oldest first. */
   metrics(jobId: string, limit: number): Promise<MetricPoint[]>;
+  /** Points in the order they were first stored, from `cursor` (0 at the start); `next` is null after the last page. */
+  metricsPage(jobId: string, cursor: number, limit: number): Promise<{ points: MetricPoint[]; next: number | null }>;
   putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void>;
   latestCheckpoint(jobId: string): Promise<CheckpointInfo | null>;
+  /** The bytes of a stored checkpoint; throws CorruptCheckpointError when they no longer match their sha256. */
   readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null>;
   /** Test accuracy of the job's latest metric point that has one. */
   latestAccuracy(jobId: string): Promise<number | null>;
@@ -73,4 +79,38 @@ export interface Store {
   /** A digest of everything stored, so tests can assert that bad input changed nothing. */
   digest(): Promise<string>;
   close(): Promise<void>;
+}
+
+/** A metric point is either a sync's (bytes on the wire) or an evaluation's; each is stored once per sync. */
+export function metricKind(p: MetricPoint): 'sync' | 'eval' {
+  return p.bytesSent === null ? 'eval' : 'sync';
+}
+
+/**
+ * Which checkpoints are kept: the latest `keepLatest`, and every `keepEvery`th sync (0: none of the
+ * older ones). The others are deleted when a new one is stored.
+ */
+export interface CheckpointRetention {
+  keepLatest: number;
+  keepEvery: number;
+}
+
+export const DEFAULT_CHECKPOINT_RETENTION: CheckpointRetention = { keepLatest: 5, keepEvery: 50 };
+
+/** The syncs among `seqs` that `rule` no longer keeps. */
+export function checkpointsToPrune(seqs: number[], rule: CheckpointRetention): number[] {
+  const newestFirst = [...seqs].sort((a, b) => b - a);
+  return newestFirst.slice(Math.max(1, rule.keepLatest)).filter((s) => !(rule.keepEvery > 0 && s % rule.keepEvery === 0));
+}
+
+export class CorruptCheckpointError extends ProtocolError {
+  constructor(jobId: string, seq: number) {
+    super('internal', `checkpoint of sync ${seq} of job ${jobId} is corrupted on disk (sha256 mismatch); not served`);
+  }
+}
+
+/** Returns `bytes` when their sha256 is `expected`, else throws CorruptCheckpointError. */
+export function verifiedCheckpoint(jobId: string, seq: number, bytes: Uint8Array, expected: string): Uint8Array {
+  if (createHash('sha256').update(bytes).digest('hex') !== expected) throw new CorruptCheckpointError(jobId, seq);
+  return bytes;
 }

@@ -90,6 +90,9 @@ export interface SimOptions {
   log?: (line: string) => void;
 }
 
+/** Syncs whose parameters a volunteer keeps in `applied`. */
+const APPLIED_KEPT = 64;
+
 export class SimVolunteer {
   readonly socket: Socket;
   volunteerId = '';
@@ -102,7 +105,7 @@ export class SimVolunteer {
   readonly committed: number[] = [];
   /** Syncs it uploaded a checkpoint of. */
   readonly uploads: number[] = [];
-  /** The parameters each committed sync left this volunteer with. */
+  /** The parameters each of the last 64 committed syncs left this volunteer with. */
   readonly applied = new Map<number, Float32Array>();
   loadedFrom: { seq: number; url: string | null; checksum: string }[] = [];
   ended: string | null = null;
@@ -271,6 +274,8 @@ export class SimVolunteer {
     this.baseSeq = c.seq;
     this.committed.push(c.seq);
     this.applied.set(c.seq, this.params.slice());
+    // A bounded history: long runs would otherwise hold a model copy per sync.
+    for (const seq of this.applied.keys()) if (this.applied.size > APPLIED_KEPT) this.applied.delete(seq);
     const begin = [...this.events].reverse().find((e) => e.name === 'round:begin' && (e.payload as RoundBegin).roundId === c.roundId)?.payload as RoundBegin | undefined;
     if (begin?.evaluators.includes(this.volunteerId)) {
       const ev: { accuracy: number | null; loss: number | null; checksum?: string } = this.opts.evaluate?.(c.seq, this.params) ?? simEvaluation(c.seq);

@@ -1,0 +1,92 @@
+// What every HTTP response and connection passes before a route sees it: security headers, a token
+// bucket per client address, an Origin check for Socket.IO, and URLs redacted before they are logged.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/**
+ * The built apps are same-origin module scripts and stylesheets; `data:` covers the empty favicon the
+ * shared head links. Nothing may frame the pages.
+ */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'", "worker-src 'self'",
+  "object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'", "form-action 'self'",
+].join('; ');
+
+export const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy': CONTENT_SECURITY_POLICY,
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-opener-policy': 'same-origin',
+};
+
+export function setSecurityHeaders(res: ServerResponse): void {
+  for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
+}
+
+/** HTTP requests per client address: sustained per second, and the burst a page load may use. */
+export interface HttpRateLimit {
+  perSecond: number;
+  burst: number;
+}
+
+export const DEFAULT_HTTP_RATE_LIMIT: HttpRateLimit = { perSecond: 100, burst: 300 };
+/** Addresses tracked at once; the fullest (idle) buckets are dropped first when there are more. */
+const MAX_TRACKED_ADDRESSES = 10_000;
+
+/** A token bucket per client address. `take` says how long to wait (ms) when the bucket is empty. */
+export class AddressRateLimiter {
+  private readonly buckets = new Map<string, { tokens: number; last: number }>();
+
+  constructor(private readonly limit: HttpRateLimit, private readonly now: () => number = Date.now) {}
+
+  /** 0 when the request may go on, otherwise the milliseconds until one token is back. */
+  take(address: string): number {
+    const t = this.now();
+    let b = this.buckets.get(address);
+    if (!b) {
+      if (this.buckets.size >= MAX_TRACKED_ADDRESSES) this.dropIdle(t);
+      this.buckets.set(address, (b = { tokens: this.limit.burst, last: t }));
+    }
+    b.tokens = Math.min(this.limit.burst, b.tokens + ((t - b.last) / 1000) * this.limit.perSecond);
+    b.last = t;
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return Math.ceil(((1 - b.tokens) / this.limit.perSecond) * 1000);
+  }
+
+  /** Forgets addresses whose bucket has refilled (they would start full anyway), or all if none has. */
+  private dropIdle(t: number): void {
+    for (const [addr, b] of this.buckets) {
+      if (b.tokens + ((t - b.last) / 1000) * this.limit.perSecond >= this.limit.burst) this.buckets.delete(addr);
+    }
+    if (this.buckets.size >= MAX_TRACKED_ADDRESSES) this.buckets.clear();
+  }
+}
+
+export function clientAddress(req: IncomingMessage): string {
+  return req.socket.remoteAddress ?? 'unknown';
+}
+
+/** The request's path with its query string replaced, so tokens and tickets never reach a log. */
+export function redactUrl(url: string | undefined): string {
+  const raw = url ?? '';
+  const q = raw.indexOf('?');
+  return q < 0 ? raw : `${raw.slice(0, q)}?…`;
+}
+
+/**
+ * Whether a Socket.IO handshake may go on: requests without an Origin header (Node clients, curl) and
+ * same-origin pages may, other origins only when listed.
+ */
+export function originAllowed(req: IncomingMessage, allowed: readonly string[]): boolean {
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  if (allowed.includes(origin) || allowed.includes('*')) return true;
+  try {
+    return new URL(origin).host === req.headers.host;
+  } catch {
+    return false;
+  }
+}
