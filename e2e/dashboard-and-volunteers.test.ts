@@ -93,8 +93,10 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   await shot(d, 'dashboard-job-done');
 
   // The dashboard's accuracy and its checkpoint, evaluated independently on the CPU reference.
-  const shown = Number(/([\d.]+)%/.exec((await d.textContent('[data-figure="test accuracy"]')) ?? '')![1]) / 100;
+  const figure = (await d.textContent('[data-figure="test accuracy"]')) ?? '';
+  const shown = Number(/([\d.]+)%/.exec(figure)![1]) / 100;
   assert.ok(shown >= 0.84, `reached the target (${shown})`);
+  assert.match(figure, /\([2-9] members vouch\)/, 'the target was reached on the word of several members');
   const [download] = await Promise.all([d.waitForEvent('download'), d.click('#download-checkpoint')]);
   // saveAs, not path(): the shared browser is a remote one.
   const saved = join(SHOTS, 'downloaded-checkpoint.safetensors');

@@ -187,15 +187,21 @@ function renderJob(): void {
   drawLineChart($('loss-chart') as unknown as SVGSVGElement, losses, { yMin: 0 });
   drawLineChart($('acc-chart') as unknown as SVGSVGElement, accs, { yMin: 0, yMax: 1, format: (y) => `${(100 * y).toFixed(0)}%`, color: '#3fb950' });
   const last = [...pts].reverse().find((p) => p.samplesPerSec !== null);
+  // Several members evaluate each evaluated sync; the figure is the lower median of those that agree.
+  const lastEval = [...pts].reverse().find((p) => p.accuracy !== null);
   const sent = pts.reduce((s, p) => s + (p.bytesSent ?? 0), 0);
   const rows: [string, string][] = [
     ['step', `${j.step} of ${targetStepsOf(j.spec)}`], ['syncs', String(j.seq)], ['workers', String(j.workers)],
     ['throughput', last ? `${last.samplesPerSec!.toFixed(0)} samples/s` : '—'],
     ['bytes on the wire (all workers)', formatBytes(sent)],
-    ['test accuracy', accs.length ? `${(100 * accs[accs.length - 1].y).toFixed(2)}%` : '—'],
+    ['test accuracy', lastEval ? `${(100 * lastEval.accuracy!).toFixed(2)}%${vouched(lastEval.vouchers)}` : '—'],
     ['latest checkpoint', j.latestCheckpoint ? `sync ${j.latestCheckpoint.seq}, ${formatBytes(j.latestCheckpoint.bytes)}` : '—'],
   ];
   $('figures').querySelector('tbody')!.innerHTML = rows.map(([k, v]) => `<tr><td>${k}</td><td data-figure="${esc(k)}">${esc(v)}</td></tr>`).join('');
+}
+
+function vouched(n: number | null | undefined): string {
+  return n ? ` (${n} ${n === 1 ? 'member' : 'members'} vouch)` : '';
 }
 
 function renderWorkers(): void {

@@ -44,7 +44,7 @@ function theModel(): { bytes: Uint8Array; checksum: string } {
   if (model) return model;
   const tensors = Object.fromEntries(PRESET_LAYOUTS['mlp-fashion'].entries.map((p) => [p.name, f32Tensor(p.shape, new Float32Array(p.size).fill(0.5))]));
   const bytes = encodeSafetensors(tensors);
-  return (model = { bytes, checksum: verifyCheckpoint('mlp-fashion', bytes).checksum });
+  return (model = { bytes, checksum: verifyCheckpoint('mlp-fashion', bytes).digest });
 }
 
 /** Per job: when each sync's `round:ready` messages were sent, to time the barrier. */

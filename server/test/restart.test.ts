@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, test } from 'node:test';
-import { checksumOf } from '@tabfleet/protocol';
+import { modelDigest } from '@tabfleet/protocol';
 import { freePort } from '../src/testing/redis-server';
 import { RingOracle, SimVolunteer, waitFor } from '../src/testing/sim-volunteer';
 import { BASE_JOB } from '../src/testing/test-server';
@@ -70,7 +70,7 @@ test('a job survives a server crash and continues from its last checkpoint', { t
   child.kill('SIGKILL');
   await new Promise((r) => child!.once('exit', r));
   const checkpoint = beforeCrash.latestCheckpoint.seq;
-  const appliedAtCheckpoint = checksumOf(sims[0].applied.get(checkpoint)!);
+  const appliedAtCheckpoint = modelDigest(sims[0].applied.get(checkpoint)!);
 
   child = await startChild(port);
   const resumed = (await api(`/api/jobs/${job.id}`)).job;

@@ -2,7 +2,7 @@
 // simulated volunteers: a member's step count, a member's accuracy, and a member's checkpoint.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { CHECKPOINT_SYNC_HEADER, checksumOf, encodeSafetensors, f32Tensor, verifyCheckpoint, type MetricPoint } from '@tabfleet/protocol';
+import { CHECKPOINT_SYNC_HEADER, encodeSafetensors, modelDigest, f32Tensor, verifyCheckpoint, type MetricPoint } from '@tabfleet/protocol';
 import { checkpointOf, simEvaluation, waitFor, type SimVolunteer } from '../src/testing/sim-volunteer';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
 
@@ -64,7 +64,7 @@ test('a checkpoint that is not the job model is refused, its uploader evicted, a
   const stored = verifyCheckpoint('mlp-fashion', new Uint8Array(await download.arrayBuffer()));
   const seq = Number(download.headers.get(CHECKPOINT_SYNC_HEADER));
   const honest = sims.slice(1).find((s) => s.applied.has(seq))!;
-  assert.equal(stored.checksum, checksumOf(honest.applied.get(seq)!), 'what is stored is the model the members hold');
+  assert.equal(stored.digest, modelDigest(honest.applied.get(seq)!), 'what is stored is the model the members hold');
   // It may not come straight back under the same identity.
   const again = await liar.request(created.id);
   assert.equal(!again.ok && again.error.code, 'rate_limited');
@@ -89,7 +89,7 @@ test('a joiner that reports a checksum other than the checkpoint it was sent is 
   const joiner = await server.volunteer({ loadedChecksum: () => 'deadbeefdeadbeef' });
   await joiner.request(created.id);
   await waitFor('the joiner is evicted', () => refusedTo(joiner), 20_000);
-  assert.match(refusedTo(joiner)!.reason, /loaded a model with checksum deadbeefdeadbeef; the checkpoint of sync \d+ holds [0-9a-f]{16}/);
+  assert.match(refusedTo(joiner)!.reason, /loaded a model with checksum deadbeefdeadbeef; the checkpoint of sync \d+ holds [0-9a-f]{32}/);
   const before = sims[0].committed.length;
   await waitFor('the job goes on', () => sims[0].committed.length > before + 1);
 });

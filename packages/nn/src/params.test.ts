@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { CpuBackend } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { gaussianBlobs, epochBatches, sequentialBatches, shardIndices } from '@tabfleet/data';
-import { MODEL_PRESETS, PRESET_FLAT_LENGTHS, PRESET_LAYOUTS, checksumOf, verifyCheckpoint } from '@tabfleet/protocol';
+import { MODEL_PRESETS, PRESET_FLAT_LENGTHS, PRESET_LAYOUTS, modelDigest, verifyCheckpoint } from '@tabfleet/protocol';
 import { createModel, PRESETS } from './models/index';
 import { createOptimizer } from './optim';
 import { PARAM_ALIGN } from './params';
@@ -27,14 +27,14 @@ test('the protocol knows the flat parameter length of every preset (the server c
   assert.deepEqual(Object.keys(PRESETS).sort(), [...MODEL_PRESETS].sort());
 });
 
-test('the protocol knows every preset parameter layout, and reads a real checkpoint to the checksum the workers compute', async () => {
+test('the protocol knows every preset parameter layout, and reads a real checkpoint to the digest the workers compute', async () => {
   for (const [name, preset] of Object.entries(PRESETS)) {
     const model = createModel(preset, new CpuBackend(), 3);
     const layout = PRESET_LAYOUTS[name as keyof typeof PRESETS];
     assert.deepEqual(layout.entries, model.store.manifest, name);
     assert.equal(layout.length, model.store.length, name);
     const verified = verifyCheckpoint(name as keyof typeof PRESETS, await model.store.toSafetensors());
-    assert.equal(verified.checksum, checksumOf(await model.store.readFlat()), name);
+    assert.equal(verified.digest, modelDigest(await model.store.readFlat()), name);
   }
 });
 

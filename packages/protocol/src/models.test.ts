@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checksumOf } from './checksum';
+import { modelDigest } from './checksum';
 import { ProtocolError } from './events';
 import { MODEL_PRESETS, PRESET_FLAT_LENGTHS } from './jobs';
 import { PRESET_LAYOUTS, verifyCheckpoint } from './models';
@@ -16,14 +16,14 @@ test('every preset layout has the flat length the protocol states', () => {
   for (const p of MODEL_PRESETS) assert.equal(PRESET_LAYOUTS[p].length, PRESET_FLAT_LENGTHS[p], p);
 });
 
-test('a checkpoint of the model reads to its flat parameters (zero padding) and their checksum', () => {
+test('a checkpoint of the model reads to its flat parameters (zero padding) and their digest', () => {
   const tensors = checkpointOf('cnn-fashion', (_, i) => i * 1e-3);
-  const { params, checksum } = verifyCheckpoint('cnn-fashion', encodeSafetensors({ ...tensors, 'diloco.outer_momentum': f32Tensor([4], new Float32Array(4)) }));
+  const { params, digest } = verifyCheckpoint('cnn-fashion', encodeSafetensors({ ...tensors, 'diloco.outer_momentum': f32Tensor([4], new Float32Array(4)) }));
   assert.equal(params.length, PRESET_FLAT_LENGTHS['cnn-fashion']);
   const conv2 = PRESET_LAYOUTS['cnn-fashion'].entries[2];
   assert.equal(params[conv2.offset + 5], Math.fround(5e-3));
   assert.equal(params[conv2.offset - 1], 0, 'padding before an aligned offset is zero');
-  assert.equal(checksum, checksumOf(params));
+  assert.equal(digest, modelDigest(params));
 });
 
 test('a checkpoint that is not the job model is refused with the reason', () => {

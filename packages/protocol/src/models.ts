@@ -1,8 +1,8 @@
 // The parameter layout of every model preset (names, shapes, offsets in the flat vector), so the
 // server can check a volunteer's checkpoint without GPU code: right tensors, right shapes, finite
-// values, and the checksum of the parameters it holds. packages/nn builds the same layout (a test
+// values, and the digest (modelDigest) of the parameters it holds. packages/nn builds the same layout (a test
 // there keeps the two equal).
-import { checksumOf } from './checksum';
+import { modelDigest } from './checksum';
 import { ProtocolError } from './events';
 import type { MODEL_PRESETS } from './jobs';
 import { decodeSafetensors, f32Values, type NamedTensor } from './safetensors';
@@ -64,9 +64,9 @@ const MAX_STATE_TENSORS = 4;
 /**
  * Checks a checkpoint against the job's model: every parameter present as F32 with its shape, no
  * tensors but parameters and strategy state, every value finite. Returns the flat parameter vector
- * (padding zero, as the workers hold it) and its checksum; throws ProtocolError('bad_tensor') otherwise.
+ * (padding zero, as the workers hold it) and their digest; throws ProtocolError('bad_tensor') otherwise.
  */
-export function verifyCheckpoint(preset: Preset, bytes: Uint8Array): { params: Float32Array; checksum: string } {
+export function verifyCheckpoint(preset: Preset, bytes: Uint8Array): { params: Float32Array; digest: string } {
   const { entries, length } = PRESET_LAYOUTS[preset];
   let tensors: Record<string, NamedTensor>;
   try {
@@ -91,7 +91,7 @@ export function verifyCheckpoint(preset: Preset, bytes: Uint8Array): { params: F
     if (t.dtype !== 'F32' || t.shape.reduce((a, b) => a * b, 1) > length) throw new ProtocolError('bad_tensor', `checkpoint ${name} is ${t.dtype}[${t.shape}]: want F32 of at most ${length} values`);
     finiteValues(name, t);
   }
-  return { params, checksum: checksumOf(params) };
+  return { params, digest: modelDigest(params) };
 }
 
 function finiteValues(name: string, t: NamedTensor): Float32Array {

@@ -68,8 +68,8 @@ export class EngineApi {
   evaluate(limit?: number) {
     return this.jobEngine.evaluate(limit);
   }
-  checksum() {
-    return this.jobEngine.checksum();
+  digest() {
+    return this.jobEngine.digest();
   }
 
   async trainSolo(cfg: SoloTrainConfig, onProgress: (p: Progress) => void): Promise<TrainReport> {

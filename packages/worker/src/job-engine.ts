@@ -5,7 +5,7 @@
 import { decodeFashionShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { PRESETS, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
-import { DATASET_TRAIN_SIZES, checksumOf, targetStepsOf, type Assignment, type JobSpec } from '@tabfleet/protocol';
+import { DATASET_TRAIN_SIZES, modelDigest, targetStepsOf, type Assignment, type JobSpec } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
 import { loadDataset } from './solo';
 
@@ -97,12 +97,13 @@ export class JobEngine {
   }
 
   /** Loads the global model (null url: the seeded initial parameters) and restarts the strategy from it. */
-  async loadModel(url: string | null, step: number): Promise<{ checksum: string }> {
+  /** Returns the loaded parameters' digest (the server checks it against the checkpoint's). */
+  async loadModel(url: string | null, step: number): Promise<{ digest: string }> {
     const { engine, strategy } = this.ready;
     const state = url ? engine.loadCheckpoint(await fetchBytes(new URL(url, this.serverUrl).href)) : {};
     engine.step = step;
     await strategy.reset(Math.floor(step / strategy.stepsPerSync), state);
-    return { checksum: checksumOf(await engine.readParams()) };
+    return { digest: modelDigest(await engine.readParams()) };
   }
 
   local() {
@@ -130,8 +131,9 @@ export class JobEngine {
     return this.engine?.step ?? 0;
   }
 
-  async checksum(): Promise<string> {
-    return checksumOf(await this.ready.engine.readParams());
+  /** modelDigest of the parameters as they are now (an evaluator reports it with its accuracy). */
+  async digest(): Promise<string> {
+    return modelDigest(await this.ready.engine.readParams());
   }
 
   async checkpoint(): Promise<Uint8Array> {

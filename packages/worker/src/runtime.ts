@@ -11,7 +11,7 @@ import type { JobEngineInfo } from './job-engine';
 /** The engine calls the runtime makes: a JobEngine, or its comlink proxy in the Web Worker. */
 export interface EngineLike {
   setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo>;
-  loadModel(url: string | null, step: number): Promise<{ checksum: string }>;
+  loadModel(url: string | null, step: number): Promise<{ digest: string }>;
   local(): Promise<LocalWork>;
   payload(): Promise<Payload>;
   prepare(mean: Float32Array): Promise<string>;
@@ -20,8 +20,8 @@ export interface EngineLike {
   currentStep(): number | Promise<number>;
   checkpoint(): Promise<Uint8Array>;
   evaluate(limit?: number): Promise<{ accuracy: number; loss: number; count: number }>;
-  /** Checksum of the parameters as they are now. */
-  checksum(): Promise<string>;
+  /** modelDigest of the parameters as they are now. */
+  digest(): Promise<string>;
 }
 
 export interface RuntimeStatus {
@@ -187,8 +187,8 @@ export class VolunteerRuntime {
   private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<void> {
     this.setStatus({ state: 'loading' });
     this.payload = null;
-    const { checksum } = await this.opts.engine.loadModel(m.url, m.step);
-    const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum });
+    const { digest } = await this.opts.engine.loadModel(m.url, m.step);
+    const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: digest });
     if (!ack.admitted) return; // a newer model is on its way
     this.setStatus({ seq: m.seq, step: m.step });
     await this.trainThenReady();
@@ -307,11 +307,11 @@ export class VolunteerRuntime {
     this.payload = null;
     this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
     const me = this.status.volunteerId!;
-    // The server picks several evaluators for the syncs it evaluates or checkpoints; their checksums
+    // The server picks several evaluators for the syncs it evaluates or checkpoints; their digests
     // of the committed model are what a checkpoint of this sync is checked against. Evaluate before
     // uploading: the upload of the last sync ends the job.
     if (begin.evaluators.includes(me)) {
-      const checksum = await this.opts.engine.checksum();
+      const checksum = await this.opts.engine.digest();
       const ev = await this.opts.engine.evaluate();
       this.setStatus({ lastAccuracy: ev.accuracy });
       await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });

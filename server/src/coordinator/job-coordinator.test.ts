@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { capabilitiesSchema, checksumOf, jobSpecSchema, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { capabilitiesSchema, jobSpecSchema, modelDigest, type VolunteerServerEvents } from '@tabfleet/protocol';
 import { SqliteStore } from '../store/sqlite';
 import type { JobRecord } from '../store/store';
 import { SIM_CAPABILITIES, checkpointOf, initialParams } from '../testing/sim-volunteer';
@@ -75,9 +75,9 @@ async function setup(spec: object) {
     const r1 = last('a', 'round:begin');
     result('a', r1.roundId); result('b', r1.roundId);
   };
-  /** The round's evaluators report the model of its sync (checksum of `flat`, the job's layout). */
+  /** The round's evaluators report the model of its sync (digest of `flat`, the job's layout). */
   const evaluate = (round: { seq: number; evaluators: string[] }, flat: Float32Array) => {
-    for (const id of round.evaluators) c.handle(id, 'metrics', { jobId: job.id, seq: round.seq, checksum: checksumOf(flat), accuracy: 0.5, loss: 1 });
+    for (const id of round.evaluators) c.handle(id, 'metrics', { jobId: job.id, seq: round.seq, checksum: modelDigest(flat), accuracy: 0.5, loss: 1 });
   };
   return { c, clock, sent, add, last, loadAndReady, result, commitFirstSync, evaluate, cleanup: async () => { await c.flushed(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
 }

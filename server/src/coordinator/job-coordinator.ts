@@ -165,7 +165,7 @@ export class JobCoordinator {
     c.latestAccuracy = await deps.store.latestAccuracy(job.id);
     if (checkpoint) {
       const bytes = await deps.store.readCheckpoint(job.id, checkpoint.seq);
-      if (bytes) c.checkpointChecksums.set(checkpoint.seq, verifyCheckpoint(job.spec.preset, bytes).checksum);
+      if (bytes) c.checkpointChecksums.set(checkpoint.seq, verifyCheckpoint(job.spec.preset, bytes).digest);
     }
     const contributors = await deps.store.contributors(job.id);
     for (const [id, name] of await deps.store.displayNames(contributors.map((x) => x.clientId))) c.names.set(id, name);
@@ -485,7 +485,7 @@ export class JobCoordinator {
     if (!p || p.uploader !== m.volunteerId || p.seq !== e.seq || p.received) throw new ProtocolError('conflict', `no checkpoint of sync ${e.seq} was asked of this member`);
     let checksum: string;
     try {
-      checksum = verifyCheckpoint(this.job.spec.preset, e.data).checksum;
+      checksum = verifyCheckpoint(this.job.spec.preset, e.data).digest;
     } catch (err) {
       this.uploaderFault(p, `sent a checkpoint that is not the job's model: ${(err as Error).message}`);
       throw err;

@@ -9,6 +9,7 @@ import {
   PRESET_LAYOUTS,
   checksumOf,
   encodeSafetensors,
+  modelDigest,
   f32Tensor,
   verifyCheckpoint,
   type Ack,
@@ -83,7 +84,7 @@ export interface SimOptions {
   evaluate?: (seq: number, params: Float32Array) => { accuracy: number | null; loss: number | null; checksum?: string };
   /** The step it claims in `round:result` (default: its own count, honestly). */
   reportStep?: (step: number) => number;
-  /** The checksum it reports after loading a model (default: of what it loaded). */
+  /** The digest it reports after loading a model (default: modelDigest of what it loaded). */
   loadedChecksum?: (honest: string) => string;
   /** The checkpoint it uploads when it is the uploader (default: its parameters, honestly). */
   checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
@@ -200,9 +201,9 @@ export class SimVolunteer {
     }
     this.step = m.step;
     this.baseSeq = m.seq;
-    this.loadedFrom.push({ seq: m.seq, url: m.url, checksum: checksumOf(this.params) });
+    this.loadedFrom.push({ seq: m.seq, url: m.url, checksum: modelDigest(this.params) });
     if (this.holdLoad) return;
-    const honest = checksumOf(this.params);
+    const honest = modelDigest(this.params);
     const ack = await this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: this.opts.loadedChecksum?.(honest) ?? honest });
     if (ack.ok && ack.admitted) await this.trainThenReady();
   }
@@ -279,7 +280,7 @@ export class SimVolunteer {
     const begin = [...this.events].reverse().find((e) => e.name === 'round:begin' && (e.payload as RoundBegin).roundId === c.roundId)?.payload as RoundBegin | undefined;
     if (begin?.evaluators.includes(this.volunteerId)) {
       const ev: { accuracy: number | null; loss: number | null; checksum?: string } = this.opts.evaluate?.(c.seq, this.params) ?? simEvaluation(c.seq);
-      const ack = await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum: ev.checksum ?? checksumOf(this.params), accuracy: ev.accuracy, loss: ev.loss });
+      const ack = await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum: ev.checksum ?? modelDigest(this.params), accuracy: ev.accuracy, loss: ev.loss });
       if (!ack.ok) this.log(`metrics refused: ${ack.error.message}`);
     }
     if (begin?.uploader === this.volunteerId) await this.upload(c.jobId, c.seq);
