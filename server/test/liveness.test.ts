@@ -2,10 +2,9 @@
 // members' pace (the configured timeouts here are 30 s; the job's own rounds take milliseconds), the
 // offender is removed and kept out when it comes straight back, and the job goes on.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { NAMESPACES, PROTOCOL_VERSION } from '@tabfleet/protocol';
-import { io } from 'socket.io-client';
-import { SIM_CAPABILITIES, waitFor, type SimVolunteer } from '../src/testing/sim-volunteer';
+import { after, afterEach, before, test } from 'node:test';
+import type { WorkerRow } from '@tabfleet/protocol';
+import { waitFor, type SimVolunteer } from '../src/testing/sim-volunteer';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 const CAP_MS = 30_000;
@@ -14,6 +13,12 @@ before(async () => {
   server = await startTestServer({ timing: { roundTimeoutMs: CAP_MS, barrierTimeoutMs: CAP_MS, loadTimeoutMs: CAP_MS } });
 });
 after(() => server.stop());
+// Each test's job stops and its volunteers close, so the next test's pace is not the previous one's load.
+let cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups) await c();
+  cleanups = [];
+});
 
 const ended = (s: SimVolunteer) => (s.events.find((e) => e.name === 'job:end')?.payload as { reason: string } | undefined)?.reason;
 
@@ -21,6 +26,10 @@ const ended = (s: SimVolunteer) => (s.events.find((e) => e.name === 'job:end')?.
 async function pacedJob(spec: object = {}) {
   const job = await server.createJob({ minWorkers: 2, maxWorkers: 4, H: 1, targetSteps: 100_000, ...spec });
   const honest = [await server.volunteer(), await server.volunteer()];
+  cleanups.push(async () => {
+    await server.api(`/api/jobs/${job.id}/stop`, { method: 'POST' });
+    for (const s of honest) s.close();
+  });
   for (const s of honest) await s.request(job.id);
   await waitFor('the pace is set', () => honest[0].committed.length >= 6);
   return { job, honest };
@@ -43,6 +52,9 @@ test('a member that answers every round with round:failed is evicted (the star r
   failing.failRound = () => 'peer_lost';
   await failing.request(job.id);
   const ms = await evictedAndKeptOut(failing, job.id, /failed a star round/, 20_000);
+  // The researcher's worker table shows the fault against its identity.
+  const rows = (await server.api(`/api/jobs/${job.id}`)).body.workers as WorkerRow[];
+  assert.deepEqual(rows.filter((w) => w.faults !== 0).map((w) => [w.volunteerId, w.state, w.faults]), [[failing.volunteerId, 'left', 1]]);
   const before = honest[0].committed.length;
   await waitFor('syncs commit again', () => honest[0].committed.length >= before + 3);
   console.log(`round:failed forever: evicted after ${ms} ms`);

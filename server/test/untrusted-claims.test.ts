@@ -1,7 +1,7 @@
 // Claims of a single volunteer that used to end or corrupt a job, each through the real server with
 // simulated volunteers: a member's step count, a member's accuracy, and a member's checkpoint.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, test } from 'node:test';
 import { CHECKPOINT_SYNC_HEADER, encodeSafetensors, modelDigest, f32Tensor, verifyCheckpoint, type MetricPoint } from '@tabfleet/protocol';
 import { checkpointOf, simEvaluation, waitFor, type SimVolunteer } from '../src/testing/sim-volunteer';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
@@ -11,6 +11,11 @@ before(async () => {
   server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 } });
 });
 after(() => server.stop());
+// Every job a test created stops when it ends, so the tests after it do not share the machine with it.
+afterEach(async () => {
+  const { jobs } = (await server.api('/api/jobs')).body as { jobs: { id: string; state: string }[] };
+  for (const j of jobs) if (j.state === 'running' || j.state === 'waiting') await server.api(`/api/jobs/${j.id}/stop`, { method: 'POST' });
+});
 
 const job = async (id: string) => (await server.api(`/api/jobs/${id}`)).body.job;
 const refusedTo = (s: SimVolunteer) => s.events.find((e) => e.name === 'job:end')?.payload as { reason: string } | undefined;

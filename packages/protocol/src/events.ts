@@ -267,6 +267,11 @@ export interface WorkerRow {
   lastRound: number | null;
   lastRoundMs: number | null;
   admitted: boolean;
+  /**
+   * Faults on record against its identity in this job (each one evicted it; see docs/protocol.md);
+   * null for a job no coordinator holds (the records live in its memory).
+   */
+  faults: number | null;
 }
 
 export interface DashboardServerEvents {

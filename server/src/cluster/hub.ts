@@ -157,7 +157,7 @@ export class JobHub {
     }
     const contributors = await this.deps.store.contributors(jobId);
     const names = await this.deps.store.displayNames(contributors.map((c) => c.clientId));
-    return contributors.map((c) => departedRow(c, names.get(c.clientId)));
+    return contributors.map((c) => departedRow(c, names.get(c.clientId), null));
   }
 
   // ---------- volunteer operations ----------

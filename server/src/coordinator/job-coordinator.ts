@@ -229,10 +229,10 @@ export class JobCoordinator {
       volunteerId: m.volunteerId, jobId: this.job.id, state: m.status.state, contributor: contributorName(m.identity, this.names.get(m.identity)),
       syncs: this.contributors.get(m.identity)?.syncs ?? 0, adapter: describeAdapter(m), backend: m.capabilities.backend,
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
-      lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading',
+      lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading', faults: this.penalties.offences(m.identity),
     }));
     const present = new Set([...this.members.values()].map((m) => m.identity));
-    const departed = [...this.contributors.values()].filter((c) => !present.has(c.clientId)).map((c) => departedRow(c, this.names.get(c.clientId)));
+    const departed = [...this.contributors.values()].filter((c) => !present.has(c.clientId)).map((c) => departedRow(c, this.names.get(c.clientId), this.penalties.offences(c.clientId)));
     return [...live, ...departed];
   }
 
