@@ -104,8 +104,6 @@ const WORKER_TABLE_INTERVAL_MS = 500;
 const CONTRIBUTORS_FLUSH_MS = 1_000;
 /** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
 const EVALUATORS = 3;
-/** Before any upload was timed: this long plus the model's bytes at 1 MB/s (an upload follows an evaluation). */
-const FIRST_UPLOAD_GUESS_MS = 30_000;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
 const FIRST_LOAD_GUESS_MS = 30_000;
 /** Attempts at writing a verified checkpoint to the store before the sync's checkpoint is re-asked. */
@@ -544,6 +542,8 @@ export class JobCoordinator {
         return;
       }
       this.checkpointChecksums.set(info.seq, checksum);
+      // Joiners are only sent the latest checkpoints.
+      for (const seq of this.checkpointChecksums.keys()) if (this.checkpointChecksums.size > 8) this.checkpointChecksums.delete(seq);
       this.checkpointStored(info);
     });
   }
@@ -817,10 +817,12 @@ export class JobCoordinator {
     this.tryBegin();
   }
 
-  /** Bounded by the pace of earlier uploads; before any, by a guess from the model's size. */
+  /**
+   * Bounded by the pace of earlier uploads (an upload follows the uploader's evaluation, so a slow
+   * adapter's first one may take long); before any, by the configured maximum.
+   */
   private uploadTimeoutMs(): number {
-    const modelBytes = PRESET_FLAT_LENGTHS[this.job.spec.preset] * 4;
-    return this.pace.bound('upload', this.deps.timing.loadTimeoutMs, FIRST_UPLOAD_GUESS_MS + modelBytes / 1_000);
+    return this.pace.bound('upload', this.deps.timing.loadTimeoutMs);
   }
 
   private uploadTimedOut(): void {
@@ -835,7 +837,7 @@ export class JobCoordinator {
   private openEvaluation(seq: number, step: number, evaluators: string[]): void {
     const ev: OpenEvaluation = {
       seq, step, asked: evaluators.length, since: this.deps.clock.now(), evaluators: new Set(evaluators), reports: new Map(),
-      cancelTimer: this.deps.clock.after(this.pace.bound('evaluate', this.deps.timing.loadTimeoutMs, FIRST_UPLOAD_GUESS_MS), () => {
+      cancelTimer: this.deps.clock.after(this.pace.bound('evaluate', this.deps.timing.loadTimeoutMs), () => {
         for (const id of ev.evaluators) if (!ev.reports.has(id)) this.evict(id, `did not report its evaluation of sync ${seq} in time`);
         if (this.evaluations.get(seq) === ev) this.finishEvaluation(ev);
       }),
