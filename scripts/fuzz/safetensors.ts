@@ -64,6 +64,14 @@ export function checkDecodedFile(d: DecodedSafetensors, bytes: Uint8Array): void
 
 const decode = (b: Uint8Array) => decodeOrRefuse(() => decodeSafetensors(b), SafetensorsError);
 
+/** Any bytes from `arb`, in any container: a SafetensorsError, or a file within the input's bounds. */
+const decodesWithinBounds = (arb: fc.Arbitrary<Uint8Array>) =>
+  fc.property(arb, containerArb, (b, c) => {
+    const bytes = inContainer(b, c);
+    const d = decode(bytes);
+    if (d) checkDecodedFile(d, bytes);
+  });
+
 export const SAFETENSORS_TARGETS: FuzzTarget[] = [
   {
     decoder: 'safetensors',
@@ -86,11 +94,7 @@ export const SAFETENSORS_TARGETS: FuzzTarget[] = [
     name: 'mutated files (header length, JSON bytes, data) decode within bounds or give a SafetensorsError',
     quickRuns: 1200,
     open: () => ({
-      property: fc.property(mutated(fileArb.map(({ tensors, metadata }) => encodeSafetensors(tensors, metadata)), [0, 4]), containerArb, (b, c) => {
-        const bytes = inContainer(b, c);
-        const d = decode(bytes);
-        if (d) checkDecodedFile(d, bytes);
-      }),
+      property: decodesWithinBounds(mutated(fileArb.map(({ tensors, metadata }) => encodeSafetensors(tensors, metadata)), [0, 4])),
     }),
   },
   {
@@ -98,11 +102,7 @@ export const SAFETENSORS_TARGETS: FuzzTarget[] = [
     name: 'headers of near-valid entries (overlaps, holes, odd dtypes, __proto__, junk metadata) decode within bounds or give a SafetensorsError',
     quickRuns: 1200,
     open: () => ({
-      property: fc.property(junkHeaderArb, containerArb, (b, c) => {
-        const bytes = inContainer(b, c);
-        const d = decode(bytes);
-        if (d) checkDecodedFile(d, bytes);
-      }),
+      property: decodesWithinBounds(junkHeaderArb),
     }),
   },
   {
@@ -110,11 +110,7 @@ export const SAFETENSORS_TARGETS: FuzzTarget[] = [
     name: 'random bytes give a SafetensorsError or a valid file',
     quickRuns: 500,
     open: () => ({
-      property: fc.property(fc.uint8Array({ maxLength: 200 }), containerArb, (b, c) => {
-        const bytes = inContainer(b, c);
-        const d = decode(bytes);
-        if (d) checkDecodedFile(d, bytes);
-      }),
+      property: decodesWithinBounds(fc.uint8Array({ maxLength: 200 })),
     }),
   },
 ];
