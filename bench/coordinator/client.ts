@@ -12,7 +12,7 @@
 // members see them (see WindowSamples in messages.ts).
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
-  NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, ROUND_TIMING, encodeSafetensors, f32Tensor, verifyCheckpoint, type Ack, type RoundBegin,
+  NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, encodeSafetensors, f32Tensor, verifyCheckpoint, type Ack, type RoundBegin,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
@@ -243,7 +243,7 @@ class Volunteer {
       b = { seq: r.seq, received: 0, lastReady: ready?.last ?? 0, sampled: clean };
       job.begins.set(r.roundId, b);
       if (clean) {
-        const serverBegan = r.deadline - ROUND_TIMING.roundTimeoutMs;
+        const serverBegan = r.began;
         win.barrierServerMs.push(serverBegan - b.lastReady);
         win.deliveryMs.push(at - serverBegan);
       }

@@ -51,7 +51,7 @@ export interface WindowSamples {
   windowMs: number;
   /** Per (round, member): member received `round:begin` − the job's last `round:ready` was sent, ms. */
   barrierMs: number[];
-  /** Per round: server began the round (its `deadline` − roundTimeoutMs) − the job's last `round:ready` was sent, ms (1 ms resolution). */
+  /** Per round: server began the round (round:begin `began`) − the job's last `round:ready` was sent, ms (1 ms resolution). */
   barrierServerMs: number[];
   /** Per round: the last member of the job received `round:begin` − the job's last `round:ready` was sent, ms. */
   barrierJobMs: number[];

@@ -208,7 +208,8 @@ export interface RoundBegin {
   /** Ring order; in star mode the members that send to the server. */
   members: string[];
   mode: 'ring' | 'star';
-  /** Epoch ms by which the round must be done. */
+  /** Server epoch ms when the round began, and by which it must be done (the job's pace sets the gap). */
+  began: number;
   deadline: number;
   /** The member that uploads the global model after applying this round (a checkpoint), or null. */
   uploader: string | null;

@@ -33,6 +33,8 @@ import { Penalties } from './penalties';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
 type Phase = 'loading' | 'admitted' | 'ready';
+/** A fault of timing (missed a deadline) or of what it sent (a wrong checkpoint, digest or evaluation). */
+type Fault = 'liveness' | 'integrity';
 
 interface Member extends VolunteerInfo {
   shard: number;
@@ -295,12 +297,14 @@ export class JobCoordinator {
 
   /**
    * Removes a member that is still connected but failed the job (its timing, or a check of what it
-   * sent); the caller re-forms. It is kept out for a while, longer for each repeat.
+   * sent); the caller re-forms. It is kept out for a while, longer for each repeat. Only integrity
+   * faults count against its address too: an honest but slow tab behind a shared address (a campus
+   * NAT, a test machine) must not shut out its neighbours.
    */
-  private evict(volunteerId: string, reason: string): void {
+  private evict(volunteerId: string, reason: string, fault: Fault = 'liveness'): void {
     const m = this.members.get(volunteerId);
     if (!m) return;
-    const keptOutMs = this.penalties.punish(m.identity, m.address, reason, this.deps.clock.now());
+    const keptOutMs = this.penalties.punish(m.identity, fault === 'integrity' ? m.address : undefined, reason, this.deps.clock.now());
     this.deps.count('members_evicted');
     this.deps.log(`job ${this.job.id}: evicting ${volunteerId} (${m.identity}${m.address ? ` at ${m.address}` : ''}), kept out ${Math.round(keptOutMs / 1000)} s: ${reason}`);
     this.deps.toVolunteer(volunteerId, 'job:end', { jobId: this.job.id, reason });
@@ -383,7 +387,7 @@ export class JobCoordinator {
     const expected = this.checkpointChecksums.get(e.seq);
     if (expected && e.checksum !== expected) {
       const why = `loaded a model with checksum ${e.checksum}; the checkpoint of sync ${e.seq} holds ${expected}`;
-      this.evict(m.volunteerId, why);
+      this.evict(m.volunteerId, why, 'integrity');
       this.tryBegin();
       throw new ProtocolError('bad_tensor', why);
     }
@@ -485,7 +489,7 @@ export class JobCoordinator {
     try {
       checksum = verifyCheckpoint(this.job.spec.preset, e.data).digest;
     } catch (err) {
-      this.uploaderFault(p, `sent a checkpoint that is not the job's model: ${(err as Error).message}`);
+      this.uploaderFault(p, `sent a checkpoint that is not the job's model: ${(err as Error).message}`, 'integrity');
       throw err;
     }
     p.received = { data: e.data.slice(), checksum };
@@ -505,7 +509,7 @@ export class JobCoordinator {
       return;
     }
     if (p.received.checksum !== agreed) {
-      this.uploaderFault(p, `uploaded parameters with checksum ${p.received.checksum}; the evaluators of sync ${p.seq} agree on ${agreed}`);
+      this.uploaderFault(p, `uploaded parameters with checksum ${p.received.checksum}; the evaluators of sync ${p.seq} agree on ${agreed}`, 'integrity');
       return;
     }
     const { data, checksum } = p.received;
@@ -560,9 +564,9 @@ export class JobCoordinator {
   }
 
   /** The uploader sent something wrong: it is evicted and the next sync's checkpoint is asked of another member. */
-  private uploaderFault(p: PendingUpload, why: string): void {
+  private uploaderFault(p: PendingUpload, why: string, fault: Fault): void {
     this.loseCheckpoint(why);
-    this.evict(p.uploader, why);
+    this.evict(p.uploader, why, fault);
     this.tryBegin();
   }
 
@@ -619,7 +623,7 @@ export class JobCoordinator {
       if (this.pendingUpload?.seq === ev.seq) this.settleUpload();
       return;
     }
-    for (const id of outcome.outvoted) if (!this.ended) this.evict(id, `evaluated a model (sync ${ev.seq}) other than the one its evaluators agree on`);
+    for (const id of outcome.outvoted) if (!this.ended) this.evict(id, `evaluated a model (sync ${ev.seq}) other than the one its evaluators agree on`, 'integrity');
     if (outcome.accuracy !== null) this.latestAccuracy = outcome.accuracy;
     const point: MetricPoint = {
       seq: ev.seq, step: ev.step, time: this.deps.clock.now(), loss: outcome.loss, accuracy: outcome.accuracy, samplesPerSec: null, bytesSent: null,
@@ -718,7 +722,7 @@ export class JobCoordinator {
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
     this.saveRound(this.round, 'running', '');
-    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, deadline, quorum: members.length, uploader: this.round.uploader, evaluators: this.round.evaluators });
+    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, began: now, deadline, quorum: members.length, uploader: this.round.uploader, evaluators: this.round.evaluators });
     this.deps.count('rounds_begun', { mode });
   }
 
@@ -790,7 +794,14 @@ export class JobCoordinator {
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
     this.changedWorkers();
     // Joiners told to load an older model now need this one.
-    for (const m of this.members.values()) if (m.phase === 'loading' && m.loadSeq !== null && m.loadSeq < r.seq) m.loadSeq = null;
+    // Their load timer stops: they wait for the server now, and get a new one with the next model.
+    for (const m of this.members.values()) {
+      if (m.phase === 'loading' && m.loadSeq !== null && m.loadSeq < r.seq) {
+        m.loadSeq = null;
+        m.cancelLoadTimer?.();
+        m.cancelLoadTimer = null;
+      }
+    }
     const evaluators = r.evaluators.filter((id) => this.members.has(id));
     if (evaluators.length) this.openEvaluation(r.seq, step, evaluators);
     if (r.uploader && this.members.has(r.uploader)) {
@@ -830,7 +841,7 @@ export class JobCoordinator {
     if (!p) return;
     // Arrived but not yet verifiable (the evaluators are late): not the uploader's fault.
     if (p.received) this.loseCheckpoint(`its evaluators did not agree on the model of sync ${p.seq} in time`);
-    else this.uploaderFault(p, `did not upload the checkpoint of sync ${p.seq} in time`);
+    else this.uploaderFault(p, `did not upload the checkpoint of sync ${p.seq} in time`, 'liveness');
     this.tryBegin();
   }
 

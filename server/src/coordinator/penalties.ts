@@ -1,6 +1,6 @@
 // Members removed for a fault are kept out of the job for a while, longer each time: by identity
-// (the browser's client id) and, past a few offences, by address, since a client id is the
-// client's own choice and a fresh one costs nothing. Every fault is counted and logged with why.
+// (the browser's client id) and, for faults of integrity past a few, by address, since a client id
+// is the client's own choice and a fresh one costs nothing. Every fault is counted and logged with why.
 export interface Offence {
   offences: number;
   /** Epoch ms until which it may not rejoin. */
@@ -18,7 +18,7 @@ export class Penalties {
   private readonly byIdentity = new Map<string, Offence>();
   private readonly byAddress = new Map<string, Offence>();
 
-  /** Records a fault; returns how long the offender is kept out. */
+  /** Records a fault (against `address` too when given); returns how long the offender is kept out. */
   punish(identity: string, address: string | undefined, reason: string, now: number): number {
     const o = bump(this.byIdentity, identity, reason, now, 1);
     if (address) bump(this.byAddress, address, reason, now, ADDRESS_OFFENCES);
