@@ -81,6 +81,8 @@ function summarize(rates: RateReport[]) {
 
 export async function runSoakBench(opts: BenchOptions): Promise<{ file: string; report: Record<string, unknown> }> {
   const cfg = soakConfig(opts.quick);
+  // TABFLEET_BENCH_SOAK_ROUNDS=200: another run length (for investigating; the JSON records it).
+  if (process.env.TABFLEET_BENCH_SOAK_ROUNDS) cfg.rounds = Number(process.env.TABFLEET_BENCH_SOAK_ROUNDS);
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'soak.quick.json' : 'soak.json');
   const t0 = Date.now();
   const log = (line: string) => console.log(`[soak] ${line}`);

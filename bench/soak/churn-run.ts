@@ -19,6 +19,9 @@ interface Tracked {
   sim: SimVolunteer;
   committedRead: number;
   loadsRead: number;
+  /** The last sync it applied in this epoch (-1: none yet). */
+  heldSeq: number;
+  heldEpoch: number;
 }
 
 export interface Incarnation {
@@ -108,12 +111,14 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
   const addVolunteer = async () => {
     joins++;
     const sim = new SimVolunteer({ url, oracle, reconnect: true, trainMs: cfg.trainMs, appliedKept: 2, eventsKept: 256 });
-    const t: Tracked = { sim, committedRead: 0, loadsRead: 0 };
+    const t: Tracked = { sim, committedRead: 0, loadsRead: 0, heldSeq: -1, heldEpoch: -1 };
     // Registered after the volunteer's own handler, which has applied the round by now.
     sim.socket.on('round:commit', (c: { roundId: number; seq: number }) => {
       if (sim.committed.length > t.committedRead) {
         t.committedRead = sim.committed.length;
         commits.push({ epoch, roundId: c.roundId, seq: c.seq, checksum: checksumOf(sim.params) });
+        t.heldSeq = c.seq;
+        t.heldEpoch = epoch;
       }
       latestSeq = Math.max(latestSeq, c.seq);
     });
@@ -134,8 +139,12 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
       close(t);
     }
   };
-  /** Holds the model of the latest sync (committed it, or loaded it). */
-  const holds = (t: Tracked) => t.sim.baseSeq === latestSeq;
+  /**
+   * Applied the latest sync of this epoch. (Not `baseSeq`: right after a restart a volunteer that has
+   * not reloaded yet still holds the old process's sync of the same number.) Admitted joiners that
+   * have not committed yet are not counted, so the guard errs towards keeping volunteers.
+   */
+  const holds = (t: Tracked) => t.heldEpoch === epoch && t.heldSeq === latestSeq;
   const churnEvent = () => {
     const size = live.size;
     let leave = size >= cfg.maxMembers ? true : size <= cfg.minMembers ? false : rng() < 0.5;

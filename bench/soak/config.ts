@@ -44,7 +44,7 @@ export function soakConfig(quick: boolean): SoakConfig {
       name: 'soak', preset: 'cnn-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 32 },
       minWorkers: 2, maxWorkers: 16, targetSteps: 10_000_000, checkpointEvery: 5, evalEverySteps: 10,
     },
-    commitTimeoutMs: 60_000,
+    commitTimeoutMs: quick ? 20_000 : 60_000,
     budgetPerRateMs: quick ? 120_000 : 9 * 60_000,
   };
 }
