@@ -56,7 +56,7 @@ function perRate(r: ChurnReport) {
     loads_checked: a?.loadsChecked ?? null, load_mismatches: a?.loadMismatches ?? null,
     metric_rows: a?.metrics ?? null,
     epochs: a?.epochs ?? null,
-    joins: r.joins, leaves: r.leaves, refused_joins: r.refusedJoins, realised_churn: r.churnEventsPerMember,
+    joins: r.joins, leaves: r.leaves, evicted: r.evicted, refused_joins: r.refusedJoins, realised_churn: r.churnEventsPerMember,
     final: r.final,
     rss_start_mb: r.rssStartMb, rss_end_mb: r.rssEndMb, rss_growth_mb: r.rssGrowthMb, server_processes: r.incarnations,
     server_log: r.serverLog, sim_errors: r.simErrors,

@@ -40,6 +40,8 @@ export interface ChurnReport {
   restarts: Restart[];
   joins: number;
   leaves: number;
+  /** Volunteers the server ended (evicted); they are replaced like leavers. */
+  evicted: number;
   refusedJoins: number;
   /** Churn events asked for per commit, over all commits (the realised churn rate). */
   churnEventsPerMember: number;
@@ -95,7 +97,8 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
   let epoch = 0;
   /** The newest sync any volunteer saw committed in this epoch. */
   let latestSeq = 0;
-  let joins = 0, leaves = 0, refusedJoins = 0, simErrors = 0, churnEvents = 0, memberCommits = 0;
+  let restarting = false;
+  let joins = 0, leaves = 0, evicted = 0, refusedJoins = 0, simErrors = 0, churnEvents = 0, memberCommits = 0;
   let churnTimers: NodeJS.Timeout[] = [];
   let failure: string | null = null;
 
@@ -128,7 +131,7 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
       const ack = await sim.request(jobId);
       if (!ack.ok) {
         refusedJoins++;
-        log(`  join refused: ${ack.error.code} ${ack.error.message}`);
+        if (refusedJoins <= 3 || refusedJoins % 50 === 0) log(`  join refused (${refusedJoins} so far): ${ack.error.code} ${ack.error.message}`);
         if (live.has(t)) close(t);
       }
     } catch (e) {
@@ -160,6 +163,23 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
       void addVolunteer();
     }
   };
+  /**
+   * A volunteer the server ended (evicted) has left the job: it is closed and counted, and while the
+   * job is short of volunteers new ones are asked in, at most once a second (a keep-out may refuse them).
+   */
+  let lastTopUp = 0;
+  const retireEnded = () => {
+    for (const t of [...live]) {
+      if (t.sim.ended === null) continue;
+      evicted++;
+      log(`  volunteer ${t.sim.volunteerId} ended by the server: ${t.sim.ended}`);
+      close(t);
+    }
+    if (live.size < cfg.minMembers && Date.now() - lastTopUp > 1_000 && restarting === false) {
+      lastTopUp = Date.now();
+      for (let i = live.size; i < cfg.minMembers; i++) void addVolunteer();
+    }
+  };
   const churnAfterCommit = () => {
     const n = Math.floor(churn * live.size + rng());
     churnEvents += n;
@@ -181,7 +201,10 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
     let warmSeq = cfg.warmupRounds;
     const deadline = t0 + cfg.budgetPerRateMs;
     for (;;) {
-      const seq = await waitFor(`a commit after sync ${handled} (churn ${churn})`, () => (latestSeq > handled ? latestSeq : 0), cfg.commitTimeoutMs, 5);
+      const seq = await waitFor(`a commit after sync ${handled} (churn ${churn})`, () => {
+        retireEnded();
+        return latestSeq > handled ? latestSeq : 0;
+      }, cfg.commitTimeoutMs, 5);
       handled = seq;
       for (const t of live) collectLoads(t);
       const inc = incarnations[incarnations.length - 1];
@@ -189,6 +212,7 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
       if (restarts.length === 0 && seq >= restartAt) {
         // Kill the server between two commits, with churn still in flight.
         stopChurn();
+        restarting = true;
         inc.rssEndMb = await rssMb(server);
         const killedAt = Date.now();
         server.kill();
@@ -200,6 +224,7 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
         log(`  killed the server at sync ${seq}; the new one (pid ${pid}) resumed from sync ${resumedSeq}`);
         incarnations.push({ pid, rssAfterWarmupMb: null, rssEndMb: null, growthMb: null });
         latestSeq = handled = resumedSeq;
+        restarting = false;
         warmSeq = resumedSeq + cfg.warmupRounds;
         continue;
       }
@@ -255,7 +280,7 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
   if (failure) log(`  kept ${dataDir} (server.log, SQLite) for investigation`);
   else rmSync(dataDir, { recursive: true, force: true });
   return {
-    churn, seed, durationS: round1((Date.now() - t0) / 1000), restarts, joins, leaves, refusedJoins,
+    churn, seed, durationS: round1((Date.now() - t0) / 1000), restarts, joins, leaves, evicted, refusedJoins,
     churnEventsPerMember: memberCommits ? Math.round((churnEvents / memberCommits) * 1000) / 1000 : 0,
     analysis, final, incarnations, rssStartMb, rssEndMb, rssGrowthMb: growths.length ? round1(Math.max(...growths)) : null,
     serverLog: {
