@@ -23,6 +23,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json', load: () => import('./tune') },
   kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },
   coordinator: { description: 'server node under simulated volunteers (separate client processes): count held, round-barrier p50/p99, KiB per connection', load: () => import('./coordinator') },
+  soak: { description: 'round clock under churn (5%, 20%, 50% of volunteers leaving or joining per round, 1,000 syncs each) with a server SIGKILL and restart mid-run: lost and duplicated syncs, checksum agreement, metric rows, server RSS; with the fuzz run\'s cases per decoder', load: () => import('./soak') },
 };
 
 const USAGE = `usage: npm run bench -- <name> [--runs N] [--quick] [--out FILE]

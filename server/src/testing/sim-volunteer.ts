@@ -30,12 +30,15 @@ export const SIM_CAPABILITIES: CapabilitiesInput = {
 
 /** Collects ring members' vectors per round and hands everyone the mean once all have contributed. */
 export class RingOracle {
-  private readonly rounds = new Map<string, { members: string[]; values: Map<string, Float32Array>; waiters: ((mean: Float32Array) => void)[] }>();
+  private readonly rounds = new Map<string, { jobId: string; roundId: number; members: string[]; values: Map<string, Float32Array>; waiters: ((mean: Float32Array) => void)[] }>();
 
   contribute(jobId: string, roundId: number, members: string[], id: string, values: Float32Array): Promise<Float32Array> {
     const key = `${jobId}/${roundId}`;
+    // The server runs one round of a job at a time: earlier rounds of this job (aborted with some
+    // contributions in) will never complete, so they are dropped rather than kept for ever.
+    for (const [k, old] of this.rounds) if (old.jobId === jobId && old.roundId < roundId) this.rounds.delete(k);
     let r = this.rounds.get(key);
-    if (!r) this.rounds.set(key, (r = { members, values: new Map(), waiters: [] }));
+    if (!r) this.rounds.set(key, (r = { jobId, roundId, members, values: new Map(), waiters: [] }));
     r.values.set(id, values);
     const done = new Promise<Float32Array>((resolve) => r.waiters.push(resolve));
     if (r.values.size === r.members.length) {
@@ -89,9 +92,13 @@ export interface SimOptions {
   /** The checkpoint it uploads when it is the uploader (default: its parameters, honestly). */
   checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
   log?: (line: string) => void;
+  /** Syncs whose parameters it keeps in `applied` (default 64); long runs keep fewer. */
+  appliedKept?: number;
+  /** Received events it keeps in `events`, newest (default: all); long runs bound it. */
+  eventsKept?: number;
 }
 
-/** Syncs whose parameters a volunteer keeps in `applied`. */
+/** Syncs whose parameters a volunteer keeps in `applied` unless told otherwise. */
 const APPLIED_KEPT = 64;
 
 export class SimVolunteer {
@@ -134,7 +141,12 @@ export class SimVolunteer {
       reconnectionDelay: 200,
       reconnectionDelayMax: 1000,
     });
-    this.socket.onAny((name, payload) => this.events.push({ name, payload, at: Date.now() }));
+    const eventsKept = opts.eventsKept ?? Number.POSITIVE_INFINITY;
+    this.socket.onAny((name, payload) => {
+      this.events.push({ name, payload, at: Date.now() });
+      // Trimmed in batches so a bounded history costs O(1) per event.
+      if (this.events.length > 2 * eventsKept) this.events.splice(0, this.events.length - eventsKept);
+    });
     this.socket.on('welcome', (w) => {
       this.volunteerId = w.volunteerId;
       // After a reconnect the server sees a new volunteer: ask for work again.
@@ -276,7 +288,7 @@ export class SimVolunteer {
     this.committed.push(c.seq);
     this.applied.set(c.seq, this.params.slice());
     // A bounded history: long runs would otherwise hold a model copy per sync.
-    for (const seq of this.applied.keys()) if (this.applied.size > APPLIED_KEPT) this.applied.delete(seq);
+    for (const seq of this.applied.keys()) if (this.applied.size > (this.opts.appliedKept ?? APPLIED_KEPT)) this.applied.delete(seq);
     const begin = [...this.events].reverse().find((e) => e.name === 'round:begin' && (e.payload as RoundBegin).roundId === c.roundId)?.payload as RoundBegin | undefined;
     // `?.`: a server from before evaluators (the tests' check that they fail on old code) sends none.
     if (begin?.evaluators?.includes(this.volunteerId)) {
