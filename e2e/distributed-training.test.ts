@@ -45,10 +45,10 @@ test('diloco (H = 16, inner AdamW, outer Nesterov) trains the MLP to ≥ 85%', {
 
 test('ddp with DGC at 99.9% sparsity reaches 85% and ends within a point of dense ddp at the same steps', { timeout: 20 * 60_000 }, async () => {
   // Plain momentum in both: DGC's momentum correction is plain momentum (held in the compressor).
-  const ddp = { ...base, batchSize: 64, strategy: 'ddp' as const, H: 1, maxSteps: 640, evalEvery: 128 };
+  const ddp = { ...base, batchSize: 64, strategy: 'ddp' as const, H: 1, maxSteps: 448, evalEvery: 224 };
   const dense = await run({ ...ddp, compression: 'none', optimizer: { kind: 'sgd', lr: 0.1, momentum: 0.9 } });
   console.log(summary(dense));
-  const dgc = await run({ ...ddp, compression: 'dgc', optimizer: { kind: 'sgd', lr: 0.1 }, sparsity: 0.999, warmupSteps: defaultWarmupSyncs(640), clipNorm: 5 });
+  const dgc = await run({ ...ddp, compression: 'dgc', optimizer: { kind: 'sgd', lr: 0.1 }, sparsity: 0.999, warmupSteps: defaultWarmupSyncs(448), clipNorm: 5 });
   console.log(summary(dgc));
   assert.ok(dgc.finalAccuracy >= 0.85, summary(dgc));
   assert.ok(dense.finalAccuracy - dgc.finalAccuracy <= 0.01, `DGC ${dgc.finalAccuracy} vs dense ${dense.finalAccuracy}`);

@@ -8,7 +8,7 @@ const WINDOW = 16;
 /** A member may take this many times the median before it is given up on. */
 const FACTOR = 4;
 /** Never less than this (scheduling jitter, a GC pause). */
-const FLOOR_MS = 3_000;
+const FLOOR_MS = 5_000;
 
 export class Pace {
   private readonly recent = new Map<PaceKind, number[]>();
