@@ -82,8 +82,17 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       return next(handshakeError('rate_limited', `${held} volunteer connections from your address already (at most ${opts.maxConnectionsPerAddress})`));
     }
     connectionsByAddress.set(address, held + 1);
+    // Released once, whichever comes first: a refused handshake, the socket's disconnect, or the
+    // connection closing mid-handshake (no disconnect follows a socket that never connected).
+    let released = false;
+    const releaseOnce = () => {
+      if (!released) release(address);
+      released = true;
+    };
+    socket.once('disconnect', releaseOnce);
+    socket.conn.once('close', releaseOnce);
     const fail = (e: Error) => {
-      release(address);
+      releaseOnce();
       next(e);
     };
     const { clientId, displayName } = parsed.data;
@@ -169,7 +178,6 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     guardSocket(socket, { schemas: VOLUNTEER_EVENTS, handlers, count: opts.count, log: opts.log });
 
     socket.on('disconnect', (reason) => {
-      release(d.address);
       d.waitingForWork = false;
       // A node shutting down leaves its jobs as stored: the volunteers rejoin wherever they reconnect.
       if (d.jobId && !hub.closing) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));
