@@ -123,6 +123,7 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
         t.heldSeq = c.seq;
         t.heldEpoch = epoch;
       }
+      if (c.seq > latestSeq) lastCommitAt = Date.now();
       latestSeq = Math.max(latestSeq, c.seq);
     });
     live.add(t);
@@ -166,8 +167,12 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
   /**
    * A volunteer the server ended (evicted) has left the job: it is closed and counted, and while the
    * job is short of volunteers new ones are asked in, at most once a second (a keep-out may refuse them).
+   * Churn is driven by commits, so a job that churn left below its minimum would wait for ever: after
+   * 2 s without a commit, volunteers are asked in too, as new ones would arrive in a real job.
    */
   let lastTopUp = 0;
+  let lastCommitAt = Date.now();
+  let starvedTopUps = 0;
   const retireEnded = () => {
     for (const t of [...live]) {
       if (t.sim.ended === null) continue;
@@ -175,9 +180,14 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
       log(`  volunteer ${t.sim.volunteerId} ended by the server: ${t.sim.ended}`);
       close(t);
     }
-    if (live.size < cfg.minMembers && Date.now() - lastTopUp > 1_000 && restarting === false) {
+    if (restarting || Date.now() - lastTopUp <= 1_000) return;
+    if (live.size < cfg.minMembers) {
       lastTopUp = Date.now();
       for (let i = live.size; i < cfg.minMembers; i++) void addVolunteer();
+    } else if (Date.now() - lastCommitAt > 2_000 && live.size < cfg.maxMembers) {
+      lastTopUp = Date.now();
+      if (++starvedTopUps <= 3) log(`  no commit for ${Date.now() - lastCommitAt} ms: one more volunteer asked in`);
+      void addVolunteer();
     }
   };
   const churnAfterCommit = () => {

@@ -27,7 +27,7 @@ test('a late joiner loads the current global model before it enters a ring', asy
   // What it loaded is exactly what the members applied at that sync.
   const loaded = await waitFor('loaded', () => late.loadedFrom[0]);
   const applied = early[0].applied.get(load.seq)!;
-  assert.equal(loaded.checksum, modelDigest(applied));
+  assert.equal(loaded.digest, modelDigest(applied));
 
   // Every round it takes part in starts after the sync it loaded, and all three agree afterwards.
   await waitFor('a sync with all three', () => late.committed.length >= 2, 15_000);

@@ -83,7 +83,7 @@ test('a job survives a server crash and continues from its last checkpoint', { t
 
   // The volunteers reconnect by themselves, load that checkpoint and train on.
   await waitFor('both reloaded the checkpoint', () => sims.every((s) => s.loadedFrom.some((l) => l.seq === checkpoint)), 30_000);
-  for (const s of sims) assert.equal(s.loadedFrom.find((l) => l.seq === checkpoint)!.checksum, appliedAtCheckpoint);
+  for (const s of sims) assert.equal(s.loadedFrom.find((l) => l.seq === checkpoint)!.digest, appliedAtCheckpoint);
   await waitFor('training continues past the crash', async () => (await api(`/api/jobs/${job.id}`)).job.seq >= beforeCrash.seq + 2, 30_000);
   const rounds = (await api(`/api/jobs/${job.id}/rounds`)).rounds as { roundId: number; seq: number; outcome: string; detail: string }[];
   const lastOld = Math.max(...roundsBefore.map((r: { roundId: number }) => r.roundId));

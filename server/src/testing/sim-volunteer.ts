@@ -115,7 +115,8 @@ export class SimVolunteer {
   readonly uploads: number[] = [];
   /** The parameters each of the last 64 committed syncs left this volunteer with. */
   readonly applied = new Map<number, Float32Array>();
-  loadedFrom: { seq: number; url: string | null; checksum: string }[] = [];
+  /** What it loaded: the per-sync checksum (as in round results) and the digest the server checks. */
+  loadedFrom: { seq: number; url: string | null; checksum: string; digest: string }[] = [];
   ended: string | null = null;
   /** Called when the round begins; return a failure code to report `round:failed` instead of a result. */
   failRound: ((r: RoundBegin) => 'peer_lost' | 'unreachable' | null) | null = null;
@@ -213,7 +214,7 @@ export class SimVolunteer {
     }
     this.step = m.step;
     this.baseSeq = m.seq;
-    this.loadedFrom.push({ seq: m.seq, url: m.url, checksum: modelDigest(this.params) });
+    this.loadedFrom.push({ seq: m.seq, url: m.url, checksum: checksumOf(this.params), digest: modelDigest(this.params) });
     if (this.holdLoad) return;
     const honest = modelDigest(this.params);
     const ack = await this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: this.opts.loadedChecksum?.(honest) ?? honest });
