@@ -14,6 +14,12 @@ before(async () => {
 });
 after(() => server.stop());
 
+/** Stops the volunteers and the job: a failed test must not leave a job that takes the next test's volunteers. */
+async function cleanUp(jobId: string, vols: ReturnType<typeof nodeVolunteer>[]): Promise<void> {
+  for (const v of vols) v.runtime.stop();
+  await server.api(`/api/jobs/${jobId}/stop`, { method: 'POST' }).catch(() => {});
+}
+
 const job = {
   dataset: 'synthetic-blobs' as const, preset: 'mlp-fashion' as const, strategy: 'localsgd' as const, H: 4,
   hyperparameters: { lr: 0.05, batchSize: 32 }, minWorkers: 3, maxWorkers: 3, targetSteps: 24, checkpointEvery: 2, evalEverySteps: 8,
@@ -39,7 +45,7 @@ test('three volunteers train a LocalSGD job to its target with identical paramet
     for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
     assert.ok(vols.every((v) => v.runtime.status.bytesSent > 0));
   } finally {
-    for (const v of vols) v.runtime.stop();
+    await cleanUp(created.id, vols);
   }
 });
 
@@ -62,7 +68,7 @@ test('three volunteers train a DDP job with DGC: sparse rounds, the same paramet
       assert.ok(v.runtime.status.bytesSent > 0 && v.runtime.status.bytesSent * 10 < dense, `${v.runtime.status.bytesSent} bytes vs ${dense} dense`);
     }
   } finally {
-    for (const v of vols) v.runtime.stop();
+    await cleanUp(created.id, vols);
   }
 });
 
@@ -82,7 +88,7 @@ for (const strategy of ['ddp', 'diloco'] as const) {
       assert.ok(committed.every((r) => !r.detail.startsWith('checksum mismatch')), committed.map((r) => r.detail).join(' '));
       for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
     } finally {
-      for (const v of vols) v.runtime.stop();
+      await cleanUp(created.id, vols);
     }
   });
 }
@@ -100,7 +106,7 @@ test('a volunteer lost mid-round: the round re-runs with the survivors, no step 
       net.kill(lost.runtime.status.volunteerId!);
       resolve();
     }));
-    await dropped;
+    await Promise.race([dropped, new Promise((_, reject) => setTimeout(() => reject(new Error('the round of sync 2 never began')), 90_000).unref())]);
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
     const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
     assert.equal(done.step, 24, 'the survivors reached the target steps');
@@ -112,6 +118,6 @@ test('a volunteer lost mid-round: the round re-runs with the survivors, no step 
     // Every sync committed exactly once, in order: no step lost or applied twice.
     assert.deepEqual(rounds.filter((r) => r.outcome === 'committed').map((r) => r.seq), [1, 2, 3, 4, 5, 6]);
   } finally {
-    for (const v of vols) v.runtime.stop();
+    await cleanUp(created.id, vols);
   }
 });

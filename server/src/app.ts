@@ -209,7 +209,10 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       closed = true;
       volunteerNsp.close();
       await hub.close();
-      await new Promise<void>((r) => io.close(() => r()));
+      const httpClosed = new Promise<void>((r) => io.close(() => r()));
+      // Downloads still streaming would hold the close open; a closed server owes them nothing.
+      httpServer.closeAllConnections();
+      await httpClosed;
       await backends.close();
     },
   };

@@ -33,12 +33,20 @@ export async function startTestServer(opts: ServerOptions = {}): Promise<TestSer
     if (init.json !== undefined) headers['content-type'] = 'application/json';
     const request = () => fetch(`${server.url}${path}`, { ...init, headers, body: init.json !== undefined ? JSON.stringify(init.json) : init.body });
     // Volunteers on the CPU backend in this process can block its event loop for seconds (three
-    // evaluate at once); the server then drops an idle keep-alive socket as a request reuses it.
-    // A read is safe to send again.
-    const res = await request().catch((e: Error & { cause?: { code?: string } }) => {
-      if (e.cause?.code === 'ECONNRESET' && (init.method ?? 'GET') === 'GET') return request();
-      throw e;
-    });
+    // evaluate at once); the server then drops an idle keep-alive socket as a request reuses it,
+    // which undici reports as ECONNRESET or "other side closed" by turns. A read is safe to send
+    // again; a write is not.
+    const isRead = (init.method ?? 'GET') === 'GET';
+    let res: Response;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        res = await request();
+        break;
+      } catch (e) {
+        if (!isRead || attempt >= 3) throw new Error(`${init.method ?? 'GET'} ${path}: ${(e as Error).message} (${String((e as { cause?: unknown }).cause)})`);
+        await new Promise((r) => setTimeout(r, 100 * attempt));
+      }
+    }
     const text = await res.text();
     let body: unknown = null;
     try {
