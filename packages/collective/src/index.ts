@@ -1,4 +1,4 @@
-// The collective layer: transports, ring allreduce, allgather, broadcast, sparse allgather.
+// The collective layer: transports, ring allreduce, allgather, broadcast, sparse allgather, robust group averaging.
 // Knows bytes and arrays, not models. WebRTC entry points: '@tabfleet/collective/webrtc-browser'
 // (pages) and '@tabfleet/collective/webrtc-node' (Node, @roamhq/wrtc).
 export * from './errors';
@@ -9,4 +9,5 @@ export * from './signaling';
 export * from './router';
 export * from './sparse-codec';
 export * from './ring';
+export * from './group';
 export { WebRtcTransport, type WebRtcTransportOptions, type SimplePeerFactory, type SimplePeerLike, type PeerFactoryOptions } from './webrtc';

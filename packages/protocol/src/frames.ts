@@ -1,6 +1,6 @@
-// Binary frames of the collective layer (ring allreduce, allgather, broadcast, sparse allgather) as
-// they travel over WebRTC data channels. One frame is one data-channel message of at most 64 KiB:
-// a fixed 28-byte little-endian header, then the payload. No DOM, no Node globals.
+// Binary frames of the collective layer (ring allreduce, allgather, broadcast, sparse allgather,
+// group averaging) as they travel over WebRTC data channels. One frame is one data-channel message
+// of at most 64 KiB: a fixed 28-byte little-endian header, then the payload. No DOM, no Node globals.
 //
 //   offset  type  field
 //   0       u8    version   FRAME_VERSION (2)
@@ -35,6 +35,10 @@ export const FrameKind = {
   raw: 6,
   /** Acknowledges a raw stream (benchmarks). */
   ack: 7,
+  /** Group averaging: a member's contribution to one part, sent to the part's owner (segment = owner). */
+  groupScatter: 8,
+  /** Group averaging: an owner's aggregate of its part, sent to every member (segment = owner). */
+  groupGather: 9,
 } as const;
 export type FrameKindName = keyof typeof FrameKind;
 export type FrameKindCode = (typeof FrameKind)[FrameKindName];

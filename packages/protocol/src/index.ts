@@ -7,3 +7,4 @@ export * from './credit';
 export * from './random';
 export * from './checksum';
 export * from './models';
+export * from './robust';

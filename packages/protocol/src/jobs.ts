@@ -1,13 +1,13 @@
 // Job specification and the job as the server reports it: HTTP bodies shared by server and dashboard.
 import { z } from 'zod';
 import { LIMITS } from './limits';
+import { AGGREGATIONS } from './robust';
 
 /** Model presets the workers know (packages/nn PRESETS; a test keeps the two lists equal). */
 export const MODEL_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char'] as const;
 export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus'] as const;
 export const STRATEGIES = ['ddp', 'localsgd', 'diloco'] as const;
 export const COMPRESSIONS = ['none', 'fp16', 'dgc'] as const;
-export const AGGREGATIONS = ['mean', 'trimmed-mean'] as const;
 export const JOB_STATES = ['waiting', 'running', 'done', 'stopped', 'failed'] as const;
 
 /**

@@ -14,6 +14,8 @@ import {
   PRESET_FLAT_LENGTHS,
   ProtocolError,
   targetStepsOf,
+  aggregateWith,
+  screenContributions,
   verifyCheckpoint,
   type Assignment,
   type CheckpointInfo,
@@ -26,7 +28,7 @@ import {
 import { createHash, randomInt } from 'node:crypto';
 import { contributorName, departedRow } from '../credit';
 import type { ContributorRecord, JobRecord, RoundRecord } from '../store/store';
-import { aggregate, decodeUpdate, rejectOutliers } from './aggregate';
+import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
 import { Penalties } from './penalties';
@@ -749,10 +751,16 @@ export class JobCoordinator {
   }
 
   private sendStarResult(r: ActiveRound): void {
+    const senders = [...r.starUpdates.keys()];
     const updates = [...r.starUpdates.values()];
-    const { accepted, rejected } = rejectOutliers(updates);
-    if (rejected) this.deps.count('updates_rejected', { reason: 'norm' });
-    const result = aggregate(accepted, this.job.spec.aggregation, this.job.spec.trimFraction);
+    // The same screening and rules as a group's owners (protocol's robust.ts).
+    const { accepted, refused } = screenContributions(updates, updates[0].length);
+    for (const x of refused) {
+      this.deps.count('updates_rejected', { reason: 'norm' });
+      this.deps.log(`job ${this.job.id}: round ${r.roundId}: refused the star update of ${senders[x.index]}: ${x.reason}`);
+    }
+    const rejected = refused.length;
+    const result = aggregateWith(this.job.spec.aggregation, accepted.map((i) => updates[i]), { trimFraction: this.job.spec.trimFraction });
     r.starSent = true;
     const data = new Uint8Array(result.buffer);
     this.deps.toVolunteer(r.members, 'star:result', { jobId: this.job.id, roundId: r.roundId, data, contributors: accepted.length, rejected });

@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { mulberry32 } from './random';
+import { aggregateWith, centeredClip, coordinateMedian, l2norm, mean, screenContributions, trimmedMean } from './robust';
+
+const f = (...xs: number[]) => Float32Array.from(xs);
+
+/** `n` honest vectors: `center` plus Gaussian noise of standard deviation `sigma` per coordinate. */
+function honest(n: number, center: Float32Array, sigma: number, seed: number): Float32Array[] {
+  const rand = mulberry32(seed);
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+  return Array.from({ length: n }, () => center.map((c) => c + sigma * gauss()));
+}
+
+function distance(a: Float32Array, b: Float32Array): number {
+  return l2norm(a.map((x, i) => x - b[i]));
+}
+
+test('mean, median and trimmed mean per coordinate', () => {
+  const xs = [f(1, 10), f(2, 20), f(3, 30), f(100, -1000)];
+  assert.deepEqual([...mean(xs)], [26.5, -235]);
+  assert.deepEqual([...coordinateMedian(xs)], [2.5, 15]);
+  assert.deepEqual([...coordinateMedian(xs.slice(0, 3))], [2, 20]);
+  // ⌊0.25 · 4⌋ = 1 dropped at each end: the middle two remain.
+  assert.deepEqual([...trimmedMean(xs, 0.25)], [2.5, 15]);
+  assert.deepEqual([...trimmedMean(xs, 0)], [...mean(xs)]);
+  assert.deepEqual([...aggregateWith('trimmed-mean', xs, { trimFraction: 0.25 })], [2.5, 15]);
+});
+
+test('screening refuses a wrong length, non-finite values and a norm far above the median, and nothing else', () => {
+  const xs = [f(1, 1), f(1.2, 0.9), f(0.8, 1.1), f(NaN, 1), f(1, Infinity), f(100, 100), f(1, 1, 1)];
+  const s = screenContributions(xs, 2);
+  assert.deepEqual(s.accepted, [0, 1, 2]);
+  assert.deepEqual(s.refused.map((r) => r.index), [3, 4, 5, 6]);
+  assert.match(s.refused.find((r) => r.index === 5)!.reason, /above/);
+  assert.match(s.refused.find((r) => r.index === 3)!.reason, /NaN/);
+  // Two finite contributions cannot be told apart by norm; a round of zeros refuses nothing by norm.
+  assert.deepEqual(screenContributions([f(1, 1), f(1000, 1000)], 2).accepted, [0, 1]);
+  assert.deepEqual(screenContributions([f(0, 0), f(0, 0), f(0, 0), f(0, 1)], 2).accepted, [0, 1, 2, 3]);
+});
+
+test('centered clip: near the mean without attackers, near the honest mean with a minority of them', () => {
+  const center = Float32Array.from({ length: 64 }, (_, i) => Math.sin(i));
+  const clean = honest(16, center, 0.5, 7);
+  // An honest vector lies about σ√d = 4 from the center; their mean about σ√(d/n) = 1 from it.
+  const honestDistance = 0.5 * Math.sqrt(64);
+  assert.ok(distance(centeredClip(clean), mean(clean)) < 0.1, `without attackers: ${distance(centeredClip(clean), mean(clean))} from the mean`);
+  const honestMean = mean(clean.slice(0, 11));
+  for (const [name, attack] of [
+    ['scaled ×100', (x: Float32Array) => x.map((v) => v * 100)],
+    ['sign flip ×10', (x: Float32Array) => x.map((v) => -10 * v)],
+    ['constant 1e4', (x: Float32Array) => x.map(() => 1e4)],
+  ] as const) {
+    const xs = [...clean.slice(0, 11), ...clean.slice(11).map(attack)];
+    const robust = centeredClip(xs);
+    const plain = mean(xs);
+    // CenteredClip's bound is of order √(f/n) honest distances (measured 1.7–2.2 here, against 2.24).
+    assert.ok(distance(robust, honestMean) < 1.25 * Math.sqrt(5 / 16) * honestDistance, `${name}: ${distance(robust, honestMean)}`);
+    assert.ok(distance(plain, honestMean) > 10 * distance(robust, honestMean), `${name}: the plain mean is moved (${distance(plain, honestMean)})`);
+  }
+});
+
+test('the rules are deterministic: the same contributions give the same bits', () => {
+  const xs = honest(7, new Float32Array(1000).fill(0.25), 1, 3);
+  for (const rule of ['mean', 'centered-clip', 'trimmed-mean', 'median'] as const) {
+    assert.deepEqual(new Uint32Array(aggregateWith(rule, xs).buffer), new Uint32Array(aggregateWith(rule, xs.map((x) => x.slice())).buffer), rule);
+  }
+});

@@ -1,0 +1,148 @@
+// Byzantine-robust aggregation of members' contributions (f32 vectors of one length): the screening
+// every contribution passes first, and the rules a job chooses. Shared by the owners of group
+// averaging (collective) and the server's star fallback, so both refuse and combine alike.
+//
+// Deterministic: the same contributions in the same order give the same bits in any JS engine (f64
+// accumulation, a fixed order, only IEEE-exact operations and Math.sqrt), so a validator that
+// recomputes an owner's aggregate can compare digests rather than values within a tolerance.
+
+/** The rules a job may choose; `centered-clip` is the default of untrusted jobs. */
+export const AGGREGATIONS = ['mean', 'centered-clip', 'trimmed-mean', 'median'] as const;
+export type Aggregation = (typeof AGGREGATIONS)[number];
+
+/** A contribution whose norm exceeds this multiple of the median norm of the round's contributions is refused. */
+export const NORM_BOUND_FACTOR = 10;
+/** Screening by norm needs this many finite contributions (with two, neither can be told wrong). */
+export const NORM_SCREEN_MIN = 3;
+/**
+ * CenteredClip (Karimireddy, He, Jaggi 2021): v ← v + mean_i(clip(x_i − v, τ)), started from the
+ * coordinate-wise median. τ is this factor times the median distance of the contributions from v,
+ * re-taken each iteration, so it scales with the round's own spread rather than a constant tuned
+ * for one model.
+ */
+export const CLIP_RADIUS_FACTOR = 1;
+export const CLIP_ITERATIONS = 3;
+
+export interface RuleOptions {
+  /** trimmed-mean: the fraction of values dropped at each end of every coordinate (default 0.25). */
+  trimFraction?: number;
+}
+
+export interface Screening {
+  /** Indices of the contributions that may be combined, in order. */
+  accepted: number[];
+  /** Refused contributions: their senders are at fault. */
+  refused: { index: number; reason: string }[];
+}
+
+export function l2norm(v: Float32Array): number {
+  let s = 0;
+  for (let i = 0; i < v.length; i++) s += v[i] * v[i];
+  return Math.sqrt(s);
+}
+
+/** Refuses contributions of the wrong length, with a non-finite value, or with a norm far above the round's median. */
+export function screenContributions(xs: readonly Float32Array[], length: number): Screening {
+  const refused: Screening['refused'] = [];
+  const finite: number[] = [];
+  xs.forEach((x, index) => {
+    if (x.length !== length) return refused.push({ index, reason: `${x.length} values where the part has ${length}` });
+    for (let i = 0; i < x.length; i++) {
+      if (!Number.isFinite(x[i])) return refused.push({ index, reason: `value ${i} is ${x[i]}` });
+    }
+    finite.push(index);
+  });
+  if (finite.length < NORM_SCREEN_MIN) return { accepted: finite, refused };
+  const norms = new Map(finite.map((i) => [i, l2norm(xs[i])]));
+  const bound = NORM_BOUND_FACTOR * median([...norms.values()]);
+  const accepted: number[] = [];
+  for (const i of finite) {
+    const norm = norms.get(i)!;
+    // A round whose median is 0 (a sparse part nobody touched) refuses nothing by norm.
+    if (bound > 0 && norm > bound) refused.push({ index: i, reason: `norm ${norm.toPrecision(4)} above ${bound.toPrecision(4)} (${NORM_BOUND_FACTOR} × the median)` });
+    else accepted.push(i);
+  }
+  refused.sort((a, b) => a.index - b.index);
+  return { accepted, refused };
+}
+
+/** Combines screened contributions (at least one, all of one length) with `rule`. */
+export function aggregateWith(rule: Aggregation, xs: readonly Float32Array[], opts: RuleOptions = {}): Float32Array {
+  if (xs.length === 0) throw new Error('nothing to aggregate');
+  switch (rule) {
+    case 'mean': return mean(xs);
+    case 'median': return coordinateMedian(xs);
+    case 'trimmed-mean': return trimmedMean(xs, opts.trimFraction ?? 0.25);
+    case 'centered-clip': return centeredClip(xs);
+    default: throw new Error(`unknown aggregation ${String(rule)}`);
+  }
+}
+
+export function mean(xs: readonly Float32Array[]): Float32Array {
+  const n = xs[0].length;
+  const sum = new Float64Array(n);
+  for (const x of xs) for (let i = 0; i < n; i++) sum[i] += x[i];
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = sum[i] / xs.length;
+  return out;
+}
+
+/** Per coordinate, the mean of the values left after dropping ⌊trim·n⌋ at each end (at most all but the middle one or two). */
+export function trimmedMean(xs: readonly Float32Array[], trim: number): Float32Array {
+  const n = xs.length;
+  const k = Math.min(Math.floor(n * trim), Math.floor((n - 1) / 2));
+  if (k === 0) return mean(xs);
+  return perCoordinate(xs, (column) => {
+    let s = 0;
+    for (let j = k; j < n - k; j++) s += column[j];
+    return s / (n - 2 * k);
+  });
+}
+
+/** Per coordinate, the median (the mean of the middle two for an even count). */
+export function coordinateMedian(xs: readonly Float32Array[]): Float32Array {
+  const n = xs.length;
+  return perCoordinate(xs, (column) => (n % 2 ? column[n >> 1] : (column[n / 2 - 1] + column[n / 2]) / 2));
+}
+
+/** CenteredClip from the coordinate-wise median; see CLIP_RADIUS_FACTOR. */
+export function centeredClip(xs: readonly Float32Array[], iterations = CLIP_ITERATIONS): Float32Array {
+  const n = xs[0].length;
+  const v = Float64Array.from(coordinateMedian(xs));
+  const step = new Float64Array(n);
+  const distances = new Array<number>(xs.length);
+  for (let it = 0; it < iterations; it++) {
+    xs.forEach((x, j) => {
+      let s = 0;
+      for (let i = 0; i < n; i++) s += (x[i] - v[i]) ** 2;
+      distances[j] = Math.sqrt(s);
+    });
+    const tau = CLIP_RADIUS_FACTOR * median(distances);
+    if (!(tau > 0)) break; // most contributions sit on v already
+    step.fill(0);
+    xs.forEach((x, j) => {
+      const scale = Math.min(1, tau / distances[j]);
+      for (let i = 0; i < n; i++) step[i] += (x[i] - v[i]) * scale;
+    });
+    for (let i = 0; i < n; i++) v[i] += step[i] / xs.length;
+  }
+  return Float32Array.from(v);
+}
+
+function perCoordinate(xs: readonly Float32Array[], reduceSorted: (column: Float64Array) => number): Float32Array {
+  const n = xs[0].length;
+  const out = new Float32Array(n);
+  const column = new Float64Array(xs.length);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < xs.length; j++) column[j] = xs[j][i];
+    column.sort();
+    out[i] = reduceSorted(column);
+  }
+  return out;
+}
+
+function median(values: readonly number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
