@@ -1,6 +1,6 @@
 // The real path end to end: the real server, three headless Chromium tabs on the volunteer page
-// (the Contribute button), WebGPU in each tab's Web Worker, WebRTC ring links signaled through the
-// server. The job trains, and after every sync all tabs hold identical parameters.
+// (the Contribute button), WebGPU in each tab's Web Worker, WebRTC links between every two tabs
+// signaled through the server. The job trains, and after every sync all tabs hold identical parameters.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
@@ -39,7 +39,8 @@ test('three volunteer tabs train one job over WebRTC with identical parameters a
   const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { outcome: string; detail: string; members: string[]; mode: string }[];
   const committed = rounds.filter((r) => r.outcome === 'committed');
   assert.equal(committed.length, 12);
-  assert.ok(committed.every((r) => r.mode === 'ring' && r.members.length === 3), 'ring rounds over WebRTC, all three tabs');
+  // An untrusted job (the default): robust group averaging over all-to-all WebRTC links.
+  assert.ok(committed.every((r) => r.mode === 'group' && r.members.length === 3), 'group rounds over WebRTC, all three tabs');
   assert.ok(committed.every((r) => /^[0-9a-f]{16}$/.test(r.detail)), `one checksum per sync: ${committed.map((r) => r.detail).join(' ')}`);
   for (const t of tabs) {
     const s = await t.page.evaluate(() => window.tabfleetVolunteer.status());

@@ -124,9 +124,10 @@ function formSpec(form: HTMLFormElement): Record<string, unknown> {
   const f = new FormData(form);
   const num = (k: string) => (String(f.get(k) ?? '').trim() === '' ? undefined : Number(f.get(k)));
   const spec: Record<string, unknown> = {
-    preset: f.get('preset'), dataset: f.get('dataset'), strategy: f.get('strategy'), compression: f.get('compression'),
+    preset: f.get('preset'), dataset: f.get('dataset'), strategy: f.get('strategy'), compression: f.get('compression'), trust: f.get('trust') ?? undefined,
     hyperparameters: { lr: num('lr'), batchSize: num('batchSize') },
   };
+  if (f.get('aggregation')) spec.aggregation = f.get('aggregation');
   const name = String(f.get('name') ?? '').trim();
   if (name) spec.name = name;
   for (const k of NUMBER_FIELDS) if (num(k) !== undefined) spec[k] = num(k);
@@ -176,7 +177,7 @@ function renderJob(): void {
   if (!current) return;
   const j = jobs.get(current.id)!;
   $('job-title').textContent = j.name;
-  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(j.spec.preset)} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`;
+  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(j.spec.preset)} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''} · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`;
   // A finished job has nothing to stop: no button, not a greyed one.
   $('stop').hidden = !isActive(j);
   $<HTMLAnchorElement>('contributors-page').href = `/apps/volunteer/contributors.html?job=${encodeURIComponent(j.id)}`;

@@ -3,7 +3,7 @@
 // schema and through a real server.
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import { COMPRESSIONS, DATASETS, ERROR_CODES, jobSpecSchema, MODEL_PRESETS, parseEvent, ProtocolError, STRATEGIES, targetStepsOf, type JobSpec, type JobSpecInput } from '@tabfleet/protocol';
+import { AGGREGATIONS, COMPRESSIONS, DATASETS, ERROR_CODES, jobSpecSchema, LIMITS, MODEL_PRESETS, parseEvent, ProtocolError, STRATEGIES, targetStepsOf, type JobSpec, type JobSpecInput } from '@tabfleet/protocol';
 import { startTestServer } from '@tabfleet/server/testing';
 import { mutated } from './bytes';
 import { wireValueArb } from './events';
@@ -24,6 +24,8 @@ export const validSpecArb: fc.Arbitrary<JobSpecInput> = fc
     target: fc.oneof(fc.record({ targetSteps: fc.integer({ min: 1, max: 10_000_000 }) }), fc.record({ targetEpochs: fc.double({ min: 0.001, max: 10_000, noNaN: true }) })),
     targetAccuracy: fc.option(fc.double({ min: 0.01, max: 1, noNaN: true }), { nil: undefined }),
     seed: fc.option(fc.integer({ min: 0, max: 2 ** 31 - 1 }), { nil: undefined }),
+    trusted: fc.boolean(),
+    aggregation: fc.option(fc.constantFrom(...AGGREGATIONS), { nil: undefined }),
   })
   .map((s) => ({
     ...(s.name === undefined ? {} : { name: s.name }),
@@ -33,8 +35,11 @@ export const validSpecArb: fc.Arbitrary<JobSpecInput> = fc
     H: s.strategy === 'ddp' ? 1 : s.H,
     compression: s.compression,
     hyperparameters: { lr: s.lr, batchSize: s.batchSize },
-    minWorkers: Math.min(...s.workers),
-    maxWorkers: Math.max(...s.workers),
+    // An untrusted job is one group of at most LIMITS.maxGroupSize.
+    minWorkers: Math.min(...s.workers, s.trusted ? Infinity : LIMITS.maxGroupSize),
+    maxWorkers: Math.min(Math.max(...s.workers), s.trusted ? Infinity : LIMITS.maxGroupSize),
+    trust: s.trusted ? ('trusted' as const) : ('untrusted' as const),
+    ...(s.aggregation === undefined ? {} : { aggregation: s.aggregation }),
     ...s.target,
     ...(s.targetAccuracy === undefined ? {} : { targetAccuracy: s.targetAccuracy }),
     ...(s.seed === undefined ? {} : { seed: s.seed }),
@@ -45,6 +50,8 @@ export function checkSpec(s: JobSpec): void {
   if (s.minWorkers > s.maxWorkers) throw new Error('minWorkers > maxWorkers');
   if ((s.targetSteps === undefined) === (s.targetEpochs === undefined)) throw new Error('not exactly one target');
   if (s.strategy === 'ddp' && s.H !== 1) throw new Error('ddp with H ≠ 1');
+  if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) throw new Error('an untrusted job larger than a group');
+  if (!AGGREGATIONS.includes(s.aggregation)) throw new Error(`aggregation ${s.aggregation} not filled in`);
   if (![s.sparsity, s.hyperparameters.outerLr, s.hyperparameters.outerMomentum].every(Number.isFinite)) throw new Error('defaults not filled in');
   const steps = targetStepsOf(s);
   if (!Number.isSafeInteger(steps) || steps < 1) throw new Error(`targetStepsOf = ${steps}`);

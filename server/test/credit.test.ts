@@ -88,7 +88,7 @@ test('a star round credits its members the same way', async () => {
   const job = await server.createJob({ ...JOB, targetSteps: 6 });
   const a = await server.volunteer({ clientId: 'star-a-0123456789abcdef' });
   const b = await server.volunteer({ clientId: 'star-b-0123456789abcdef' });
-  for (const s of [a, b]) s.failRound = (r: RoundBegin) => (r.mode === 'ring' ? 'unreachable' : null);
+  for (const s of [a, b]) s.failRound = (r: RoundBegin) => (r.mode !== 'star' ? 'unreachable' : null);
   await a.request(job.id);
   await b.request(job.id);
   await waitFor('the job finishes through the server', async () => (await server.api(`/api/jobs/${job.id}`)).body.job.state === 'done', 20_000, 50);

@@ -119,7 +119,7 @@ test('/healthz and Prometheus /metrics', async () => {
   assert.equal(health.store, 'sqlite');
   const text = await (await fetch(`${server.url}/metrics`)).text();
   assert.match(text, /^# TYPE tabfleet_rounds_committed_total counter$/m);
-  assert.match(text, /^tabfleet_rounds_committed_total\{mode="ring"\} \d+$/m);
+  assert.match(text, /^tabfleet_rounds_committed_total\{mode="group"\} \d+$/m);
   assert.match(text, /^tabfleet_volunteers_connected \d+$/m);
   assert.match(text, new RegExp(`^tabfleet_jobs\\{state="stopped"\\} ${stoppedJobs}$`, 'm'));
   assert.match(text, /^tabfleet_process_resident_memory_bytes \d+$/m);

@@ -12,7 +12,7 @@ before(async () => {
 after(() => server.stop());
 
 test('signals reach ring neighbours and are refused between non-neighbours', async () => {
-  const job = await server.createJob({ minWorkers: 4, maxWorkers: 4 });
+  const job = await server.createJob({ minWorkers: 4, maxWorkers: 4, trust: 'trusted' });
   const sims = await Promise.all([0, 1, 2, 3].map(() => server.volunteer()));
   for (const s of sims) s.holdRounds = true;
   for (const s of sims) await s.request(job.id);

@@ -2,7 +2,7 @@
 // member sends its update to the server, which aggregates it (mean or trimmed mean) and sends it back.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { checksumOf, PRESET_FLAT_LENGTHS, type RoundBegin } from '@tabfleet/protocol';
+import { aggregateWith, checksumOf, PRESET_FLAT_LENGTHS, type RoundBegin } from '@tabfleet/protocol';
 import { waitFor } from '../src/testing/sim-volunteer';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
 
@@ -14,7 +14,7 @@ before(async () => {
 after(() => server.stop());
 
 test('an unreachable neighbour turns the round into a star round aggregated by the server', async () => {
-  const job = await server.createJob({ preset: 'cnn-fashion', minWorkers: 3, maxWorkers: 3 });
+  const job = await server.createJob({ preset: 'cnn-fashion', minWorkers: 3, maxWorkers: 3, trust: 'trusted' });
   const sims = await Promise.all([0, 1, 2].map(() => server.volunteer()));
   let failed = false;
   sims[1].failRound = (r) => (r.mode === 'ring' && !failed ? ((failed = true), 'unreachable') : null);
@@ -39,7 +39,7 @@ test('an unreachable neighbour turns the round into a star round aggregated by t
 });
 
 test('robust aggregation: trimmed mean, norm outliers rejected, bad tensors refused', async () => {
-  const job = await server.createJob({ preset: 'cnn-fashion', minWorkers: 4, maxWorkers: 4, aggregation: 'trimmed-mean', trimFraction: 0.25 });
+  const job = await server.createJob({ preset: 'cnn-fashion', minWorkers: 4, maxWorkers: 4, aggregation: 'trimmed-mean', trimFraction: 0.25, trust: 'trusted' });
   const sims = await Promise.all([0, 1, 2, 3].map(() => server.volunteer()));
   for (const s of sims) s.failRound = (r) => (r.mode === 'ring' ? 'unreachable' : null);
   for (const s of sims) s.holdRounds = true;
@@ -71,4 +71,25 @@ test('robust aggregation: trimmed mean, norm outliers rejected, bad tensors refu
   // Trimmed mean of the three honest updates with k = floor(3 * 0.25) = 0: their plain mean.
   const got = sims[1].applied.get(star.seq)!;
   assert.ok(got.every((x, i) => Math.abs(x - (honest[0][i] + honest[1][i] + honest[2][i]) / 3) < 1e-5));
+});
+
+test("an untrusted job's group round falls back to a star round combined by its rule (centered-clip)", async () => {
+  const job = await server.createJob({ preset: 'cnn-fashion', minWorkers: 4, maxWorkers: 4 });
+  const sims = await Promise.all([0, 1, 2, 3].map(() => server.volunteer()));
+  for (const s of sims) s.failRound = (r) => (r.mode === 'group' ? 'unreachable' : null);
+  // sims[3] is hostile in the star round: its update is a thousand times the others'.
+  sims[3].holdRounds = true;
+  for (const s of sims) await s.request(job.id);
+  await waitFor('the group round', () => sims[3].events.some((e) => (e.payload as RoundBegin)?.mode === 'group'));
+  sims[3].releaseRound();
+  const star = await waitFor('star round', () => sims[3].events.map((e) => e.payload as RoundBegin).find((p) => p?.mode === 'star'));
+  // The server combines in the round's member order.
+  const honest = star.members.filter((id) => id !== sims[3].volunteerId).map((id) => sims.find((s) => s.volunteerId === id)!.params.slice());
+  assert.equal((await sims[3].emit('star:update', { jobId: job.id, roundId: star.roundId, data: new Uint8Array(sims[3].params.map((x) => x * 1000).buffer) })).ok, true);
+  sims[3].releaseRound(); // it reports its result once the server's comes
+  await waitFor('the star round commits', () => [0, 1, 2].every((i) => sims[i].applied.has(star.seq)));
+  const result = sims[0].events.find((e) => e.name === 'star:result' && (e.payload as { roundId: number }).roundId === star.roundId)!.payload as { contributors: number; rejected: number };
+  assert.deepEqual([result.contributors, result.rejected], [3, 1]);
+  const expected = aggregateWith('centered-clip', honest);
+  assert.ok(sims[0].applied.get(star.seq)!.every((x, i) => Object.is(x, expected[i])), 'the centered clip of the three honest updates');
 });

@@ -182,3 +182,48 @@ test('a group refuses more than 16 members, duplicates, and a self that is not a
   assert.throws(() => new Group({ transport: t, members: ['b'], self: 'a', jobId: 1, round: 1 }), /not a member/);
   assert.equal(maxChunkElements('f32') > 0, true);
 });
+
+/** A vector of `len` with `count` nonzero entries at random places. */
+function sparseData(len: number, count: number, seed: number): Float32Array {
+  const out = new Float32Array(len);
+  const values = floatData(count, seed);
+  const place = intData(count, seed + 1000, len);
+  for (let i = 0; i < count; i++) out[Math.abs(place[i]) % len] = values[i];
+  return out;
+}
+
+test('sparse parts (DGC payloads): the exact mean, identical everywhere, for a fraction of the dense bytes', async () => {
+  const len = 50_000;
+  const g = memoryGroup(4);
+  const inputs = g.ids.map((_, i) => sparseData(len, 250, i + 70));
+  const out = await Promise.all(g.groups.map((x, i) => x.average(inputs[i], { rule: 'mean', sparse: true })));
+  const expected = mean(inputs);
+  for (const r of out) assert.ok(bitsEqual(r.mean, expected));
+  const denseBytes = 2 * (3 / 4) * len * 4;
+  for (const x of g.groups) assert.ok(x.counters.bytesOut < denseBytes / 10, `${x.counters.bytesOut} bytes against ${denseBytes} dense`);
+});
+
+test('sparse parts over an f16 wire with a scaled member: refused by every owner, the rest combined', async () => {
+  const g = memoryGroup(5, { chunkElements: 40 });
+  const honest = g.ids.slice(0, 4).map((_, i) => sparseData(20_000, 400, i + 80));
+  const out = await Promise.all(g.groups.map((x, i) => x.average(i < 4 ? honest[i] : honest[0].map((v) => v * 1e6), { rule: 'centered-clip', dtype: 'f16', sparse: true })));
+  for (const r of out) assert.ok(bitsEqual(r.mean, out[0].mean));
+  assert.equal(out.filter((r) => r.refused.some((x) => x.member === 'm4')).length, 5);
+  assert.ok(out[0].mean.every((v) => Number.isFinite(v) && Math.abs(v) < 200));
+});
+
+test('a sparse chunk with an index outside its part fails the op as bad_frame from its sender', async () => {
+  const g = memoryGroup(3);
+  const send = g.transports[2].send.bind(g.transports[2]);
+  g.transports[2].send = (peer, frame) => {
+    const f = decodeFrame(frame);
+    if (f.kind !== 'groupScatter') return send(peer, frame);
+    // One pair whose index lies past the part's end.
+    const payload = Uint8Array.of(1, 0, 0, 0, 0, 0, 0x80, 0x3f, 0xff, 0xff, 0x03);
+    const bad = allocFrame({ ...f, flags: 1 }, payload.byteLength);
+    bad.set(payload, FRAME_HEADER_BYTES);
+    return send(peer, bad);
+  };
+  const results = await settleAll(g.groups.map((x, i) => x.average(sparseData(3000, 30, i), { rule: 'mean', sparse: true })));
+  assert.ok(results.some((r) => r instanceof CollectiveError && r.code === 'bad_frame' && r.member === 'm2' && /outside/.test(r.message)), results.map(String).join(' | '));
+});

@@ -12,7 +12,7 @@
 // Failure semantics are the ring's: an op rejects with a CollectiveError on deadline, lost member,
 // abort or bad frame and never touches the caller's arrays. A member that fails an op sends an abort
 // frame to every other member.
-import { FRAME_HEADER_BYTES, allocFrame, jobHash, type Aggregation, type Frame, type FrameError } from '@tabfleet/protocol';
+import { FRAME_HEADER_BYTES, LIMITS, allocFrame, jobHash, type Aggregation, type Frame, type FrameError } from '@tabfleet/protocol';
 import { CollectiveError, type CollectiveErrorCode } from './errors';
 import { GroupAverageRun, type GroupAverage } from './ops/group-average';
 import { FrameRouter } from './router';
@@ -22,7 +22,7 @@ import type { Transport } from './transport';
 export type { GroupAverage, GroupDigests } from './ops/group-average';
 
 /** Members of one group: all-to-all links cost N−1 data channels per tab. */
-export const MAX_GROUP_SIZE = 16;
+export const MAX_GROUP_SIZE = LIMITS.maxGroupSize;
 /** Frames a member may see early: ops this many ahead of the current one. */
 const MAX_OPS_AHEAD = 8;
 const MAX_EARLY_BYTES = 256 * 1024 * 1024;
@@ -46,6 +46,8 @@ export interface GroupAverageOptions {
   dtype?: WireDType;
   /** For `trimmed-mean`. */
   trimFraction?: number;
+  /** Parts go as their nonzero (index, value) pairs (DGC payloads); default: as dense values. */
+  sparse?: boolean;
   deadlineMs?: number;
 }
 
@@ -159,7 +161,7 @@ export class Group {
       if (this.broken) throw this.broken;
       const remote = this.remoteAborts.get(seq);
       if (remote) throw remote;
-      const op = new GroupAverageRun(this, seq, deadline, data, { ...opts, dtype });
+      const op = new GroupAverageRun(this, seq, deadline, data, { ...opts, dtype, sparse: opts.sparse ?? false });
       this.active = op;
       try {
         op.begin();

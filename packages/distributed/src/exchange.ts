@@ -1,10 +1,21 @@
 // Moves a strategy's payload through a ring: dense vectors by ring allreduce (f32 or f16 on the
 // wire), DGC-sparse ones by sparse allgather (gap-coded indices, f16 values); both give every
-// member the same mean, byte for byte.
-import type { Ring } from '@tabfleet/collective';
-import type { Payload } from './strategies';
+// member the same mean, byte for byte. Or through a group, combined by a robust rule.
+import type { Group, GroupAverage, Ring } from '@tabfleet/collective';
+import type { Aggregation } from '@tabfleet/protocol';
+import { payloadToDense, type Payload } from './strategies';
 
 export function exchange(ring: Ring, p: Payload, deadlineMs?: number): Promise<Float32Array> {
   if (p.kind === 'dense') return ring.allreduce(p.values, { op: 'mean', dtype: p.dtype, deadlineMs });
   return ring.sparseAllgather(p.indices, p.values, { length: p.length, op: 'mean', dtype: p.dtype, deadlineMs });
+}
+
+/**
+ * Moves a payload through a group (untrusted jobs): each part's owner combines the members'
+ * contributions with the job's robust rule. A DGC-sparse payload goes as each part's nonzero pairs
+ * (an index a member did not send counts as its zero).
+ */
+export function groupExchange(group: Group, p: Payload, combine: { rule: Aggregation; trimFraction?: number }, deadlineMs?: number): Promise<GroupAverage> {
+  const values = p.kind === 'dense' ? p.values : payloadToDense(p, p.length);
+  return group.average(values, { ...combine, dtype: p.dtype, sparse: p.kind === 'sparse', deadlineMs });
 }

@@ -137,6 +137,18 @@ export const roundMetricsSchema = z.strictObject({
   bytesReceived: z.number().int().min(0),
 });
 
+const digest = z.string().regex(/^[0-9a-f]{32}$/, 'a modelDigest: 32 lower-case hex digits');
+const perMember = z.array(digest).max(LIMITS.maxGroupSize);
+/**
+ * A group round's report (collective's GroupAverage): the contributions to its own part this member
+ * refused, and the digests of what it sent, received, aggregated and gathered, by member index.
+ */
+export const groupReportSchema = z.strictObject({
+  refused: z.array(z.strictObject({ member: idSchema, reason: z.string().max(300) })).max(LIMITS.maxGroupSize),
+  digests: z.strictObject({ sent: perMember, received: perMember, aggregate: digest, gathered: perMember }),
+});
+export type GroupReport = z.output<typeof groupReportSchema>;
+
 export const VOLUNTEER_EVENTS = {
   /** Ask for work, optionally in one job. */
   'work:request': z.strictObject({ jobId: idSchema.optional() }),
@@ -150,7 +162,7 @@ export const VOLUNTEER_EVENTS = {
    * update applies to, then of the mean gradient). The server commits the round when every member has reported (two phases, so
    * an aborted round leaves no one with a partial or extra average applied).
    */
-  'round:result': z.strictObject({ ...roundRef, checksum, step: z.number().int().min(0), metrics: roundMetricsSchema }),
+  'round:result': z.strictObject({ ...roundRef, checksum, step: z.number().int().min(0), metrics: roundMetricsSchema, group: groupReportSchema.optional() }),
   /** The member could not finish the round (the server aborts and re-forms it). */
   'round:failed': z.strictObject({
     ...roundRef,
@@ -205,9 +217,10 @@ export interface RoundBegin {
   roundId: number;
   /** The sync this round produces (committed syncs + 1). */
   seq: number;
-  /** Ring order; in star mode the members that send to the server. */
+  /** Ring order; in a group the owner of part i is members[i]; in star mode the members that send to the server. */
   members: string[];
-  mode: 'ring' | 'star';
+  /** ring: allreduce (trusted jobs); group: robust averaging by per-part owners (untrusted jobs); star: through the server. */
+  mode: 'ring' | 'group' | 'star';
   /** Server epoch ms when the round began, and by which it must be done (the job's pace sets the gap). */
   began: number;
   deadline: number;

@@ -10,7 +10,12 @@ test('a job spec gets its defaults filled in', () => {
   assert.equal(s.minWorkers, 1);
   assert.equal(s.hyperparameters.outerLr, 0.7);
   assert.equal(s.hyperparameters.outerMomentum, 0.9);
-  assert.equal(s.aggregation, 'mean');
+  // Untrusted unless said otherwise, and then combined by centered clip.
+  assert.equal(s.trust, 'untrusted');
+  assert.equal(s.aggregation, 'centered-clip');
+  assert.equal(jobSpecSchema.parse({ ...base, trust: 'trusted' }).aggregation, 'mean');
+  assert.equal(jobSpecSchema.parse({ ...base, trust: 'trusted', aggregation: 'median' }).aggregation, 'median');
+  assert.equal(jobSpecSchema.safeParse({ ...base, maxWorkers: 17 }).success, false);
   assert.equal(s.sparsity, 0.99);
   // DDP sends its gradients sparser; DiLoCo with DGC deltas takes a gentler outer step.
   assert.equal(jobSpecSchema.parse({ ...base, strategy: 'ddp', H: 1, compression: 'dgc' }).sparsity, 0.999);

@@ -8,6 +8,7 @@ export const MODEL_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char'] 
 export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus'] as const;
 export const STRATEGIES = ['ddp', 'localsgd', 'diloco'] as const;
 export const COMPRESSIONS = ['none', 'fp16', 'dgc'] as const;
+export const TRUST_LEVELS = ['untrusted', 'trusted'] as const;
 export const JOB_STATES = ['waiting', 'running', 'done', 'stopped', 'failed'] as const;
 
 /**
@@ -31,6 +32,7 @@ export type ModelPresetName = (typeof MODEL_PRESETS)[number];
 export type DatasetName = (typeof DATASETS)[number];
 export type Strategy = (typeof STRATEGIES)[number];
 export type Compression = (typeof COMPRESSIONS)[number];
+export type Trust = (typeof TRUST_LEVELS)[number];
 export type JobState = (typeof JOB_STATES)[number];
 
 export const idSchema = z.string().min(1).max(LIMITS.idMaxLength).regex(/^[\w-]+$/, 'letters, digits, _ and - only');
@@ -86,8 +88,15 @@ export const jobSpecSchema = z
     targetEpochs: finite.gt(0).max(10_000).optional(),
     /** Optional: finish early once a reported test accuracy reaches this. */
     targetAccuracy: finite.gt(0).max(1).optional(),
-    /** Server-side aggregation of star (fallback) updates. */
-    aggregation: z.enum(AGGREGATIONS).default('mean'),
+    /**
+     * `untrusted` (the default: anyone may open the volunteer page): members average in a group by
+     * per-part owners, each combining its part with `aggregation`, and the server cross-checks the
+     * group's digests before it commits. `trusted` (a researcher's own machines): the plain ring
+     * allreduce of the mean.
+     */
+    trust: z.enum(TRUST_LEVELS).default('untrusted'),
+    /** How owners (and the server, for star fallback updates) combine contributions; default centered-clip when untrusted, else mean. */
+    aggregation: z.enum(AGGREGATIONS).optional(),
     trimFraction: finite.min(0).max(0.45).default(0.1),
     seed: z.number().int().min(0).max(2 ** 31 - 1).default(1),
     checkpointEvery: z.number().int().min(1).max(100_000).default(10),
@@ -100,11 +109,14 @@ export const jobSpecSchema = z
       ctx.addIssue({ code: 'custom', path: ['targetSteps'], message: 'give exactly one of targetSteps and targetEpochs' });
     }
     if (s.strategy === 'ddp' && s.H !== 1) ctx.addIssue({ code: 'custom', path: ['H'], message: 'ddp averages every step: H must be 1' });
+    if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
+      ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
+    }
   })
   .transform((s) => {
     const d = defaultsFor(s.strategy, s.compression);
     const h = s.hyperparameters;
-    return { ...s, sparsity: s.sparsity ?? d.sparsity, hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
+    return { ...s, sparsity: s.sparsity ?? d.sparsity, aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'), hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
   });
 
 /** What a researcher posts; defaults are filled in by parsing. */

@@ -24,6 +24,8 @@ export const LIMITS = {
   /** Concurrent jobs that are not finished. */
   maxActiveJobs: 64,
   maxWorkersPerJob: 256,
+  /** Members of one averaging group (all-to-all links: N−1 data channels per tab); an untrusted job is one group. */
+  maxGroupSize: 16,
   /** Rows returned by one metrics query. */
   maxMetricsRows: 100_000,
   idMaxLength: 64,

@@ -2,9 +2,9 @@
 // server, the ring links to its neighbours, and the job engine (in a Web Worker in browsers). It
 // follows the server's round clock: load the global model, do the local work, report ready, run the
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
-import { CollectiveError, Ring, type Signaler, type Transport } from '@tabfleet/collective';
-import { exchange, payloadToDense, type LocalWork, type Payload } from '@tabfleet/distributed';
-import type { Ack, Assignment, RoundBegin, VolunteerEvent, VolunteerEventName, VolunteerServerEvents } from '@tabfleet/protocol';
+import { CollectiveError, Group, Ring, type Signaler, type Transport } from '@tabfleet/collective';
+import { exchange, groupExchange, payloadToDense, type LocalWork, type Payload } from '@tabfleet/distributed';
+import type { Ack, Assignment, GroupReport, RoundBegin, VolunteerEvent, VolunteerEventName, VolunteerServerEvents } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo } from './job-engine';
 
@@ -70,7 +70,8 @@ export class VolunteerRuntime {
   private assignment: Assignment | null = null;
   private info: JobEngineInfo | null = null;
   private chain: Promise<unknown> = Promise.resolve();
-  private ring: Ring | null = null;
+  /** The ring or group of the round in flight. */
+  private ring: Ring | Group | null = null;
   private lastBegin: RoundBegin | null = null;
   private lastWork: LocalWork & { wallMs: number } = { loss: 0, samples: 0, steps: 0, wallMs: 0 };
   /** Bytes this member moved in the round it is finishing (reported with its result). */
@@ -222,8 +223,10 @@ export class VolunteerRuntime {
     const payload = this.payload ?? (await this.opts.engine.payload());
     this.roundBytes = { sent: 0, received: 0 };
     let mean: Float32Array;
+    let group: GroupReport | undefined;
     try {
-      mean = r.mode === 'star' ? await this.starExchange(r, payload) : await this.ringExchange(r, payload);
+      if (r.mode === 'star') mean = await this.starExchange(r, payload);
+      else ({ mean, group } = await this.peerExchange(r, payload));
     } catch (e) {
       if (e instanceof CollectiveError && e.code === 'aborted') return; // the server aborted it; a new round follows
       const code = e instanceof RoundFailure ? e.code : e instanceof CollectiveError && (e.code === 'peer_lost' || e.code === 'deadline' || e.code === 'bad_frame') ? e.code : 'internal';
@@ -237,30 +240,41 @@ export class VolunteerRuntime {
     await this.emit('round:result', {
       jobId: r.jobId, roundId: r.roundId, checksum, step,
       metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, bytesSent: this.roundBytes.sent, bytesReceived: this.roundBytes.received },
+      ...(group ? { group } : {}),
     });
   }
 
-  private async ringExchange(r: RoundBegin, payload: Payload): Promise<Float32Array> {
+  /** A ring round (trusted jobs: allreduce of the mean) or a group round (untrusted: robust averaging by per-part owners). */
+  private async peerExchange(r: RoundBegin, payload: Payload): Promise<{ mean: Float32Array; group?: GroupReport }> {
     const deadlineMs = Math.max(1_000, r.deadline - this.clockOffsetMs - Date.now() - DEADLINE_MARGIN_MS);
-    // Links to volunteers that left the ring are closed (before the new ring listens for lost peers);
-    // links to members are kept for reuse.
-    for (const peer of this.neighbours) if (!r.members.includes(peer)) this.transport!.closeLink(peer, 'no longer in the ring');
-    const ring = new Ring({ transport: this.transport!, members: r.members, self: this.status.volunteerId!, jobId: r.jobId, round: r.roundId, deadlineMs });
-    this.ring = ring;
-    this.neighbours = new Set([...this.neighbours].filter((p) => r.members.includes(p)).concat(ring.left, ring.right));
+    // Links to volunteers that left the round are closed (before the new ring or group listens for
+    // lost peers); links to members are kept for reuse.
+    for (const peer of this.neighbours) if (!r.members.includes(peer)) this.transport!.closeLink(peer, 'no longer in the round');
+    const self = this.status.volunteerId!;
+    const opts = { transport: this.transport!, members: r.members, self, jobId: r.jobId, round: r.roundId, deadlineMs };
+    const collective = r.mode === 'group' ? new Group(opts) : new Ring(opts);
+    const peers = collective instanceof Group ? collective.peers : [collective.left, collective.right];
+    this.ring = collective;
+    this.neighbours = new Set([...this.neighbours].filter((p) => r.members.includes(p)).concat(peers.filter((p) => p !== self)));
     try {
       try {
-        await ring.connect(Math.min(CONNECT_TIMEOUT_MS, deadlineMs));
+        await collective.connect(Math.min(CONNECT_TIMEOUT_MS, deadlineMs));
       } catch (e) {
         if (e instanceof CollectiveError && e.code === 'aborted') throw e;
-        throw new RoundFailure('unreachable', `could not open links to ${ring.left} and ${ring.right}: ${(e as Error).message}`);
+        throw new RoundFailure('unreachable', `could not open links to ${peers.join(', ')}: ${(e as Error).message}`);
       }
-      const mean = await exchange(ring, payload);
-      this.countBytes(ring.counters.bytesOut, ring.counters.bytesIn);
-      return mean;
+      if (collective instanceof Group) {
+        const spec = this.assignment!.job.spec;
+        const out = await groupExchange(collective, payload, { rule: spec.aggregation, trimFraction: spec.trimFraction });
+        this.countBytes(collective.counters.bytesOut, collective.counters.bytesIn);
+        return { mean: out.mean, group: { refused: out.refused, digests: out.digests } };
+      }
+      const mean = await exchange(collective, payload);
+      this.countBytes(collective.counters.bytesOut, collective.counters.bytesIn);
+      return { mean };
     } finally {
-      ring.close();
-      if (this.ring === ring) this.ring = null;
+      collective.close();
+      if (this.ring === collective) this.ring = null;
     }
   }
 

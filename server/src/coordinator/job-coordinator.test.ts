@@ -54,7 +54,7 @@ async function setup(spec: object) {
   };
   const job: JobRecord = {
     id: 'job-t', name: 't', state: 'waiting', createdAt: 0, updatedAt: 0, seq: 0, step: 0,
-    spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100, checkpointEvery: 1000 }),
+    spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted' }),
     ...spec,
   };
   await store.createJob(job);

@@ -19,8 +19,10 @@ import {
   verifyCheckpoint,
   type Assignment,
   type CheckpointInfo,
+  type GroupReport,
   type JobSummary,
   type MetricPoint,
+  type RoundBegin,
   type VolunteerEventName,
   type VolunteerEventParsed,
   type WorkerRow,
@@ -28,6 +30,7 @@ import {
 import { createHash, randomInt } from 'node:crypto';
 import { contributorName, departedRow } from '../credit';
 import type { ContributorRecord, JobRecord, RoundRecord } from '../store/store';
+import { checkGroup, reportFits, type GroupVerdict } from './group-check';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
@@ -58,12 +61,13 @@ interface Member extends VolunteerInfo {
 interface RoundResult {
   checksum: string;
   metrics: VolunteerEventParsed<'round:result'>['metrics'];
+  group?: GroupReport;
 }
 
 interface ActiveRound {
   roundId: number;
   seq: number;
-  mode: 'ring' | 'star';
+  mode: RoundBegin['mode'];
   members: string[];
   uploader: string | null;
   evaluators: string[];
@@ -433,8 +437,12 @@ export class JobCoordinator {
     const r = this.currentRound(m, e.roundId);
     if (r.mode === 'star' && !r.starSent) throw new ProtocolError('conflict', 'the star result has not been sent yet');
     if (r.results.has(m.volunteerId)) return { duplicate: true };
+    if (r.mode === 'group') {
+      const misfit = e.group ? reportFits(r.members, e.group) : 'a group round\'s result carries its group report';
+      if (misfit) throw new ProtocolError('bad_request', misfit);
+    }
     // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
-    r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics });
+    r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
     if (r.results.size === r.members.length) this.commit(r);
     return {};
   }
@@ -455,7 +463,7 @@ export class JobCoordinator {
       return {};
     }
     if (r.failures.size + [...r.results.keys()].filter((id) => !r.failures.has(id)).length === r.members.length) {
-      if (r.mode === 'ring') this.ringFailures++;
+      this.ringFailures++;
       this.abortRound(`failed: ${[...r.failures].map(([id, why]) => `${id} ${why}`).join('; ')}`, []);
       this.tryBegin();
     }
@@ -464,8 +472,10 @@ export class JobCoordinator {
 
   private onSignal(m: Member, e: VolunteerEventParsed<'signal'>): object {
     const r = this.currentRound(m, e.roundId);
-    if (r.mode !== 'ring' || !ringNeighbours(r.members, m.volunteerId).includes(e.to)) {
-      throw new ProtocolError('not_neighbour', `${e.to} is not a ring neighbour of ${m.volunteerId} in round ${r.roundId}`);
+    // A ring member talks to its two neighbours; a group member to every other member.
+    const peers = r.mode === 'ring' ? ringNeighbours(r.members, m.volunteerId) : r.mode === 'group' ? r.members.filter((id) => id !== m.volunteerId) : [];
+    if (!peers.includes(e.to)) {
+      throw new ProtocolError('not_neighbour', `${e.to} is not a ${r.mode === 'group' ? 'group member' : 'ring neighbour'} of ${m.volunteerId} in round ${r.roundId}`);
     }
     this.deps.toVolunteer(e.to, 'signal', { jobId: this.job.id, roundId: r.roundId, from: m.volunteerId, data: e.data });
     return {};
@@ -702,7 +712,7 @@ export class JobCoordinator {
     const seq = this.job.seq + 1;
     // Every member took the job's H local steps since the last sync: that is the count, not their word.
     const step = this.job.step + this.job.spec.H;
-    const mode = this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : 'ring';
+    const mode = this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
     const joinersWaiting = [...this.members.values()].some((m) => m.phase === 'loading');
     const final = step >= targetStepsOf(this.job.spec) || this.finishing;
     const wantCheckpoint = joinersWaiting || final || this.checkpointOwed || seq % this.job.spec.checkpointEvery === 0;
@@ -733,7 +743,7 @@ export class JobCoordinator {
     if (!r || r.roundId !== roundId) return;
     const answered = (id: string) => r.failures.has(id) || (r.mode === 'star' && !r.starSent ? r.starUpdates.has(id) : r.results.has(id));
     const silent = r.members.filter((id) => !answered(id));
-    if (r.mode === 'ring') this.ringFailures++;
+    if (r.mode !== 'star') this.ringFailures++;
     this.abortRound(`deadline passed; silent: ${silent.join(', ') || 'none'}`, silent);
     for (const id of silent) this.evict(id, `missed the deadline of round ${roundId}`);
     this.tryBegin();
@@ -750,9 +760,33 @@ export class JobCoordinator {
     this.deps.log(`job ${this.job.id}: round ${r.roundId} (sync ${r.seq}) aborted: ${reason}`);
   }
 
+  /**
+   * Cross-checks a group round's digests (group-check.ts). On a mismatch the members may hold
+   * different models: the round is aborted, nothing is applied, the blamed members are removed, and
+   * null is returned. Otherwise returns the members whose contributions most owners refused (the
+   * commit removes them; their values were already left out).
+   */
+  private groupAgrees(r: ActiveRound): GroupVerdict['refused'] | null {
+    const reports = new Map([...r.results].map(([id, x]) => [id, x.group!]));
+    const verdict = checkGroup(r.members, reports);
+    for (const x of verdict.refused) {
+      this.deps.count('contributions_refused');
+      this.deps.log(`job ${this.job.id}: round ${r.roundId}: ${x.member}'s contributions were refused by ${x.reasons.length} of ${r.members.length} owners: ${x.reasons.join('; ').slice(0, 500)}`);
+    }
+    if (verdict.mismatches.length === 0) return verdict.refused;
+    this.deps.count('digest_mismatches');
+    const evidence = verdict.mismatches.map((x) => `${x.kind} ${x.from}→${x.to} (part ${x.part})`).join(', ');
+    this.deps.log(`job ${this.job.id}: round ${r.roundId}: digests disagree: ${evidence}; blamed: ${verdict.liars.join(', ')}`);
+    this.abortRound(`the group's digests disagree (${evidence.slice(0, 300)})`, verdict.liars);
+    for (const id of verdict.liars) this.evict(id, `round ${r.roundId}: what it reported disagrees with its group (${evidence.slice(0, 300)})`, 'integrity');
+    this.tryBegin();
+    return null;
+  }
+
   private sendStarResult(r: ActiveRound): void {
-    const senders = [...r.starUpdates.keys()];
-    const updates = [...r.starUpdates.values()];
+    // In the round's member order, so the result does not depend on who sent first.
+    const senders = r.members.filter((id) => r.starUpdates.has(id));
+    const updates = senders.map((id) => r.starUpdates.get(id)!);
     // The same screening and rules as a group's owners (protocol's robust.ts).
     const { accepted, refused } = screenContributions(updates, updates[0].length);
     for (const x of refused) {
@@ -767,6 +801,8 @@ export class JobCoordinator {
   }
 
   private commit(r: ActiveRound): void {
+    const refused = r.mode === 'group' ? this.groupAgrees(r) : [];
+    if (!refused) return;
     r.cancelDeadline();
     this.round = null;
     const now = this.deps.clock.now();
@@ -800,6 +836,8 @@ export class JobCoordinator {
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
+    // Their values were left out of this sync; they take no part in the next.
+    for (const x of refused) this.evict(x.member, `its contributions to round ${r.roundId} were refused by most owners (${x.reasons[0].slice(0, 200)})`, 'integrity');
     this.changedWorkers();
     // Joiners told to load an older model now need this one.
     // Their load timer stops: they wait for the server now, and get a new one with the next model.

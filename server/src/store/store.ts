@@ -34,7 +34,7 @@ export interface RoundRecord {
   jobId: string;
   roundId: number;
   seq: number;
-  mode: 'ring' | 'star';
+  mode: 'ring' | 'group' | 'star';
   members: string[];
   outcome: RoundOutcome;
   startedAt: number;

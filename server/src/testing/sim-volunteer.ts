@@ -1,20 +1,25 @@
 // A simulated volunteer for server tests: a real socket.io-client connection that follows the
 // protocol with the job model's flat parameter vector (its real layout, padding zero) but no model
-// math. "Training" adds a shard-dependent increment; a ring round's result is the members' mean,
-// exchanged through a shared in-process `RingOracle` (the collective package does this over WebRTC in
-// real workers); "evaluation" is a fixed function of the sync, so honest evaluators agree.
+// math. "Training" adds a shard-dependent increment; a ring round's result is the members' mean and a
+// group round's their robust group average, exchanged through a shared in-process `RingOracle` (the
+// collective package does this over WebRTC in real workers); "evaluation" is a fixed function of the
+// sync, so honest evaluators agree.
 import {
   NAMESPACES,
   PROTOCOL_VERSION,
   PRESET_LAYOUTS,
+  aggregateWith,
   checksumOf,
   encodeSafetensors,
   modelDigest,
   f32Tensor,
+  screenContributions,
   verifyCheckpoint,
   type Ack,
+  type Aggregation,
   type Assignment,
   type CapabilitiesInput,
+  type GroupReport,
   type RoundBegin,
   type VolunteerEvent,
   type VolunteerEventName,
@@ -28,11 +33,26 @@ export const SIM_CAPABILITIES: CapabilitiesInput = {
   features: [],
 };
 
-/** Collects ring members' vectors per round and hands everyone the mean once all have contributed. */
-export class RingOracle {
-  private readonly rounds = new Map<string, { jobId: string; roundId: number; members: string[]; values: Map<string, Float32Array>; waiters: ((mean: Float32Array) => void)[] }>();
+/** How a group round combines (the job's rule); null for a ring round's plain mean. */
+export type GroupRule = { rule: Aggregation; trimFraction: number } | null;
 
-  contribute(jobId: string, roundId: number, members: string[], id: string, values: Float32Array): Promise<Float32Array> {
+interface OracleRound {
+  jobId: string;
+  roundId: number;
+  members: string[];
+  values: Map<string, Float32Array>;
+  waiters: ((r: { mean: Float32Array; reports: Map<string, GroupReport> | null }) => void)[];
+}
+
+/**
+ * Collects members' vectors per round and hands everyone the result once all have contributed: the
+ * mean for a ring round; for a group round what honest group averaging gives (collective's group.ts:
+ * each part screened and combined by the job's rule) with every member's honest digests.
+ */
+export class RingOracle {
+  private readonly rounds = new Map<string, OracleRound>();
+
+  contribute(jobId: string, roundId: number, members: string[], id: string, values: Float32Array, group: GroupRule = null): Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }> {
     const key = `${jobId}/${roundId}`;
     // The server runs one round of a job at a time: earlier rounds of this job (aborted with some
     // contributions in) will never complete, so they are dropped rather than kept for ever.
@@ -40,15 +60,46 @@ export class RingOracle {
     let r = this.rounds.get(key);
     if (!r) this.rounds.set(key, (r = { jobId, roundId, members, values: new Map(), waiters: [] }));
     r.values.set(id, values);
-    const done = new Promise<Float32Array>((resolve) => r.waiters.push(resolve));
+    const done = new Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }>((resolve) => r.waiters.push(resolve));
     if (r.values.size === r.members.length) {
-      const mean = new Float32Array(values.length);
-      for (const v of r.values.values()) for (let i = 0; i < mean.length; i++) mean[i] += v[i] / r.members.length;
-      for (const w of r.waiters) w(mean);
+      const inputs = r.members.map((m) => r.values.get(m)!);
+      const result = group ? groupAverage(r.members, inputs, group) : { mean: plainMean(inputs), reports: null };
+      for (const w of r.waiters) w(result);
       this.rounds.delete(key);
     }
     return done;
   }
+}
+
+function plainMean(inputs: Float32Array[]): Float32Array {
+  const mean = new Float32Array(inputs[0].length);
+  for (const v of inputs) for (let i = 0; i < mean.length; i++) mean[i] += v[i] / inputs.length;
+  return mean;
+}
+
+/** Honest group averaging of `inputs` (by member index), parts cut as the collective cuts them. */
+function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<GroupRule>): { mean: Float32Array; reports: Map<string, GroupReport> } {
+  const n = members.length;
+  const len = inputs[0].length;
+  const start = (j: number) => Math.floor((j * len) / n);
+  const mean = new Float32Array(len);
+  const reports = new Map<string, GroupReport>(members.map((m, i) => [m, { refused: [], digests: { sent: [], received: [], aggregate: '', gathered: [] } }]));
+  for (let j = 0; j < n; j++) {
+    const parts = inputs.map((x) => x.subarray(start(j), start(j + 1)));
+    const screening = screenContributions(parts, start(j + 1) - start(j));
+    const aggregate = screening.accepted.length ? aggregateWith(g.rule, screening.accepted.map((i) => parts[i]), { trimFraction: g.trimFraction }) : new Float32Array(parts[0].length);
+    mean.set(aggregate, start(j));
+    const owner = reports.get(members[j])!;
+    owner.refused = screening.refused.map((x) => ({ member: members[x.index], reason: x.reason }));
+    owner.digests.received = parts.map((p) => modelDigest(p));
+    owner.digests.aggregate = modelDigest(aggregate);
+    members.forEach((m, i) => {
+      const r = reports.get(m)!;
+      r.digests.sent.push(owner.digests.received[i]);
+      r.digests.gathered.push(owner.digests.aggregate);
+    });
+  }
+  return { mean, reports };
 }
 
 type Preset = keyof typeof PRESET_LAYOUTS;
@@ -89,6 +140,10 @@ export interface SimOptions {
   reportStep?: (step: number) => number;
   /** The digest it reports after loading a model (default: modelDigest of what it loaded). */
   loadedChecksum?: (honest: string) => string;
+  /** What it contributes to a ring or group round (default: its parameters; an attacker sends something else). */
+  contribution?: (params: Float32Array) => Float32Array;
+  /** The group report it sends (default: the honest one; a liar changes digests or refusals). */
+  groupReport?: (honest: GroupReport) => GroupReport;
   /** The checkpoint it uploads when it is the uploader (default: its parameters, honestly). */
   checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
   log?: (line: string) => void;
@@ -260,9 +315,15 @@ export class SimVolunteer {
     // Like the collective, give up shortly before the server's deadline and say so.
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), Math.max(0, r.deadline - Date.now() - 100))));
-    const mean = await Promise.race([this.opts.oracle.contribute(r.jobId, r.roundId, r.members, this.volunteerId, this.params.slice()), timeout]);
+    const spec = this.assignment!.job.spec;
+    const rule: GroupRule = r.mode === 'group' ? { rule: spec.aggregation, trimFraction: spec.trimFraction } : null;
+    const sent = this.opts.contribution?.(this.params.slice()) ?? this.params.slice();
+    const out = await Promise.race([this.opts.oracle.contribute(r.jobId, r.roundId, r.members, this.volunteerId, sent, rule), timeout]);
     clearTimeout(timer);
-    if (mean) await this.report(r.jobId, r.roundId, mean);
+    if (out) {
+      const honest = out.reports?.get(this.volunteerId);
+      await this.report(r.jobId, r.roundId, out.mean, honest && (this.opts.groupReport?.(honest) ?? honest));
+    }
     else await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code: 'deadline', message: 'simulated collective timed out' });
   }
 
@@ -273,12 +334,14 @@ export class SimVolunteer {
     await this.report(s.jobId, s.roundId, values);
   }
 
-  private async report(jobId: string, roundId: number, result: Float32Array): Promise<void> {
+  private async report(jobId: string, roundId: number, result: Float32Array, group?: GroupReport): Promise<void> {
     this.pending = { roundId, values: result.slice() };
-    await this.emit('round:result', {
+    const ack = await this.emit('round:result', {
       jobId, roundId, checksum: checksumOf(result), step: this.opts.reportStep?.(this.step) ?? this.step,
       metrics: { loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: result.byteLength, bytesReceived: result.byteLength },
+      ...(group ? { group } : {}),
     });
+    if (!ack.ok) this.log(`round result refused: ${ack.error.message}`);
   }
 
   private async onCommit(c: { jobId: string; roundId: number; seq: number }): Promise<void> {
