@@ -6,3 +6,4 @@ export * from './exchange';
 export * from './simulate';
 export * from './workers';
 export * from './convergence';
+export * from './attacks';
