@@ -19,8 +19,10 @@ export interface OpenedPage {
   close(): Promise<void>;
 }
 
-export async function openPage(browser: Browser, url: string, opts: { log?: (line: string) => void } = {}): Promise<OpenedPage> {
+/** `initScript` runs in the page before its own scripts (a test's fault or attacker injection). */
+export async function openPage(browser: Browser, url: string, opts: { log?: (line: string) => void; initScript?: () => void } = {}): Promise<OpenedPage> {
   const context = await browser.newContext();
+  if (opts.initScript) await context.addInitScript(opts.initScript);
   const page = await context.newPage();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.stack ?? e.message));

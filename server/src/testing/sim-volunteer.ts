@@ -83,7 +83,7 @@ function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<
   const len = inputs[0].length;
   const start = (j: number) => Math.floor((j * len) / n);
   const mean = new Float32Array(len);
-  const reports = new Map<string, GroupReport>(members.map((m, i) => [m, { refused: [], digests: { sent: [], received: [], aggregate: '', gathered: [] } }]));
+  const reports = new Map<string, GroupReport>(members.map((m) => [m, { refused: [], digests: { sent: [], received: [], aggregate: '', gathered: [] } }]));
   for (let j = 0; j < n; j++) {
     const parts = inputs.map((x) => x.subarray(start(j), start(j + 1)));
     const screening = screenContributions(parts, start(j + 1) - start(j));
