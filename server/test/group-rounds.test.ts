@@ -12,10 +12,7 @@ before(async () => {
   server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 } });
 });
 after(() => server.stop());
-afterEach(async () => {
-  const { jobs } = (await server.api('/api/jobs')).body as { jobs: { id: string; state: string }[] };
-  for (const j of jobs) if (j.state === 'running' || j.state === 'waiting') await server.api(`/api/jobs/${j.id}/stop`, { method: 'POST' });
-});
+afterEach(() => server.stopJobs());
 
 type Round = { roundId: number; seq: number; mode: string; outcome: string; detail: string; members: string[] };
 const roundsOf = async (id: string): Promise<Round[]> => (await server.api(`/api/jobs/${id}/rounds`)).body.rounds;

@@ -12,10 +12,7 @@ before(async () => {
 });
 after(() => server.stop());
 // Every job a test created stops when it ends, so the tests after it do not share the machine with it.
-afterEach(async () => {
-  const { jobs } = (await server.api('/api/jobs')).body as { jobs: { id: string; state: string }[] };
-  for (const j of jobs) if (j.state === 'running' || j.state === 'waiting') await server.api(`/api/jobs/${j.id}/stop`, { method: 'POST' });
-});
+afterEach(() => server.stopJobs());
 
 const job = async (id: string) => (await server.api(`/api/jobs/${id}`)).body.job;
 const refusedTo = (s: SimVolunteer) => s.events.find((e) => e.name === 'job:end')?.payload as { reason: string } | undefined;

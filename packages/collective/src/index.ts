@@ -8,6 +8,7 @@ export * from './memory';
 export * from './signaling';
 export * from './router';
 export * from './sparse-codec';
+export * from './collective';
 export * from './ring';
 export * from './group';
 export { WebRtcTransport, type WebRtcTransportOptions, type SimplePeerFactory, type SimplePeerLike, type PeerFactoryOptions } from './webrtc';

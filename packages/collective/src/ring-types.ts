@@ -1,22 +1,11 @@
-// What ring ops take and count: options, wire dtypes, counters. Shared by the Ring and its op runs.
-import type { Transport } from './transport';
+// What ring ops take and count: options, wire dtypes, counters. Shared by the Ring and its op runs
+// (the counters by the Group too).
+import type { CollectiveOptions } from './collective';
 export type ReduceOp = 'sum' | 'mean';
 export type WireDType = 'f32' | 'f16';
 
-export interface RingOptions {
-  transport: Transport;
-  /** Member ids in ring order; self's right neighbour is the next one (wrapping). */
-  members: readonly string[];
-  self: string;
-  /** Job id (strings are hashed to the frame's u32 job field). */
-  jobId: string | number;
-  round: number;
-  /** Default deadline of each op, ms, counted from when it starts (after the op before it). Default 60 s. */
-  deadlineMs?: number;
-  /** Elements per frame (tests use small chunks); default and maximum: as many as fit in 64 KiB. */
-  chunkElements?: number;
-  /** Bound on frames buffered for ops this member has not started yet (default 256 MiB). */
-  maxEarlyBytes?: number;
+/** `members` in ring order: self's right neighbour is the next one (wrapping). */
+export interface RingOptions extends CollectiveOptions {
   /** Bound on one member's contribution to allgather/broadcast/sparse (default 1 GiB). */
   maxSegmentBytes?: number;
 }

@@ -18,6 +18,8 @@ export interface TestServer extends RunningServer {
   createJob(spec?: Partial<JobSpecInput>): Promise<JobSummary>;
   volunteer(opts?: Partial<SimOptions>): Promise<SimVolunteer>;
   oracle: RingOracle;
+  /** Stops every job still running or waiting (tests call it after each test, so none shares the machine with the next). */
+  stopJobs(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -71,6 +73,10 @@ export async function startTestServer(opts: ServerOptions = {}): Promise<TestSer
       sims.push(v);
       await v.connected();
       return v;
+    },
+    async stopJobs() {
+      const { jobs } = (await api('/api/jobs')).body as { jobs: { id: string; state: string }[] };
+      for (const j of jobs) if (j.state === 'running' || j.state === 'waiting') await api(`/api/jobs/${j.id}/stop`, { method: 'POST' });
     },
     async stop() {
       for (const v of sims) v.close();

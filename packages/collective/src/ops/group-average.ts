@@ -306,7 +306,7 @@ export class GroupAverageRun {
       q.items = [];
       q.head = 0;
     }
-    if (propagate) this.group.sendAbort(this.seq, err);
+    if (propagate) this.group.sendAbort(this.seq, err, null);
     this.settle.reject(err);
   }
 }
