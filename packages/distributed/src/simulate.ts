@@ -2,9 +2,10 @@
 // benchmark): each sync every worker does its local work, the payloads go through real Ring
 // collectives on MemoryTransports (with whatever link faults or caps the network has), every member
 // prepares the result, the checksums are compared, and all commit.
-import { MemoryNetwork, Ring } from '@tabfleet/collective';
+import { Group, MemoryNetwork, Ring } from '@tabfleet/collective';
+import type { Aggregation } from '@tabfleet/protocol';
 import type { ModelEngine } from './engine';
-import { exchange } from './exchange';
+import { exchange, groupExchange } from './exchange';
 import type { Payload, SyncStrategy } from './strategies';
 
 export interface SimWorker {
@@ -30,6 +31,8 @@ export interface RunOptions {
   /** Called after each committed sync; return true to stop early. */
   onSync?: (r: SyncReport) => boolean | void | Promise<boolean | void>;
   deadlineMs?: number;
+  /** Average in a group by this robust rule (an untrusted job) instead of the ring's mean. */
+  group?: { rule: Aggregation; trimFraction?: number };
 }
 
 export async function startWorkers(workers: SimWorker[]): Promise<void> {
@@ -46,9 +49,11 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
     for (const w of workers) loss += (await w.strategy.local()).loss / workers.length;
     const payloads: Payload[] = [];
     for (const w of workers) payloads.push(await w.strategy.payload());
-    const rings = ids.map((id, i) => new Ring({ transport: transports[i], members: ids, self: id, jobId: opts.jobId ?? 'sim', round: seq, deadlineMs: opts.deadlineMs ?? 120_000 }));
+    const collectiveOpts = (i: number) => ({ transport: transports[i], members: ids, self: ids[i], jobId: opts.jobId ?? 'sim', round: seq, deadlineMs: opts.deadlineMs ?? 120_000 });
+    const group = opts.group;
+    const rings = ids.map((_, i) => (group ? new Group(collectiveOpts(i)) : new Ring(collectiveOpts(i))));
     const t0 = performance.now();
-    const means = await Promise.all(rings.map((r, i) => exchange(r, payloads[i])));
+    const means = await Promise.all(rings.map((r, i) => (r instanceof Group ? groupExchange(r, payloads[i], group!).then((g) => g.mean) : exchange(r as Ring, payloads[i]))));
     const exchangeMs = performance.now() - t0;
     const checksums = await Promise.all(workers.map((w, i) => w.strategy.prepare(means[i])));
     if (new Set(checksums).size !== 1) throw new Error(`members disagree after sync ${seq}: ${checksums.join(', ')}`);
