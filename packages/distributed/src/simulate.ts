@@ -1,5 +1,5 @@
 // Runs N workers of one job in this thread over an in-memory network (tests and the convergence
-// benchmark): each sync every worker does its local work, the payloads go through real Ring
+// benchmark): each sync every worker does its local work, the payloads go through real Ring (or Group)
 // collectives on MemoryTransports (with whatever link faults or caps the network has), every member
 // prepares the result, the checksums are compared, and all commit.
 import { Group, MemoryNetwork, Ring } from '@tabfleet/collective';
