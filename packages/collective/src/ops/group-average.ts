@@ -131,7 +131,7 @@ export class GroupAverageRun {
     }
     for (const peer of this.group.peers) this.queues.set(peer, { items: [], head: 0, pumping: false });
     this.group.members.forEach((peer, j) => {
-      if (j !== rank) this.sendPart(peer, 'groupScatter', j, this.contribution);
+      if (j !== rank) this.sendPart([peer], 'groupScatter', j, this.contribution);
     });
     if (this.n > 1) {
       this.group.connect(this.deadlineMs).then(
@@ -143,20 +143,22 @@ export class GroupAverageRun {
     this.maybeFinish();
   }
 
-  /** Queues part `j` of `source` (a whole-length vector) for `peer`, chunk by chunk. */
-  private sendPart(peer: string, kind: 'groupScatter' | 'groupGather', j: number, source: Float32Array): void {
+  /** Queues part `j` of `source` (a whole-length vector) for each of `peers`, chunk by chunk (a sparse part is encoded once for all). */
+  private sendPart(peers: string[], kind: 'groupScatter' | 'groupGather', j: number, source: Float32Array): void {
     const header = (c: number, last: boolean) => ({ kind, dtype: this.frameDType, flags: last ? FLAG_LAST : 0, job: this.group.job, round: this.group.round, op: this.seq, step: kind === 'groupScatter' ? 0 : 1, segment: j, chunk: c });
     if (this.sparse) {
       const payloads = this.sparseChunks(this.part(source, j));
-      payloads.forEach((p, c) => this.enqueue(peer, () => {
-        const frame = allocFrame(header(c, c === payloads.length - 1), p.byteLength);
-        frame.set(p, FRAME_HEADER_BYTES);
-        return frame;
-      }));
+      for (const peer of peers) {
+        payloads.forEach((p, c) => this.enqueue(peer, () => {
+          const frame = allocFrame(header(c, c === payloads.length - 1), p.byteLength);
+          frame.set(p, FRAME_HEADER_BYTES);
+          return frame;
+        }));
+      }
       return;
     }
     const chunks = this.denseChunks(j);
-    for (let c = 0; c < chunks; c++) {
+    for (const peer of peers) for (let c = 0; c < chunks; c++) {
       this.enqueue(peer, () => {
         const from = this.partStart(j) + c * this.chunk;
         const count = Math.min(this.chunk, this.partStart(j + 1) - from);
@@ -252,7 +254,7 @@ export class GroupAverageRun {
     this.result.set(aggregate, this.partStart(rank));
     this.digests.aggregate = modelDigest(aggregate);
     this.parts = []; // the contributions are no longer needed
-    for (const peer of this.group.peers) this.sendPart(peer, 'groupGather', rank, this.result);
+    this.sendPart(this.group.peers, 'groupGather', rank, this.result);
   }
 
   private enqueue(peer: string, make: () => Uint8Array): void {
