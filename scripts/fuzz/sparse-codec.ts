@@ -1,8 +1,8 @@
 // The sparse codec (@tabfleet/collective sparse-codec.ts): gap-coded (index, value) chunks that a ring
 // neighbour forwards in sparse allgather (DGC), inside idx_f32 / idx_f16 frames.
 import fc from 'fast-check';
-import { decodeF16, decodeSparseChunk, encodeF16, encodeSparseChunks, maxSparsePairs, SparseCodecError } from '@tabfleet/collective';
-import { decodeFrame, encodeFrame, MAX_FRAME_PAYLOAD } from '@tabfleet/protocol';
+import { decodeSparseChunk, encodeSparseChunks, maxSparsePairs, SparseCodecError } from '@tabfleet/collective';
+import { decodeF16, decodeFrame, encodeF16, encodeFrame, MAX_FRAME_PAYLOAD } from '@tabfleet/protocol';
 import { containerArb, inContainer, mutated, nastyU32 } from './bytes';
 import { decodeOrRefuse, type FuzzTarget } from './target';
 

@@ -2,24 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FRAME_HEADER_BYTES, aggregateWith, allocFrame, jobHash, decodeFrame, maxChunkElements, mean, modelDigest, type Aggregation } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
-import { Group, type GroupAverage, type GroupOptions } from './group';
+import { Group, type GroupAverage } from './group';
 import { MemoryNetwork, type MemoryTransport } from './memory';
-import { bitsEqual, floatData, intData, plainSum, settleAll } from './testing';
-
-interface TestGroup {
-  net: MemoryNetwork;
-  ids: string[];
-  transports: MemoryTransport[];
-  groups: Group[];
-}
-
-function memoryGroup(n: number, opts: Partial<GroupOptions> = {}): TestGroup {
-  const net = new MemoryNetwork({ seed: 5 });
-  const ids = Array.from({ length: n }, (_, i) => `m${i}`);
-  const transports = ids.map((id) => net.endpoint(id));
-  const groups = ids.map((id, i) => new Group({ transport: transports[i], members: ids, self: id, jobId: 'job-test', round: 1, deadlineMs: 10_000, ...opts }));
-  return { net, ids, transports, groups };
-}
+import { bitsEqual, floatData, intData, memoryGroup, plainSum, settleAll, sparseData, type TestGroup } from './testing';
 
 function average(g: TestGroup, inputs: Float32Array[], rule: Aggregation, dtype: 'f32' | 'f16' = 'f32'): Promise<GroupAverage[]> {
   return Promise.all(g.groups.map((x, i) => x.average(inputs[i], { rule, dtype })));
@@ -182,15 +167,6 @@ test('a group refuses more than 16 members, duplicates, and a self that is not a
   assert.throws(() => new Group({ transport: t, members: ['b'], self: 'a', jobId: 1, round: 1 }), /not a member/);
   assert.equal(maxChunkElements('f32') > 0, true);
 });
-
-/** A vector of `len` with `count` nonzero entries at random places. */
-function sparseData(len: number, count: number, seed: number): Float32Array {
-  const out = new Float32Array(len);
-  const values = floatData(count, seed);
-  const place = intData(count, seed + 1000, len);
-  for (let i = 0; i < count; i++) out[Math.abs(place[i]) % len] = values[i];
-  return out;
-}
 
 test('sparse parts (DGC payloads): the exact mean, identical everywhere, for a fraction of the dense bytes', async () => {
   const len = 50_000;

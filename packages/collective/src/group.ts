@@ -6,7 +6,11 @@
 // else's data: a member can spoil only its own contribution (screened, then bounded by the rule) or,
 // as an owner, its part's aggregate, which the digests every member reports expose (GroupDigests).
 //
-// This file is the Group: its links and its op; ordering ops, routing frames, aborts and lost peers
+// Validation (BTARD's random checks): after an average, `validate` has named members recompute named
+// parts from the same contributions, so an owner that returned a wrong aggregate to everyone alike,
+// which no digest comparison shows, is caught when its part is drawn.
+//
+// This file is the Group: its links and its ops; ordering ops, routing frames, aborts and lost peers
 // are the Collective's (collective.ts), as for a Ring. The algorithm is ops/group-average.ts.
 //
 // Failure semantics are the ring's: an op rejects with a CollectiveError on deadline, lost member,
@@ -16,9 +20,11 @@ import { LIMITS, type Aggregation } from '@tabfleet/protocol';
 import { Collective, type CollectiveOptions } from './collective';
 import { CollectiveError } from './errors';
 import { GroupAverageRun, type GroupAverage } from './ops/group-average';
+import { GroupValidateRun, type PartCheck, type PartValidation } from './ops/group-validate';
 import type { RingCounters, WireDType } from './ring-types';
 
 export type { GroupAverage, GroupDigests } from './ops/group-average';
+export type { PartCheck, PartValidation } from './ops/group-validate';
 
 /** Members of one group: all-to-all links cost N−1 data channels per tab. */
 export const MAX_GROUP_SIZE = LIMITS.maxGroupSize;
@@ -65,8 +71,31 @@ export class Group extends Collective {
    * digests the server cross-checks.
    */
   average(data: Float32Array, opts: GroupAverageOptions): Promise<GroupAverage> {
-    const dtype = opts.dtype ?? 'f32';
-    if (dtype !== 'f32' && dtype !== 'f16') throw new CollectiveError('bad_argument', `wire dtype must be f32 or f16, got ${String(dtype)}`);
-    return this.schedule(opts.deadlineMs, (seq, deadline) => new GroupAverageRun(this, seq, deadline, data, { ...opts, dtype, sparse: opts.sparse ?? false }));
+    const wire = { ...opts, dtype: wireDType(opts), sparse: opts.sparse ?? false };
+    return this.schedule(opts.deadlineMs, (seq, deadline) => new GroupAverageRun(this, seq, deadline, data, wire));
   }
+
+  /**
+   * Sends this member's `contribution` (an average's `contribution`, as it went on the wire) to each
+   * check's validator, and recomputes the parts this member validates, with the average's options.
+   * Every member passes the same checks; a part's owner never validates it.
+   */
+  validate(contribution: Float32Array, checks: readonly PartCheck[], opts: GroupAverageOptions): Promise<PartValidation[]> {
+    const seen = new Set<number>();
+    for (const c of checks) {
+      if (!Number.isInteger(c.part) || c.part < 0 || c.part >= this.size) throw new CollectiveError('bad_argument', `part ${c.part} of a ${this.size}-member group`);
+      if (seen.has(c.part)) throw new CollectiveError('bad_argument', `part ${c.part} is checked twice`);
+      seen.add(c.part);
+      const v = this.members.indexOf(c.validator);
+      if (v < 0 || v === c.part) throw new CollectiveError('bad_argument', `${c.validator} cannot validate part ${c.part}: ${v < 0 ? 'not a member' : 'it is the owner'}`);
+    }
+    const wire = { ...opts, dtype: wireDType(opts), sparse: opts.sparse ?? false };
+    return this.schedule(opts.deadlineMs, (seq, deadline) => new GroupValidateRun(this, seq, deadline, contribution, checks, wire));
+  }
+}
+
+function wireDType(opts: GroupAverageOptions): WireDType {
+  const dtype = opts.dtype ?? 'f32';
+  if (dtype !== 'f32' && dtype !== 'f16') throw new CollectiveError('bad_argument', `wire dtype must be f32 or f16, got ${String(dtype)}`);
+  return dtype;
 }

@@ -2,7 +2,6 @@
 // Knows bytes and arrays, not models. WebRTC entry points: '@tabfleet/collective/webrtc-browser'
 // (pages) and '@tabfleet/collective/webrtc-node' (Node, @roamhq/wrtc).
 export * from './errors';
-export * from './fp16';
 export * from './transport';
 export * from './memory';
 export * from './signaling';

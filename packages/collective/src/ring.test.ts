@@ -2,9 +2,8 @@
 // lengths, fp32 bit-identical across members, fp16 within its rounding.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { maxChunkElements } from '@tabfleet/protocol';
+import { maxChunkElements, roundToF16 } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
-import { roundToF16 } from './fp16';
 import { Ring } from './ring';
 import { bitsEqual, floatData, intData, memoryRing, plainSum } from './testing';
 

@@ -18,8 +18,8 @@
 // op sends an abort frame both ways round the ring (each member forwards it once), so members far
 // from the failure reject promptly too. Frames of other rounds/ops and duplicates are counted and
 // dropped, never added.
+import { roundToF16 } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
-import { roundToF16 } from './fp16';
 import { Collective } from './collective';
 import { AllreduceRun } from './ops/allreduce';
 import { DenseGatherRun, SparseGatherRun } from './ops/gather';

@@ -2,7 +2,7 @@
 //   u32 n | n values (f32 or f16) | n indices as LEB128 varints, the first absolute, then the gap to the previous
 // with indices strictly increasing, so a chunk decodes on its own. Top-k indices are spread evenly, so
 // the gaps are about 1/density: one byte up to 99.2% sparsity, two up to 99.99%, instead of four.
-import { decodeF16, encodeF16 } from './fp16';
+import { decodeF16, encodeF16 } from '@tabfleet/protocol';
 
 /** A sparse chunk that does not decode: wrong count, truncated or repeated index, index out of range. */
 export class SparseCodecError extends Error {

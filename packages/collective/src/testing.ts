@@ -1,5 +1,6 @@
-// Helpers shared by this package's tests: a ring of MemoryTransports and reference sums.
+// Helpers shared by this package's tests: a ring or group of MemoryTransports, test data, reference sums.
 import { mulberry32 } from '@tabfleet/protocol';
+import { Group, type GroupOptions } from './group';
 import { MemoryNetwork, type MemoryNetworkOptions, type MemoryTransport } from './memory';
 import { Ring, type RingOptions } from './ring';
 
@@ -17,6 +18,21 @@ export async function memoryRing(n: number, opts: { net?: MemoryNetworkOptions; 
   const rings = ids.map((id, i) => new Ring({ transport: transports[i], members: ids, self: id, jobId: 'job-test', round: 1, deadlineMs: 20_000, ...opts.ring }));
   if (opts.connect !== false) await Promise.all(rings.map((r) => r.connect()));
   return { net, ids, transports, rings };
+}
+
+export interface TestGroup {
+  net: MemoryNetwork;
+  ids: string[];
+  transports: MemoryTransport[];
+  groups: Group[];
+}
+
+export function memoryGroup(n: number, opts: Partial<GroupOptions> = {}): TestGroup {
+  const net = new MemoryNetwork({ seed: 5 });
+  const ids = Array.from({ length: n }, (_, i) => `m${i}`);
+  const transports = ids.map((id) => net.endpoint(id));
+  const groups = ids.map((id, i) => new Group({ transport: transports[i], members: ids, self: id, jobId: 'job-test', round: 1, deadlineMs: 10_000, ...opts }));
+  return { net, ids, transports, groups };
 }
 
 /** Integers in [-range, range]: every fp32 (and small fp16) sum of a few of them is exact. */
@@ -59,4 +75,13 @@ export function bitsEqual(a: Float32Array, b: Float32Array): boolean {
 /** Settles every promise; rejections become their error. */
 export function settleAll<T>(ps: Promise<T>[]): Promise<(T | Error)[]> {
   return Promise.all(ps.map((p) => p.then((v) => v, (e: Error) => e)));
+}
+
+/** A vector of `len` with `count` nonzero entries at random places. */
+export function sparseData(len: number, count: number, seed: number): Float32Array {
+  const out = new Float32Array(len);
+  const values = floatData(count, seed);
+  const place = intData(count, seed + 1000, len);
+  for (let i = 0; i < count; i++) out[Math.abs(place[i]) % len] = values[i];
+  return out;
 }

@@ -39,6 +39,8 @@ export const FrameKind = {
   groupScatter: 8,
   /** Group averaging: an owner's aggregate of its part, sent to every member (segment = owner). */
   groupGather: 9,
+  /** Group validation: a member's contribution to one part, sent to the part's validator (segment = part). */
+  groupValidate: 10,
 } as const;
 export type FrameKindName = keyof typeof FrameKind;
 export type FrameKindCode = (typeof FrameKind)[FrameKindName];

@@ -8,3 +8,4 @@ export * from './random';
 export * from './checksum';
 export * from './models';
 export * from './robust';
+export * from './fp16';

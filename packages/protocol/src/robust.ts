@@ -2,9 +2,14 @@
 // every contribution passes first, and the rules a job chooses. Shared by the owners of group
 // averaging (collective) and the server's star fallback, so both refuse and combine alike.
 //
+// `combinePart` is the whole of what an owner does to its part, so a validator recomputing the part
+// and the server settling a dispute run exactly the owner's code.
+//
 // Deterministic: the same contributions in the same order give the same bits in any JS engine (f64
 // accumulation, a fixed order, only IEEE-exact operations and Math.sqrt), so a validator that
 // recomputes an owner's aggregate can compare digests rather than values within a tolerance.
+
+import { roundToF16 } from './fp16';
 
 /** The rules a job may choose; `centered-clip` is the default of untrusted jobs. */
 export const AGGREGATIONS = ['mean', 'centered-clip', 'trimmed-mean', 'median'] as const;
@@ -37,6 +42,26 @@ export interface Screening {
   accepted: number[];
   /** Refused contributions: their senders are at fault. */
   refused: { index: number; reason: string }[];
+}
+
+export interface CombinedPart {
+  /** Null when every contribution was refused. */
+  aggregate: Float32Array | null;
+  /** Refused contributions, by sender index. */
+  refused: Screening['refused'];
+}
+
+/**
+ * What a group's owner makes of the contributions to its part (one per member, in member order, as
+ * they went on the wire): screen them, combine the accepted ones with `rule`, round to the wire's
+ * precision.
+ */
+export function combinePart(parts: readonly Float32Array[], length: number, rule: Aggregation, opts: RuleOptions & { f16?: boolean } = {}): CombinedPart {
+  const { accepted, refused } = screenContributions(parts, length);
+  if (accepted.length === 0) return { aggregate: null, refused };
+  const aggregate = length === 0 ? new Float32Array(0) : aggregateWith(rule, accepted.map((i) => parts[i]), opts);
+  if (opts.f16) roundToF16(aggregate, 0, aggregate.length);
+  return { aggregate, refused };
 }
 
 export function l2norm(v: Float32Array): number {

@@ -1,7 +1,6 @@
 // Bandwidth-optimal ring allreduce (see ring.ts): N−1 pipelined reduce-scatter steps, then N−1
 // allgather steps; the owner of a reduced segment finalizes it so every member ends with the same bytes.
-import { FRAME_DTYPE_BYTES, FRAME_HEADER_BYTES, allocFrame, maxChunkElements, type Frame } from '@tabfleet/protocol';
-import { addF16, decodeF16, encodeF16, roundToF16 } from '../fp16';
+import { FRAME_DTYPE_BYTES, FRAME_HEADER_BYTES, addF16, allocFrame, decodeF16, encodeF16, maxChunkElements, roundToF16, type Frame } from '@tabfleet/protocol';
 import type { Ring } from '../ring';
 import type { ReduceOp, WireDType } from '../ring-types';
 import { OpRun, f32View, u16View } from './op-run';

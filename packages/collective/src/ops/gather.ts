@@ -1,8 +1,7 @@
 // Gathers around the ring: each member's (variable-length) contribution is forwarded N−1 hops;
 // dense allgather and broadcast return the parts, sparse allgather sums the members' lists locally.
-import { FLAG_LAST, FRAME_DTYPE_BYTES, FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD, allocFrame, maxChunkElements, type Frame, type FrameDTypeName, type FrameKindName } from '@tabfleet/protocol';
+import { FLAG_LAST, FRAME_DTYPE_BYTES, FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD, allocFrame, decodeF16, encodeF16, maxChunkElements, type Frame, type FrameDTypeName, type FrameKindName } from '@tabfleet/protocol';
 import { CollectiveError } from '../errors';
-import { decodeF16, encodeF16 } from '../fp16';
 import type { Ring } from '../ring';
 import type { ReduceOp, WireDType } from '../ring-types';
 import { decodeSparseChunk, encodeSparseChunks, maxSparsePairs } from '../sparse-codec';
