@@ -4,8 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, test } from 'node:test';
 import type { GroupReport, RoundBegin } from '@tabfleet/protocol';
-import { waitFor, type SimOptions, type SimVolunteer } from '../src/testing/sim-volunteer';
+import { waitFor } from '../src/testing/sim-volunteer';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
+import { endReason, groupJobs, sameParameters } from './group-jobs';
 
 let server: TestServer;
 before(async () => {
@@ -14,22 +15,7 @@ before(async () => {
 after(() => server.stop());
 afterEach(() => server.stopJobs());
 
-type Round = { roundId: number; seq: number; mode: string; outcome: string; detail: string; members: string[] };
-const roundsOf = async (id: string): Promise<Round[]> => (await server.api(`/api/jobs/${id}/rounds`)).body.rounds;
-const endReason = (s: SimVolunteer) => (s.events.find((e) => e.name === 'job:end')?.payload as { reason: string } | undefined)?.reason;
-
-/** Starts a job of `honest` honest members and one member with `attacker`'s options; all request it. */
-async function jobWith(attacker: Partial<SimOptions>, honest = 3, spec: object = {}) {
-  const created = await server.createJob({ minWorkers: 2, maxWorkers: honest + 1, H: 1, targetSteps: 1000, ...spec });
-  const sims = [...(await Promise.all(Array.from({ length: honest }, () => server.volunteer()))), await server.volunteer(attacker)];
-  for (const s of sims) await s.request(created.id);
-  return { id: created.id, honest: sims.slice(0, honest), attacker: sims[honest] };
-}
-
-function sameParameters(sims: SimVolunteer[], seq: number): boolean {
-  const [first, ...rest] = sims.map((s) => s.applied.get(seq));
-  return !!first && rest.every((p) => p && p.length === first.length && p.every((v, i) => Object.is(v, first[i])));
-}
+const { roundsOf, jobWith } = groupJobs(() => server);
 
 test('an untrusted job averages in group rounds and a trusted one in ring rounds; members agree after every sync', async () => {
   const untrusted = await jobWith({}, 3);

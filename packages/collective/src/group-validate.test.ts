@@ -3,9 +3,9 @@
 // consistently, which the average's digests cannot show, disagrees with its validator.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeFrame, type Aggregation } from '@tabfleet/protocol';
+import { decodeFrame, type Aggregation, type PartCheck } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
-import type { GroupAverage, GroupAverageOptions, PartCheck } from './group';
+import type { GroupAverage, GroupAverageOptions } from './group';
 import { floatData, memoryGroup, settleAll, sparseData, type TestGroup } from './testing';
 
 async function averageThenValidate(g: TestGroup, inputs: Float32Array[], checks: PartCheck[], opts: GroupAverageOptions, ownerRule: (i: number) => Aggregation = () => opts.rule) {

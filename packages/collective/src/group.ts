@@ -16,15 +16,15 @@
 // Failure semantics are the ring's: an op rejects with a CollectiveError on deadline, lost member,
 // abort or bad frame and never touches the caller's arrays. A member that fails an op sends an abort
 // frame to every other member.
-import { LIMITS, type Aggregation } from '@tabfleet/protocol';
+import { LIMITS, type Aggregation, type PartCheck } from '@tabfleet/protocol';
 import { Collective, type CollectiveOptions } from './collective';
 import { CollectiveError } from './errors';
 import { GroupAverageRun, type GroupAverage } from './ops/group-average';
-import { GroupValidateRun, type PartCheck, type PartValidation } from './ops/group-validate';
+import { GroupValidateRun, type PartValidation } from './ops/group-validate';
 import type { RingCounters, WireDType } from './ring-types';
 
 export type { GroupAverage, GroupDigests } from './ops/group-average';
-export type { PartCheck, PartValidation } from './ops/group-validate';
+export type { PartValidation } from './ops/group-validate';
 
 /** Members of one group: all-to-all links cost N−1 data channels per tab. */
 export const MAX_GROUP_SIZE = LIMITS.maxGroupSize;

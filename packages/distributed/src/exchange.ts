@@ -1,7 +1,7 @@
 // Moves a strategy's payload through a ring: dense vectors by ring allreduce (f32 or f16 on the
 // wire), DGC-sparse ones by sparse allgather (gap-coded indices, f16 values); both give every
 // member the same mean, byte for byte. Or through a group, combined by a robust rule.
-import type { Group, GroupAverage, Ring } from '@tabfleet/collective';
+import type { Group, GroupAverage, GroupAverageOptions, Ring } from '@tabfleet/collective';
 import type { Aggregation } from '@tabfleet/protocol';
 import { payloadToDense, type Payload } from './strategies';
 
@@ -17,5 +17,10 @@ export function exchange(ring: Ring, p: Payload, deadlineMs?: number): Promise<F
  */
 export function groupExchange(group: Group, p: Payload, combine: { rule: Aggregation; trimFraction?: number }, deadlineMs?: number): Promise<GroupAverage> {
   const values = p.kind === 'dense' ? p.values : payloadToDense(p, p.length);
-  return group.average(values, { ...combine, dtype: p.dtype, sparse: p.kind === 'sparse', deadlineMs });
+  return group.average(values, { ...groupWire(p, combine), deadlineMs });
+}
+
+/** How a payload goes through a group: the rule, and the wire (f32/f16, dense or its nonzero pairs). `Group.validate` takes the same. */
+export function groupWire(p: Payload, combine: { rule: Aggregation; trimFraction?: number }): GroupAverageOptions {
+  return { ...combine, dtype: p.dtype, sparse: p.kind === 'sparse' };
 }

@@ -139,15 +139,25 @@ export const roundMetricsSchema = z.strictObject({
 
 const digest = z.string().regex(/^[0-9a-f]{32}$/, 'a modelDigest: 32 lower-case hex digits');
 const perMember = z.array(digest).max(LIMITS.maxGroupSize);
+const refusals = z.array(z.strictObject({ member: idSchema, reason: z.string().max(300) })).max(LIMITS.maxGroupSize);
 /**
  * A group round's report (collective's GroupAverage): the contributions to its own part this member
  * refused, and the digests of what it sent, received, aggregated and gathered, by member index.
  */
 export const groupReportSchema = z.strictObject({
-  refused: z.array(z.strictObject({ member: idSchema, reason: z.string().max(300) })).max(LIMITS.maxGroupSize),
+  refused: refusals,
   digests: z.strictObject({ sent: perMember, received: perMember, aggregate: digest, gathered: perMember }),
 });
 export type GroupReport = z.output<typeof groupReportSchema>;
+
+/** A validator's recomputation of one part (collective's PartValidation); `aggregate` '' when it refused every contribution. */
+export const partValidationSchema = z.strictObject({
+  part: z.number().int().min(0).max(LIMITS.maxGroupSize - 1),
+  received: perMember,
+  aggregate: z.union([digest, z.literal('')]),
+  refused: refusals,
+});
+export type PartValidationReport = z.output<typeof partValidationSchema>;
 
 export const VOLUNTEER_EVENTS = {
   /** Ask for work, optionally in one job. */
@@ -169,6 +179,10 @@ export const VOLUNTEER_EVENTS = {
     code: z.enum(['peer_lost', 'deadline', 'unreachable', 'bad_frame', 'device_lost', 'internal']),
     message: z.string().max(1024).default(''),
   }),
+  /** A validator's recomputation of the parts the server named in `round:validate` (one event with all of them). */
+  'round:validation': z.strictObject({ ...roundRef, parts: z.array(partValidationSchema).min(1).max(LIMITS.maxGroupSize) }),
+  /** Asked by `evidence:request`: this member's contribution to `part` of the round's average (little-endian f32, as on the wire). */
+  'evidence:upload': z.strictObject({ ...roundRef, part: z.number().int().min(0).max(LIMITS.maxGroupSize - 1), data: binary }),
   /** WebRTC signaling for a current ring neighbour; relayed as `signal` with `from`. */
   signal: z.strictObject({
     ...roundRef,
@@ -243,6 +257,13 @@ export interface VolunteerServerEvents {
   'model:load': (m: { jobId: string; seq: number; step: number; url: string | null }) => void;
   'round:begin': (r: RoundBegin) => void;
   'round:abort': (r: { jobId: string; roundId: number; reason: string; lost: string[] }) => void;
+  /**
+   * A group round's results are in and their digests agree: every member sends each named part of its
+   * contribution to the part's validator (Group.validate), and validators report `round:validation`.
+   */
+  'round:validate': (v: { jobId: string; roundId: number; checks: { part: number; validator: string }[] }) => void;
+  /** A validator and an owner disagree about `part`: upload this member's contribution to it (`evidence:upload`). */
+  'evidence:request': (e: { jobId: string; roundId: number; part: number }) => void;
   /** Every member reported its result: apply it now (and the uploader uploads the model). */
   'round:commit': (r: { jobId: string; roundId: number; seq: number; step: number }) => void;
   /** Upload the checkpoint of sync `seq` now (the one asked first did not deliver a valid one). */

@@ -9,3 +9,4 @@ export * from './checksum';
 export * from './models';
 export * from './robust';
 export * from './fp16';
+export * from './validation';

@@ -44,6 +44,11 @@ export interface Screening {
   refused: { index: number; reason: string }[];
 }
 
+/** Part `j` of a vector of `length` cut among a group of `n` (the owner of part j is member j): [start, end). */
+export function partRange(length: number, n: number, j: number): { start: number; end: number } {
+  return { start: Math.floor((j * length) / n), end: Math.floor(((j + 1) * length) / n) };
+}
+
 export interface CombinedPart {
   /** Null when every contribution was refused. */
   aggregate: Float32Array | null;

@@ -2,9 +2,9 @@
 // server, the ring links to its neighbours, and the job engine (in a Web Worker in browsers). It
 // follows the server's round clock: load the global model, do the local work, report ready, run the
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
-import { CollectiveError, Group, Ring, type Signaler, type Transport } from '@tabfleet/collective';
-import { exchange, groupExchange, payloadToDense, type LocalWork, type Payload } from '@tabfleet/distributed';
-import type { Ack, Assignment, GroupReport, RoundBegin, VolunteerEvent, VolunteerEventName, VolunteerServerEvents } from '@tabfleet/protocol';
+import { CollectiveError, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
+import { exchange, groupExchange, groupWire, payloadToDense, type LocalWork, type Payload } from '@tabfleet/distributed';
+import { partRange, type Ack, type Assignment, type GroupReport, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo } from './job-engine';
 
@@ -72,6 +72,11 @@ export class VolunteerRuntime {
   private chain: Promise<unknown> = Promise.resolve();
   /** The ring or group of the round in flight. */
   private ring: Ring | Group | null = null;
+  /**
+   * The group of the last group round, open until the round commits or aborts: the server may name
+   * validators, who need this member's contribution as it went on the wire, or ask for it as evidence.
+   */
+  private openGroup: { group: Group; roundId: number; contribution: Float32Array; wire: GroupAverageOptions } | null = null;
   private lastBegin: RoundBegin | null = null;
   private lastWork: LocalWork & { wallMs: number } = { loss: 0, samples: 0, steps: 0, wallMs: 0 };
   /** Bytes this member moved in the round it is finishing (reported with its result). */
@@ -97,6 +102,8 @@ export class VolunteerRuntime {
     });
     s.on('round:abort', (r) => this.onRoundAbort(r));
     s.on('round:commit', (c) => this.queue('round:commit', () => this.onCommit(c)));
+    s.on('round:validate', (v) => this.queue('round:validate', () => this.onValidate(v)));
+    s.on('evidence:request', (e) => void this.onEvidenceRequest(e));
     s.on('star:result', (r) => this.onStarResult(r));
     s.on('checkpoint:request', (r) => this.queue('checkpoint:request', () => this.onCheckpointRequest(r)));
     s.on('signal', (m: { from: string; data: unknown }) => {
@@ -105,6 +112,7 @@ export class VolunteerRuntime {
     s.on('job:end', (e) => this.queue('job:end', () => this.onJobEnd(e)));
     s.on('disconnect', () => {
       this.ring?.abort('disconnected from the server');
+      this.closeGroup();
       this.setStatus({ state: this.stopped ? 'stopped' : 'connecting' });
     });
   }
@@ -251,11 +259,13 @@ export class VolunteerRuntime {
     // lost peers); links to members are kept for reuse.
     for (const peer of this.neighbours) if (!r.members.includes(peer)) this.transport!.closeLink(peer, 'no longer in the round');
     const self = this.status.volunteerId!;
+    this.closeGroup();
     const opts = { transport: this.transport!, members: r.members, self, jobId: r.jobId, round: r.roundId, deadlineMs };
     const collective = r.mode === 'group' ? new Group(opts) : new Ring(opts);
     const peers = collective instanceof Group ? collective.peers : [collective.left, collective.right];
     this.ring = collective;
     this.neighbours = new Set([...this.neighbours].filter((p) => r.members.includes(p)).concat(peers.filter((p) => p !== self)));
+    let keepOpen = false;
     try {
       try {
         await collective.connect(Math.min(CONNECT_TIMEOUT_MS, deadlineMs));
@@ -265,17 +275,56 @@ export class VolunteerRuntime {
       }
       if (collective instanceof Group) {
         const spec = this.assignment!.job.spec;
-        const out = await groupExchange(collective, payload, { rule: spec.aggregation, trimFraction: spec.trimFraction });
+        const combine = { rule: spec.aggregation, trimFraction: spec.trimFraction };
+        const out = await groupExchange(collective, payload, combine);
         this.countBytes(collective.counters.bytesOut, collective.counters.bytesIn);
+        this.openGroup = { group: collective, roundId: r.roundId, contribution: out.contribution, wire: groupWire(payload, combine) };
+        keepOpen = true;
         return { mean: out.mean, group: { refused: out.refused, digests: out.digests } };
       }
       const mean = await exchange(collective, payload);
       this.countBytes(collective.counters.bytesOut, collective.counters.bytesIn);
       return { mean };
     } finally {
-      collective.close();
-      if (this.ring === collective) this.ring = null;
+      if (!keepOpen) {
+        collective.close();
+        if (this.ring === collective) this.ring = null;
+      }
     }
+  }
+
+  private closeGroup(): void {
+    const g = this.openGroup;
+    if (!g) return;
+    this.openGroup = null;
+    g.group.close();
+    if (this.ring === g.group) this.ring = null;
+  }
+
+  /** Sends the named parts of this member's contribution to their validators, and recomputes the parts it validates. */
+  private async onValidate(v: Parameters<VolunteerServerEvents['round:validate']>[0]): Promise<void> {
+    const g = this.openGroup;
+    if (!g || g.roundId !== v.roundId) return;
+    const { bytesOut, bytesIn } = g.group.counters;
+    try {
+      const parts = await g.group.validate(g.contribution, v.checks, g.wire);
+      this.countBytes(g.group.counters.bytesOut - bytesOut, g.group.counters.bytesIn - bytesIn);
+      if (parts.length) await this.emit('round:validation', { jobId: v.jobId, roundId: v.roundId, parts });
+    } catch (e) {
+      if (e instanceof CollectiveError && e.code === 'aborted') return;
+      const code = e instanceof CollectiveError && (e.code === 'peer_lost' || e.code === 'deadline' || e.code === 'bad_frame') ? e.code : 'internal';
+      this.log(`validation of round ${v.roundId} failed: ${(e as Error).message}`);
+      if (this.openGroup === g) await this.emit('round:failed', { jobId: v.jobId, roundId: v.roundId, code, message: `validation: ${(e as Error).message}`.slice(0, 500) });
+    }
+  }
+
+  /** A validator and an owner disagree: this member's contribution to the part settles it (the server holds its digest). */
+  private async onEvidenceRequest(e: Parameters<VolunteerServerEvents['evidence:request']>[0]): Promise<void> {
+    const g = this.openGroup;
+    if (!g || g.roundId !== e.roundId) return;
+    const { start, end } = partRange(g.contribution.length, g.group.size, e.part);
+    const part = g.contribution.slice(start, end);
+    await this.emit('evidence:upload', { jobId: e.jobId, roundId: e.roundId, part: e.part, data: new Uint8Array(part.buffer) });
   }
 
   private countBytes(sent: number, received: number): void {
@@ -304,6 +353,7 @@ export class VolunteerRuntime {
   private onRoundAbort(r: { roundId: number; reason: string }): void {
     this.log(`round ${r.roundId} aborted: ${r.reason}`);
     if (this.ring && this.ring.round === r.roundId) this.ring.abort(r.reason);
+    if (this.openGroup?.roundId === r.roundId) this.closeGroup();
     if (this.starResult?.roundId === r.roundId) {
       this.starResult.reject(new CollectiveError('aborted', r.reason));
       this.starResult = null;
@@ -317,6 +367,7 @@ export class VolunteerRuntime {
   private async onCommit(c: Parameters<VolunteerServerEvents['round:commit']>[0]): Promise<void> {
     const begin = this.lastBegin;
     if (!begin || begin.roundId !== c.roundId) return;
+    this.closeGroup();
     await this.opts.engine.commit();
     this.payload = null;
     this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
@@ -346,6 +397,7 @@ export class VolunteerRuntime {
 
   private async onJobEnd(e: { jobId: string; reason: string }): Promise<void> {
     this.log(`job ${e.jobId} ended: ${e.reason}`);
+    this.closeGroup();
     this.assignment = null;
     this.setStatus({ state: 'idle', jobId: null, peers: [], roundId: null });
     if (!this.paused && !this.stopped) setTimeout(() => this.requestWork(), 1_000);

@@ -8,14 +8,16 @@
 //   - a member that is in every mismatched pair, when there are at least two (an owner that sent a
 //     wrong aggregate to everyone, a sender that sent other values than it reports to several owners);
 //   - otherwise every member of a mismatched pair. A liar can then take one honest member out with
-//     it, one for one, until validators that recompute a part land (issue 12's next part).
+//     it, one for one.
+// An owner that lies consistently agrees with every digest; the validators (group-validation.ts)
+// catch it.
 // A refusal is an owner's word, so a sender is blamed for refused contributions only when more than
 // half of the owners refused it (the others' refusals still keep its values out of their parts).
 import type { GroupReport } from '@tabfleet/protocol';
 
 export interface DigestMismatch {
-  /** `contribution`: sender → owner; `aggregate`: owner → receiver. */
-  kind: 'contribution' | 'aggregate';
+  /** `contribution`: sender → owner; `aggregate`: owner → receiver; `validation`: sender → validator. */
+  kind: 'contribution' | 'aggregate' | 'validation';
   from: string;
   to: string;
   part: number;
@@ -53,7 +55,8 @@ export function checkGroup(members: readonly string[], reports: ReadonlyMap<stri
   return { mismatches, liars: blame(mismatches), refused };
 }
 
-function blame(mismatches: DigestMismatch[]): string[] {
+/** Who is blamed for a set of mismatched pairs (see the header). */
+export function blame(mismatches: DigestMismatch[]): string[] {
   if (mismatches.length === 0) return [];
   const inPairs = new Map<string, number>();
   for (const m of mismatches) for (const id of new Set([m.from, m.to])) inPairs.set(id, (inPairs.get(id) ?? 0) + 1);

@@ -19,10 +19,8 @@ import {
   verifyCheckpoint,
   type Assignment,
   type CheckpointInfo,
-  type GroupReport,
   type JobSummary,
   type MetricPoint,
-  type RoundBegin,
   type VolunteerEventName,
   type VolunteerEventParsed,
   type WorkerRow,
@@ -30,7 +28,9 @@ import {
 import { createHash, randomInt } from 'node:crypto';
 import { contributorName, departedRow } from '../credit';
 import type { ContributorRecord, JobRecord, RoundRecord } from '../store/store';
-import { checkGroup, reportFits, type GroupVerdict } from './group-check';
+import { reportFits } from './group-check';
+import { GroupRoundChecks } from './group-round';
+import type { ActiveRound } from './round';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
@@ -56,30 +56,6 @@ interface Member extends VolunteerInfo {
   /** When it was last handed work (admitted, or a sync committed), and how long it took to be ready. */
   workSince: number;
   workMs: number;
-}
-
-interface RoundResult {
-  checksum: string;
-  metrics: VolunteerEventParsed<'round:result'>['metrics'];
-  group?: GroupReport;
-}
-
-interface ActiveRound {
-  roundId: number;
-  seq: number;
-  mode: RoundBegin['mode'];
-  members: string[];
-  uploader: string | null;
-  evaluators: string[];
-  /** Steps the job will have taken once this sync commits (the server's count, never a member's claim). */
-  step: number;
-  startedAt: number;
-  results: Map<string, RoundResult>;
-  /** Members that reported they could not finish (alive, unlike silent ones). */
-  failures: Map<string, string>;
-  starUpdates: Map<string, Float32Array>;
-  starSent: boolean;
-  cancelDeadline: () => void;
 }
 
 /** A checkpoint for the just-committed sync that the uploader still owes, or that waits to be verified. */
@@ -135,6 +111,7 @@ export class JobCoordinator {
   private checkpointOwed = false;
   private readonly pace = new Pace();
   private readonly penalties = new Penalties();
+  private readonly groupChecks: GroupRoundChecks;
   private readonly evaluations = new Map<number, OpenEvaluation>();
   /** Checksum of the parameters in each stored checkpoint (what a joiner that loads it must report). */
   private readonly checkpointChecksums = new Map<number, string>();
@@ -157,6 +134,18 @@ export class JobCoordinator {
   ) {
     this.nextRoundId = lastRoundId + 1;
     this.latestCheckpoint = latestCheckpoint;
+    const current = () => this.job;
+    this.groupChecks = new GroupRoundChecks({
+      get jobId() {
+        return current().id;
+      },
+      get spec() {
+        return current().spec;
+      },
+      deps,
+      commit: (r) => this.commit(r),
+      reject: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault),
+    });
   }
 
   /**
@@ -367,6 +356,8 @@ export class JobCoordinator {
       case 'round:ready': return this.onReady(m, payload as VolunteerEventParsed<'round:ready'>);
       case 'round:result': return this.onResult(m, payload as VolunteerEventParsed<'round:result'>);
       case 'round:failed': return this.onFailed(m, payload as VolunteerEventParsed<'round:failed'>);
+      case 'round:validation': return this.groupChecks.onValidation(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'round:validation'>);
+      case 'evidence:upload': return this.groupChecks.onEvidence(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'evidence:upload'>);
       case 'signal': return this.onSignal(m, payload as VolunteerEventParsed<'signal'>);
       case 'star:update': return this.onStarUpdate(m, payload as VolunteerEventParsed<'star:update'>);
       case 'checkpoint:upload': return this.onUpload(m, payload as VolunteerEventParsed<'checkpoint:upload'>);
@@ -443,7 +434,10 @@ export class JobCoordinator {
     }
     // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
     r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
-    if (r.results.size === r.members.length) this.commit(r);
+    if (r.results.size === r.members.length) {
+      if (r.mode === 'group') this.groupChecks.resultsIn(r);
+      else this.commit(r);
+    }
     return {};
   }
 
@@ -728,7 +722,7 @@ export class JobCoordinator {
     this.round = {
       roundId, seq, mode, members, uploader: wantCheckpoint ? byTrust[0].volunteerId : null,
       evaluators: evaluate ? byTrust.slice(0, EVALUATORS).map((m) => m.volunteerId) : [], step,
-      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false,
+      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null,
       cancelDeadline: this.deps.clock.after(timeoutMs, () => this.deadlinePassed(roundId)),
     };
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
@@ -741,12 +735,24 @@ export class JobCoordinator {
   private deadlinePassed(roundId: number): void {
     const r = this.round;
     if (!r || r.roundId !== roundId) return;
-    const answered = (id: string) => r.failures.has(id) || (r.mode === 'star' && !r.starSent ? r.starUpdates.has(id) : r.results.has(id));
-    const silent = r.members.filter((id) => !answered(id));
+    const silent = r.members.filter((id) => !r.failures.has(id) && this.owes(r, id));
     if (r.mode !== 'star') this.ringFailures++;
     this.abortRound(`deadline passed; silent: ${silent.join(', ') || 'none'}`, silent);
     for (const id of silent) this.evict(id, `missed the deadline of round ${roundId}`);
     this.tryBegin();
+  }
+
+  /** Aborts the round (nothing is applied), removes the members it blames, and forms a new one without them. */
+  private rejectRound(r: ActiveRound, liars: string[], why: string, fault = why): void {
+    this.abortRound(why, liars);
+    for (const id of liars) this.evict(id, `round ${r.roundId}: ${fault}`, 'integrity');
+    this.tryBegin();
+  }
+
+  /** Whether the round still waits on `id`: its update or result, its validation, its evidence. */
+  private owes(r: ActiveRound, id: string): boolean {
+    if (r.mode === 'star' && !r.starSent) return !r.starUpdates.has(id);
+    return !r.results.has(id) || GroupRoundChecks.owes(r, id);
   }
 
   private abortRound(reason: string, lost: string[]): void {
@@ -758,29 +764,6 @@ export class JobCoordinator {
     this.deps.toVolunteer(r.members.filter((id) => !lost.includes(id)), 'round:abort', { jobId: this.job.id, roundId: r.roundId, reason, lost });
     this.deps.count('rounds_aborted');
     this.deps.log(`job ${this.job.id}: round ${r.roundId} (sync ${r.seq}) aborted: ${reason}`);
-  }
-
-  /**
-   * Cross-checks a group round's digests (group-check.ts). On a mismatch the members may hold
-   * different models: the round is aborted, nothing is applied, the blamed members are removed, and
-   * null is returned. Otherwise returns the members whose contributions most owners refused (the
-   * commit removes them; their values were already left out).
-   */
-  private groupAgrees(r: ActiveRound): GroupVerdict['refused'] | null {
-    const reports = new Map([...r.results].map(([id, x]) => [id, x.group!]));
-    const verdict = checkGroup(r.members, reports);
-    for (const x of verdict.refused) {
-      this.deps.count('contributions_refused');
-      this.deps.log(`job ${this.job.id}: round ${r.roundId}: ${x.member}'s contributions were refused by ${x.reasons.length} of ${r.members.length} owners: ${x.reasons.join('; ').slice(0, 500)}`);
-    }
-    if (verdict.mismatches.length === 0) return verdict.refused;
-    this.deps.count('digest_mismatches');
-    const evidence = verdict.mismatches.map((x) => `${x.kind} ${x.from}→${x.to} (part ${x.part})`).join(', ');
-    this.deps.log(`job ${this.job.id}: round ${r.roundId}: digests disagree: ${evidence}; blamed: ${verdict.liars.join(', ')}`);
-    this.abortRound(`the group's digests disagree (${evidence.slice(0, 300)})`, verdict.liars);
-    for (const id of verdict.liars) this.evict(id, `round ${r.roundId}: what it reported disagrees with its group (${evidence.slice(0, 300)})`, 'integrity');
-    this.tryBegin();
-    return null;
   }
 
   private sendStarResult(r: ActiveRound): void {
@@ -801,8 +784,6 @@ export class JobCoordinator {
   }
 
   private commit(r: ActiveRound): void {
-    const refused = r.mode === 'group' ? this.groupAgrees(r) : [];
-    if (!refused) return;
     r.cancelDeadline();
     this.round = null;
     const now = this.deps.clock.now();
@@ -836,8 +817,7 @@ export class JobCoordinator {
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
-    // Their values were left out of this sync; they take no part in the next.
-    for (const x of refused) this.evict(x.member, `its contributions to round ${r.roundId} were refused by most owners (${x.reasons[0].slice(0, 200)})`, 'integrity');
+    for (const x of r.removeAtCommit) this.evict(x.member, x.reason, 'integrity');
     this.changedWorkers();
     // Joiners told to load an older model now need this one.
     // Their load timer stops: they wait for the server now, and get a new one with the next model.

@@ -8,18 +8,19 @@ import {
   NAMESPACES,
   PROTOCOL_VERSION,
   PRESET_LAYOUTS,
-  aggregateWith,
   checksumOf,
+  combinePart,
   encodeSafetensors,
   modelDigest,
   f32Tensor,
-  screenContributions,
+  partRange,
   verifyCheckpoint,
   type Ack,
   type Aggregation,
   type Assignment,
   type CapabilitiesInput,
   type GroupReport,
+  type PartValidationReport,
   type RoundBegin,
   type VolunteerEvent,
   type VolunteerEventName,
@@ -36,12 +37,24 @@ export const SIM_CAPABILITIES: CapabilitiesInput = {
 /** How a group round combines (the job's rule); null for a ring round's plain mean. */
 export type GroupRule = { rule: Aggregation; trimFraction: number } | null;
 
+/** What a lying owner does to its part's aggregate (it then reports and sends the result consistently). */
+export type OwnerLie = (aggregate: Float32Array) => Float32Array;
+
 interface OracleRound {
   jobId: string;
   roundId: number;
   members: string[];
   values: Map<string, Float32Array>;
+  ownerLies: Map<string, OwnerLie>;
   waiters: ((r: { mean: Float32Array; reports: Map<string, GroupReport> | null }) => void)[];
+}
+
+/** A finished group round's contributions, for validators (the collective sends them over the group's links). */
+interface FinishedRound {
+  roundId: number;
+  members: string[];
+  inputs: Float32Array[];
+  group: NonNullable<GroupRule>;
 }
 
 /**
@@ -51,23 +64,38 @@ interface OracleRound {
  */
 export class RingOracle {
   private readonly rounds = new Map<string, OracleRound>();
+  /** The last finished group round of each job. */
+  private readonly finished = new Map<string, FinishedRound>();
 
-  contribute(jobId: string, roundId: number, members: string[], id: string, values: Float32Array, group: GroupRule = null): Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }> {
+  contribute(jobId: string, roundId: number, members: string[], id: string, values: Float32Array, group: GroupRule = null, ownerLie?: OwnerLie): Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }> {
     const key = `${jobId}/${roundId}`;
     // The server runs one round of a job at a time: earlier rounds of this job (aborted with some
     // contributions in) will never complete, so they are dropped rather than kept for ever.
     for (const [k, old] of this.rounds) if (old.jobId === jobId && old.roundId < roundId) this.rounds.delete(k);
     let r = this.rounds.get(key);
-    if (!r) this.rounds.set(key, (r = { jobId, roundId, members, values: new Map(), waiters: [] }));
+    if (!r) this.rounds.set(key, (r = { jobId, roundId, members, values: new Map(), ownerLies: new Map(), waiters: [] }));
     r.values.set(id, values);
+    if (ownerLie) r.ownerLies.set(id, ownerLie);
     const done = new Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }>((resolve) => r.waiters.push(resolve));
     if (r.values.size === r.members.length) {
       const inputs = r.members.map((m) => r.values.get(m)!);
-      const result = group ? groupAverage(r.members, inputs, group) : { mean: plainMean(inputs), reports: null };
+      const result = group ? groupAverage(r.members, inputs, group, r.ownerLies) : { mean: plainMean(inputs), reports: null };
+      if (group) this.finished.set(jobId, { roundId, members: r.members, inputs, group });
       for (const w of r.waiters) w(result);
       this.rounds.delete(key);
     }
     return done;
+  }
+
+  /** What an honest validator of `part` finds in a finished group round (null: not the job's last finished round). */
+  validate(jobId: string, roundId: number, part: number): PartValidationReport | null {
+    const f = this.finished.get(jobId);
+    if (!f || f.roundId !== roundId) return null;
+    const len = f.inputs[0].length;
+    const { start, end } = partRange(len, f.members.length, part);
+    const parts = f.inputs.map((x) => x.subarray(start, end));
+    const { aggregate, refused } = combinePart(parts, end - start, f.group.rule, { trimFraction: f.group.trimFraction });
+    return { part, received: parts.map((p) => modelDigest(p)), aggregate: aggregate ? modelDigest(aggregate) : '', refused: refused.map((x) => ({ member: f.members[x.index], reason: x.reason })) };
   }
 }
 
@@ -77,20 +105,24 @@ function plainMean(inputs: Float32Array[]): Float32Array {
   return mean;
 }
 
-/** Honest group averaging of `inputs` (by member index), parts cut as the collective cuts them. */
-function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<GroupRule>): { mean: Float32Array; reports: Map<string, GroupReport> } {
+/**
+ * Group averaging of `inputs` (by member index), parts cut as the collective cuts them: honest,
+ * except that an owner with a lie changes its part's aggregate and reports what it sent.
+ */
+function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<GroupRule>, ownerLies: ReadonlyMap<string, OwnerLie>): { mean: Float32Array; reports: Map<string, GroupReport> } {
   const n = members.length;
   const len = inputs[0].length;
-  const start = (j: number) => Math.floor((j * len) / n);
   const mean = new Float32Array(len);
   const reports = new Map<string, GroupReport>(members.map((m) => [m, { refused: [], digests: { sent: [], received: [], aggregate: '', gathered: [] } }]));
   for (let j = 0; j < n; j++) {
-    const parts = inputs.map((x) => x.subarray(start(j), start(j + 1)));
-    const screening = screenContributions(parts, start(j + 1) - start(j));
-    const aggregate = screening.accepted.length ? aggregateWith(g.rule, screening.accepted.map((i) => parts[i]), { trimFraction: g.trimFraction }) : new Float32Array(parts[0].length);
-    mean.set(aggregate, start(j));
+    const { start, end } = partRange(len, n, j);
+    const parts = inputs.map((x) => x.subarray(start, end));
+    const combined = combinePart(parts, end - start, g.rule, { trimFraction: g.trimFraction });
+    const honest = combined.aggregate ?? new Float32Array(parts[0].length);
+    const aggregate = ownerLies.get(members[j])?.(honest.slice()) ?? honest;
+    mean.set(aggregate, start);
     const owner = reports.get(members[j])!;
-    owner.refused = screening.refused.map((x) => ({ member: members[x.index], reason: x.reason }));
+    owner.refused = combined.refused.map((x) => ({ member: members[x.index], reason: x.reason }));
     owner.digests.received = parts.map((p) => modelDigest(p));
     owner.digests.aggregate = modelDigest(aggregate);
     members.forEach((m, i) => {
@@ -144,6 +176,14 @@ export interface SimOptions {
   contribution?: (params: Float32Array) => Float32Array;
   /** The group report it sends (default: the honest one; a liar changes digests or refusals). */
   groupReport?: (honest: GroupReport) => GroupReport;
+  /** As the owner of a part: what it does to the aggregate, reporting and sending the result to all alike. */
+  ownerLie?: OwnerLie;
+  /** As a validator: what it reports for a part (default: the honest recomputation). */
+  validation?: (honest: PartValidationReport) => PartValidationReport;
+  /** What it uploads when asked for evidence of a part (default: what it sent). */
+  evidence?: (sent: Float32Array) => Float32Array;
+  /** Never answers `round:validate` (a validator that stays silent). */
+  silentValidator?: boolean;
   /** The checkpoint it uploads when it is the uploader (default: its parameters, honestly). */
   checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
   log?: (line: string) => void;
@@ -186,6 +226,10 @@ export class SimVolunteer {
   readonly errors: string[] = [];
   private closed = false;
   private pending: { roundId: number; values: Float32Array } | null = null;
+  /** What it contributed to the last group round (evidence, if asked). */
+  private sent: { roundId: number; values: Float32Array } | null = null;
+  /** Parts it validated, by round. */
+  readonly validated: { roundId: number; part: number }[] = [];
   private readonly opts: SimOptions;
 
   constructor(opts: SimOptions) {
@@ -219,6 +263,8 @@ export class SimVolunteer {
       this.heldRound = null;
     });
     this.socket.on('round:commit', (c) => this.bg(this.onCommit(c)));
+    this.socket.on('round:validate', (v) => this.bg(this.onValidate(v)));
+    this.socket.on('evidence:request', (e) => this.bg(this.onEvidenceRequest(e)));
     this.socket.on('checkpoint:request', (r) => this.bg(this.upload(r.jobId, r.seq)));
     this.socket.on('job:end', (e) => {
       this.ended = e.reason;
@@ -318,13 +364,38 @@ export class SimVolunteer {
     const spec = this.assignment!.job.spec;
     const rule: GroupRule = r.mode === 'group' ? { rule: spec.aggregation, trimFraction: spec.trimFraction } : null;
     const sent = this.opts.contribution?.(this.params.slice()) ?? this.params.slice();
-    const out = await Promise.race([this.opts.oracle.contribute(r.jobId, r.roundId, r.members, this.volunteerId, sent, rule), timeout]);
+    this.sent = { roundId: r.roundId, values: sent };
+    const out = await Promise.race([this.opts.oracle.contribute(r.jobId, r.roundId, r.members, this.volunteerId, sent, rule, this.opts.ownerLie), timeout]);
     clearTimeout(timer);
     if (out) {
       const honest = out.reports?.get(this.volunteerId);
       await this.report(r.jobId, r.roundId, out.mean, honest && (this.opts.groupReport?.(honest) ?? honest));
     }
     else await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code: 'deadline', message: 'simulated collective timed out' });
+  }
+
+  private async onValidate(v: { jobId: string; roundId: number; checks: { part: number; validator: string }[] }): Promise<void> {
+    const mine = v.checks.filter((c) => c.validator === this.volunteerId);
+    if (mine.length === 0 || this.opts.silentValidator) return;
+    const parts: PartValidationReport[] = [];
+    for (const c of mine) {
+      const honest = this.opts.oracle.validate(v.jobId, v.roundId, c.part);
+      if (!honest) return;
+      parts.push(this.opts.validation?.(honest) ?? honest);
+      this.validated.push({ roundId: v.roundId, part: c.part });
+    }
+    const ack = await this.emit('round:validation', { jobId: v.jobId, roundId: v.roundId, parts });
+    if (!ack.ok) this.log(`validation refused: ${ack.error.message}`);
+  }
+
+  private async onEvidenceRequest(e: { jobId: string; roundId: number; part: number }): Promise<void> {
+    if (!this.sent || this.sent.roundId !== e.roundId) return;
+    const r = [...this.events].reverse().find((x) => x.name === 'round:begin' && (x.payload as RoundBegin).roundId === e.roundId)?.payload as RoundBegin;
+    const { start, end } = partRange(this.sent.values.length, r.members.length, e.part);
+    const part = this.sent.values.slice(start, end);
+    const values = this.opts.evidence?.(part) ?? part;
+    const ack = await this.emit('evidence:upload', { jobId: e.jobId, roundId: e.roundId, part: e.part, data: new Uint8Array(values.buffer, values.byteOffset, values.byteLength) });
+    if (!ack.ok) this.log(`evidence refused: ${ack.error.message}`);
   }
 
   private async onStarResult(s: { jobId: string; roundId: number; data: Uint8Array | ArrayBuffer }): Promise<void> {

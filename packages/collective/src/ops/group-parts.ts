@@ -11,6 +11,7 @@ import {
   decodeF16,
   encodeF16,
   maxChunkElements,
+  partRange,
   type Frame,
   type FrameDTypeName,
 } from '@tabfleet/protocol';
@@ -73,7 +74,7 @@ export abstract class GroupPartsRun<T> {
     return this.dtype === 'f32' ? 4 : 2;
   }
   protected partStart(j: number): number {
-    return Math.floor((j * this.len) / this.n);
+    return partRange(this.len, this.n, j).start;
   }
   protected partLength(j: number): number {
     return this.partStart(j + 1) - this.partStart(j);

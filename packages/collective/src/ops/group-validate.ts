@@ -3,15 +3,9 @@
 // contribution to that part, exactly as it sent it to the owner; the validator combines them with the
 // owner's code (protocol's combinePart) and reports digests of what it received and of its aggregate.
 // The server holds every member's digests of the average, so it can tell whose word is false.
-import { combinePart, modelDigest, type Frame } from '@tabfleet/protocol';
+import { combinePart, modelDigest, type Frame, type PartCheck } from '@tabfleet/protocol';
 import type { Group, GroupAverageOptions } from '../group';
 import { GroupPartsRun, type Incoming, type PartWire } from './group-parts';
-
-/** A part to recompute, and who recomputes it. */
-export interface PartCheck {
-  part: number;
-  validator: string;
-}
 
 /** What a validator found for one part (digests as in GroupDigests). */
 export interface PartValidation {

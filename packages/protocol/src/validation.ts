@@ -1,0 +1,48 @@
+// Which parts of a group round are validated (see the server's group-validation.ts and collective's
+// Group.validate): chosen by the server, shared here so benchmarks and simulations draw them alike.
+//
+// The chance of catching an owner that lies every round is the chance its part is drawn: k/N per
+// round with k parts checked of N. k averages VALIDATED_PART_SHARE·N (randomised rounding, at least
+// one part), so a lying owner survives r rounds with probability (1 − 0.21)^r: 0.79³ = 0.49, a median
+// of 3 rounds, at any N. What it costs: each check moves (N−1)/N² of the vector per member on
+// average, so 0.21·N checks add 0.21·(N−1)/N of S per member to the average's 2(N−1)/N·S, about
+// +10.5% bytes, and one more round trip to the server.
+
+/** Expected parts checked per round, as a share of the group's members. */
+export const VALIDATED_PART_SHARE = 0.21;
+
+/** A part of a group round to recompute, and the member that recomputes it (never the part's owner). */
+export interface PartCheck {
+  part: number;
+  validator: string;
+}
+
+/**
+ * The parts to validate this round, each with a validator that is not its owner: on average
+ * VALIDATED_PART_SHARE of them (at least one in a group of two or more), validators spread over
+ * different members where there are enough.
+ */
+export function checksFor(members: readonly string[], rand: () => number = Math.random): PartCheck[] {
+  const n = members.length;
+  if (n < 2) return [];
+  const expected = VALIDATED_PART_SHARE * n;
+  const k = Math.min(n, Math.max(1, Math.floor(expected) + (rand() < expected - Math.floor(expected) ? 1 : 0)));
+  const parts = shuffle([...members.keys()], rand).slice(0, k);
+  const busy = new Set<string>();
+  return parts.map((part) => {
+    const candidates = members.filter((id, i) => i !== part);
+    const free = candidates.filter((id) => !busy.has(id));
+    const pool = free.length ? free : candidates;
+    const validator = pool[Math.floor(rand() * pool.length)];
+    busy.add(validator);
+    return { part, validator };
+  });
+}
+
+function shuffle<T>(xs: T[], rand: () => number): T[] {
+  for (let i = xs.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [xs[i], xs[j]] = [xs[j], xs[i]];
+  }
+  return xs;
+}

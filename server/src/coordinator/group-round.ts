@@ -1,0 +1,135 @@
+// A group round (untrusted jobs) once every member's result is in, before it may commit: the
+// members' digests are cross-checked (group-check.ts), a few parts are recomputed by validators, and
+// an owner–validator dispute is settled from the members' evidence (group-validation.ts). The
+// coordinator owns the round; this decides whether it commits, and whom it removes.
+import { ProtocolError, checksFor, modelDigest, partRange, type JobSpec, type VolunteerEventParsed } from '@tabfleet/protocol';
+import { checkGroup, type GroupVerdict } from './group-check';
+import { decodeEvidence, judgeValidations, partRecompute, settleDispute, validationFits } from './group-validation';
+import type { ActiveRound } from './round';
+import type { CoordinatorDeps } from './types';
+
+/** What the checks need from the coordinator. */
+export interface GroupRoundHost {
+  readonly jobId: string;
+  readonly spec: JobSpec;
+  readonly deps: Pick<CoordinatorDeps, 'toVolunteer' | 'log' | 'count'>;
+  commit(r: ActiveRound): void;
+  /** Aborts the round (nothing is applied), removes `liars` for an integrity fault, and forms a new round. */
+  reject(r: ActiveRound, liars: string[], why: string, fault?: string): void;
+}
+
+export class GroupRoundChecks {
+  constructor(private readonly host: GroupRoundHost) {}
+
+  /** Whether the round waits on `id` for a validation or evidence (after its result). */
+  static owes(r: ActiveRound, id: string): boolean {
+    if (r.disputes) return [...r.disputes.values()].some((d) => !d.evidence.has(id));
+    return !!r.validation && r.validation.checks.some((c) => c.validator === id) && !r.validation.reports.has(id);
+  }
+
+  /** Every result is in: a group round's digests are cross-checked and some of its parts validated before it commits. */
+  resultsIn(r: ActiveRound): void {
+    const refused = this.agrees(r);
+    if (!refused) return;
+    // Their values were left out of this sync; they take no part in the next.
+    r.removeAtCommit = refused.map((x) => ({ member: x.member, reason: `its contributions to round ${r.roundId} were refused by most owners (${x.reasons[0].slice(0, 200)})` }));
+    const checks = checksFor(r.members);
+    if (checks.length === 0) return this.host.commit(r);
+    r.validation = { checks, reports: new Map() };
+    this.host.deps.toVolunteer(r.members, 'round:validate', { jobId: this.host.jobId, roundId: r.roundId, checks });
+  }
+
+  onValidation(m: { volunteerId: string }, r: ActiveRound, e: VolunteerEventParsed<'round:validation'>): object {
+    const v = r.validation;
+    if (!v || r.disputes) throw new ProtocolError('conflict', `round ${r.roundId} is not being validated`);
+    if (!v.checks.some((c) => c.validator === m.volunteerId)) throw new ProtocolError('conflict', `${m.volunteerId} validates no part of round ${r.roundId}`);
+    if (v.reports.has(m.volunteerId)) return { duplicate: true };
+    const misfit = validationFits(r.members, v.checks, m.volunteerId, e.parts);
+    if (misfit) throw new ProtocolError('bad_request', misfit);
+    v.reports.set(m.volunteerId, e.parts);
+    if (v.checks.every((c) => v.reports.has(c.validator))) this.validationsIn(r);
+    return {};
+  }
+
+  /** Every validator reported: commit, blame a pair that disagrees, or settle an owner–validator dispute with evidence. */
+  private validationsIn(r: ActiveRound): void {
+    const v = r.validation!;
+    const reports = new Map([...r.results].map(([id, x]) => [id, x.group!]));
+    const verdict = judgeValidations(r.members, reports, v.checks, v.reports);
+    this.host.deps.count('rounds_validated');
+    if (verdict.mismatches.length) {
+      const evidence = verdict.mismatches.map((x) => `${x.from}→${x.to} (part ${x.part})`).join(', ');
+      this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: validators received other contributions than were sent: ${evidence}; blamed: ${verdict.liars.join(', ')}`);
+      return this.host.reject(r, verdict.liars, `validation digests disagree (${evidence.slice(0, 300)})`);
+    }
+    if (verdict.disputes.length === 0) return this.host.commit(r);
+    r.disputes = new Map(verdict.disputes.map((d) => [d.part, { ...d, evidence: new Map() }]));
+    for (const d of verdict.disputes) {
+      this.host.deps.count('validation_disputes');
+      this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: part ${d.part}: validator ${d.validator} computed ${d.validatorAggregate || '(all refused)'}, owner ${d.owner} reports ${d.ownerAggregate}; asking every member for its contribution`);
+      this.host.deps.toVolunteer(r.members, 'evidence:request', { jobId: this.host.jobId, roundId: r.roundId, part: d.part });
+    }
+  }
+
+  /** A member's contribution to a disputed part: it must be what it reported sending the owner. */
+  onEvidence(m: { volunteerId: string }, r: ActiveRound, e: VolunteerEventParsed<'evidence:upload'>): object {
+    const d = r.disputes?.get(e.part);
+    if (!d) throw new ProtocolError('conflict', `no evidence of part ${e.part} was asked in round ${r.roundId}`);
+    if (d.evidence.has(m.volunteerId)) return { duplicate: true };
+    const { length } = partRecompute(this.host.spec);
+    const { start, end } = partRange(length, r.members.length, e.part);
+    const values = decodeEvidence(e.data, end - start);
+    if (typeof values === 'string') throw new ProtocolError('bad_tensor', values);
+    const recorded = r.results.get(m.volunteerId)!.group!.digests.sent[e.part];
+    if (modelDigest(values) !== recorded) {
+      this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: ${m.volunteerId}'s evidence for part ${e.part} has digest ${modelDigest(values)}, it reported sending ${recorded}`);
+      this.host.reject(r, [m.volunteerId], `${m.volunteerId}'s evidence for part ${e.part} is not what it reported sending`);
+      return {};
+    }
+    d.evidence.set(m.volunteerId, values);
+    if ([...r.disputes!.values()].every((x) => x.evidence.size === r.members.length)) this.settleDisputes(r);
+    return {};
+  }
+
+  /** The server recomputes each disputed part from the evidence: whoever reported another aggregate lied. */
+  private settleDisputes(r: ActiveRound): void {
+    const liars = new Set<string>();
+    const findings: string[] = [];
+    let ownerLied = false;
+    for (const d of r.disputes!.values()) {
+      const verdict = settleDispute(d, r.members.map((id) => d.evidence.get(id)!), this.host.spec);
+      for (const id of verdict.liars) liars.add(id);
+      if (verdict.liars.includes(d.owner)) ownerLied = true;
+      findings.push(`part ${d.part} recomputed from every member's contribution is ${verdict.truth}; owner ${d.owner} reported ${d.ownerAggregate}, validator ${d.validator} ${d.validatorAggregate || '(all refused)'}`);
+    }
+    const evidence = findings.join('; ');
+    this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: ${evidence}; lied: ${[...liars].join(', ')}`);
+    // A lying validator changed nothing: the round stands, and it goes after the commit. A lying owner's part is wrong everywhere.
+    if (!ownerLied) {
+      for (const member of liars) r.removeAtCommit.push({ member, reason: `round ${r.roundId}: validated a part falsely (${evidence.slice(0, 300)})` });
+      return this.host.commit(r);
+    }
+    this.host.reject(r, [...liars], `an owner sent a wrong aggregate (${evidence.slice(0, 400)})`);
+  }
+
+  /**
+   * Cross-checks a group round's digests (group-check.ts). On a mismatch the members may hold
+   * different models: the round is aborted, nothing is applied, the blamed members are removed, and
+   * null is returned. Otherwise returns the members whose contributions most owners refused (the
+   * commit removes them; their values were already left out).
+   */
+  private agrees(r: ActiveRound): GroupVerdict['refused'] | null {
+    const reports = new Map([...r.results].map(([id, x]) => [id, x.group!]));
+    const verdict = checkGroup(r.members, reports);
+    for (const x of verdict.refused) {
+      this.host.deps.count('contributions_refused');
+      this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: ${x.member}'s contributions were refused by ${x.reasons.length} of ${r.members.length} owners: ${x.reasons.join('; ').slice(0, 500)}`);
+    }
+    if (verdict.mismatches.length === 0) return verdict.refused;
+    this.host.deps.count('digest_mismatches');
+    const evidence = verdict.mismatches.map((x) => `${x.kind} ${x.from}→${x.to} (part ${x.part})`).join(', ');
+    this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests disagree: ${evidence}; blamed: ${verdict.liars.join(', ')}`);
+    this.host.reject(r, verdict.liars, `the group's digests disagree (${evidence.slice(0, 300)})`, `what it reported disagrees with its group (${evidence.slice(0, 300)})`);
+    return null;
+  }
+}
