@@ -205,6 +205,12 @@ function vouched(n: number | null | undefined): string {
   return n ? ` (${n} ${n === 1 ? 'member' : 'members'} vouch)` : '';
 }
 
+function reputation(r: WorkerRow['reputation']): string {
+  if (!r) return '—';
+  const faults = r.faults ? `, ${r.faults} ${r.faults === 1 ? 'fault' : 'faults'}` : '';
+  return `${r.verified} verified${faults}${r.probation ? ' (probation)' : ''}`;
+}
+
 function renderWorkers(): void {
   if (!current) return;
   const job = jobs.get(current.id);
@@ -213,10 +219,10 @@ function renderWorkers(): void {
     return `<tr class="${left ? 'left' : ''}" data-state="${esc(w.state)}"><td>${esc(w.contributor)}<br><span class="muted">${esc(w.volunteerId)}</span></td><td>${esc(w.adapter)}</td>
     <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
     <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td class="num">${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
-    <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td><td class="num" data-faults>${w.faults ?? '—'}</td></tr>`;
+    <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td><td class="num" data-faults>${w.faults ?? '—'}</td><td data-reputation>${reputation(w.reputation)}</td></tr>`;
   });
   const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';
-  $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="11" class="muted">${empty}</td></tr>`;
+  $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="12" class="muted">${empty}</td></tr>`;
 }
 
 /** Downloads with the token in a header (never in a link), saved through a short-lived blob URL. */

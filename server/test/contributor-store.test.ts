@@ -1,4 +1,4 @@
-// Both stores keep contributors and display names the same way: SQLite, and Redis (a real
+// Both stores keep contributors, display names and reputations the same way: SQLite, and Redis (a real
 // redis-server started here), through the same Store calls.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -65,5 +65,18 @@ for (const kind of ['sqlite', 'redis'] as const) {
     // More points without accuracy than Redis reads in one go.
     for (let i = 3; i < 600; i++) await store.addMetric('job-m', point(i, null));
     assert.equal(await store.latestAccuracy('job-m'), 0.8425);
+  });
+
+  test(`${kind}: reputations add up across concurrent changes and survive in the store`, async () => {
+    const store = stores.find((s) => s.kind === kind)!;
+    assert.deepEqual(await store.reputations(['dora']), new Map());
+    // Two jobs adding at once: increments, not last-writer-wins.
+    await Promise.all([...Array.from({ length: 5 }, () => store.addReputation('dora', { verified: 1 })), store.addReputation('dora', { fault: { reason: 'lied as an owner', at: 1234 } })]);
+    await store.addReputation('dora', { verified: 2 });
+    assert.deepEqual(await store.reputations(['dora', 'nobody', 'dora']), new Map([['dora', { clientId: 'dora', verified: 7, faults: 1, lastFault: 'lied as an owner', lastFaultAt: 1234 }]]));
+    const before = await store.digest();
+    await store.addReputation('eve', { fault: { reason: 'bad evidence', at: 99 } });
+    assert.deepEqual((await store.reputations(['eve'])).get('eve'), { clientId: 'eve', verified: 0, faults: 1, lastFault: 'bad evidence', lastFaultAt: 99 });
+    assert.notEqual(await store.digest(), before, 'the digest covers reputations');
   });
 }

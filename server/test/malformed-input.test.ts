@@ -42,6 +42,7 @@ interface Row {
 
 const r = () => ({ jobId, roundId: round.roundId });
 const metrics = { loss: 1, samples: 1, wallMs: 1, bytesSent: 1, bytesReceived: 1 };
+const validation = { part: 0, received: ['0'.repeat(32)], aggregate: '0'.repeat(32), refused: [] };
 const ROWS: Row[] = [
   { name: 'unknown event', event: 'jobs:delete', payload: () => ({ jobId }), code: 'unknown_event' },
   { name: 'payload not an object', event: 'round:ready', payload: () => 42, code: 'bad_request' },
@@ -67,6 +68,12 @@ const ROWS: Row[] = [
   { name: 'signal without data', event: 'signal', payload: () => ({ ...r(), to: ring[1].volunteerId }), code: 'bad_request' },
   { name: 'signal oversized', event: 'signal', payload: () => ({ ...r(), to: ring[1].volunteerId, data: 'x'.repeat(LIMITS.maxSignalBytes + 1) }), code: 'bad_request' },
   { name: 'signal from outsider', event: 'signal', payload: () => ({ ...r(), to: ring[1].volunteerId, data: {} }), code: 'unknown_job', from: () => outsider },
+  { name: 'round:validation while nothing is validated', event: 'round:validation', payload: () => ({ ...r(), parts: [validation] }), code: 'conflict' },
+  { name: 'round:validation with a malformed digest', event: 'round:validation', payload: () => ({ ...r(), parts: [{ ...validation, aggregate: 'nope' }] }), code: 'bad_request' },
+  { name: 'round:validation of more parts than a group has', event: 'round:validation', payload: () => ({ ...r(), parts: Array.from({ length: LIMITS.maxGroupSize + 1 }, () => validation) }), code: 'bad_request' },
+  { name: 'evidence:upload not asked', event: 'evidence:upload', payload: () => ({ ...r(), part: 0, data: new Uint8Array(8) }), code: 'conflict' },
+  { name: 'evidence:upload not binary', event: 'evidence:upload', payload: () => ({ ...r(), part: 0, data: [1, 2] }), code: 'bad_request' },
+  { name: 'evidence:upload part out of range', event: 'evidence:upload', payload: () => ({ ...r(), part: LIMITS.maxGroupSize, data: new Uint8Array(8) }), code: 'bad_request' },
   { name: 'star:update in a ring round', event: 'star:update', payload: () => ({ ...r(), data: new Uint8Array(8) }), code: 'conflict' },
   { name: 'star:update not binary', event: 'star:update', payload: () => ({ ...r(), data: [1, 2, 3] }), code: 'bad_request' },
   { name: 'checkpoint:upload not asked', event: 'checkpoint:upload', payload: () => ({ jobId, seq: 0, step: 0, data: new Uint8Array(16) }), code: 'conflict' },

@@ -307,6 +307,11 @@ export interface WorkerRow {
    * null for a job no coordinator holds (the records live in its memory).
    */
   faults: number | null;
+  /**
+   * Its identity's record across every job (persisted): parts of its work a check confirmed, faults,
+   * and whether it is still on probation (its parts are checked first); null when unknown.
+   */
+  reputation: { verified: number; faults: number; probation: boolean } | null;
 }
 
 export interface DashboardServerEvents {

@@ -10,6 +10,12 @@
 
 /** Expected parts checked per round, as a share of the group's members. */
 export const VALIDATED_PART_SHARE = 0.21;
+/**
+ * An identity is on probation until this many of its parts (as owner) or recomputations (as
+ * validator) were confirmed by a check: BOINC trusts a host after 10 valid results. A probationer's
+ * part is drawn before anyone else's, so a new liar is caught in its first rounds.
+ */
+export const PROBATION_VERIFIED = 10;
 
 /** A part of a group round to recompute, and the member that recomputes it (never the part's owner). */
 export interface PartCheck {
@@ -19,15 +25,17 @@ export interface PartCheck {
 
 /**
  * The parts to validate this round, each with a validator that is not its owner: on average
- * VALIDATED_PART_SHARE of them (at least one in a group of two or more), validators spread over
- * different members where there are enough.
+ * VALIDATED_PART_SHARE of them (at least one in a group of two or more), the parts of members on
+ * `probation` first, validators spread over different members where there are enough.
  */
-export function checksFor(members: readonly string[], rand: () => number = Math.random): PartCheck[] {
+export function checksFor(members: readonly string[], rand: () => number = Math.random, probation: ReadonlySet<string> = new Set()): PartCheck[] {
   const n = members.length;
   if (n < 2) return [];
   const expected = VALIDATED_PART_SHARE * n;
   const k = Math.min(n, Math.max(1, Math.floor(expected) + (rand() < expected - Math.floor(expected) ? 1 : 0)));
-  const parts = shuffle([...members.keys()], rand).slice(0, k);
+  const shuffled = shuffle([...members.keys()], rand);
+  const first = (j: number) => (probation.has(members[j]) ? 0 : 1);
+  const parts = shuffled.sort((a, b) => first(a) - first(b)).slice(0, k);
   const busy = new Set<string>();
   return parts.map((part) => {
     const candidates = members.filter((id, i) => i !== part);

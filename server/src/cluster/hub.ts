@@ -166,7 +166,9 @@ export class JobHub {
    * Puts a volunteer into a job: the named one, or the one that needs workers most (the most short of
    * its minimum, then the fewest workers for its maximum, then the oldest). Null when no job can take it.
    */
-  async assign(v: VolunteerInfo, jobId?: string): Promise<Assignment | null> {
+  async assign(volunteer: VolunteerInfo, jobId?: string): Promise<Assignment | null> {
+    const identity = volunteer.clientId ?? volunteer.volunteerId;
+    const v: VolunteerInfo = { ...volunteer, reputation: (await this.deps.store.reputations([identity])).get(identity) ?? null };
     if (jobId) {
       await this.requireJob(jobId);
       return (await this.dispatch({ op: 'join', jobId, volunteer: v })) as Assignment;

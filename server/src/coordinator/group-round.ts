@@ -16,6 +16,10 @@ export interface GroupRoundHost {
   commit(r: ActiveRound): void;
   /** Aborts the round (nothing is applied), removes `liars` for an integrity fault, and forms a new round. */
   reject(r: ActiveRound, liars: string[], why: string, fault?: string): void;
+  /** Whether a member's identity is on probation (its parts are checked first). */
+  onProbation(volunteerId: string): boolean;
+  /** A check confirmed a part this member owned or recomputed. */
+  verified(volunteerId: string): void;
 }
 
 export class GroupRoundChecks {
@@ -33,7 +37,7 @@ export class GroupRoundChecks {
     if (!refused) return;
     // Their values were left out of this sync; they take no part in the next.
     r.removeAtCommit = refused.map((x) => ({ member: x.member, reason: `its contributions to round ${r.roundId} were refused by most owners (${x.reasons[0].slice(0, 200)})` }));
-    const checks = checksFor(r.members);
+    const checks = checksFor(r.members, Math.random, new Set(r.members.filter((id) => this.host.onProbation(id))));
     if (checks.length === 0) return this.host.commit(r);
     r.validation = { checks, reports: new Map() };
     this.host.deps.toVolunteer(r.members, 'round:validate', { jobId: this.host.jobId, roundId: r.roundId, checks });
@@ -61,6 +65,12 @@ export class GroupRoundChecks {
       const evidence = verdict.mismatches.map((x) => `${x.from}→${x.to} (part ${x.part})`).join(', ');
       this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: validators received other contributions than were sent: ${evidence}; blamed: ${verdict.liars.join(', ')}`);
       return this.host.reject(r, verdict.liars, `validation digests disagree (${evidence.slice(0, 300)})`);
+    }
+    const disputed = new Set(verdict.disputes.map((d) => d.part));
+    for (const c of v.checks) {
+      if (disputed.has(c.part)) continue;
+      this.host.verified(r.members[c.part]);
+      this.host.verified(c.validator);
     }
     if (verdict.disputes.length === 0) return this.host.commit(r);
     r.disputes = new Map(verdict.disputes.map((d) => [d.part, { ...d, evidence: new Map() }]));

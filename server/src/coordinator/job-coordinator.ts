@@ -35,6 +35,7 @@ import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
 import { Penalties } from './penalties';
+import { Reputations } from './reputation';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
 type Phase = 'loading' | 'admitted' | 'ready';
@@ -112,6 +113,7 @@ export class JobCoordinator {
   private readonly pace = new Pace();
   private readonly penalties = new Penalties();
   private readonly groupChecks: GroupRoundChecks;
+  private readonly reputations = new Reputations((clientId, change) => this.persist(() => this.deps.store.addReputation(clientId, change)));
   private readonly evaluations = new Map<number, OpenEvaluation>();
   /** Checksum of the parameters in each stored checkpoint (what a joiner that loads it must report). */
   private readonly checkpointChecksums = new Map<number, string>();
@@ -145,6 +147,11 @@ export class JobCoordinator {
       deps,
       commit: (r) => this.commit(r),
       reject: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault),
+      onProbation: (volunteerId) => this.reputations.onProbation(this.members.get(volunteerId)?.identity ?? volunteerId),
+      verified: (volunteerId) => {
+        const m = this.members.get(volunteerId);
+        if (m) this.reputations.verified(m.identity);
+      },
     });
   }
 
@@ -225,9 +232,10 @@ export class JobCoordinator {
       syncs: this.contributors.get(m.identity)?.syncs ?? 0, adapter: describeAdapter(m), backend: m.capabilities.backend,
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
       lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading', faults: this.penalties.offences(m.identity),
+      reputation: this.reputations.row(m.identity),
     }));
     const present = new Set([...this.members.values()].map((m) => m.identity));
-    const departed = [...this.contributors.values()].filter((c) => !present.has(c.clientId)).map((c) => departedRow(c, this.names.get(c.clientId), this.penalties.offences(c.clientId)));
+    const departed = [...this.contributors.values()].filter((c) => !present.has(c.clientId)).map((c) => departedRow(c, this.names.get(c.clientId), this.penalties.offences(c.clientId), this.reputations.row(c.clientId)));
     return [...live, ...departed];
   }
 
@@ -255,6 +263,7 @@ export class JobCoordinator {
       status: { state: 'loading', step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
     };
     this.members.set(v.volunteerId, member);
+    this.reputations.know(identity, v.reputation);
     this.joinedContributor(member);
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
     const dataUrl = this.deps.shardUrl?.(this.job.id, this.job.spec, shard, this.job.spec.maxWorkers);
@@ -300,6 +309,7 @@ export class JobCoordinator {
     const m = this.members.get(volunteerId);
     if (!m) return;
     const keptOutMs = this.penalties.punish(m.identity, fault === 'integrity' ? m.address : undefined, reason, this.deps.clock.now());
+    if (fault === 'integrity') this.reputations.fault(m.identity, reason, this.deps.clock.now());
     this.deps.count('members_evicted');
     this.deps.log(`job ${this.job.id}: evicting ${volunteerId} (${m.identity}${m.address ? ` at ${m.address}` : ''}), kept out ${Math.round(keptOutMs / 1000)} s: ${reason}`);
     this.deps.toVolunteer(volunteerId, 'job:end', { jobId: this.job.id, reason });

@@ -2,7 +2,7 @@
 // volunteers and dashboards. Injected so tests drive the round clock with fake time and so a node
 // can run coordinators whose volunteers are connected to other nodes.
 import type { Capabilities, DashboardServerEvents, JobSpec, VolunteerServerEvents } from '@tabfleet/protocol';
-import type { Store } from '../store/store';
+import type { ReputationRecord, Store } from '../store/store';
 
 export interface Clock {
   now(): number;
@@ -56,4 +56,6 @@ export interface VolunteerInfo {
   displayName?: string | null;
   /** The connection's remote address (per-address limits and keep-outs). */
   address?: string;
+  /** Its identity's reputation as stored when it was offered the job (null: never seen). */
+  reputation?: ReputationRecord | null;
 }

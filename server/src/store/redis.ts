@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { commandOptions, type createClient } from 'redis';
 import {
   checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, metricKind, verifiedCheckpoint,
-  type CheckpointRetention, type ContributorRecord, type JobRecord, type RoundRecord, type Store,
+  type CheckpointRetention, type ContributorRecord, type JobRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
 } from './store';
 
 type Client = ReturnType<typeof createClient>;
@@ -107,6 +107,21 @@ export class RedisStore implements Store {
   async setDisplayName(clientId: string, name: string | null): Promise<void> {
     if (name === null) await this.r.hDel('tf:names', clientId);
     else await this.r.hSet('tf:names', clientId, name);
+  }
+  async reputations(clientIds: string[]): Promise<Map<string, ReputationRecord>> {
+    const out = new Map<string, ReputationRecord>();
+    for (const id of new Set(clientIds)) {
+      const h = await this.r.hGetAll(`tf:rep:${id}`);
+      if (h.verified === undefined) continue;
+      out.set(id, { clientId: id, verified: Number(h.verified), faults: Number(h.faults ?? 0), lastFault: h.lastFault ?? null, lastFaultAt: h.lastFaultAt === undefined ? null : Number(h.lastFaultAt) });
+    }
+    return out;
+  }
+  async addReputation(clientId: string, change: ReputationChange): Promise<void> {
+    const key = `tf:rep:${clientId}`;
+    const m = this.r.multi().hIncrBy(key, 'verified', change.verified ?? 0).hIncrBy(key, 'faults', change.fault ? 1 : 0);
+    if (change.fault) m.hSet(key, { lastFault: change.fault.reason, lastFaultAt: String(change.fault.at) });
+    await m.exec();
   }
   async getSetting(key: string): Promise<string | null> {
     return (await this.r.hGet('tf:settings', key)) ?? null;

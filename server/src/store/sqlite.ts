@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 import {
   checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, metricKind, verifiedCheckpoint,
-  type CheckpointRetention, type ContributorRecord, type JobRecord, type RoundRecord, type Store,
+  type CheckpointRetention, type ContributorRecord, type JobRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
 } from './store';
 
 const SCHEMA = `
@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS contributors (
 );
 CREATE INDEX IF NOT EXISTS contributors_client ON contributors (client_id);
 CREATE TABLE IF NOT EXISTS volunteers (client_id TEXT PRIMARY KEY, display_name TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reputation (
+  client_id TEXT PRIMARY KEY, verified INTEGER NOT NULL, faults INTEGER NOT NULL, last_fault TEXT, last_fault_at INTEGER
+);
 `;
 
 /** Run after SCHEMA: metrics stored before they had a kind get one, lose their duplicates, and a unique key. */
@@ -267,6 +270,24 @@ export class SqliteStore implements Store {
     else this.sql('INSERT OR REPLACE INTO volunteers (client_id, display_name) VALUES (?, ?)').run(clientId, name);
   }
 
+  async reputations(clientIds: string[]): Promise<Map<string, ReputationRecord>> {
+    const out = new Map<string, ReputationRecord>();
+    const st = this.sql('SELECT * FROM reputation WHERE client_id = ?');
+    for (const id of new Set(clientIds)) {
+      const row = st.get(id) as { client_id: string; verified: number; faults: number; last_fault: string | null; last_fault_at: number | null } | undefined;
+      if (row) out.set(id, { clientId: row.client_id, verified: row.verified, faults: row.faults, lastFault: row.last_fault, lastFaultAt: row.last_fault_at });
+    }
+    return out;
+  }
+
+  async addReputation(clientId: string, change: ReputationChange): Promise<void> {
+    const faults = change.fault ? 1 : 0;
+    this.sql(`INSERT INTO reputation (client_id, verified, faults, last_fault, last_fault_at) VALUES (?, ?, ?, ?, ?)
+      ON CONFLICT (client_id) DO UPDATE SET verified = verified + excluded.verified, faults = faults + excluded.faults,
+      last_fault = COALESCE(excluded.last_fault, last_fault), last_fault_at = COALESCE(excluded.last_fault_at, last_fault_at)`)
+      .run(clientId, change.verified ?? 0, faults, change.fault?.reason ?? null, change.fault?.at ?? null);
+  }
+
   async getSetting(key: string): Promise<string | null> {
     const row = this.sql('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
     return row?.value ?? null;
@@ -278,7 +299,7 @@ export class SqliteStore implements Store {
 
   async digest(): Promise<string> {
     const h = createHash('sha256');
-    for (const table of ['jobs', 'rounds', 'metrics', 'checkpoints', 'settings', 'contributors', 'volunteers']) {
+    for (const table of ['jobs', 'rounds', 'metrics', 'checkpoints', 'settings', 'contributors', 'volunteers', 'reputation']) {
       h.update(table);
       h.update(JSON.stringify(this.db.prepare(`SELECT * FROM ${table} ORDER BY rowid`).all()));
     }

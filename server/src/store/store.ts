@@ -1,5 +1,5 @@
 // What the server persists: jobs, rounds, metrics, the checkpoint index and checkpoint bytes, each
-// job's contributors, volunteers' display names, and a few settings. SQLite (one node) and Redis (several nodes) implement it; the rest of the server
+// job's contributors, volunteers' display names and reputations, and a few settings. SQLite (one node) and Redis (several nodes) implement it; the rest of the server
 // only sees this interface.
 import { ProtocolError, type CheckpointInfo, type CreditTotals, type JobSummary, type MetricPoint, type VolunteerCredit } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
@@ -26,6 +26,24 @@ export interface ContributorRecord extends CreditTotals {
   lastAt: number;
   /** Why it left the job; null while it is a member. */
   leftReason: string | null;
+}
+
+/**
+ * What the server knows of one identity across every job it took part in: how much of its work a
+ * check confirmed (a part it owned or recomputed as a validator that agreed), and its faults.
+ */
+export interface ReputationRecord {
+  clientId: string;
+  verified: number;
+  faults: number;
+  lastFault: string | null;
+  lastFaultAt: number | null;
+}
+
+/** A change to a reputation: added to what is stored (several jobs may add to one identity at once). */
+export interface ReputationChange {
+  verified?: number;
+  fault?: { reason: string; at: number };
 }
 
 export type RoundOutcome = 'running' | 'committed' | 'aborted';
@@ -74,6 +92,10 @@ export interface Store {
   /** Display names by client id (ids without one are absent). */
   displayNames(clientIds: string[]): Promise<Map<string, string>>;
   setDisplayName(clientId: string, name: string | null): Promise<void>;
+  /** Reputations by client id (ids never seen are absent). */
+  reputations(clientIds: string[]): Promise<Map<string, ReputationRecord>>;
+  /** Adds to an identity's reputation atomically. */
+  addReputation(clientId: string, change: ReputationChange): Promise<void>;
   getSetting(key: string): Promise<string | null>;
   setSetting(key: string, value: string): Promise<void>;
   /** A digest of everything stored, so tests can assert that bad input changed nothing. */
