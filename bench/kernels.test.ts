@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PRESETS } from '@tabfleet/nn';
 import { runBench } from './child';
+import { kernelBenchOptions } from './kernels';
 import { TFJS_BACKENDS, matmulShapes } from './pages/kernels-types';
 import { median } from './stats';
 
@@ -16,6 +17,7 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 // The report is checked field by field below, so it is read loosely typed.
 type Json = Record<string, any>;
+const QUICK_BATCH = kernelBenchOptions(1, true).batch;
 
 /** Every number anywhere in the report, with its path. */
 function numbers(x: unknown, path: string, out: [string, number][] = []): [string, number][] {
@@ -33,7 +35,7 @@ function checkTiming(t: Json, runs: number, where: string): void {
 }
 
 function checkMatmuls(m: Json, runs: number, where: string): void {
-  const expected = matmulShapes(1024, PRESETS['mlp-fashion'].sizes, 128);
+  const expected = matmulShapes(1024, PRESETS['mlp-fashion'].sizes, QUICK_BATCH);
   assert.deepEqual(Object.keys(m.shapes), expected.map((s) => s.name), `${where}: the square product and the MLP's 5 products`);
   for (const s of expected) {
     const r = m.shapes[s.name];
@@ -50,7 +52,7 @@ function checkMatmuls(m: Json, runs: number, where: string): void {
 function checkStep(s: Json, runs: number, where: string): void {
   checkTiming(s, runs, where);
   assert.equal(s.msPerStep, s.medianMs, `${where}: msPerStep is the median`);
-  assert.equal(s.batch, 128);
+  assert.equal(s.batch, QUICK_BATCH);
   assert.equal(s.stepsTimed, s.repsPerRun * runs, `${where}: steps timed`);
   for (const k of ['lossFirst', 'lossLast', 'warmupSteps']) assert.equal(typeof s[k], 'number', `${where}.${k}`);
 }

@@ -15,7 +15,7 @@ import { machineInfo } from './machine';
 export function kernelBenchOptions(runs: number, quick: boolean): KernelBenchOptions {
   const base = { runs, quick, batch: 128, squareSize: 1024, learningRate: 0.01, momentum: 0.9, seed: 1 };
   return quick
-    ? { ...base, matmulTargetMs: 100, matmulMaxReps: 10, matmulWarmup: 1, trainSteps: 3, trainRunBudgetMs: 1000, trainWarmupSteps: 1 }
+    ? { ...base, batch: 32, matmulTargetMs: 100, matmulMaxReps: 10, matmulWarmup: 1, trainSteps: 3, trainRunBudgetMs: 1000, trainWarmupSteps: 1 }
     : { ...base, matmulTargetMs: 500, matmulMaxReps: 100, matmulWarmup: 2, trainSteps: 10, trainRunBudgetMs: 5000, trainWarmupSteps: 3 };
 }
 

@@ -22,6 +22,8 @@ after(async () => {
 });
 
 test('three volunteer tabs train one job over WebRTC with identical parameters after every sync', { timeout: 10 * 60_000 }, async () => {
+  const roundsValidated = async () => Number(/^tabfleet_rounds_validated_total (\d+)$/m.exec((await server.api('/metrics')).text)?.[1] ?? 0);
+  const validatedBefore = await roundsValidated();
   const job = await server.createJob({
     preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, hyperparameters: { lr: 0.05, batchSize: 32 },
     minWorkers: 3, maxWorkers: 3, targetSteps: 96, checkpointEvery: 4,
@@ -42,6 +44,9 @@ test('three volunteer tabs train one job over WebRTC with identical parameters a
   // An untrusted job (the default): robust group averaging over all-to-all WebRTC links.
   assert.ok(committed.every((r) => r.mode === 'group' && r.members.length === 3), 'group rounds over WebRTC, all three tabs');
   assert.ok(committed.every((r) => /^[0-9a-f]{16}$/.test(r.detail)), `one checksum per sync: ${committed.map((r) => r.detail).join(' ')}`);
+  // Every group round had parts recomputed by validators (Group.validate over the same links) before it committed.
+  const validated = (await roundsValidated()) - validatedBefore;
+  assert.ok(validated >= 12, `${validated} rounds validated`);
   for (const t of tabs) {
     const s = await t.page.evaluate(() => window.tabfleetVolunteer.status());
     assert.equal(s?.syncs, 12);
