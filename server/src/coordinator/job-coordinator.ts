@@ -27,7 +27,8 @@ import {
 } from '@tabfleet/protocol';
 import { createHash, randomInt } from 'node:crypto';
 import { contributorName, departedRow } from '../credit';
-import type { ContributorRecord, JobRecord, RoundRecord } from '../store/store';
+import type { JobRecord, RoundRecord } from '../store/store';
+import { ContributorLedger, describeAdapter } from './contributors';
 import { reportFits } from './group-check';
 import { GroupRoundChecks } from './group-round';
 import type { ActiveRound } from './round';
@@ -85,8 +86,6 @@ interface OpenEvaluation {
 const RING_FAILURES_BEFORE_STAR = 2;
 /** Dashboards get the worker table at most this often. */
 const WORKER_TABLE_INTERVAL_MS = 500;
-/** Contributor totals are written at most this often (one batched write, not one per member per sync). */
-const CONTRIBUTORS_FLUSH_MS = 1_000;
 /** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
 const EVALUATORS = 3;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
@@ -123,10 +122,7 @@ export class JobCoordinator {
   private persistQueue: Promise<void> = Promise.resolve();
   private latestAccuracy: number | null = null;
   /** Everyone who has been in the job, by identity (loaded from the store, kept in step with it). */
-  private readonly contributors = new Map<string, ContributorRecord>();
-  private readonly names = new Map<string, string>();
-  private readonly dirtyContributors = new Set<string>();
-  private cancelContributorsFlush: (() => void) | null = null;
+  private readonly contributors: ContributorLedger;
 
   private constructor(
     private job: JobRecord,
@@ -136,6 +132,7 @@ export class JobCoordinator {
   ) {
     this.nextRoundId = lastRoundId + 1;
     this.latestCheckpoint = latestCheckpoint;
+    this.contributors = new ContributorLedger(job.id, deps.clock, (records) => this.persist(() => deps.store.saveContributors(records)));
     const current = () => this.job;
     this.groupChecks = new GroupRoundChecks({
       get jobId() {
@@ -170,9 +167,8 @@ export class JobCoordinator {
       if (bytes) c.checkpointChecksums.set(checkpoint.seq, verifyCheckpoint(job.spec.preset, bytes).digest);
     }
     const contributors = await deps.store.contributors(job.id);
-    for (const [id, name] of await deps.store.displayNames(contributors.map((x) => x.clientId))) c.names.set(id, name);
     // Members when the server stopped are not members now; they rejoin under the same identity.
-    for (const x of contributors) c.contributors.set(x.clientId, { ...x, leftReason: x.leftReason ?? 'server restarted' });
+    c.contributors.restore(contributors, await deps.store.displayNames(contributors.map((x) => x.clientId)));
     for (const r of rounds.filter((r) => r.outcome === 'running')) {
       c.persist(() => deps.store.saveRound({ ...r, outcome: 'aborted', endedAt: deps.clock.now(), detail: 'server restarted' }));
     }
@@ -228,20 +224,20 @@ export class JobCoordinator {
   /** The members, then everyone who contributed and is no longer in the job (state `left`). */
   workers(): WorkerRow[] {
     const live = [...this.members.values()].map((m) => ({
-      volunteerId: m.volunteerId, jobId: this.job.id, state: m.status.state, contributor: contributorName(m.identity, this.names.get(m.identity)),
-      syncs: this.contributors.get(m.identity)?.syncs ?? 0, adapter: describeAdapter(m), backend: m.capabilities.backend,
+      volunteerId: m.volunteerId, jobId: this.job.id, state: m.status.state, contributor: contributorName(m.identity, this.contributors.name(m.identity)),
+      syncs: this.contributors.syncs(m.identity), adapter: describeAdapter(m), backend: m.capabilities.backend,
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
       lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading', faults: this.penalties.offences(m.identity),
       reputation: this.reputations.row(m.identity),
     }));
     const present = new Set([...this.members.values()].map((m) => m.identity));
-    const departed = [...this.contributors.values()].filter((c) => !present.has(c.clientId)).map((c) => departedRow(c, this.names.get(c.clientId), this.penalties.offences(c.clientId), this.reputations.row(c.clientId)));
+    const departed = this.contributors.absent(present).map((c) => departedRow(c, this.contributors.name(c.clientId), this.penalties.offences(c.clientId), this.reputations.row(c.clientId)));
     return [...live, ...departed];
   }
 
   /** Waits until everything queued so far (contributor totals included) is in the store. */
   flushed(): Promise<void> {
-    this.flushContributors();
+    this.contributors.flush();
     return this.persistQueue;
   }
 
@@ -264,7 +260,7 @@ export class JobCoordinator {
     };
     this.members.set(v.volunteerId, member);
     this.reputations.know(identity, v.reputation);
-    this.joinedContributor(member);
+    this.contributors.joined(member);
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
     const dataUrl = this.deps.shardUrl?.(this.job.id, this.job.spec, shard, this.job.spec.maxWorkers);
     if (dataUrl) assignment.dataUrl = dataUrl;
@@ -289,7 +285,7 @@ export class JobCoordinator {
     if (!m) return;
     m.cancelLoadTimer?.();
     this.members.delete(volunteerId);
-    this.departedContributor(m, reason);
+    this.contributors.departed(m, reason, [...this.members.values()].some((x) => x.identity === m.identity));
     this.deps.log(`job ${this.job.id}: ${volunteerId} left (${reason})`);
     if (this.pendingUpload?.uploader === volunteerId && !this.pendingUpload.received) this.loseCheckpoint(`its uploader ${volunteerId} left`);
     if (this.round?.members.includes(volunteerId)) this.abortRound(`member ${volunteerId} lost: ${reason}`, [volunteerId]);
@@ -347,10 +343,10 @@ export class JobCoordinator {
     this.members.clear();
     for (const m of leaving) {
       m.cancelLoadTimer?.();
-      this.departedContributor(m, `job ${state}`);
+      this.contributors.departed(m, `job ${state}`, false);
       this.deps.toVolunteer(m.volunteerId, 'job:end', { jobId: this.job.id, reason });
     }
-    this.flushContributors();
+    this.contributors.flush();
     this.deps.log(`job ${this.job.id}: ${state} (${reason})`);
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.changedWorkers();
@@ -381,11 +377,7 @@ export class JobCoordinator {
     const m = this.members.get(volunteerId);
     if (!m) return;
     m.status = status;
-    const c = this.contributors.get(m.identity);
-    if (c && c.volunteerId === volunteerId) {
-      Object.assign(c, { step: status.step, bytesSent: status.bytesSent, bytesReceived: status.bytesReceived });
-      this.markContributor(m.identity);
-    }
+    this.contributors.reported(m.identity, volunteerId, status);
     this.changedWorkers();
   }
 
@@ -820,7 +812,8 @@ export class JobCoordinator {
     for (const id of r.members) {
       const m = this.members.get(id);
       if (!m) continue;
-      this.credit(m, now);
+      // Counted from what the server saw: the job's H steps of its batch size, and the time from being handed work to being ready.
+      this.contributors.credit(m.identity, this.job.spec.H * this.job.spec.hyperparameters.batchSize, m.workMs, now);
       Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0 });
     }
     this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step });
@@ -909,56 +902,6 @@ export class JobCoordinator {
     this.deps.toVolunteer(m.volunteerId, 'model:load', { jobId: this.job.id, seq, step: this.job.step, url });
   }
 
-  // ---------- credit ----------
-
-  private joinedContributor(m: Member): void {
-    const now = this.deps.clock.now();
-    const known = this.contributors.get(m.identity);
-    const c: ContributorRecord = {
-      jobId: this.job.id, clientId: m.identity, samples: 0, syncs: 0, computeMs: 0, step: 0, bytesSent: 0, bytesReceived: 0, firstAt: now,
-      ...known, volunteerId: m.volunteerId, adapter: describeAdapter(m), backend: m.capabilities.backend, lastAt: now, leftReason: null,
-    };
-    this.contributors.set(m.identity, c);
-    if (m.displayName) this.names.set(m.identity, m.displayName);
-    this.markContributor(m.identity);
-  }
-
-  private departedContributor(m: Member, reason: string): void {
-    const c = this.contributors.get(m.identity);
-    // Another tab of the same identity may still be in the job.
-    if (!c || [...this.members.values()].some((x) => x.identity === m.identity)) return;
-    Object.assign(c, { volunteerId: m.volunteerId, lastAt: this.deps.clock.now(), leftReason: reason });
-    this.markContributor(m.identity);
-  }
-
-  /**
-   * A committed sync counted from what the server itself saw: one sync, the job's H local steps of
-   * its batch size, and the time from being handed work to reporting ready. Nothing the member claims.
-   */
-  private credit(m: Member, now: number): void {
-    const c = this.contributors.get(m.identity);
-    if (!c) return;
-    c.syncs += 1;
-    c.samples += this.job.spec.H * this.job.spec.hyperparameters.batchSize;
-    c.computeMs += m.workMs;
-    c.lastAt = now;
-    this.markContributor(m.identity);
-  }
-
-  private markContributor(identity: string): void {
-    this.dirtyContributors.add(identity);
-    this.cancelContributorsFlush ??= this.deps.clock.after(CONTRIBUTORS_FLUSH_MS, () => this.flushContributors());
-  }
-
-  private flushContributors(): void {
-    this.cancelContributorsFlush?.();
-    this.cancelContributorsFlush = null;
-    if (this.dirtyContributors.size === 0) return;
-    const records = [...this.dirtyContributors].map((id) => ({ ...this.contributors.get(id)! }));
-    this.dirtyContributors.clear();
-    this.persist(() => this.deps.store.saveContributors(records));
-  }
-
   // ---------- helpers ----------
 
   private fits(v: VolunteerInfo): boolean {
@@ -1000,10 +943,4 @@ function shuffled<T>(xs: T[]): T[] {
     [out[i], out[j]] = [out[j], out[i]];
   }
   return out;
-}
-
-function describeAdapter(m: Member): string {
-  const a = m.capabilities.adapter;
-  const name = [a.vendor, a.architecture, a.device || a.description].filter(Boolean).join(' ');
-  return `${name || 'unknown adapter'}${m.capabilities.backend === 'cpu' ? ' (CPU fallback)' : ''}`;
 }

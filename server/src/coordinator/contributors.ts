@@ -1,0 +1,105 @@
+// The credit ledger of one job: each identity's part in it, counted from what the server saw (syncs,
+// samples, time from being handed work to being ready) and what its tab last reported (step,
+// bytes), kept through leaving and rejoining, and written to the store in batches.
+import type { Capabilities } from '@tabfleet/protocol';
+import type { ContributorRecord } from '../store/store';
+import type { Clock } from './types';
+
+/** Contributor totals are written at most this often (one batched write, not one per member per sync). */
+const FLUSH_MS = 1_000;
+
+/** What the ledger needs of a member. */
+export interface Contributing {
+  identity: string;
+  volunteerId: string;
+  displayName?: string | null;
+  capabilities: Capabilities;
+}
+
+export class ContributorLedger {
+  private readonly records = new Map<string, ContributorRecord>();
+  private readonly names = new Map<string, string>();
+  private readonly dirty = new Set<string>();
+  private cancelFlush: (() => void) | null = null;
+
+  /** `save` queues a batch for the store (the coordinator's ordered writes). */
+  constructor(private readonly jobId: string, private readonly clock: Clock, private readonly save: (records: ContributorRecord[]) => void) {}
+
+  /** What the store held when the job was loaded: nobody is a member now, so each has left. */
+  restore(records: ContributorRecord[], names: Map<string, string>): void {
+    for (const [id, name] of names) this.names.set(id, name);
+    for (const x of records) this.records.set(x.clientId, { ...x, leftReason: x.leftReason ?? 'server restarted' });
+  }
+
+  joined(m: Contributing): void {
+    const now = this.clock.now();
+    const known = this.records.get(m.identity);
+    this.records.set(m.identity, {
+      jobId: this.jobId, clientId: m.identity, samples: 0, syncs: 0, computeMs: 0, step: 0, bytesSent: 0, bytesReceived: 0, firstAt: now,
+      ...known, volunteerId: m.volunteerId, adapter: describeAdapter(m), backend: m.capabilities.backend, lastAt: now, leftReason: null,
+    });
+    if (m.displayName) this.names.set(m.identity, m.displayName);
+    this.mark(m.identity);
+  }
+
+  /** `stillPresent`: another tab of the same identity is still in the job (then nothing changes). */
+  departed(m: Contributing, reason: string, stillPresent: boolean): void {
+    const c = this.records.get(m.identity);
+    if (!c || stillPresent) return;
+    Object.assign(c, { volunteerId: m.volunteerId, lastAt: this.clock.now(), leftReason: reason });
+    this.mark(m.identity);
+  }
+
+  /** A committed sync: one sync, `samples` trained, `computeMs` from being handed work to being ready. Nothing the member claims. */
+  credit(identity: string, samples: number, computeMs: number, now: number): void {
+    const c = this.records.get(identity);
+    if (!c) return;
+    c.syncs += 1;
+    c.samples += samples;
+    c.computeMs += computeMs;
+    c.lastAt = now;
+    this.mark(identity);
+  }
+
+  /** What the tab reports in its heartbeat (only from its latest connection). */
+  reported(identity: string, volunteerId: string, status: { step: number; bytesSent: number; bytesReceived: number }): void {
+    const c = this.records.get(identity);
+    if (!c || c.volunteerId !== volunteerId) return;
+    Object.assign(c, { step: status.step, bytesSent: status.bytesSent, bytesReceived: status.bytesReceived });
+    this.mark(identity);
+  }
+
+  syncs(identity: string): number {
+    return this.records.get(identity)?.syncs ?? 0;
+  }
+
+  name(identity: string): string | undefined {
+    return this.names.get(identity);
+  }
+
+  /** Everyone who contributed and is not among `present` identities. */
+  absent(present: ReadonlySet<string>): ContributorRecord[] {
+    return [...this.records.values()].filter((c) => !present.has(c.clientId));
+  }
+
+  /** Writes every changed record now. */
+  flush(): void {
+    this.cancelFlush?.();
+    this.cancelFlush = null;
+    if (this.dirty.size === 0) return;
+    const records = [...this.dirty].map((id) => ({ ...this.records.get(id)! }));
+    this.dirty.clear();
+    this.save(records);
+  }
+
+  private mark(identity: string): void {
+    this.dirty.add(identity);
+    this.cancelFlush ??= this.clock.after(FLUSH_MS, () => this.flush());
+  }
+}
+
+export function describeAdapter(m: Pick<Contributing, 'capabilities'>): string {
+  const a = m.capabilities.adapter;
+  const name = [a.vendor, a.architecture, a.device || a.description].filter(Boolean).join(' ');
+  return `${name || 'unknown adapter'}${m.capabilities.backend === 'cpu' ? ' (CPU fallback)' : ''}`;
+}
