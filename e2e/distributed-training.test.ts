@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { defaultWarmupSyncs, type ConvergenceConfig, type ConvergenceResult } from '@tabfleet/distributed';
+import { REPLICA_TOLERANCE } from '@tabfleet/protocol';
 import { browserSession, openPage, type OpenedPage } from '@tabfleet/headless';
 
 let session: Awaited<ReturnType<typeof browserSession>>;
@@ -56,4 +57,15 @@ test('ddp with DGC at 99.9% sparsity reaches 83% and ends within a point of dens
   assert.ok(dense.finalAccuracy - dgc.finalAccuracy <= 0.01, `DGC ${dgc.finalAccuracy} vs dense ${dense.finalAccuracy}`);
   // Measured ~290× (gap-coded indices, f16 values, 8 warm-up syncs); the goal's figure is in the benchmark.
   assert.ok(dgc.bytesPerWorker * 150 < dense.bytesPerWorker, `DGC bytes ${dgc.bytesPerWorker} vs dense ${dense.bytesPerWorker}`);
+});
+
+test('a work unit recomputed on the CPU reference agrees with WebGPU within the replica tolerance, and a faulty one does not', { timeout: 10 * 60_000 }, async () => {
+  // Two different adapters on honest work: what the server's redundant recompute must accept.
+  const { adapter, units } = await tab.page.evaluate((c) => window.tabfleetDistributed.replicaAgreement(c), {
+    units: 6, steps: 8, batchSize: 32, optimizer: sgd, shard: 1, shards: 4, seed: 3,
+  });
+  const worst = { cosine: Math.min(...units.map((u) => u.cosine)), normDifference: Math.max(...units.map((u) => u.normDifference)) };
+  console.log(`${adapter} vs CPU on ${units.length} units of 8 steps: worst cosine ${worst.cosine.toFixed(6)}, worst norm difference ${(100 * worst.normDifference).toFixed(3)}% (tolerance ${REPLICA_TOLERANCE.minCosine}, ${100 * REPLICA_TOLERANCE.maxNormDifference}%)`);
+  assert.ok(units.every((u) => u.agree), JSON.stringify(units));
+  assert.ok(units.every((u) => !u.faultyAgrees), 'a result 1.5× too long is refused');
 });

@@ -10,7 +10,8 @@ import { nodeVolunteer } from '@tabfleet/worker/testing';
 
 let server: TestServer;
 before(async () => {
-  server = await startTestServer({ timing: { roundTimeoutMs: 20_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 30_000 } });
+  // Every sync replicates a unit (redundant recompute), so its path runs in every LocalSGD job here.
+  server = await startTestServer({ timing: { roundTimeoutMs: 20_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 30_000 }, replicationRate: { probation: 1, trusted: 1 } });
 });
 after(() => server.stop());
 
@@ -19,6 +20,8 @@ async function cleanUp(jobId: string, vols: ReturnType<typeof nodeVolunteer>[]):
   for (const v of vols) v.runtime.stop();
   await server.api(`/api/jobs/${jobId}/stop`, { method: 'POST' }).catch(() => {});
 }
+
+const counter = async (name: string) => Number(new RegExp(`^tabfleet_${name}_total (\\d+)$`, 'm').exec((await server.api('/metrics')).text)?.[1] ?? 0);
 
 const job = {
   dataset: 'synthetic-blobs' as const, preset: 'mlp-fashion' as const, strategy: 'localsgd' as const, H: 4,
@@ -29,6 +32,7 @@ test('three volunteers train a LocalSGD job to its target with identical paramet
   const created = await server.createJob(job);
   const net = new MemoryNetwork();
   const vols = [0, 1, 2].map(() => nodeVolunteer(server.url, net));
+  const agreedBefore = await counter('replicas_agreed');
   try {
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
     const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
@@ -44,6 +48,10 @@ test('three volunteers train a LocalSGD job to its target with identical paramet
     assert.equal(done.latestCheckpoint.seq, 6, 'the final model is checkpointed');
     for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
     assert.ok(vols.every((v) => v.runtime.status.bytesSent > 0));
+    // Units replicated on a second model (one open at a time) agreed: the runtime's recompute path, CPU against CPU.
+    const agreed = (await counter('replicas_agreed')) - agreedBefore;
+    assert.ok(agreed >= 2, `${agreed} replicated units agreed`);
+    assert.equal(await counter('replicas_disagreed'), 0);
   } finally {
     await cleanUp(created.id, vols);
   }

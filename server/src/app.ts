@@ -45,6 +45,8 @@ export interface ServerOptions {
    * (a local benchmark, a proxy without forwarding) raises them.
    */
   addressLimits?: { connections?: number; jobShare?: number };
+  /** How often work is replicated (redundant recompute), per sync (default protocol's REPLICATION_RATE). */
+  replicationRate?: { probation: number; trusted: number };
   log?: (line: string) => void;
   /**
    * The URL volunteers reach this server at (e.g. behind `--host 0.0.0.0` or a proxy); checkpoint and
@@ -136,6 +138,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     count: (name, labels) => counters.count(name, labels),
     log,
     addressJobShare: opts.addressLimits?.jobShare ?? DEFAULT_ADDRESS_LIMITS.jobShare,
+    replicationRate: opts.replicationRate,
   };
   const hub = new JobHub(deps, cluster);
   await hub.start();

@@ -3,7 +3,7 @@
 // the engine Web Worker (so every method takes and returns plain transferable values).
 import { epochBatches, gather, sequentialBatches, type Dataset } from '@tabfleet/data';
 import { createModel, createOptimizer, evaluate, recordGradientStep, recordTrainStep, type Batch, type Model, type ModelPreset, type Optimizer, type OptimizerConfig } from '@tabfleet/nn';
-import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values } from '@tabfleet/protocol';
+import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32 } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
 
 export interface EngineOptions {
@@ -87,7 +87,28 @@ export class ModelEngine {
   }
 
   /** `n` optimizer steps with the inner optimizer, two in flight; one loss readback each. */
-  async trainSteps(n: number): Promise<LocalWork> {
+  trainSteps(n: number): Promise<LocalWork> {
+    return this.train(n, () => this.nextBatch());
+  }
+
+  /**
+   * A work unit anyone can recompute (redundant recompute): `steps` optimizer steps from the current
+   * parameters with a fresh inner optimizer, on batches drawn from `data` (default: this worker's
+   * shard) by `batchSeed` alone, whatever this worker trained before.
+   */
+  trainUnit(unit: { batchSeed: number; steps: number }, data: { train: Dataset; shard: Int32Array } = this.opts): Promise<LocalWork> {
+    this.optimizer.loadState({});
+    const rand = mulberry32(unit.batchSeed);
+    const { batchSize } = this.opts;
+    return this.train(unit.steps, () => {
+      const indices = new Int32Array(batchSize);
+      for (let i = 0; i < batchSize; i++) indices[i] = data.shard[Math.floor(rand() * data.shard.length)];
+      this.step++;
+      return gather(data.train, indices);
+    });
+  }
+
+  private async train(n: number, next: () => Batch): Promise<LocalWork> {
     let sum = 0;
     let pending: Tensor | null = null;
     const readLoss = async (t: Tensor) => {
@@ -98,7 +119,7 @@ export class ModelEngine {
       }
     };
     for (let i = 0; i < n; i++) {
-      const loss = recordTrainStep(this.model, this.optimizer, this.nextBatch());
+      const loss = recordTrainStep(this.model, this.optimizer, next());
       if (pending) await readLoss(pending);
       pending = loss;
     }

@@ -7,3 +7,4 @@ export * from './simulate';
 export * from './workers';
 export * from './convergence';
 export * from './attacks';
+export * from './replica-agreement';

@@ -55,6 +55,15 @@ export interface SyncStrategy {
   reset(syncsDone?: number, state?: Record<string, Float32Array>): Promise<void>;
   /** State beyond the parameters that every member holds identically (goes into checkpoints). */
   globalState(): Promise<Record<string, Float32Array>>;
+  /**
+   * Redundant recompute (LocalSGD and DiLoCo only; absent for DDP): this sync's local work as a
+   * replayable unit, the parameters of the last committed sync it starts from, and the delta since.
+   */
+  readonly replay?: {
+    localUnit(unit: { batchSeed: number; steps: number }): Promise<LocalWork>;
+    committedParams(): Float32Array;
+    delta(): Promise<Float32Array>;
+  };
 }
 
 /** Mean of payloads as a dense vector (the star path and tests; the ring does this on the wire). */
@@ -192,6 +201,12 @@ abstract class Periodic extends Base {
   async local(): Promise<LocalWork> {
     return this.engine.trainSteps(this.opts.H);
   }
+
+  readonly replay = {
+    localUnit: (unit: { batchSeed: number; steps: number }) => this.engine.trainUnit(unit),
+    committedParams: () => this.base,
+    delta: async () => (await this.vector()).host,
+  };
 
   protected async restart(_state: Record<string, Float32Array>): Promise<void> {
     this.base = await this.engine.readParams();

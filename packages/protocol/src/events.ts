@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { clientIdSchema, displayNameSchema, profileSchema } from './credit';
 import { idSchema, type JobSpec, type JobSummary, type MetricPoint } from './jobs';
 import { LIMITS } from './limits';
+import type { ReplicaTask } from './replication';
 
 export const NAMESPACES = { volunteer: '/volunteer', dashboard: '/dashboard' } as const;
 
@@ -183,6 +184,8 @@ export const VOLUNTEER_EVENTS = {
   'round:validation': z.strictObject({ ...roundRef, parts: z.array(partValidationSchema).min(1).max(LIMITS.maxGroupSize) }),
   /** Asked by `evidence:request`: this member's contribution to `part` of the round's average (little-endian f32, as on the wire). */
   'evidence:upload': z.strictObject({ ...roundRef, part: z.number().int().min(0).max(LIMITS.maxGroupSize - 1), data: binary }),
+  /** The delta (start − end parameters, little-endian f32) of a replicated work unit this member was given (`work:replicate`). */
+  'replica:upload': z.strictObject({ jobId: idSchema, unitId: idSchema, data: binary }),
   /** WebRTC signaling for a current ring neighbour; relayed as `signal` with `from`. */
   signal: z.strictObject({
     ...roundRef,
@@ -262,6 +265,12 @@ export interface VolunteerServerEvents {
    * contribution to the part's validator (Group.validate), and validators report `round:validation`.
    */
   'round:validate': (v: { jobId: string; roundId: number; checks: { part: number; validator: string }[] }) => void;
+  /**
+   * Redundant recompute: train `unit` as this round's own work (`original`), or recompute it for
+   * another member (`replica`), and upload its delta (`replica:upload`). Sent before the commit of
+   * the unit's starting sync, or at once for a tie-break.
+   */
+  'work:replicate': (t: ReplicaTask) => void;
   /** A validator and an owner disagree about `part`: upload this member's contribution to it (`evidence:upload`). */
   'evidence:request': (e: { jobId: string; roundId: number; part: number }) => void;
   /** Every member reported its result: apply it now (and the uploader uploads the model). */

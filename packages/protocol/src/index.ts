@@ -10,3 +10,4 @@ export * from './models';
 export * from './robust';
 export * from './fp16';
 export * from './validation';
+export * from './replication';

@@ -16,6 +16,12 @@ export const VALIDATED_PART_SHARE = 0.21;
  * part is drawn before anyone else's, so a new liar is caught in its first rounds.
  */
 export const PROBATION_VERIFIED = 10;
+/** Confirmations one fault takes back: an identity caught once is on probation again. */
+export const FAULT_WEIGHT = 10;
+
+export function onProbation(r: { verified: number; faults: number }): boolean {
+  return r.verified - FAULT_WEIGHT * r.faults < PROBATION_VERIFIED;
+}
 
 /** A part of a group round to recompute, and the member that recomputes it (never the part's owner). */
 export interface PartCheck {

@@ -1,7 +1,7 @@
 // The dedicated Web Worker that owns the WebGPU device and trains; the page talks to it via comlink.
 import * as Comlink from 'comlink';
 import { CpuBackend, WebGpuBackend, type Backend } from '@tabfleet/tensor';
-import type { Assignment } from '@tabfleet/protocol';
+import type { Assignment, ReplicaTask, ReplicaUnit } from '@tabfleet/protocol';
 import { JobEngine, type JobEngineInfo } from './job-engine';
 import { trainSolo, type Progress, type SoloTrainConfig, type TrainReport } from './solo';
 
@@ -70,6 +70,17 @@ export class EngineApi {
   }
   digest() {
     return this.jobEngine.digest();
+  }
+  localUnit(unit: ReplicaUnit) {
+    return this.jobEngine.localUnit(unit);
+  }
+  async unitDelta() {
+    const delta = await this.jobEngine.unitDelta();
+    return Comlink.transfer(delta, [delta.buffer]);
+  }
+  async replicate(task: ReplicaTask) {
+    const delta = await this.jobEngine.replicate(task);
+    return Comlink.transfer(delta, [delta.buffer]);
   }
 
   async trainSolo(cfg: SoloTrainConfig, onProgress: (p: Progress) => void): Promise<TrainReport> {

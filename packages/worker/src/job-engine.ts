@@ -5,7 +5,7 @@
 import { decodeFashionShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { PRESETS, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
-import { DATASET_TRAIN_SIZES, modelDigest, targetStepsOf, type Assignment, type JobSpec } from '@tabfleet/protocol';
+import { DATASET_TRAIN_SIZES, modelDigest, targetStepsOf, type Assignment, type JobSpec, type ReplicaTask, type ReplicaUnit } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
 import { loadDataset } from './solo';
 
@@ -59,6 +59,10 @@ export class JobEngine {
   private engine: ModelEngine | null = null;
   private strategy: SyncStrategy | null = null;
   private spec: JobSpec | null = null;
+  private assignment: Assignment | null = null;
+  /** A second model for recomputing other members' work units, and the last other shard it read. */
+  private replica: ModelEngine | null = null;
+  private replicaData: { index: number; train: Dataset; shard: Int32Array } | null = null;
   /** Checkpoint URLs may be relative to it (a server listening on every interface). */
   private serverUrl = '';
 
@@ -93,6 +97,9 @@ export class JobEngine {
     });
     this.engine = engine;
     this.spec = spec;
+    this.assignment = assignment;
+    this.replica = null;
+    this.replicaData = null;
     return { length: engine.length, stepsPerSync: this.strategy.stepsPerSync, targetSteps, trainExamples: data.indices.length };
   }
 
@@ -124,6 +131,49 @@ export class JobEngine {
 
   discard(): void {
     this.ready.strategy.discard();
+  }
+
+  /** This sync's local work as a replayable unit (redundant recompute); its delta is `unitDelta()`. */
+  localUnit(unit: ReplicaUnit) {
+    const { strategy } = this.ready;
+    if (!strategy.replay) throw new Error(`a ${strategy.name} job has no replayable work units`);
+    if (unit.shard.index !== this.assignment!.shard.index) throw new Error(`unit ${unit.unitId} is shard ${unit.shard.index}'s work, this member trains shard ${this.assignment!.shard.index}`);
+    return strategy.replay.localUnit(unit);
+  }
+
+  /** The delta (start − end parameters) of this sync's local work so far. */
+  unitDelta(): Promise<Float32Array> {
+    const { strategy } = this.ready;
+    if (!strategy.replay) throw new Error(`a ${strategy.name} job has no replayable work units`);
+    return strategy.replay.delta();
+  }
+
+  /** Recomputes another member's unit on a second model from the last committed parameters; returns its delta. */
+  async replicate(task: ReplicaTask): Promise<Float32Array> {
+    const { strategy, spec } = this.ready;
+    if (!strategy.replay) throw new Error(`a ${strategy.name} job has no replayable work units`);
+    const data = await this.shardOf(task);
+    this.replica ??= new ModelEngine(this.backend, {
+      preset: PRESETS[spec.preset] as ModelPreset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
+      train: data.train, test: data.train, shard: data.shard, dataSeed: 0,
+    });
+    const start = strategy.replay.committedParams();
+    this.replica.writeParams(start);
+    await this.replica.trainUnit(task.unit, data);
+    const end = await this.replica.readParams();
+    const delta = new Float32Array(start.length);
+    for (let i = 0; i < delta.length; i++) delta[i] = start[i] - end[i];
+    return delta;
+  }
+
+  private async shardOf(task: ReplicaTask): Promise<{ train: Dataset; shard: Int32Array }> {
+    const { index, count } = task.unit.shard;
+    if (this.replicaData?.index === index) return this.replicaData;
+    const spec = this.ready.spec;
+    const assignment: Assignment = { ...this.assignment!, shard: { index, count }, dataUrl: task.dataUrl };
+    const data = await loadJobData(spec, assignment, this.serverUrl, PRESETS[spec.preset] as ModelPreset);
+    this.replicaData = { index, train: data.train, shard: data.indices };
+    return this.replicaData;
   }
 
   /** Optimizer steps taken (a method, not a getter, so it works through comlink). */

@@ -4,7 +4,7 @@
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
 import { CollectiveError, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, payloadToDense, type LocalWork, type Payload } from '@tabfleet/distributed';
-import { partRange, type Ack, type Assignment, type GroupReport, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { partRange, type Ack, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo } from './job-engine';
 
@@ -22,6 +22,10 @@ export interface EngineLike {
   evaluate(limit?: number): Promise<{ accuracy: number; loss: number; count: number }>;
   /** modelDigest of the parameters as they are now. */
   digest(): Promise<string>;
+  /** Redundant recompute: this sync's local work as the given unit; the delta so far; another member's unit recomputed. */
+  localUnit(unit: ReplicaUnit): Promise<LocalWork>;
+  unitDelta(): Promise<Float32Array>;
+  replicate(task: ReplicaTask): Promise<Float32Array>;
 }
 
 export interface RuntimeStatus {
@@ -77,6 +81,8 @@ export class VolunteerRuntime {
    * validators, who need this member's contribution as it went on the wire, or ask for it as evidence.
    */
   private openGroup: { group: Group; roundId: number; contribution: Float32Array; wire: GroupAverageOptions } | null = null;
+  /** Redundant recompute tasks the server gave, until their starting model is this member's. */
+  private replicaTasks: ReplicaTask[] = [];
   private lastBegin: RoundBegin | null = null;
   private lastWork: LocalWork & { wallMs: number } = { loss: 0, samples: 0, steps: 0, wallMs: 0 };
   /** Bytes this member moved in the round it is finishing (reported with its result). */
@@ -103,6 +109,11 @@ export class VolunteerRuntime {
     s.on('round:abort', (r) => this.onRoundAbort(r));
     s.on('round:commit', (c) => this.queue('round:commit', () => this.onCommit(c)));
     s.on('round:validate', (v) => this.queue('round:validate', () => this.onValidate(v)));
+    // Kept until the model it starts from is the one this member holds; a tie-break's already is.
+    s.on('work:replicate', (t) => {
+      this.replicaTasks.push(t);
+      this.queue('work:replicate', () => this.runDueReplicas());
+    });
     s.on('evidence:request', (e) => void this.onEvidenceRequest(e));
     s.on('star:result', (r) => this.onStarResult(r));
     s.on('checkpoint:request', (r) => this.queue('checkpoint:request', () => this.onCheckpointRequest(r)));
@@ -213,9 +224,13 @@ export class VolunteerRuntime {
     if (pause > 0) await new Promise((r) => setTimeout(r, pause));
     this.setStatus({ state: 'training' });
     const t0 = performance.now();
-    const work = await this.opts.engine.local();
+    // A replicated unit of this member's work: trained as given, so another member can recompute it.
+    const own = this.takeReplicaTask((t) => t.role === 'original' && t.unit.seq === this.status.seq);
+    const work = own ? await this.opts.engine.localUnit(own.unit) : await this.opts.engine.local();
+    if (own) await this.uploadReplica(own, await this.opts.engine.unitDelta());
     // Compressed and read back now, so the round only moves bytes; kept for re-runs of an aborted round.
     this.payload = await this.opts.engine.payload();
+    await this.runDueReplicas();
     const wallMs = performance.now() - t0;
     this.lastWork = { ...work, wallMs };
     const step = await this.opts.engine.currentStep();
@@ -250,6 +265,30 @@ export class VolunteerRuntime {
       metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, bytesSent: this.roundBytes.sent, bytesReceived: this.roundBytes.received },
       ...(group ? { group } : {}),
     });
+  }
+
+  /** Removes and returns the first pending replica task that `match`es. */
+  private takeReplicaTask(match: (t: ReplicaTask) => boolean): ReplicaTask | null {
+    const i = this.replicaTasks.findIndex(match);
+    return i < 0 ? null : this.replicaTasks.splice(i, 1)[0];
+  }
+
+  /** Recomputes the other members' units that start from the model this member holds now (the last commit). */
+  private async runDueReplicas(): Promise<void> {
+    for (let t = this.takeReplicaTask((x) => x.role === 'replica' && x.unit.seq === this.status.seq); t; t = this.takeReplicaTask((x) => x.role === 'replica' && x.unit.seq === this.status.seq)) {
+      try {
+        await this.uploadReplica(t, await this.opts.engine.replicate(t));
+      } catch (e) {
+        this.log(`replica of unit ${t.unit.unitId} failed: ${(e as Error).message}`);
+      }
+    }
+    // Tasks for models this member no longer holds can never be done.
+    this.replicaTasks = this.replicaTasks.filter((x) => x.unit.seq >= this.status.seq);
+  }
+
+  private async uploadReplica(t: ReplicaTask, delta: Float32Array): Promise<void> {
+    const ack = await this.emit('replica:upload', { jobId: t.jobId, unitId: t.unit.unitId, data: new Uint8Array(delta.buffer, delta.byteOffset, delta.byteLength) });
+    if (!ack.ok) this.log(`replica of unit ${t.unit.unitId} refused: ${ack.error.code}: ${ack.error.message}`);
   }
 
   /** A ring round (trusted jobs: allreduce of the mean) or a group round (untrusted: robust averaging by per-part owners). */

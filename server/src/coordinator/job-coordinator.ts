@@ -36,6 +36,7 @@ import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
 import { Penalties } from './penalties';
+import { Replication } from './replication';
 import { Reputations } from './reputation';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
@@ -112,6 +113,7 @@ export class JobCoordinator {
   private readonly pace = new Pace();
   private readonly penalties = new Penalties();
   private readonly groupChecks: GroupRoundChecks;
+  private readonly replication: Replication;
   private readonly reputations = new Reputations((clientId, change) => this.persist(() => this.deps.store.addReputation(clientId, change)));
   private readonly evaluations = new Map<number, OpenEvaluation>();
   /** Checksum of the parameters in each stored checkpoint (what a joiner that loads it must report). */
@@ -133,7 +135,9 @@ export class JobCoordinator {
     this.nextRoundId = lastRoundId + 1;
     this.latestCheckpoint = latestCheckpoint;
     this.contributors = new ContributorLedger(job.id, deps.clock, (records) => this.persist(() => deps.store.saveContributors(records)));
+    // The helpers' hosts read the job as it is when they call (it is replaced on every change).
     const current = () => this.job;
+    const identity = (volunteerId: string) => this.members.get(volunteerId)?.identity ?? volunteerId;
     this.groupChecks = new GroupRoundChecks({
       get jobId() {
         return current().id;
@@ -144,11 +148,22 @@ export class JobCoordinator {
       deps,
       commit: (r) => this.commit(r),
       reject: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault),
-      onProbation: (volunteerId) => this.reputations.onProbation(this.members.get(volunteerId)?.identity ?? volunteerId),
-      verified: (volunteerId) => {
-        const m = this.members.get(volunteerId);
-        if (m) this.reputations.verified(m.identity);
+      onProbation: (volunteerId) => this.reputations.onProbation(identity(volunteerId)),
+      verified: (volunteerId) => this.reputations.verified(identity(volunteerId)),
+    });
+    this.replication = new Replication({
+      get jobId() {
+        return current().id;
       },
+      get spec() {
+        return current().spec;
+      },
+      deps,
+      members: () => [...this.members.values()].filter((m) => m.phase !== 'loading').map((m) => ({ volunteerId: m.volunteerId, identity: m.identity, shard: m.shard })),
+      onProbation: (id) => this.reputations.onProbation(id),
+      verified: (id) => this.reputations.verified(id),
+      fault: (id, reason) => this.reputations.fault(id, reason, deps.clock.now()),
+      shardUrl: (index) => deps.shardUrl?.(current().id, current().spec, index, current().spec.maxWorkers) ?? null,
     });
   }
 
@@ -285,6 +300,7 @@ export class JobCoordinator {
     if (!m) return;
     m.cancelLoadTimer?.();
     this.members.delete(volunteerId);
+    this.replication.left(volunteerId);
     this.contributors.departed(m, reason, [...this.members.values()].some((x) => x.identity === m.identity));
     this.deps.log(`job ${this.job.id}: ${volunteerId} left (${reason})`);
     if (this.pendingUpload?.uploader === volunteerId && !this.pendingUpload.received) this.loseCheckpoint(`its uploader ${volunteerId} left`);
@@ -363,6 +379,7 @@ export class JobCoordinator {
       case 'round:result': return this.onResult(m, payload as VolunteerEventParsed<'round:result'>);
       case 'round:failed': return this.onFailed(m, payload as VolunteerEventParsed<'round:failed'>);
       case 'round:validation': return this.groupChecks.onValidation(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'round:validation'>);
+      case 'replica:upload': return this.replication.onUpload(m.volunteerId, payload as VolunteerEventParsed<'replica:upload'>, PRESET_FLAT_LENGTHS[this.job.spec.preset]);
       case 'evidence:upload': return this.groupChecks.onEvidence(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'evidence:upload'>);
       case 'signal': return this.onSignal(m, payload as VolunteerEventParsed<'signal'>);
       case 'star:update': return this.onStarUpdate(m, payload as VolunteerEventParsed<'star:update'>);
@@ -816,6 +833,8 @@ export class JobCoordinator {
       this.contributors.credit(m.identity, this.job.spec.H * this.job.spec.hyperparameters.batchSize, m.workMs, now);
       Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0 });
     }
+    // Before the commit, so a member given a unit trains it as the next sync's work.
+    this.replication.schedule(r.seq, r.members);
     this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step });
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());

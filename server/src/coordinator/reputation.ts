@@ -1,8 +1,9 @@
 // Reputation by identity (the browser's client id), across every job: how much of a volunteer's work a
 // check confirmed, and its faults. Read from the store when it joins a job, added to as checks pass
 // and faults happen; the store adds rather than overwrites, so jobs on several nodes can count at once.
-// A new identity is on probation (protocol's PROBATION_VERIFIED): its parts are checked first.
-import { PROBATION_VERIFIED, type WorkerRow } from '@tabfleet/protocol';
+// A new identity, or one with a recent fault, is on probation (protocol's validation.ts): its parts are
+// validated first and its work replicated more often.
+import { onProbation, type WorkerRow } from '@tabfleet/protocol';
 import type { ReputationChange, ReputationRecord } from '../store/store';
 
 export class Reputations {
@@ -30,12 +31,12 @@ export class Reputations {
   }
 
   onProbation(identity: string): boolean {
-    return (this.known.get(identity)?.verified ?? 0) < PROBATION_VERIFIED;
+    return onProbation(this.known.get(identity) ?? { verified: 0, faults: 0 });
   }
 
   row(identity: string): WorkerRow['reputation'] {
     const r = this.known.get(identity);
-    return r ? { verified: r.verified, faults: r.faults, probation: r.verified < PROBATION_VERIFIED } : null;
+    return r ? { verified: r.verified, faults: r.faults, probation: onProbation(r) } : null;
   }
 
   private record(identity: string): ReputationRecord {

@@ -46,6 +46,8 @@ export interface CoordinatorDeps {
   log(message: string): void;
   /** Share of a job's slots (0–1] that volunteers from one address may hold (default 1: no limit). */
   addressJobShare?: number;
+  /** Probability per sync of replicating a unit of a member on probation, and of anyone (default protocol's REPLICATION_RATE). */
+  replicationRate?: { probation: number; trusted: number };
 }
 
 export interface VolunteerInfo {

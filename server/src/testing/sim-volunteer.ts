@@ -21,6 +21,7 @@ import {
   type CapabilitiesInput,
   type GroupReport,
   type PartValidationReport,
+  type ReplicaTask,
   type RoundBegin,
   type VolunteerEvent,
   type VolunteerEventName,
@@ -134,6 +135,11 @@ function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<
   return { mean, reports };
 }
 
+/** What simulated training of a unit does: deterministic in the unit alone, so every honest member computes the same. */
+function trainUnit(params: Float32Array, entries: readonly { offset: number; size: number }[], unit: ReplicaTask['unit']): void {
+  for (let s = 0; s < unit.steps; s++) for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) params[i] += 0.01 * (unit.shard.index + 1) * Math.cos((unit.batchSeed % 997) + s + i);
+}
+
 type Preset = keyof typeof PRESET_LAYOUTS;
 
 /** The seeded initial flat vector every member of a job starts from (zero in the layout's padding). */
@@ -184,6 +190,8 @@ export interface SimOptions {
   evidence?: (sent: Float32Array) => Float32Array;
   /** Never answers `round:validate` (a validator that stays silent). */
   silentValidator?: boolean;
+  /** What it uploads for a replicated unit, as original or replica (default: the honest delta; faulty hardware or a liar changes it). */
+  replica?: (honest: Float32Array, role: ReplicaTask['role']) => Float32Array;
   /** The checkpoint it uploads when it is the uploader (default: its parameters, honestly). */
   checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
   log?: (line: string) => void;
@@ -230,6 +238,9 @@ export class SimVolunteer {
   private sent: { roundId: number; values: Float32Array } | null = null;
   /** Parts it validated, by round. */
   readonly validated: { roundId: number; part: number }[] = [];
+  /** Replica tasks not yet done (their starting sync not yet committed here), and those done. */
+  private replicaTasks: ReplicaTask[] = [];
+  readonly replicated: { unitId: string; role: ReplicaTask['role'] }[] = [];
   private readonly opts: SimOptions;
 
   constructor(opts: SimOptions) {
@@ -264,6 +275,10 @@ export class SimVolunteer {
     });
     this.socket.on('round:commit', (c) => this.bg(this.onCommit(c)));
     this.socket.on('round:validate', (v) => this.bg(this.onValidate(v)));
+    this.socket.on('work:replicate', (t: ReplicaTask) => {
+      this.replicaTasks.push(t);
+      this.bg(this.runDueReplicas());
+    });
     this.socket.on('evidence:request', (e) => this.bg(this.onEvidenceRequest(e)));
     this.socket.on('checkpoint:request', (r) => this.bg(this.upload(r.jobId, r.seq)));
     this.socket.on('job:end', (e) => {
@@ -327,7 +342,17 @@ export class SimVolunteer {
     const h = this.opts.stepsPerRound ?? this.assignment?.job.spec.H ?? 1;
     const shard = this.assignment?.shard.index ?? 0;
     const entries = this.assignment ? PRESET_LAYOUTS[this.assignment.job.spec.preset].entries : [];
-    for (let s = 0; s < h; s++) for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) this.params[i] += 0.01 * (shard + 1) * Math.cos(this.step + i);
+    const i = this.replicaTasks.findIndex((t) => t.role === 'original' && t.unit.seq === this.baseSeq);
+    if (i >= 0) {
+      // Its work this sync is the unit, so that another member can recompute it.
+      const [task] = this.replicaTasks.splice(i, 1);
+      const start = this.params.slice();
+      trainUnit(this.params, entries, task.unit);
+      await this.uploadReplica(task, start, this.params);
+    } else {
+      for (let s = 0; s < h; s++) for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) this.params[i] += 0.01 * (shard + 1) * Math.cos(this.step + i);
+    }
+    await this.runDueReplicas();
     this.step += h;
     if (this.holdReady || this.ended) return;
     const ack = await this.emit('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step });
@@ -372,6 +397,27 @@ export class SimVolunteer {
       await this.report(r.jobId, r.roundId, out.mean, honest && (this.opts.groupReport?.(honest) ?? honest));
     }
     else await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code: 'deadline', message: 'simulated collective timed out' });
+  }
+
+  /** Recomputes the units that start from the sync it holds now. */
+  private async runDueReplicas(): Promise<void> {
+    const due = this.replicaTasks.filter((t) => t.role === 'replica' && t.unit.seq === this.baseSeq);
+    this.replicaTasks = this.replicaTasks.filter((t) => !due.includes(t) && t.unit.seq >= this.baseSeq);
+    for (const task of due) {
+      const start = this.applied.get(task.unit.seq);
+      if (!start) continue;
+      const end = start.slice();
+      trainUnit(end, PRESET_LAYOUTS[this.assignment!.job.spec.preset].entries, task.unit);
+      await this.uploadReplica(task, start, end);
+    }
+  }
+
+  private async uploadReplica(task: ReplicaTask, start: Float32Array, end: Float32Array): Promise<void> {
+    const honest = start.map((v, i) => v - end[i]);
+    const delta = this.opts.replica?.(honest, task.role) ?? honest;
+    this.replicated.push({ unitId: task.unit.unitId, role: task.role });
+    const ack = await this.emit('replica:upload', { jobId: task.jobId, unitId: task.unit.unitId, data: new Uint8Array(delta.buffer, delta.byteOffset, delta.byteLength) });
+    if (!ack.ok) this.log(`replica refused: ${ack.error.message}`);
   }
 
   private async onValidate(v: { jobId: string; roundId: number; checks: { part: number; validator: string }[] }): Promise<void> {
