@@ -9,6 +9,8 @@ export interface BenchOptions {
   quick: boolean;
   /** Where to write the JSON instead of bench/results/<name>.json. */
   out?: string;
+  /** Re-run only these sections of a benchmark that has them, into its existing JSON. */
+  only?: string[];
 }
 
 interface Benchmark {
@@ -23,13 +25,15 @@ const BENCHMARKS: Record<string, Benchmark> = {
   tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json', load: () => import('./tune') },
   kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },
   coordinator: { description: 'server node under simulated volunteers (separate client processes): count held, round-barrier p50/p99, KiB per connection', load: () => import('./coordinator') },
+  byzantine: { description: 'Byzantine-robust averaging: 16 LocalSGD workers of the Fashion-MNIST MLP (CPU backend), f = 0, 1, 3, 5, 7 attackers × 8 attacks × 4 rules short, the clean run and the worst attacks at f = 5, 7 at full length (3 seeds), and the honest case\'s bytes and time against ring allreduce', load: () => import('./byzantine') },
   soak: { description: 'round clock under churn (5%, 20%, 50% of volunteers leaving or joining per round, 1,000 syncs each) with a server SIGKILL and restart mid-run: lost and duplicated syncs, checksum agreement, metric rows, server RSS; with the fuzz run\'s cases per decoder', load: () => import('./soak') },
 };
 
-const USAGE = `usage: npm run bench -- <name> [--runs N] [--quick] [--out FILE]
+const USAGE = `usage: npm run bench -- <name> [--runs N] [--quick] [--out FILE] [--only A,B]
   --runs N     timed runs per measurement, median reported (default 5; --quick: 2)
   --quick      fewer runs and steps (CI smoke test; figures not for quoting)
-  --out FILE   write the JSON here instead of bench/results/<name>.json`;
+  --out FILE   write the JSON here instead of bench/results/<name>.json
+  --only A,B   re-run only these sections into the existing JSON (byzantine: overhead, verification)`;
 
 function listBenchmarks(): string {
   const width = Math.max(...Object.keys(BENCHMARKS).map((n) => n.length));
@@ -48,7 +52,7 @@ async function main(argv: string[]): Promise<void> {
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: { runs: { type: 'string' }, quick: { type: 'boolean', default: false }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: { runs: { type: 'string' }, quick: { type: 'boolean', default: false }, out: { type: 'string' }, only: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
     });
   } catch (e) {
     fail(`${(e as Error).message}\n${USAGE}`);
@@ -65,7 +69,7 @@ async function main(argv: string[]): Promise<void> {
   const runs = values.runs === undefined ? (values.quick ? 2 : 5) : Number(values.runs);
   if (!Number.isInteger(runs) || runs < 1) fail(`--runs must be a positive integer, got "${values.runs}"`);
   const mod = await bench.load();
-  await mod.run({ runs, quick: values.quick ?? false, out: values.out });
+  await mod.run({ runs, quick: values.quick ?? false, out: values.out, only: values.only?.split(',').map((x) => x.trim()).filter(Boolean) });
 }
 
 await main(process.argv.slice(2));

@@ -3,6 +3,8 @@
 // members' contributions of the round, as colluding attackers that share notes would. Label flipping
 // is not here: it changes what the member trains on (`flipLabels`), not what it sends.
 import { mulberry32 } from '@tabfleet/protocol';
+import type { Tamper } from './simulate';
+import type { Payload } from './strategies';
 
 export const ATTACKS = ['sign-flip', 'scaled', 'noise', 'non-finite', 'alie', 'ipm', 'free-rider', 'label-flip'] as const;
 export type Attack = (typeof ATTACKS)[number];
@@ -63,8 +65,31 @@ export function alie(ctx: AttackContext): Float32Array {
 }
 
 /** A training set whose labels are flipped (class c becomes classes − 1 − c): what a label-flipping member trains on. */
-export function flipLabels(labels: Uint8Array, classes: number): Uint8Array {
-  return labels.map((c) => classes - 1 - c);
+export function flipLabels<T extends Uint8Array | Int32Array>(labels: T, classes: number): T {
+  return labels.map((c) => classes - 1 - c) as T;
+}
+
+/**
+ * What `runSyncs` calls between the members' local work and the exchange (its `tamper` option) so
+ * that the last `attackers` members send `attack`'s payload instead of their own. The others' dense
+ * payloads are the honest contributions ALIE and IPM read. Each attacker draws its noise from
+ * (seed, sync, rank), so a run replays.
+ */
+export function payloadAttacker(attack: PayloadAttack, attackers: number, seed: number): Tamper {
+  return (payloads, seq) => {
+    const members = payloads.length;
+    if (!(attackers >= 0 && attackers < members)) throw new Error(`${attackers} attackers among ${members} members`);
+    const dense = payloads.map((p, rank) => {
+      if (p.kind !== 'dense') throw new Error(`member ${rank} sends a sparse payload: attacks replace dense ones`);
+      return p.values;
+    });
+    const honest = dense.slice(0, members - attackers);
+    return payloads.map((p, rank) => {
+      if (rank < members - attackers) return p;
+      const values = attackPayload(attack, { own: dense[rank], honest, members, attackers, seed: (seed * 100_003 + seq) * 1009 + rank });
+      return { ...p, values } as Payload;
+    });
+  };
 }
 
 function coordinateMoments(xs: readonly Float32Array[]): { mean: Float32Array; std: Float32Array } {

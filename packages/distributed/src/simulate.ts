@@ -1,7 +1,8 @@
-// Runs N workers of one job in this thread over an in-memory network (tests and the convergence
-// benchmark): each sync every worker does its local work, the payloads go through real Ring (or Group)
-// collectives on MemoryTransports (with whatever link faults or caps the network has), every member
-// prepares the result, the checksums are compared, and all commit.
+// Runs N workers of one job in this thread over an in-memory network (tests, the convergence and
+// byzantine benchmarks): each sync every worker does its local work, the payloads go through real
+// Ring (or Group) collectives on MemoryTransports (with whatever link faults or caps the network has),
+// every member prepares the result, the checksums are compared, and all commit. A `tamper` hook may
+// replace what members send (attackers): they stay real workers that train and adopt the result.
 import { Group, MemoryNetwork, Ring } from '@tabfleet/collective';
 import type { Aggregation } from '@tabfleet/protocol';
 import type { ModelEngine } from './engine';
@@ -23,7 +24,12 @@ export interface SyncReport {
   bytesSent: number[];
   checksum: string;
   exchangeMs: number;
+  /** Members whose contribution some part's owner refused (group averaging; a ring refuses nothing), sorted. */
+  refused: string[];
 }
+
+/** Replaces the payloads (one per worker, in order) before they go out: Byzantine members in tests and benchmarks. */
+export type Tamper = (payloads: readonly Payload[], seq: number) => Payload[] | Promise<Payload[]>;
 
 export interface RunOptions {
   jobId?: string;
@@ -33,6 +39,11 @@ export interface RunOptions {
   deadlineMs?: number;
   /** Average in a group by this robust rule (an untrusted job) instead of the ring's mean. */
   group?: { rule: Aggregation; trimFraction?: number };
+  /**
+   * Called with every worker's own payload after the local work; what it returns is what each worker
+   * sends. The workers keep their own (a re-run would resend it), and all adopt the result.
+   */
+  tamper?: Tamper;
 }
 
 export async function startWorkers(workers: SimWorker[]): Promise<void> {
@@ -47,18 +58,21 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
   for (let seq = 1; seq <= opts.syncs; seq++) {
     let loss = 0;
     for (const w of workers) loss += (await w.strategy.local()).loss / workers.length;
-    const payloads: Payload[] = [];
-    for (const w of workers) payloads.push(await w.strategy.payload());
+    const own: Payload[] = [];
+    for (const w of workers) own.push(await w.strategy.payload());
+    const payloads = opts.tamper ? await opts.tamper(own, seq) : own;
+    if (payloads.length !== workers.length) throw new Error(`tamper returned ${payloads.length} payloads for ${workers.length} workers`);
     const collectiveOpts = (i: number) => ({ transport: transports[i], members: ids, self: ids[i], jobId: opts.jobId ?? 'sim', round: seq, deadlineMs: opts.deadlineMs ?? 120_000 });
     const group = opts.group;
     const rings = ids.map((_, i) => (group ? new Group(collectiveOpts(i)) : new Ring(collectiveOpts(i))));
     const t0 = performance.now();
-    const means = await Promise.all(rings.map((r, i) => (r instanceof Group ? groupExchange(r, payloads[i], group!).then((g) => g.mean) : exchange(r as Ring, payloads[i]))));
+    const results = await Promise.all(rings.map((r, i) => (r instanceof Group ? groupExchange(r, payloads[i], group!) : exchange(r as Ring, payloads[i]).then((mean) => ({ mean, refused: [] })))));
     const exchangeMs = performance.now() - t0;
-    const checksums = await Promise.all(workers.map((w, i) => w.strategy.prepare(means[i])));
+    const checksums = await Promise.all(workers.map((w, i) => w.strategy.prepare(results[i].mean)));
     if (new Set(checksums).size !== 1) throw new Error(`members disagree after sync ${seq}: ${checksums.join(', ')}`);
     for (const w of workers) await w.strategy.commit();
-    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs };
+    const refused = [...new Set(results.flatMap((r) => r.refused.map((x) => x.member)))].sort();
+    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, refused };
     for (const r of rings) r.close();
     reports.push(report);
     if (await opts.onSync?.(report)) break;

@@ -1,7 +1,8 @@
-// N in-process workers of one job on one backend (tests, the convergence runs).
+// N in-process workers of one job on one backend (tests, the convergence and byzantine runs).
 import { shardIndices, type Dataset } from '@tabfleet/data';
 import { PRESETS, type OptimizerConfig } from '@tabfleet/nn';
 import type { Backend } from '@tabfleet/tensor';
+import { flipLabels } from './attacks';
 import { ModelEngine } from './engine';
 import type { SimWorker } from './simulate';
 import { createStrategy, type Compressor, type StrategyOptions } from './strategies';
@@ -15,14 +16,18 @@ export interface JobSetup {
   /** Builds a compressor for worker i (DGC). */
   compressor?: (engine: ModelEngine) => Compressor;
   seed?: number;
+  /** Ranks that train on flipped labels (label-flipping attackers, attacks.ts). */
+  flippedLabelRanks?: readonly number[];
 }
 
 /** N workers of the MLP job, each on its shard, sharing one backend. */
 export function mlpWorkers(backend: Backend, job: JobSetup): SimWorker[] {
+  const { train } = job.data;
+  const flipped = job.flippedLabelRanks?.length ? { ...train, y: flipLabels(train.y, train.classes) } : train;
   return Array.from({ length: job.workers }, (_, rank) => {
     const engine = new ModelEngine(backend, {
       preset: PRESETS['mlp-fashion'], seed: job.seed ?? 1, optimizer: job.optimizer, batchSize: job.batchSize,
-      train: job.data.train, test: job.data.test, shard: shardIndices(job.data.train.count, rank, job.workers, job.seed ?? 1), dataSeed: 1000 + rank,
+      train: job.flippedLabelRanks?.includes(rank) ? flipped : train, test: job.data.test, shard: shardIndices(train.count, rank, job.workers, job.seed ?? 1), dataSeed: 1000 + rank,
     });
     const strategy = createStrategy(engine, { ...job.strategy, compressor: job.compressor?.(engine) });
     return { id: `w${rank}`, engine, strategy };

@@ -1,0 +1,86 @@
+// What the byzantine benchmark runs: the job (16 LocalSGD workers of the Fashion-MNIST MLP), the
+// matrix of attacker counts × attacks × rules, how long short and full-length cells train, the seeds,
+// and the goals of the issue.
+import { ATTACKS, type Attack } from '@tabfleet/distributed';
+import type { OptimizerConfig } from '@tabfleet/nn';
+import { AGGREGATIONS, type Aggregation } from '@tabfleet/protocol';
+
+/** Members of the job, all in one process; the attackers are the last ones. */
+export const WORKERS = 16;
+/** A run whose test accuracy ends below this (chance is 0.1) or whose test loss is not finite has collapsed. */
+export const COLLAPSE_BELOW = 0.2;
+/** The rule of untrusted jobs, which the summary's robust figures and the overhead measure. */
+export const ROBUST_RULE: Aggregation = 'centered-clip';
+
+/** The issue's goals: accuracy drops in points below the clean run, overheads as group ÷ ring. */
+export const GOALS = { maxDropPointsF5: 2, maxDropPointsF7: 5, maxOverheadBytes: 1.1, maxOverheadTime: 1.3, maxOwnerLieRounds: 3 };
+
+export interface JobSettings {
+  H: number;
+  batchSize: number;
+  /** Of the local steps. */
+  optimizer: OptimizerConfig;
+  /** The last this many training examples are held out: never trained on, what the worst attacks are chosen on. */
+  validationExamples: number;
+}
+
+export type CellLength = 'short' | 'full';
+
+/** One training run. `attack` is null for the honest case (attackers 0). */
+export interface CellSpec {
+  length: CellLength;
+  attackers: number;
+  attack: Attack | null;
+  /** 'mean' is the ring's allreduce; the other rules average in a group. */
+  rule: Aggregation;
+  seed: number;
+  syncs: number;
+  /** Examples of the test set and of the validation split evaluated at the end (null: all of them). */
+  evalExamples: number | null;
+}
+
+export const cellName = (c: CellSpec) => `${c.length} f=${c.attackers} ${c.attack ?? 'honest'} ${c.rule} seed ${c.seed}`;
+
+export interface Plan {
+  quick: boolean;
+  job: JobSettings;
+  lengths: Record<CellLength, { syncs: number; evalExamples: number | null }>;
+  matrix: { attackerCounts: number[]; attacks: Attack[]; rules: Aggregation[]; seed: number };
+  /** Seeds of every full-length cell. */
+  seeds: number[];
+  /** How many of the attacks the short matrix found worst at f = 5 and at f = 7 run at full length. */
+  worstAttacksAtFullLength: number;
+  /** Child processes that run cells side by side. */
+  processes: number;
+  /** The link models the overhead is measured on (byzantine-overhead.ts LINK_MODELS). */
+  linkModels: string[];
+}
+
+export function plan(quick: boolean, job: JobSettings, cores: number): Plan {
+  return {
+    quick, job,
+    lengths: quick
+      ? { short: { syncs: 1, evalExamples: 500 }, full: { syncs: 2, evalExamples: 1000 } }
+      : { short: { syncs: 1, evalExamples: 2000 }, full: { syncs: 12, evalExamples: null } },
+    matrix: quick
+      // The two attacks whose outcome is certain (screened by a group, ruinous to a mean), and the f the summary needs.
+      ? { attackerCounts: [0, 5, 7], attacks: ['scaled', 'non-finite'], rules: ['mean', ROBUST_RULE], seed: 1 }
+      : { attackerCounts: [0, 1, 3, 5, 7], attacks: [...ATTACKS], rules: [...AGGREGATIONS], seed: 1 },
+    seeds: quick ? [1] : [1, 2, 3],
+    worstAttacksAtFullLength: quick ? 1 : 2,
+    processes: Math.max(1, Math.min(2, cores)),
+    linkModels: quick ? ['unlimited', 'capped_uplink'] : ['unlimited', 'capped_link', 'capped_uplink'],
+  };
+}
+
+/** The short matrix: every attack × rule at each attacker count, the honest case once per rule. */
+export function matrixCells(p: Plan): CellSpec[] {
+  const { attackerCounts, attacks, rules, seed } = p.matrix;
+  const cell = (attackers: number, attack: Attack | null, rule: Aggregation): CellSpec => ({ length: 'short', attackers, attack, rule, seed, ...p.lengths.short });
+  return attackerCounts.flatMap((f) => (f === 0 ? rules.map((rule) => cell(0, null, rule)) : attacks.flatMap((attack) => rules.map((rule) => cell(f, attack, rule)))));
+}
+
+/** Full-length cells of one setting, one per seed. */
+export function fullCells(p: Plan, attackers: number, attack: Attack | null, rule: Aggregation): CellSpec[] {
+  return p.seeds.map((seed) => ({ length: 'full', attackers, attack, rule, seed, ...p.lengths.full }));
+}

@@ -1,0 +1,207 @@
+// `npm run bench -- byzantine`: 16 LocalSGD workers of the Fashion-MNIST MLP (CPU backend, one
+// process per cell) with f = 0, 1, 3, 5, 7 of them attacking, for every attack (attacks.ts) and rule
+// (plain ring mean; group averaging by centered clip, trimmed mean, median). Three sections:
+//   matrix    every cell short (few syncs, one seed);
+//   summary   at full length with 3 seeds: the clean run, the worst attacks at f = 5 and 7 with
+//             centered clip (chosen from the matrix on the validation split), the mean with one ×100
+//             attacker;
+//   overhead  the honest case: bytes and exchange time of group averaging (with validation) ÷ ring
+//             allreduce;
+//   verification  rounds until validators catch a lying owner (real server, simulated members), and
+//             redundant recompute's false positives between WebGPU and the CPU reference.
+// `--only overhead,verification` re-runs those into the existing JSON (the matrix takes ~35 minutes).
+// Cells run in child processes side by side (bench/byzantine-pool.ts). Writes
+// bench/results/byzantine.json, whose `definitions` say what each figure is and which cells ran how.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import type { Attack } from '@tabfleet/distributed';
+import { fashionMnistFromDisk } from '@tabfleet/distributed/node';
+import { repoRoot } from '@tabfleet/headless';
+import type { Aggregation } from '@tabfleet/protocol';
+import { ROBUST_RULE, WORKERS, cellName, fullCells, matrixCells, plan, type CellSpec, type JobSettings, type Plan } from './byzantine-config';
+import { measureOverhead, type OverheadReport } from './byzantine-overhead';
+import { measureVerification } from './byzantine-verification';
+import { CellPool } from './byzantine-pool';
+import { chooseWorst, definitions, matrixTable, settingOf, spread, summarize, type Cell, type SummaryCells } from './byzantine-summary';
+import { VALIDATION_EXAMPLES, VARIANTS, baseSettings, convergenceConfig, variantName } from './convergence-config';
+import { machineInfo } from './machine';
+import type { BenchOptions } from './run';
+import { tuningFile, type TuningReport } from './tune';
+
+const STRATEGY_CHOICE = 'LocalSGD with the convergence benchmark\'s settings, not measured against DiLoCo under attack here: a second strategy would double a matrix that already takes most of the 60-minute budget on 2 cores. LocalSGD suits robust rules: a sync adopts the rule\'s combination of the members\' parameter deltas and carries nothing into the next, whereas DiLoCo\'s outer Nesterov momentum (0.9) would carry whatever an attacker moves past the rule into the following syncs.';
+/** Quick mode's local steps per sync: a smoke test that finishes in a minute or two. */
+const QUICK_H = 2;
+/** Pool priorities: the cells that choose the worst attacks first, then the long runs, the other short cells last. */
+const PRIORITY = { choosesWorst: 3, full: 2, short: 1 };
+
+/** LocalSGD's settings from tuning.json (chosen on the validation split), or the starting ones in quick mode. */
+function jobSettings(quick: boolean): { job: JobSettings; from: string } {
+  const variant = VARIANTS.find((v) => v.strategy === 'localsgd' && v.compression === 'none')!;
+  let settings = baseSettings(variant);
+  let from = 'the starting settings of bench/convergence-config.ts (quick mode: untuned)';
+  if (!quick) {
+    const file = tuningFile(false);
+    if (!existsSync(file)) throw new Error(`${relative(process.cwd(), file)} is missing: run \`npm run bench -- tune\` first`);
+    const report = JSON.parse(readFileSync(file, 'utf8')) as TuningReport;
+    const tuned = report.variants.find((v) => v.variant === variantName(variant));
+    if (report.quick || !tuned) throw new Error(`${file} is not a full tuning run with ${variantName(variant)}`);
+    settings = tuned.chosen;
+    from = `${relative(repoRoot, file)} of ${report.date}: chosen for 4 workers on the validation split, not retuned for ${WORKERS}`;
+  }
+  const cfg = convergenceConfig(variant, quick, false, 1, settings);
+  return { job: { H: quick ? QUICK_H : cfg.H, batchSize: cfg.batchSize, optimizer: cfg.optimizer, validationExamples: VALIDATION_EXAMPLES }, from };
+}
+
+/** Progress lines with the elapsed time, and every cell's wall time by length. */
+class Progress {
+  done = 0;
+  readonly wallMs: Record<CellSpec['length'], number[]> = { short: [], full: [] };
+  constructor(private readonly total: number, private readonly log: (line: string) => void) {}
+
+  finished(c: Cell): void {
+    this.done++;
+    if (c.error !== null) {
+      this.log(`[${this.done}/${this.total}] ${c.name}: FAILED ${c.error.split('\n')[0]}`);
+      return;
+    }
+    this.wallMs[c.length].push(c.wallMs);
+    const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
+    this.log(`[${this.done}/${this.total}] ${c.name}: test ${pct(c.testAccuracy)}, validation ${pct(c.validationAccuracy)}${c.collapsed ? ' (collapsed)' : ''}, refused ${c.refused.attackers}+${c.refused.honest}, ${(c.wallMs / 1000).toFixed(1)} s`);
+  }
+}
+
+/** Runs one cell; a cell that throws is recorded with its error rather than ending the benchmark. */
+async function runCell(pool: CellPool, spec: CellSpec, priority: number, progress: Progress): Promise<Cell> {
+  const name = cellName(spec);
+  let cell: Cell;
+  try {
+    const { spec: _spec, ...result } = await pool.run(spec, priority);
+    cell = { name, ...spec, ...result, error: null };
+  } catch (e) {
+    cell = { name, ...spec, error: (e as Error).message };
+  }
+  progress.finished(cell);
+  return cell;
+}
+
+/** The short matrix; `robustAt(f)` resolves once the centered-clip cells at f are done (they choose the worst attacks). */
+function runMatrix(pool: CellPool, p: Plan, progress: Progress): { cells: Promise<Cell[]>; robustAt: (f: number) => Promise<Cell[]> } {
+  const specs = matrixCells(p);
+  const choosesWorst = (s: CellSpec) => (s.attackers === 5 || s.attackers === 7) && s.rule === ROBUST_RULE;
+  const running = specs.map((s) => ({ spec: s, cell: runCell(pool, s, choosesWorst(s) ? PRIORITY.choosesWorst : PRIORITY.short, progress) }));
+  return {
+    cells: Promise.all(running.map((r) => r.cell)),
+    robustAt: (f) => Promise.all(running.filter((r) => r.spec.attackers === f && r.spec.rule === ROBUST_RULE).map((r) => r.cell)),
+  };
+}
+
+/** The summary's full-length settings over their seeds; the worst attacks wait for the matrix cells that choose them. */
+async function runSummaryCells(pool: CellPool, p: Plan, matrix: ReturnType<typeof runMatrix>, progress: Progress): Promise<{ settings: SummaryCells; cells: Cell[] }> {
+  const cells: Cell[] = [];
+  const setting = async (attackers: number, attack: Attack | null, rule: Aggregation) => {
+    const runs = await Promise.all(fullCells(p, attackers, attack, rule).map((s) => runCell(pool, s, PRIORITY.full, progress)));
+    cells.push(...runs);
+    return settingOf(runs);
+  };
+  const worst = async (f: number) => {
+    const choice = chooseWorst(await matrix.robustAt(f), f, p.worstAttacksAtFullLength);
+    return { choice, settings: await Promise.all(choice.chosen.map((a) => setting(f, a, ROBUST_RULE))) };
+  };
+  const [clean, meanScaledF1, worstF5, worstF7] = await Promise.all([setting(0, null, ROBUST_RULE), setting(1, 'scaled', 'mean'), worst(5), worst(7)]);
+  return { settings: { clean, meanScaledF1, worstF5, worstF7 }, cells };
+}
+
+/** The honest case's overhead, measured in this process before any cell starts (nothing else computes meanwhile). */
+async function runOverhead(p: Plan, reps: number, log: (line: string) => void): Promise<OverheadReport & { wallMs: number; loadAverageAtStart: number[]; loadAverageAtEnd: number[] }> {
+  const t0 = performance.now();
+  const loadAverageAtStart = os.loadavg();
+  const report = await measureOverhead(await fashionMnistFromDisk(), p.job, p.linkModels, reps, log);
+  // Every member runs in this thread, so other work on the machine slows the group's exchanges most.
+  return { ...report, wallMs: performance.now() - t0, loadAverageAtStart, loadAverageAtEnd: os.loadavg() };
+}
+
+/** Sections that can be re-run on their own into an existing report. */
+const RERUNNABLE = ['overhead', 'verification'];
+
+export async function run(opts: BenchOptions): Promise<void> {
+  const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'byzantine.quick.json' : 'byzantine.json');
+  if (opts.only) return rerun(file, opts);
+  return runAll(file, opts);
+}
+
+/** Re-runs `opts.only` into the report at `file`, keeps the rest, and recomputes the summary. */
+async function rerun(file: string, opts: BenchOptions): Promise<void> {
+  const unknown = opts.only!.filter((x) => !RERUNNABLE.includes(x));
+  if (unknown.length) throw new Error(`--only: ${unknown.join(', ')} cannot run alone (sections that can: ${RERUNNABLE.join(', ')})`);
+  if (!existsSync(file)) throw new Error(`--only needs an earlier report at ${file}`);
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  if (report.quick !== opts.quick) throw new Error(`${file} is a ${report.quick ? 'quick' : 'full'} report`);
+  const t0 = Date.now();
+  const log = (line: string) => console.log(`[byzantine] ${line}`);
+  const { job } = jobSettings(opts.quick);
+  const p = plan(opts.quick, job, os.cpus().length);
+  const sections: Record<string, string> = report.sectionDates ?? { matrix: report.date, summaryCells: report.date, overhead: report.date };
+  if (opts.only!.includes('overhead')) {
+    report.overhead = await runOverhead(p, opts.runs, log);
+    report.timings.overheadMs = report.overhead.wallMs;
+    sections.overhead = new Date().toISOString();
+  }
+  if (opts.only!.includes('verification')) {
+    report.verification = await measureVerification(opts.quick, job, log);
+    sections.verification = new Date().toISOString();
+  }
+  const cells: SummaryCells = {
+    clean: report.settings.clean, meanScaledF1: report.settings.meanScaledF1,
+    worstF5: { choice: report.worstAttacks.f5, settings: report.settings.worstF5 }, worstF7: { choice: report.worstAttacks.f7, settings: report.settings.worstF7 },
+  };
+  Object.assign(report, { sectionDates: sections, definitions: definitions(p), summary: summarize(cells, report.overhead, report.verification) });
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  log(`re-ran ${opts.only!.join(', ')} in ${((Date.now() - t0) / 60_000).toFixed(1)} min; wrote ${file}\n${JSON.stringify(report.summary, null, 2)}`);
+}
+
+async function runAll(file: string, opts: BenchOptions): Promise<void> {
+  const { job, from } = jobSettings(opts.quick);
+  const p = plan(opts.quick, job, os.cpus().length);
+  const t0 = Date.now();
+  const clock = () => {
+    const s = Math.round((Date.now() - t0) / 1000);
+    return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+  };
+  const log = (line: string) => console.log(`[byzantine] ${clock()} ${line}`);
+  const fullCount = (2 + 2 * p.worstAttacksAtFullLength) * p.seeds.length;
+  log(`${opts.quick ? 'quick mode, ' : ''}${matrixCells(p).length} short cells, ${fullCount} full-length runs, ${p.processes} processes; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+
+  const overhead = await runOverhead(p, opts.runs, log);
+  // Before the cells: its Chromium page and server would slow them, and they it.
+  const verification = await measureVerification(opts.quick, p.job, log);
+  const progress = new Progress(matrixCells(p).length + fullCount, log);
+  const pool = new CellPool(p.processes, p.job);
+  let matrix: Cell[], full: Awaited<ReturnType<typeof runSummaryCells>>;
+  try {
+    const running = runMatrix(pool, p, progress);
+    [matrix, full] = await Promise.all([running.cells, runSummaryCells(pool, p, running, progress)]);
+  } finally {
+    pool.close();
+  }
+  const timing = (xs: number[]) => ({ cells: xs.length, ms: spread(xs), totalMs: xs.reduce((a, b) => a + b, 0) });
+  const report = {
+    benchmark: 'byzantine', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0, machine: machineInfo(),
+    job: { workers: WORKERS, strategy: 'localsgd', ...p.job, settingsFrom: from, strategyChoice: STRATEGY_CHOICE, backend: 'CPU (packages/tensor CpuBackend), all workers of a cell in one child process' },
+    plan: { lengths: p.lengths, matrix: p.matrix, seeds: p.seeds, worstAttacksAtFullLength: p.worstAttacksAtFullLength, processes: p.processes, linkModels: p.linkModels, overheadReps: opts.runs },
+    definitions: definitions(p),
+    timings: { short: timing(progress.wallMs.short), full: timing(progress.wallMs.full), overheadMs: overhead.wallMs },
+    worstAttacks: { f5: full.settings.worstF5.choice, f7: full.settings.worstF7.choice },
+    settings: { clean: full.settings.clean, meanScaledF1: full.settings.meanScaledF1, worstF5: full.settings.worstF5.settings, worstF7: full.settings.worstF7.settings },
+    overhead,
+    matrixTestAccuracy: matrixTable(matrix),
+    matrix,
+    fullCells: full.cells,
+    verification,
+    sectionDates: { matrix: new Date(t0).toISOString(), summaryCells: new Date(t0).toISOString(), overhead: new Date(t0).toISOString(), verification: new Date(t0).toISOString() },
+    summary: summarize(full.settings, overhead, verification),
+  };
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  log(`wrote ${file}\n${JSON.stringify(report.summary, null, 2)}`);
+}
