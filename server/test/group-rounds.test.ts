@@ -2,20 +2,14 @@
 // through the real server with simulated volunteers whose group rounds follow collective's group
 // averaging. Each attack is one that a plain ring mean lets through.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { GroupReport, RoundBegin } from '@tabfleet/protocol';
 import { waitFor } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from '../src/testing/test-server';
-import { endReason, groupJobs, sameParameters } from './group-jobs';
+import { endReason, groupJobs, sameParameters, testServerPerFile } from './group-jobs';
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 } });
-});
-after(() => server.stop());
-afterEach(() => server.stopJobs());
+const testServer = testServerPerFile();
 
-const { roundsOf, jobWith } = groupJobs(() => server);
+const { roundsOf, jobWith } = groupJobs(testServer);
 
 test('an untrusted job averages in group rounds and a trusted one in ring rounds; members agree after every sync', async () => {
   const untrusted = await jobWith({}, 3);
@@ -23,8 +17,8 @@ test('an untrusted job averages in group rounds and a trusted one in ring rounds
   const rounds = await roundsOf(untrusted.id);
   assert.ok(rounds.filter((r) => r.outcome === 'committed').every((r) => r.mode === 'group'), JSON.stringify(rounds));
   for (const seq of [1, 2, 3]) assert.ok(sameParameters([...untrusted.honest, untrusted.attacker], seq), `sync ${seq}`);
-  assert.equal((await server.api(`/api/jobs/${untrusted.id}`)).body.job.spec.aggregation, 'centered-clip');
-  await server.api(`/api/jobs/${untrusted.id}/stop`, { method: 'POST' });
+  assert.equal((await testServer().api(`/api/jobs/${untrusted.id}`)).body.job.spec.aggregation, 'centered-clip');
+  await testServer().api(`/api/jobs/${untrusted.id}/stop`, { method: 'POST' });
 
   const trusted = await jobWith({}, 1, { trust: 'trusted' });
   await waitFor('two syncs', () => trusted.honest[0].committed.length >= 2);
@@ -87,9 +81,9 @@ test('one disagreeing pair cannot be told apart: both are removed, and the job g
 });
 
 test('a group round result without its report, or with a report of the wrong shape, is refused and changes nothing', async () => {
-  const created = await server.createJob({ minWorkers: 2, maxWorkers: 2, H: 1, targetSteps: 1000 });
-  const a = await server.volunteer();
-  const b = await server.volunteer();
+  const created = await testServer().createJob({ minWorkers: 2, maxWorkers: 2, H: 1, targetSteps: 1000 });
+  const a = await testServer().volunteer();
+  const b = await testServer().volunteer();
   a.holdRounds = true;
   await a.request(created.id);
   await b.request(created.id);
@@ -110,19 +104,19 @@ test('a group round result without its report, or with a report of the wrong sha
 });
 
 test('an untrusted job is one group of at most 16 members', async () => {
-  const r = await server.api('/api/jobs', { method: 'POST', json: { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 2, hyperparameters: { lr: 0.1, batchSize: 32 }, maxWorkers: 17, targetSteps: 10 } });
+  const r = await testServer().api('/api/jobs', { method: 'POST', json: { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 2, hyperparameters: { lr: 0.1, batchSize: 32 }, maxWorkers: 17, targetSteps: 10 } });
   assert.equal(r.status, 400);
   assert.match(r.text, /at most 16/);
-  const trusted = await server.api('/api/jobs', { method: 'POST', json: { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 2, hyperparameters: { lr: 0.1, batchSize: 32 }, maxWorkers: 17, targetSteps: 10, trust: 'trusted' } });
+  const trusted = await testServer().api('/api/jobs', { method: 'POST', json: { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 2, hyperparameters: { lr: 0.1, batchSize: 32 }, maxWorkers: 17, targetSteps: 10, trust: 'trusted' } });
   assert.equal(trusted.status, 201);
 });
 
 test('in a group round every member may signal every other member, and nobody else', async () => {
-  const created = await server.createJob({ minWorkers: 3, maxWorkers: 3, H: 1, targetSteps: 1000 });
-  const sims = await Promise.all([0, 1, 2].map(() => server.volunteer()));
+  const created = await testServer().createJob({ minWorkers: 3, maxWorkers: 3, H: 1, targetSteps: 1000 });
+  const sims = await Promise.all([0, 1, 2].map(() => testServer().volunteer()));
   for (const s of sims) s.holdRounds = true;
   for (const s of sims) await s.request(created.id);
-  const outsider = await server.volunteer();
+  const outsider = await testServer().volunteer();
   const begin = await waitFor('round:begin', () => sims[0].events.find((e) => e.name === 'round:begin')?.payload as RoundBegin | undefined);
   assert.equal(begin.mode, 'group');
   const sdp = { type: 'offer', sdp: 'v=0 simulated' };

@@ -3,20 +3,14 @@
 // is drawn; a validator's false accusation is settled by the server from the members' evidence; a
 // member whose evidence is not what it sent is caught; nothing a liar touched is applied.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { RoundBegin } from '@tabfleet/protocol';
 import { waitFor, type SimVolunteer } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from '../src/testing/test-server';
-import { endReason, groupJobs, sameParameters } from './group-jobs';
+import { endReason, groupJobs, sameParameters, testServerPerFile } from './group-jobs';
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 } });
-});
-after(() => server.stop());
-afterEach(() => server.stopJobs());
+const testServer = testServerPerFile();
 
-const { roundsOf, jobWith } = groupJobs(() => server);
+const { roundsOf, jobWith } = groupJobs(testServer);
 const WRONG = 'f'.repeat(32);
 const validatesOf = (s: SimVolunteer) => s.events.filter((e) => e.name === 'round:validate').map((e) => e.payload as { roundId: number; checks: { part: number; validator: string }[] });
 
@@ -79,11 +73,11 @@ test('a validator that reports other contributions than were sent to it is alone
 
 test('a member whose evidence is not what it sent is removed when a dispute asks for it', async () => {
   // Disputes come from a lying validator (removed later); the evidence liar is caught at the first one.
-  const created = await server.createJob({ minWorkers: 2, maxWorkers: 4, H: 1, targetSteps: 1000 });
+  const created = await testServer().createJob({ minWorkers: 2, maxWorkers: 4, H: 1, targetSteps: 1000 });
   const sims = [
-    await server.volunteer(), await server.volunteer(),
-    await server.volunteer({ validation: (h) => ({ ...h, aggregate: WRONG }) }),
-    await server.volunteer({ evidence: (sent) => sent.map((v) => v + 1) }),
+    await testServer().volunteer(), await testServer().volunteer(),
+    await testServer().volunteer({ validation: (h) => ({ ...h, aggregate: WRONG }) }),
+    await testServer().volunteer({ evidence: (sent) => sent.map((v) => v + 1) }),
   ];
   for (const s of sims) await s.request(created.id);
   await waitFor('the evidence liar is removed', () => endReason(sims[3]), 60_000);
@@ -92,10 +86,10 @@ test('a member whose evidence is not what it sent is removed when a dispute asks
 });
 
 test('validation events out of place are refused and change nothing', async () => {
-  const created = await server.createJob({ minWorkers: 2, maxWorkers: 2, H: 1, targetSteps: 1000 });
-  // Both stay silent as validators, so only this test's events reach the server.
-  const a = await server.volunteer({ silentValidator: true });
-  const b = await server.volunteer({ silentValidator: true });
+  const created = await testServer().createJob({ minWorkers: 2, maxWorkers: 2, H: 1, targetSteps: 1000 });
+  // Both stay silent as validators, so only this test's events reach the testServer().
+  const a = await testServer().volunteer({ silentValidator: true });
+  const b = await testServer().volunteer({ silentValidator: true });
   b.holdRounds = true;
   await a.request(created.id);
   await b.request(created.id);

@@ -2,28 +2,23 @@
 // next unit of work to a second member, the two deltas are compared, agreement confirms both; a member
 // with faulty hardware (or one that lies about its work) is outvoted by a third and loses reputation.
 import assert from 'node:assert/strict';
-import { after, afterEach, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { ReplicaTask, WorkerRow } from '@tabfleet/protocol';
 import { waitFor, type SimOptions, type SimVolunteer } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from '../src/testing/test-server';
+import { testServerPerFile } from './group-jobs';
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 } });
-});
-after(() => server.stop());
-afterEach(() => server.stopJobs());
+const testServer = testServerPerFile();
 
 async function job(members: Partial<SimOptions>[], spec: object = {}) {
-  const created = await server.createJob({ minWorkers: members.length, maxWorkers: members.length, H: 2, targetSteps: 1000, ...spec });
+  const created = await testServer().createJob({ minWorkers: members.length, maxWorkers: members.length, H: 2, targetSteps: 1000, ...spec });
   const sims: SimVolunteer[] = [];
-  for (const o of members) sims.push(await server.volunteer(o));
+  for (const o of members) sims.push(await testServer().volunteer(o));
   for (const s of sims) await s.request(created.id);
   return { id: created.id, sims };
 }
-const counter = async (name: string) => Number(new RegExp(`^tabfleet_${name}_total (\\d+)$`, 'm').exec((await server.api('/metrics')).text)?.[1] ?? 0);
+const counter = async (name: string) => Number(new RegExp(`^tabfleet_${name}_total (\\d+)$`, 'm').exec((await testServer().api('/metrics')).text)?.[1] ?? 0);
 const tasksOf = (s: SimVolunteer) => s.events.filter((e) => e.name === 'work:replicate').map((e) => e.payload as ReplicaTask);
-const workersOf = async (id: string): Promise<WorkerRow[]> => (await server.api(`/api/jobs/${id}`)).body.workers;
+const workersOf = async (id: string): Promise<WorkerRow[]> => (await testServer().api(`/api/jobs/${id}`)).body.workers;
 
 test('honest members: units are replicated, the deltas agree, and both members are confirmed', async () => {
   const agreedBefore = await counter('replicas_agreed');
