@@ -59,7 +59,7 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   await d.fill('input[name=minWorkers]', '5');
   await d.fill('input[name=maxWorkers]', '3');
   // Room past the 0.84 target: the job stops as soon as its evaluators agree it is reached.
-  await d.fill('input[name=targetSteps]', '960');
+  await d.fill('input[name=targetSteps]', '1280');
   await d.fill('input[name=targetAccuracy]', '0.84');
   await d.click('#job-form button[type=submit]');
   await d.waitForSelector('#form-errors li');

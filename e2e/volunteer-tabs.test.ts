@@ -12,7 +12,8 @@ let browser: Browser;
 const tabs: OpenedPage[] = [];
 before(async () => {
   await ensureBuilt('apps', console.log);
-  server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
+  // Every sync replicates a unit, so redundant recompute runs in the tabs' engine workers.
+  server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 }, replicationRate: { probation: 1, trusted: 1 } });
   browser = await connectBrowser();
 });
 after(async () => {
@@ -22,8 +23,9 @@ after(async () => {
 });
 
 test('three volunteer tabs train one job over WebRTC with identical parameters after every sync', { timeout: 10 * 60_000 }, async () => {
-  const roundsValidated = async () => Number(/^tabfleet_rounds_validated_total (\d+)$/m.exec((await server.api('/metrics')).text)?.[1] ?? 0);
-  const validatedBefore = await roundsValidated();
+  const counter = async (name: string) => Number(new RegExp(`^tabfleet_${name}_total (\\d+)$`, 'm').exec((await server.api('/metrics')).text)?.[1] ?? 0);
+  const validatedBefore = await counter('rounds_validated');
+  const agreedBefore = await counter('replicas_agreed');
   const job = await server.createJob({
     preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, hyperparameters: { lr: 0.05, batchSize: 32 },
     minWorkers: 3, maxWorkers: 3, targetSteps: 96, checkpointEvery: 4,
@@ -45,8 +47,12 @@ test('three volunteer tabs train one job over WebRTC with identical parameters a
   assert.ok(committed.every((r) => r.mode === 'group' && r.members.length === 3), 'group rounds over WebRTC, all three tabs');
   assert.ok(committed.every((r) => /^[0-9a-f]{16}$/.test(r.detail)), `one checksum per sync: ${committed.map((r) => r.detail).join(' ')}`);
   // Every group round had parts recomputed by validators (Group.validate over the same links) before it committed.
-  const validated = (await roundsValidated()) - validatedBefore;
+  const validated = (await counter('rounds_validated')) - validatedBefore;
   assert.ok(validated >= 12, `${validated} rounds validated`);
+  // Units recomputed on a second model in another tab's engine worker agreed with their originals.
+  const agreed = (await counter('replicas_agreed')) - agreedBefore;
+  assert.ok(agreed >= 3, `${agreed} replicated units agreed`);
+  assert.equal(await counter('replicas_disagreed'), 0);
   for (const t of tabs) {
     const s = await t.page.evaluate(() => window.tabfleetVolunteer.status());
     assert.equal(s?.syncs, 12);
