@@ -6,7 +6,7 @@ import { MemoryNetwork } from '@tabfleet/collective';
 import type { Dataset } from '@tabfleet/data';
 import { holdOutTail, mlpWorkers, payloadAttacker, runSyncs, startWorkers } from '@tabfleet/distributed';
 import type { Backend } from '@tabfleet/tensor';
-import { COLLAPSE_BELOW, WORKERS, type CellSpec, type JobSettings } from './byzantine-config';
+import { WORKERS, isCollapsed, type CellSpec, type JobSettings } from './byzantine-config';
 import { median } from './stats';
 
 export interface CellResult {
@@ -60,7 +60,7 @@ export async function runCell(backend: Backend, data: { train: Dataset; test: Da
     spec, syncs: reports.length, steps: engine.step,
     testAccuracy: test.accuracy, testLoss: test.loss, testCount: test.count, validationAccuracy: val.accuracy, validationCount: val.count,
     trainLoss: reports.at(-1)?.loss ?? Number.NaN,
-    collapsed: !Number.isFinite(test.loss) || test.accuracy < COLLAPSE_BELOW,
+    collapsed: isCollapsed({ testAccuracy: test.accuracy, testLoss: test.loss }),
     refused: { attackers: refused.filter((id) => attackerIds.has(id)).length, honest: refused.filter((id) => !attackerIds.has(id)).length },
     bytesPerWorkerPerSync: median(reports.map((r) => r.bytesSent.reduce((a, b) => a + b, 0) / r.bytesSent.length)),
     exchangeMsPerSync: median(reports.map((r) => r.exchangeMs)),

@@ -161,7 +161,7 @@ export function definitions(p: Plan) {
     attackers: 'attack only what they contribute: as part owners they combine honestly (an owner that lies about its aggregate is for the validators to catch); label-flip attackers train on flipped labels and send honest-looking deltas, the others train honestly and replace what they send (attacks.ts)',
     worstAttacks: `the attacks whose short ${ROBUST_RULE} cell at that f ended with the lowest validation accuracy (held-out training examples; the test set plays no part in the choice)`,
     testAccuracy: 'accuracy on the test images named by the cell\'s length; a setting reports the median, min and max over its seeds',
-    collapsed: `test loss not finite, or test accuracy below ${COLLAPSE_BELOW} (chance is 0.1)`,
+    collapsed: `test loss not finite, or test accuracy below ${COLLAPSE_BELOW}: under half of the honest run's (chance is 0.1)`,
     refused: 'contributions the group\'s owners refused while screening, summed over syncs and parts, split by sender: attackers (correctly) or honest members (false alarms)',
     clean_accuracy: `median over seeds of the full-length clean run's test accuracy (f = 0, ${ROBUST_RULE})`,
     worst_robust_accuracy_f5: `lowest, over the attacks run at full length at f = 5 with ${ROBUST_RULE}, of their median test accuracy over seeds; goal: clean_accuracy − ${GOALS.maxDropPointsF5} points`,

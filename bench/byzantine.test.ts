@@ -125,6 +125,22 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   assert.equal(r.timings.full.cells, r.fullCells.length);
 });
 
+test('--only robust re-runs the centered-clip cells and what they choose, and keeps the other rules\' cells', { timeout: 5 * 60_000 }, async (t) => {
+  const out = join(dir, 'byzantine.json');
+  const before = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(await runBench(['byzantine', '--quick', '--only', 'robust', '--out', out], t.signal), 0);
+  const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.ok(r.sectionDates.robust > before.sectionDates.matrix, 'the robust section is dated anew');
+  assert.equal(r.matrix.length, before.matrix.length);
+  const others = (x: any) => x.matrix.filter((c: any) => c.rule !== 'centered-clip').map((c: any) => [c.name, c.testAccuracy, c.wallMs]);
+  assert.deepEqual(others(r), others(before), 'the other rules\' cells are kept as they were');
+  const robustWall = (x: any) => x.matrix.filter((c: any) => c.rule === 'centered-clip').map((c: any) => c.wallMs);
+  assert.notDeepEqual(robustWall(r), robustWall(before), 'the centered-clip cells ran again');
+  assert.equal(r.fullCells.length, before.fullCells.length);
+  assert.equal(r.summary.clean_accuracy, r.settings.clean.testAccuracy.median);
+  assert.equal(r.summary.worst_attack_f7, r.worstAttacks.f7.chosen[0]);
+});
+
 test('--only re-runs only the sections that can run alone, and refuses the others before running anything', { timeout: 60_000 }, async (t) => {
   const code = await runBench(['byzantine', '--quick', '--only', 'matrix', '--out', join(dir, 'nothing.json')], t.signal);
   assert.equal(code, 1);

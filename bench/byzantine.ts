@@ -9,21 +9,27 @@
 //             allreduce;
 //   verification  rounds until validators catch a lying owner (real server, simulated members), and
 //             redundant recompute's false positives between WebGPU and the CPU reference.
-// `--only overhead,verification` re-runs those into the existing JSON (the matrix takes ~35 minutes).
-// Cells run in child processes side by side (bench/byzantine-pool.ts). Writes
+// `--only overhead,verification` re-runs those into the existing JSON (the matrix takes ~35 minutes);
+// `--only robust` re-runs what depends on centered clip's constants: its matrix cells, the worst
+// attacks they choose and the clean run at full length (the other rules' cells and the plain mean's
+// summary setting are deterministic and stay).
+// Cells run in child processes side by side (bench/child-pool.ts). Writes
 // bench/results/byzantine.json, whose `definitions` say what each figure is and which cells ran how.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Attack } from '@tabfleet/distributed';
 import { fashionMnistFromDisk } from '@tabfleet/distributed/node';
 import { repoRoot } from '@tabfleet/headless';
 import type { Aggregation } from '@tabfleet/protocol';
-import { ROBUST_RULE, WORKERS, cellName, fullCells, matrixCells, plan, type CellSpec, type JobSettings, type Plan } from './byzantine-config';
+import { ROBUST_RULE, WORKERS, cellName, isCollapsed, fullCells, matrixCells, plan, type CellSpec, type JobSettings, type Plan } from './byzantine-config';
 import { measureOverhead, type OverheadReport } from './byzantine-overhead';
 import { measureVerification } from './byzantine-verification';
-import { CellPool } from './byzantine-pool';
-import { chooseWorst, definitions, matrixTable, settingOf, spread, summarize, type Cell, type SummaryCells } from './byzantine-summary';
+import type { CellResult } from './byzantine-cell';
+import type { CellTask } from './byzantine-child';
+import { ChildPool } from './child-pool';
+import { chooseWorst, definitions, matrixTable, settingOf, spread, summarize, type Cell, type Finished, type SummaryCells } from './byzantine-summary';
 import { VALIDATION_EXAMPLES, VARIANTS, baseSettings, convergenceConfig, variantName } from './convergence-config';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
@@ -34,6 +40,21 @@ const STRATEGY_CHOICE = 'LocalSGD with the convergence benchmark\'s settings, no
 const QUICK_H = 2;
 /** Pool priorities: the cells that choose the worst attacks first, then the long runs, the other short cells last. */
 const PRIORITY = { choosesWorst: 3, full: 2, short: 1 };
+const CHILD = fileURLToPath(new URL('./byzantine-child.ts', import.meta.url));
+
+/** Cells of one job in child processes. */
+class CellPool {
+  private readonly pool: ChildPool<CellTask, CellResult>;
+  constructor(size: number, private readonly job: JobSettings) {
+    this.pool = new ChildPool(CHILD, size);
+  }
+  run(spec: CellSpec, priority: number): Promise<CellResult> {
+    return this.pool.run({ spec, job: this.job }, priority);
+  }
+  close(): void {
+    this.pool.close();
+  }
+}
 
 /** LocalSGD's settings from tuning.json (chosen on the validation split), or the starting ones in quick mode. */
 function jobSettings(quick: boolean): { job: JobSettings; from: string } {
@@ -122,7 +143,7 @@ async function runOverhead(p: Plan, reps: number, log: (line: string) => void): 
 }
 
 /** Sections that can be re-run on their own into an existing report. */
-const RERUNNABLE = ['overhead', 'verification'];
+const RERUNNABLE = ['robust', 'overhead', 'verification'];
 
 export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'byzantine.quick.json' : 'byzantine.json');
@@ -142,6 +163,10 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
   const { job } = jobSettings(opts.quick);
   const p = plan(opts.quick, job, os.cpus().length);
   const sections: Record<string, string> = report.sectionDates ?? { matrix: report.date, summaryCells: report.date, overhead: report.date };
+  if (opts.only!.includes('robust')) {
+    await rerunRobust(report, p, log);
+    sections.robust = new Date().toISOString();
+  }
   if (opts.only!.includes('overhead')) {
     report.overhead = await runOverhead(p, opts.runs, log);
     report.timings.overheadMs = report.overhead.wallMs;
@@ -151,6 +176,10 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
     report.verification = await measureVerification(opts.quick, job, log);
     sections.verification = new Date().toISOString();
   }
+  // `collapsed` follows COLLAPSE_BELOW, which may have moved since the cells ran.
+  for (const c of [...report.matrix, ...report.fullCells] as Finished[]) if (c.error === null) c.collapsed = isCollapsed(c);
+  report.matrixTestAccuracy = matrixTable(report.matrix);
+  report.settings.meanScaledF1 = settingOf((report.fullCells as Cell[]).filter((c) => c.rule === 'mean' && c.attackers === 1 && c.attack === 'scaled'));
   const cells: SummaryCells = {
     clean: report.settings.clean, meanScaledF1: report.settings.meanScaledF1,
     worstF5: { choice: report.worstAttacks.f5, settings: report.settings.worstF5 }, worstF7: { choice: report.worstAttacks.f7, settings: report.settings.worstF7 },
@@ -158,6 +187,35 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
   Object.assign(report, { sectionDates: sections, definitions: definitions(p), summary: summarize(cells, report.overhead, report.verification) });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   log(`re-ran ${opts.only!.join(', ')} in ${((Date.now() - t0) / 60_000).toFixed(1)} min; wrote ${file}\n${JSON.stringify(report.summary, null, 2)}`);
+}
+
+/** Re-runs the centered-clip matrix cells and the summary settings they decide, into `report`. */
+async function rerunRobust(report: any, p: Plan, log: (line: string) => void): Promise<void> {
+  const robust = matrixCells(p).filter((s) => s.rule === ROBUST_RULE);
+  const fullCount = (1 + 2 * p.worstAttacksAtFullLength) * p.seeds.length;
+  const progress = new Progress(robust.length + fullCount, log);
+  const pool = new CellPool(p.processes, p.job);
+  try {
+    const fresh = await Promise.all(robust.map((s) => runCell(pool, s, PRIORITY.choosesWorst, progress)));
+    const byName = new Map(fresh.map((c) => [c.name, c]));
+    report.matrix = (report.matrix as Cell[]).map((c) => byName.get(c.name) ?? c);
+    const setting = async (attackers: number, attack: Attack | null) => {
+      const runs = await Promise.all(fullCells(p, attackers, attack, ROBUST_RULE).map((s) => runCell(pool, s, PRIORITY.full, progress)));
+      return { runs, setting: settingOf(runs) };
+    };
+    const worst = async (f: number) => {
+      const choice = chooseWorst(fresh, f, p.worstAttacksAtFullLength);
+      const runs = await Promise.all(choice.chosen.map((a) => setting(f, a)));
+      return { choice, runs };
+    };
+    const [clean, f5, f7] = await Promise.all([setting(0, null), worst(5), worst(7)]);
+    const meanCells = (report.fullCells as Cell[]).filter((c) => c.rule !== ROBUST_RULE);
+    report.fullCells = [...clean.runs, ...f5.runs.flatMap((r) => r.runs), ...f7.runs.flatMap((r) => r.runs), ...meanCells];
+    report.settings = { ...report.settings, clean: clean.setting, worstF5: f5.runs.map((r) => r.setting), worstF7: f7.runs.map((r) => r.setting) };
+    report.worstAttacks = { f5: f5.choice, f7: f7.choice };
+  } finally {
+    pool.close();
+  }
 }
 
 async function runAll(file: string, opts: BenchOptions): Promise<void> {

@@ -23,6 +23,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   allreduce: { description: 'Ring allreduce busbw between headless Chromium tabs over WebRTC (N = 2, 4, 8; 1–64 MiB; fp32/fp16) vs the raw per-link throughput', load: () => import('./allreduce') },
   convergence: { description: 'Fashion-MNIST MLP with 4 workers per strategy and compression (ddp, localsgd, diloco × none, fp16, dgc), unlimited and 10 Mbit/s links (3 seeds): accuracy, bytes, time to 85%; runs with the settings `tune` chose', load: () => import('./convergence') },
   tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json', load: () => import('./tune') },
+  clip: { description: 'chooses CenteredClip\'s radius factor on the validation split: 16 LocalSGD MLP members under the worst attacks at f = 5, 7 and honestly, 3 honest members beside the plain mean: writes clip.json', load: () => import('./clip') },
   kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },
   coordinator: { description: 'server node under simulated volunteers (separate client processes): count held, round-barrier p50/p99, KiB per connection', load: () => import('./coordinator') },
   byzantine: { description: 'Byzantine-robust averaging: 16 LocalSGD workers of the Fashion-MNIST MLP (CPU backend), f = 0, 1, 3, 5, 7 attackers × 8 attacks × 4 rules short, the clean run and the worst attacks at f = 5, 7 at full length (3 seeds), and the honest case\'s bytes and time against ring allreduce', load: () => import('./byzantine') },
@@ -33,7 +34,7 @@ const USAGE = `usage: npm run bench -- <name> [--runs N] [--quick] [--out FILE] 
   --runs N     timed runs per measurement, median reported (default 5; --quick: 2)
   --quick      fewer runs and steps (CI smoke test; figures not for quoting)
   --out FILE   write the JSON here instead of bench/results/<name>.json
-  --only A,B   re-run only these sections into the existing JSON (byzantine: overhead, verification)`;
+  --only A,B   re-run only these sections into the existing JSON (byzantine: robust, overhead, verification)`;
 
 function listBenchmarks(): string {
   const width = Math.max(...Object.keys(BENCHMARKS).map((n) => n.length));
