@@ -57,7 +57,7 @@ class CellPool {
 }
 
 /** LocalSGD's settings from tuning.json (chosen on the validation split), or the starting ones in quick mode. */
-function jobSettings(quick: boolean): { job: JobSettings; from: string } {
+export function jobSettings(quick: boolean): { job: JobSettings; from: string } {
   const variant = VARIANTS.find((v) => v.strategy === 'localsgd' && v.compression === 'none')!;
   let settings = baseSettings(variant);
   let from = 'the starting settings of bench/convergence-config.ts (quick mode: untuned)';

@@ -16,7 +16,7 @@ const backend = new CpuBackend();
 
 async function train(run: ClipRun): Promise<ClipRunResult> {
   const t0 = performance.now();
-  const { head: train, tail: validation } = holdOutTail(data.train, run.validationExamples);
+  const { head: train, tail: validation } = holdOutTail(data.train, run.job.validationExamples);
   const attackerRanks = Array.from({ length: run.attackers }, (_, k) => run.workers - run.attackers + k);
   const workers = mlpWorkers(backend, {
     workers: run.workers, data: { train, test: data.test }, batchSize: run.job.batchSize, seed: run.seed, optimizer: run.job.optimizer,

@@ -13,8 +13,8 @@ import type { Attack } from '@tabfleet/distributed';
 import { repoRoot } from '@tabfleet/headless';
 import { CLIP_ITERATIONS, CLIP_RADIUS_FACTOR } from '@tabfleet/protocol';
 import type { JobSettings } from './byzantine-config';
+import { jobSettings } from './byzantine';
 import { ChildPool } from './child-pool';
-import { VALIDATION_EXAMPLES } from './convergence-config';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
 import { median } from './stats';
@@ -29,7 +29,6 @@ export interface ClipRun {
   seed: number;
   syncs: number;
   job: JobSettings;
-  validationExamples: number;
 }
 
 export interface ClipRunResult {
@@ -38,8 +37,6 @@ export interface ClipRunResult {
   wallMs: number;
 }
 
-/** The byzantine benchmark's LocalSGD job (its tuned settings, bench/results/byzantine.json `job`). */
-const JOB: JobSettings = { H: 8, batchSize: 32, optimizer: { kind: 'sgd', lr: 0.025, momentum: 0.9, nesterov: true }, validationExamples: VALIDATION_EXAMPLES };
 const RADIUS_FACTORS = [1.25, 0.75, 0.5];
 /** The attacks the byzantine matrix ranked worst for centered clip at f = 5 and 7 (its worstAttacks, on validation). */
 const ATTACKED: { attackers: number; attack: Attack }[] = [
@@ -54,8 +51,9 @@ export async function run(opts: BenchOptions): Promise<void> {
   const log = (line: string) => console.log(`[clip] ${((Date.now() - t0) / 1000).toFixed(0)} s ${line}`);
   const syncs = opts.quick ? 1 : 6;
   const small = { workers: 3, syncs: opts.quick ? 2 : 40, seeds: opts.quick ? [1] : [1, 2] };
-  const job: JobSettings = opts.quick ? { ...JOB, H: 2 } : JOB;
-  const base = { iterations: CLIP_ITERATIONS, job, validationExamples: VALIDATION_EXAMPLES };
+  // The byzantine benchmark's LocalSGD job (tuning.json's settings; untuned and H = 2 when quick).
+  const { job } = jobSettings(opts.quick);
+  const base = { iterations: CLIP_ITERATIONS, job };
   // Quick: one attack (the one the full run found worst), a smoke test of the whole path.
   const attacked = opts.quick ? ATTACKED.filter((a) => a.attackers === 7 && a.attack === 'sign-flip') : ATTACKED;
   const runs: ClipRun[] = [
@@ -93,7 +91,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     definitions: {
       runs: `16 LocalSGD members of the MLP for ${syncs} syncs of H = ${job.H} from a common start (seed 1), the last f attacking, combined with CenteredClip from the coordinate-wise median (${CLIP_ITERATIONS} iterations, τ = radiusFactor × the median distance); the rule's math alone, without the group protocol or screening (clip-child.ts)`,
       smallGroup: `${small.workers} honest members for ${small.syncs} syncs, seeds ${small.seeds.join(', ')}, each factor and the plain mean: what clipping honest members costs a small group (median over seeds)`,
-      validation: `accuracy on the ${VALIDATION_EXAMPLES} held-out training examples (never the test set)`,
+      validation: `accuracy on the ${job.validationExamples} held-out training examples (never the test set)`,
       chosen: 'the factor whose lowest validation accuracy over the attacked runs is highest',
     },
     summary: { chosen_radius_factor: chosen.radiusFactor, in_use: CLIP_RADIUS_FACTOR, small_group_mean_validation: meanSmall, byFactor },

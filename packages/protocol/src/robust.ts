@@ -27,11 +27,11 @@ export const NORM_SCREEN_MIN = 3;
  * every sync and the MLP lost about a point (82.92% against the ring mean's 83.88% after 320 steps);
  * at 1.25 honest contributions are rarely clipped (83.88% and, with seed 2, 83.51%: the ring mean's
  * figures both), and 5 of 16 attackers move the result 2.2–2.8 honest spreads' worth instead of
- * 1.7–2.2 (robust.test.ts).
+ * 1.7–2.2 (robust.test.ts). `npm run bench -- clip` (bench/results/clip.json) chose 0.75 on the
+ * validation split (lowest attacked validation accuracy 77.7% against 74.5% at 1.25); not adopted
+ * yet: the one suite run at 0.75, on a loaded machine, had the dashboard e2e job end at 82.27%, short
+ * of its 84% target.
  */
-// `npm run bench -- clip` (bench/results/clip.json) chose 0.75 on the validation split (lowest
-// attacked validation accuracy 77.7% against 74.5% here); not adopted yet: the one suite run at 0.75,
-// on a loaded machine, had the dashboard e2e job end at 82.27% short of its 84% target.
 export const CLIP_RADIUS_FACTOR = 1.25;
 export const CLIP_ITERATIONS = 3;
 
