@@ -58,8 +58,10 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   await d.fill('input[name=batchSize]', '32');
   await d.fill('input[name=minWorkers]', '5');
   await d.fill('input[name=maxWorkers]', '3');
-  // Room past the 0.84 target: the job stops as soon as its evaluators agree it is reached.
-  await d.fill('input[name=targetSteps]', '1280');
+  // Room past the 0.84 target: the job stops as soon as its evaluators agree it is reached. 1280 steps
+  // was not enough: untrusted jobs replicate probationers' units from a fresh inner optimizer, and two
+  // runs on 2026-11-23 ended at 82.27% and 83.08% there.
+  await d.fill('input[name=targetSteps]', '1920');
   await d.fill('input[name=targetAccuracy]', '0.84');
   await d.click('#job-form button[type=submit]');
   await d.waitForSelector('#form-errors li');
