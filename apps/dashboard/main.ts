@@ -9,6 +9,7 @@ import { io, type Socket } from 'socket.io-client';
 import { $, esc } from '../shared/dom';
 import { formatBytes, formatModel } from '../shared/format';
 import { drawLineChart } from './chart';
+import { wireSampleBox } from './sample';
 
 const TOKEN_KEY = 'tabfleet-token';
 
@@ -201,6 +202,7 @@ function renderJob(): void {
   $('stop').hidden = !isActive(j);
   $<HTMLAnchorElement>('contributors-page').href = `/apps/volunteer/contributors.html?job=${encodeURIComponent(j.id)}`;
   $('download-checkpoint').hidden = !j.latestCheckpoint;
+  $('sample-box').hidden = !j.spec.tokenizer;
   const pts = current.points;
   const losses = pts.filter((p) => p.loss !== null && p.samplesPerSec !== null).map((p) => ({ x: p.step, y: p.loss! }));
   const accs = pts.filter((p) => p.accuracy !== null).map((p) => ({ x: p.step, y: p.accuracy! }));
@@ -268,6 +270,8 @@ $('download-csv').addEventListener('click', (e) => {
   e.preventDefault();
   if (current) void download(`/api/jobs/${current.id}/metrics.csv`, `${current.id}-metrics.csv`);
 });
+
+wireSampleBox(() => (current ? jobs.get(current.id) ?? null : null), api);
 
 $('stop').addEventListener('click', async () => {
   if (!current || !confirm('Stop this job? Its workers are released.')) return;
