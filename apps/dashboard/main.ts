@@ -2,13 +2,14 @@
 // schema the server uses), and a live job page (charts, figures, worker table, stop, downloads) fed
 // by the /dashboard Socket.IO namespace.
 import {
-  NAMESPACES, PROTOCOL_VERSION, jobSpecSchema, targetStepsOf,
+  NAMESPACES, PROTOCOL_VERSION, TEXT_DATASETS, jobSpecSchema, layoutOf, parameterCount, targetStepsOf,
   type Ack, type JobSummary, type MetricPoint, type WorkerRow,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { $, esc } from '../shared/dom';
-import { formatBytes } from '../shared/format';
+import { formatBytes, formatModel } from '../shared/format';
 import { drawLineChart } from './chart';
+import { wireSampleBox } from './sample';
 
 const TOKEN_KEY = 'tabfleet-token';
 
@@ -110,7 +111,7 @@ addEventListener('hashchange', () => void route());
 function renderJobs(): void {
   const rows = [...jobs.values()].sort((a, b) => b.createdAt - a.createdAt).map((j) => {
     const acc = j.latestAccuracy;
-    return `<tr data-job="${esc(j.id)}"><td><a href="#/jobs/${esc(j.id)}">${esc(j.name)}</a></td><td class="state-${j.state}">${j.state}</td><td>${esc(j.spec.preset)}</td>
+    return `<tr data-job="${esc(j.id)}"><td><a href="#/jobs/${esc(j.id)}">${esc(j.name)}</a></td><td class="state-${j.state}">${j.state}</td><td>${esc(formatModel(j.spec))}</td>
       <td>${esc(j.spec.strategy)}${j.spec.compression !== 'none' ? ` + ${esc(j.spec.compression)}` : ''}</td><td>${j.step}/${targetStepsOf(j.spec)}</td><td>${j.workers}</td><td data-accuracy>${acc === null ? '—' : `${(100 * acc).toFixed(2)}%`}</td></tr>`;
   });
   $('jobs').querySelector('tbody')!.innerHTML = rows.join('') || '<tr><td colspan="7" class="muted">No jobs yet: submit one below.</td></tr>';
@@ -128,6 +129,8 @@ function formSpec(form: HTMLFormElement): Record<string, unknown> {
     hyperparameters: { lr: num('lr'), batchSize: num('batchSize') },
   };
   if (f.get('aggregation')) spec.aggregation = f.get('aggregation');
+  if (spec.preset === 'gpt') spec.gpt = { layers: num('gptLayers'), heads: num('gptHeads'), width: num('gptWidth'), context: num('gptContext') };
+  if (f.get('tokenizer') && (TEXT_DATASETS as readonly unknown[]).includes(spec.dataset)) spec.tokenizer = f.get('tokenizer');
   const name = String(f.get('name') ?? '').trim();
   if (name) spec.name = name;
   for (const k of NUMBER_FIELDS) if (num(k) !== undefined) spec[k] = num(k);
@@ -142,6 +145,23 @@ function showFormErrors(form: HTMLFormElement, issues: { path: string; message: 
   }
   $('form-errors').innerHTML = issues.map((i) => `<li>${esc(i.path || 'job')}: ${esc(i.message)}</li>`).join('');
 }
+
+/** The model's size as the form stands (or why it cannot run), shown before submitting. */
+function showModelSize(form: HTMLFormElement): void {
+  const spec = formSpec(form);
+  $('gpt-fields').hidden = spec.preset !== 'gpt';
+  const parsed = jobSpecSchema.safeParse(spec);
+  const modelIssue = parsed.success ? null : parsed.error.issues.find((i) => ['gpt', 'tokenizer', 'preset', 'dataset'].includes(String(i.path[0])));
+  if (!parsed.success) {
+    $('model-size').textContent = modelIssue ? `model: ${modelIssue.message}` : '';
+    return;
+  }
+  const layout = layoutOf(parsed.data);
+  $('model-size').textContent = `${parameterCount(layout).toLocaleString('en')} parameters, ${formatBytes(layout.length * 4)} per copy of the model`;
+}
+
+$('job-form').addEventListener('input', (e) => showModelSize(e.currentTarget as HTMLFormElement));
+showModelSize($('job-form') as HTMLFormElement);
 
 $('job-form').addEventListener('submit', async (e) => {
   e.preventDefault();
@@ -177,11 +197,12 @@ function renderJob(): void {
   if (!current) return;
   const j = jobs.get(current.id)!;
   $('job-title').textContent = j.name;
-  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(j.spec.preset)} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''} · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`;
+  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(formatModel(j.spec))} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''} · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`;
   // A finished job has nothing to stop: no button, not a greyed one.
   $('stop').hidden = !isActive(j);
   $<HTMLAnchorElement>('contributors-page').href = `/apps/volunteer/contributors.html?job=${encodeURIComponent(j.id)}`;
   $('download-checkpoint').hidden = !j.latestCheckpoint;
+  $('sample-box').hidden = !j.spec.tokenizer;
   const pts = current.points;
   const losses = pts.filter((p) => p.loss !== null && p.samplesPerSec !== null).map((p) => ({ x: p.step, y: p.loss! }));
   const accs = pts.filter((p) => p.accuracy !== null).map((p) => ({ x: p.step, y: p.accuracy! }));
@@ -249,6 +270,8 @@ $('download-csv').addEventListener('click', (e) => {
   e.preventDefault();
   if (current) void download(`/api/jobs/${current.id}/metrics.csv`, `${current.id}-metrics.csv`);
 });
+
+wireSampleBox(() => (current ? jobs.get(current.id) ?? null : null), api);
 
 $('stop').addEventListener('click', async () => {
   if (!current || !confirm('Stop this job? Its workers are released.')) return;

@@ -24,3 +24,10 @@ export function formatDuration(ms: number): string {
 export function formatCount(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
+
+/** A job's model as people read it: the preset's name, or a GPT's shape ("GPT 4×128, 4 heads, context 128, bytes"). */
+export function formatModel(spec: { preset: string; gpt?: { layers: number; heads: number; width: number; context: number }; tokenizer?: string }): string {
+  if (spec.preset !== 'gpt' || !spec.gpt) return spec.preset;
+  const g = spec.gpt;
+  return `GPT ${g.layers}×${g.width}, ${g.heads} heads, context ${g.context}${spec.tokenizer ? `, ${spec.tokenizer}` : ''}`;
+}

@@ -12,7 +12,7 @@ import { trainStep, type Batch } from './train';
 function batches(preset: ModelPreset, n: number, size: number, seed: number): Batch[] {
   const rng = new Rng(seed);
   return Array.from({ length: n }, () => {
-    if (preset.kind === 'transformer') {
+    if (preset.kind === 'transformer' || preset.kind === 'gpt') {
       const x = Int32Array.from({ length: size * preset.context }, () => rng.int(preset.vocab));
       const y = Int32Array.from({ length: size * preset.context }, () => rng.int(preset.vocab));
       return { x, y, size };
@@ -36,6 +36,8 @@ const cases: { name: string; preset: ModelPreset; opt: OptimizerConfig; batch: n
   { name: 'MLP 784-256-10, AdamW', preset: PRESETS['mlp-fashion'], opt: { kind: 'adamw', lr: 1e-3, weightDecay: 0.01 }, batch: 32 },
   { name: 'small CNN, SGD momentum', preset: PRESETS['cnn-fashion'], opt: { kind: 'sgd', lr: 0.02, momentum: 0.9 }, batch: 8 },
   { name: 'char transformer, AdamW', preset: { ...PRESETS['transformer-char'], context: 16 }, opt: { kind: 'adamw', lr: 3e-3 }, batch: 4 },
+  // Odd sizes on purpose: 3 heads of 8, a context of 13, a vocabulary of 67.
+  { name: 'GPT 2 layers × 3 heads, width 24, tied head, AdamW', preset: { kind: 'gpt', vocab: 67, context: 13, width: 24, heads: 3, layers: 2 }, opt: { kind: 'adamw', lr: 3e-3 }, batch: 3 },
 ];
 
 for (const c of cases) {

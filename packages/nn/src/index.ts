@@ -3,3 +3,4 @@ export * from './layers';
 export * from './models/index';
 export * from './optim';
 export * from './train';
+export * from './generate';

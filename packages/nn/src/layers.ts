@@ -1,15 +1,15 @@
 // Layers: each declares its parameters in a ParamStore (PyTorch names and layouts, so checkpoints
 // load in PyTorch as they are) and applies the tensor ops.
 import { conv2d, embedding, layerNorm, linear, type Activation, type Tensor } from '@tabfleet/tensor';
-import type { ParamStore } from './params';
+import type { Init, ParamStore } from './params';
 
 export class Linear {
   private readonly w: () => Tensor;
   private readonly b: (() => Tensor) | null;
-  constructor(store: ParamStore, name: string, readonly inF: number, readonly outF: number, opts: { bias?: boolean; gain?: number } = {}) {
-    // He/Kaiming uniform: bound = gain·√(3 / fan_in); gain √2 suits ReLU.
-    const bound = (opts.gain ?? Math.SQRT2) * Math.sqrt(3 / inF);
-    this.w = store.declare(`${name}.weight`, [outF, inF], { kind: 'uniform', bound });
+  /** `init` overrides the default He/Kaiming uniform (bound = gain·√(3 / fan_in); gain √2 suits ReLU). */
+  constructor(store: ParamStore, name: string, readonly inF: number, readonly outF: number, opts: { bias?: boolean; gain?: number; init?: Init } = {}) {
+    const init = opts.init ?? { kind: 'uniform', bound: (opts.gain ?? Math.SQRT2) * Math.sqrt(3 / inF) };
+    this.w = store.declare(`${name}.weight`, [outF, inF], init);
     this.b = opts.bias === false ? null : store.declare(`${name}.bias`, [outF], { kind: 'const', value: 0 });
   }
   /** x: [B, in] → [B, out]. */
@@ -53,5 +53,9 @@ export class Embedding {
   /** ids: i32 [...] → [..., dim]. */
   forward(ids: Tensor): Tensor {
     return embedding(this.w(), ids);
+  }
+  /** The table [count, dim], e.g. for a head tied to it. */
+  get weight(): Tensor {
+    return this.w();
   }
 }

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { CpuBackend } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { gaussianBlobs, epochBatches, sequentialBatches, shardIndices } from '@tabfleet/data';
-import { MODEL_PRESETS, PRESET_FLAT_LENGTHS, PRESET_LAYOUTS, modelDigest, verifyCheckpoint } from '@tabfleet/protocol';
-import { createModel, PRESETS } from './models/index';
+import { FIXED_PRESETS, PRESET_FLAT_LENGTHS, PRESET_LAYOUTS, decodeSafetensors, gptLayout, jobSpecSchema, layoutOf, modelDigest, verifyCheckpoint } from '@tabfleet/protocol';
+import { createModel, presetOf, PRESETS, type GptPreset } from './models/index';
 import { createOptimizer } from './optim';
 import { PARAM_ALIGN } from './params';
 import { evaluate, recordTrainStep, trainStep } from './train';
@@ -24,7 +24,7 @@ test('the protocol knows the flat parameter length of every preset (the server c
   for (const [name, preset] of Object.entries(PRESETS)) {
     assert.equal(PRESET_FLAT_LENGTHS[name as keyof typeof PRESETS], createModel(preset, new CpuBackend(), 1).store.length, name);
   }
-  assert.deepEqual(Object.keys(PRESETS).sort(), [...MODEL_PRESETS].sort());
+  assert.deepEqual(Object.keys(PRESETS).sort(), [...FIXED_PRESETS].sort());
 });
 
 test('the protocol knows every preset parameter layout, and reads a real checkpoint to the digest the workers compute', async () => {
@@ -36,6 +36,48 @@ test('the protocol knows every preset parameter layout, and reads a real checkpo
     const verified = verifyCheckpoint(name as keyof typeof PRESETS, await model.store.toSafetensors());
     assert.equal(verified.digest, modelDigest(await model.store.readFlat()), name);
   }
+});
+
+test('a GPT declares nanoGPT\'s parameters in its order, as the protocol lays them out; its checkpoint verifies against the job', async () => {
+  const spec = jobSpecSchema.parse({
+    preset: 'gpt', gpt: { layers: 2, heads: 2, width: 16, context: 8 }, dataset: 'text-corpus', tokenizer: 'bytes', strategy: 'localsgd', H: 2,
+    hyperparameters: { lr: 1e-3, batchSize: 4 }, targetSteps: 10,
+  });
+  const preset = presetOf(spec) as GptPreset;
+  assert.deepEqual(preset, { kind: 'gpt', layers: 2, heads: 2, width: 16, context: 8, vocab: 256 });
+  const model = createModel(preset, new CpuBackend(), 3);
+  assert.deepEqual(layoutOf(spec).entries, model.store.manifest);
+  assert.equal(layoutOf(spec).length, model.store.length);
+  const names = model.store.manifest.map((e) => e.name);
+  assert.deepEqual(names.slice(0, 14), [
+    'transformer.wte.weight', 'transformer.wpe.weight',
+    'transformer.h.0.ln_1.weight', 'transformer.h.0.ln_1.bias', 'transformer.h.0.attn.c_attn.weight', 'transformer.h.0.attn.c_attn.bias',
+    'transformer.h.0.attn.c_proj.weight', 'transformer.h.0.attn.c_proj.bias', 'transformer.h.0.ln_2.weight', 'transformer.h.0.ln_2.bias',
+    'transformer.h.0.mlp.c_fc.weight', 'transformer.h.0.mlp.c_fc.bias', 'transformer.h.0.mlp.c_proj.weight', 'transformer.h.0.mlp.c_proj.bias',
+  ]);
+  assert.deepEqual(names.slice(-2), ['transformer.ln_f.weight', 'transformer.ln_f.bias']);
+  assert.ok(!names.includes('lm_head.weight'), 'the head is tied to wte, not stored');
+  // PyTorch layouts: Linear weights are [out, in].
+  assert.deepEqual(model.store.manifest.find((e) => e.name === 'transformer.h.1.attn.c_attn.weight')!.shape, [48, 16]);
+  assert.deepEqual(model.store.manifest.find((e) => e.name === 'transformer.h.1.mlp.c_proj.weight')!.shape, [16, 64]);
+  // nanoGPT's init: N(0, 0.02) weights, residual projections N(0, 0.02/√(2·layers)), zero biases.
+  const flat = await model.store.readFlat();
+  const std = (name: string) => {
+    const e = model.store.manifest.find((m) => m.name === name)!;
+    const v = flat.subarray(e.offset, e.offset + e.size);
+    return Math.sqrt(v.reduce((a, x) => a + x * x, 0) / v.length);
+  };
+  assert.ok(Math.abs(std('transformer.wte.weight') - 0.02) < 0.002, `wte std ${std('transformer.wte.weight')}`);
+  assert.ok(Math.abs(std('transformer.h.0.mlp.c_proj.weight') - 0.01) < 0.0015, `c_proj std ${std('transformer.h.0.mlp.c_proj.weight')}`);
+  assert.equal(std('transformer.h.0.attn.c_attn.bias'), 0);
+  const bytes = await model.store.toSafetensors();
+  assert.equal(verifyCheckpoint(spec, bytes).digest, modelDigest(flat));
+  assert.deepEqual(Object.keys(decodeSafetensors(bytes).tensors).sort(), [...names].sort());
+  // A checkpoint of another shape is not this job's model.
+  const other = createModel({ ...preset, width: 8 }, new CpuBackend(), 3);
+  const otherBytes = await other.store.toSafetensors();
+  assert.throws(() => verifyCheckpoint(spec, otherBytes), /transformer.wte.weight is F32\[256,8\], the gpt model has F32\[256,16\]/);
+  assert.equal(gptLayout({ ...preset }).length, model.store.length);
 });
 
 test('seeded init is identical across backends and differs across seeds', async () => {

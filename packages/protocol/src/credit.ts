@@ -2,7 +2,8 @@
 // an optional display name; the server counts what it observed each identity do (committed syncs and
 // the samples they stand for) and shows it on public pages that need no researcher token.
 import { z } from 'zod';
-import { PRESET_FLAT_LENGTHS, type JobSpec, type JobState } from './jobs';
+import { type JobSpec, type JobState } from './jobs';
+import { flatLengthOf, type ModelRef } from './models';
 
 /**
  * What a volunteer may call itself on public pages: 1–40 characters of letters, digits, spaces and
@@ -87,9 +88,9 @@ export interface VolunteerCredit extends CreditTotals {
  * kept pair N−1 times at 2 bytes (f16) plus a 1-byte gap index (2 bytes past 99.2% sparsity).
  * Frame headers (28 bytes per 64 KiB) are left out.
  */
-export function estimateSyncBytes(spec: Pick<JobSpec, 'preset' | 'compression' | 'sparsity'>, members: number): number {
+export function estimateSyncBytes(spec: Exclude<ModelRef, string> & Pick<JobSpec, 'compression' | 'sparsity'>, members: number): number {
   const n = Math.max(2, members);
-  const length = PRESET_FLAT_LENGTHS[spec.preset as keyof typeof PRESET_FLAT_LENGTHS];
+  const length = flatLengthOf(spec);
   if (spec.compression === 'dgc') {
     const pairBytes = 2 + (spec.sparsity > 0.992 ? 2 : 1);
     return Math.ceil(length * (1 - spec.sparsity)) * pairBytes * (n - 1);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { jobSpecSchema, targetStepsOf, type JobSpecInput } from './jobs';
+import { layoutOf } from './models';
 
 const base: JobSpecInput = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, hyperparameters: { lr: 0.1, batchSize: 64 }, maxWorkers: 4, targetSteps: 100 };
 
@@ -40,4 +41,28 @@ test('job specs that cannot run are refused', () => {
     { ...base, hyperparameters: { lr: Number.NaN, batchSize: 64 } },
     { ...base, unknownField: 1 },
   ]) assert.equal(jobSpecSchema.safeParse(bad).success, false, JSON.stringify(bad));
+});
+
+test('a gpt job gives its shape, trains on text, and its tokenizer sets the vocabulary; what cannot run is refused with the reason', () => {
+  const gpt: JobSpecInput = { ...base, preset: 'gpt', gpt: { layers: 2, heads: 4, width: 64, context: 32 }, dataset: 'text-corpus' };
+  assert.equal(jobSpecSchema.parse(gpt).tokenizer, 'chars');
+  assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'fortunes' }).tokenizer, 'bytes');
+  assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'fortunes', tokenizer: 'gpt2' }).tokenizer, 'gpt2');
+  assert.equal(jobSpecSchema.parse(base).tokenizer, undefined);
+  assert.equal(layoutOf(jobSpecSchema.parse({ ...gpt, tokenizer: 'gpt2' })).entries[0].shape.join(), '50257,64');
+  const refusal = (input: unknown) => {
+    const r = jobSpecSchema.safeParse(input);
+    assert.equal(r.success, false, JSON.stringify(input));
+    return r.error!.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+  };
+  assert.match(refusal({ ...gpt, gpt: undefined }), /gpt: a gpt job gives its shape/);
+  assert.match(refusal({ ...base, gpt: gpt.gpt }), /only a gpt job has a gpt shape/);
+  assert.match(refusal({ ...gpt, dataset: 'fashion-mnist' }), /dataset: gpt trains on text/);
+  assert.match(refusal({ ...base, tokenizer: 'bytes' }), /fashion-mnist is not text/);
+  assert.match(refusal({ ...gpt, dataset: 'fortunes', tokenizer: 'chars' }), /knows only the generated corpus/);
+  assert.match(refusal({ ...gpt, gpt: { layers: 2, heads: 3, width: 64, context: 32 } }), /gpt.width: width must be a multiple of heads/);
+  assert.match(refusal({ ...gpt, gpt: { layers: 2, heads: 4, width: 64, context: 32, dropout: 0.1 } }), /dropout/);
+  assert.match(refusal({ ...gpt, dataset: 'fortunes', targetSteps: undefined, targetEpochs: 1 }), /depend on its tokenization: give targetSteps/);
+  // GPT-2 small (124M parameters) does not fit through the server's model limit; the message says by how much.
+  assert.match(refusal({ ...gpt, dataset: 'fortunes', tokenizer: 'gpt2', gpt: { layers: 12, heads: 12, width: 768, context: 1024 } }), /has 124,439,808 parameters \(474\.\d MiB\)/);
 });

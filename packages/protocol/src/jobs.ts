@@ -1,11 +1,24 @@
 // Job specification and the job as the server reports it: HTTP bodies shared by server and dashboard.
 import { z } from 'zod';
+import { gptLayout, parameterCount } from './layout';
 import { LIMITS } from './limits';
 import { AGGREGATIONS } from './robust';
 
-/** Model presets the workers know (packages/nn PRESETS; a test keeps the two lists equal). */
-export const MODEL_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char'] as const;
-export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus'] as const;
+/**
+ * Models a job can name: fixed presets the workers know (packages/nn PRESETS; a test keeps the two
+ * lists equal), and `gpt`, a decoder-only transformer sized by the job's `gpt` settings.
+ */
+export const MODEL_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char', 'gpt'] as const;
+export const FIXED_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char'] as const;
+export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus', 'fortunes'] as const;
+/** Datasets of text, which sequence models train on as next-token prediction. */
+export const TEXT_DATASETS = ['text-corpus', 'fortunes'] as const;
+/**
+ * How text becomes token ids: `chars` (the generated corpus's 30 characters, in a vocabulary of 32),
+ * `bytes` (UTF-8 bytes, 256), `gpt2` (GPT-2's byte-pair encoding, 50,257 tokens).
+ */
+export const TOKENIZERS = ['chars', 'bytes', 'gpt2'] as const;
+export const TOKENIZER_VOCAB: Record<(typeof TOKENIZERS)[number], number> = { chars: 32, bytes: 256, gpt2: 50_257 };
 export const STRATEGIES = ['ddp', 'localsgd', 'diloco'] as const;
 export const COMPRESSIONS = ['none', 'fp16', 'dgc'] as const;
 export const TRUST_LEVELS = ['untrusted', 'trusted'] as const;
@@ -15,7 +28,7 @@ export const JOB_STATES = ['waiting', 'running', 'done', 'stopped', 'failed'] as
  * Length of each preset's flat parameter vector (packages/nn, padding included; a test keeps these
  * equal): the length of every update and the size a volunteer's adapter must hold.
  */
-export const PRESET_FLAT_LENGTHS: Record<(typeof MODEL_PRESETS)[number], number> = {
+export const PRESET_FLAT_LENGTHS: Record<(typeof FIXED_PRESETS)[number], number> = {
   'mlp-fashion': 203_530,
   'cnn-fashion': 52_298,
   'transformer-char': 108_320,
@@ -26,9 +39,13 @@ export const DATASET_TRAIN_SIZES: Record<(typeof DATASETS)[number], number> = {
   'fashion-mnist': 60_000,
   'synthetic-blobs': 8_192,
   'text-corpus': 4_096,
+  // Windows of a text corpus depend on its tokenizer and the model's context: such a job gives targetSteps.
+  fortunes: Number.NaN,
 };
 
 export type ModelPresetName = (typeof MODEL_PRESETS)[number];
+export type FixedPresetName = (typeof FIXED_PRESETS)[number];
+export type Tokenizer = (typeof TOKENIZERS)[number];
 export type DatasetName = (typeof DATASETS)[number];
 export type Strategy = (typeof STRATEGIES)[number];
 export type Compression = (typeof COMPRESSIONS)[number];
@@ -38,6 +55,21 @@ export type JobState = (typeof JOB_STATES)[number];
 export const idSchema = z.string().min(1).max(LIMITS.idMaxLength).regex(/^[\w-]+$/, 'letters, digits, _ and - only');
 
 const finite = z.number().refine(Number.isFinite, 'must be a finite number');
+
+/**
+ * A GPT's shape (nanoGPT's n_layer, n_head, n_embd, block_size); the vocabulary is the tokenizer's.
+ * The bounds are what the schema accepts; whether a volunteer's adapter holds the model is checked
+ * when it joins, and checkpoints travel through the server within LIMITS.maxModelBytes.
+ */
+export const gptConfigSchema = z
+  .strictObject({
+    layers: z.number().int().min(1).max(48),
+    heads: z.number().int().min(1).max(64),
+    width: z.number().int().min(4).max(4096),
+    context: z.number().int().min(2).max(4096),
+  })
+  .refine((g) => g.width % g.heads === 0, { message: 'width must be a multiple of heads', path: ['width'] });
+export type GptConfig = z.output<typeof gptConfigSchema>;
 
 export const hyperparametersSchema = z.strictObject({
   lr: finite.gt(0).max(10),
@@ -73,7 +105,11 @@ export const jobSpecSchema = z
   .strictObject({
     name: z.string().trim().min(1).max(80).optional(),
     preset: z.enum(MODEL_PRESETS),
+    /** The GPT's shape: required with preset `gpt`, refused otherwise. */
+    gpt: gptConfigSchema.optional(),
     dataset: z.enum(DATASETS),
+    /** Text datasets only; default `chars` for the generated corpus, `bytes` otherwise. */
+    tokenizer: z.enum(TOKENIZERS).optional(),
     strategy: z.enum(STRATEGIES),
     /** Local steps between syncs; DDP syncs every step so H must be 1. */
     H: z.number().int().min(1).max(10_000).default(1),
@@ -109,6 +145,21 @@ export const jobSpecSchema = z
       ctx.addIssue({ code: 'custom', path: ['targetSteps'], message: 'give exactly one of targetSteps and targetEpochs' });
     }
     if (s.strategy === 'ddp' && s.H !== 1) ctx.addIssue({ code: 'custom', path: ['H'], message: 'ddp averages every step: H must be 1' });
+    const text = (TEXT_DATASETS as readonly string[]).includes(s.dataset);
+    if (s.preset === 'gpt' && !s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: 'a gpt job gives its shape: { layers, heads, width, context }' });
+    if (s.preset !== 'gpt' && s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: `only a gpt job has a gpt shape (this one is ${s.preset})` });
+    if ((s.preset === 'gpt' || s.preset === 'transformer-char') && !text) ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} trains on text: ${TEXT_DATASETS.join(' or ')}` });
+    if (s.tokenizer && !text) ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: `${s.dataset} is not text: it has no tokenizer` });
+    if (s.preset === 'transformer-char' && (s.dataset !== 'text-corpus' || (s.tokenizer ?? 'chars') !== 'chars')) ctx.addIssue({ code: 'custom', path: ['preset'], message: 'transformer-char is the generated corpus\'s character model: use gpt for other text' });
+    if (s.dataset === 'fortunes' && s.tokenizer === 'chars') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the chars tokenizer knows only the generated corpus\'s 30 characters' });
+    if (s.preset === 'gpt' && s.gpt && text && !s.tokenizer?.startsWith('c')) {
+      const l = gptLayout({ ...s.gpt, vocab: TOKENIZER_VOCAB[s.tokenizer ?? 'bytes'] });
+      if (l.length * 4 > LIMITS.maxModelBytes) {
+        const mib = (b: number) => (b / 2 ** 20).toFixed(1);
+        ctx.addIssue({ code: 'custom', path: ['gpt'], message: `this gpt has ${parameterCount(l).toLocaleString('en')} parameters (${mib(l.length * 4)} MiB); models travel through the server within ${mib(LIMITS.maxModelBytes)} MiB` });
+      }
+    }
+    if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on its tokenization: give targetSteps` });
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
     }
@@ -116,7 +167,9 @@ export const jobSpecSchema = z
   .transform((s) => {
     const d = defaultsFor(s.strategy, s.compression);
     const h = s.hyperparameters;
-    return { ...s, sparsity: s.sparsity ?? d.sparsity, aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'), hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
+    const text = (TEXT_DATASETS as readonly string[]).includes(s.dataset);
+    const tokenizer = text ? s.tokenizer ?? (s.dataset === 'text-corpus' ? 'chars' : 'bytes') : undefined;
+    return { ...s, tokenizer, sparsity: s.sparsity ?? d.sparsity, aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'), hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
   });
 
 /** What a researcher posts; defaults are filled in by parsing. */

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { modelDigest } from './checksum';
 import { ProtocolError } from './events';
-import { MODEL_PRESETS, PRESET_FLAT_LENGTHS } from './jobs';
+import { FIXED_PRESETS, PRESET_FLAT_LENGTHS } from './jobs';
 import { PRESET_LAYOUTS, verifyCheckpoint } from './models';
 import { encodeSafetensors, f32Tensor, type NamedTensor } from './safetensors';
 
@@ -13,7 +13,7 @@ function checkpointOf(preset: 'cnn-fashion', fill: (name: string, i: number) => 
 const refused = (re: RegExp) => (e: unknown) => e instanceof ProtocolError && e.code === 'bad_tensor' && re.test(e.message);
 
 test('every preset layout has the flat length the protocol states', () => {
-  for (const p of MODEL_PRESETS) assert.equal(PRESET_LAYOUTS[p].length, PRESET_FLAT_LENGTHS[p], p);
+  for (const p of FIXED_PRESETS) assert.equal(PRESET_LAYOUTS[p].length, PRESET_FLAT_LENGTHS[p], p);
 });
 
 test('a checkpoint of the model reads to its flat parameters (zero padding) and their digest', () => {

@@ -1,38 +1,14 @@
-// The parameter layout of every model preset (names, shapes, offsets in the flat vector), so the
+// The parameter layout of every job's model (names, shapes, offsets in the flat vector), so the
 // server can check a volunteer's checkpoint without GPU code: right tensors, right shapes, finite
 // values, and the digest (modelDigest) of the parameters it holds. packages/nn builds the same layout (a test
 // there keeps the two equal).
 import { modelDigest } from './checksum';
 import { ProtocolError } from './events';
-import type { MODEL_PRESETS } from './jobs';
+import { TOKENIZER_VOCAB, type FixedPresetName, type GptConfig, type ModelPresetName, type Tokenizer } from './jobs';
+import { gptLayout, layout, linearParams as linear, normParams as norm, type ParamLayout } from './layout';
 import { decodeSafetensors, f32Values, type NamedTensor } from './safetensors';
 
-type Preset = (typeof MODEL_PRESETS)[number];
-
-export interface ParamEntry {
-  name: string;
-  shape: number[];
-  /** Where it starts in the flat vector (a multiple of PARAM_ALIGN_FLOATS). */
-  offset: number;
-  size: number;
-}
-
-/** Offsets are multiples of 64 floats (256 bytes): WebGPU's storage-binding offset alignment. */
-export const PARAM_ALIGN_FLOATS = 64;
-
-function layout(params: [string, number[]][]): { entries: ParamEntry[]; length: number } {
-  let length = 0;
-  const entries = params.map(([name, shape]) => {
-    const offset = Math.ceil(length / PARAM_ALIGN_FLOATS) * PARAM_ALIGN_FLOATS;
-    const size = shape.reduce((a, b) => a * b, 1);
-    length = offset + size;
-    return { name, shape, offset, size };
-  });
-  return { entries, length };
-}
-
-const linear = (name: string, out: number, inp: number): [string, number[]][] => [[`${name}.weight`, [out, inp]], [`${name}.bias`, [out]]];
-const norm = (name: string, dim: number): [string, number[]][] => [[`${name}.weight`, [dim]], [`${name}.bias`, [dim]]];
+export { PARAM_ALIGN_FLOATS, gptLayout, parameterCount, type GptShape, type ParamEntry, type ParamLayout } from './layout';
 
 function transformerBlock(i: number, d: number): [string, number[]][] {
   const b = `blocks.${i}`;
@@ -42,7 +18,7 @@ function transformerBlock(i: number, d: number): [string, number[]][] {
   ];
 }
 
-export const PRESET_LAYOUTS: Record<Preset, { entries: ParamEntry[]; length: number }> = {
+export const PRESET_LAYOUTS: Record<FixedPresetName, ParamLayout> = {
   'mlp-fashion': layout([...linear('layers.0', 256, 784), ...linear('layers.1', 10, 256)]),
   'cnn-fashion': layout([
     ['conv1.weight', [8, 1, 3, 3]], ['conv1.bias', [8]], ['conv2.weight', [16, 8, 3, 3]], ['conv2.bias', [16]],
@@ -53,6 +29,28 @@ export const PRESET_LAYOUTS: Record<Preset, { entries: ParamEntry[]; length: num
     ...norm('ln_f', 64), ...linear('head', 32, 64),
   ]),
 };
+
+/** What decides a job's model: a fixed preset's name, or the parts of a job spec that size it. */
+export type ModelRef = FixedPresetName | { preset: ModelPresetName; gpt?: GptConfig; tokenizer?: Tokenizer };
+
+const layoutCache = new Map<string, ParamLayout>();
+
+/** The parameter layout of a job's model. */
+export function layoutOf(ref: ModelRef): ParamLayout {
+  if (typeof ref === 'string') return PRESET_LAYOUTS[ref];
+  if (ref.preset !== 'gpt') return PRESET_LAYOUTS[ref.preset];
+  if (!ref.gpt || !ref.tokenizer) throw new Error('a gpt model needs its gpt shape and tokenizer');
+  const shape = { ...ref.gpt, vocab: TOKENIZER_VOCAB[ref.tokenizer] };
+  const key = JSON.stringify(shape);
+  let l = layoutCache.get(key);
+  if (!l) layoutCache.set(key, (l = gptLayout(shape)));
+  return l;
+}
+
+/** Floats in the job model's flat vector (padding included): every update's length. */
+export const flatLengthOf = (ref: ModelRef) => layoutOf(ref).length;
+
+const modelName = (ref: ModelRef) => (typeof ref === 'string' ? ref : ref.preset);
 
 /**
  * Tensors a checkpoint may carry besides the parameters: sync-strategy state a joiner needs (DDP's
@@ -66,8 +64,9 @@ const MAX_STATE_TENSORS = 4;
  * tensors but parameters and strategy state, every value finite. Returns the flat parameter vector
  * (padding zero, as the workers hold it) and their digest; throws ProtocolError('bad_tensor') otherwise.
  */
-export function verifyCheckpoint(preset: Preset, bytes: Uint8Array): { params: Float32Array; digest: string } {
-  const { entries, length } = PRESET_LAYOUTS[preset];
+export function verifyCheckpoint(model: ModelRef, bytes: Uint8Array): { params: Float32Array; digest: string } {
+  const { entries, length } = layoutOf(model);
+  const preset = modelName(model);
   let tensors: Record<string, NamedTensor>;
   try {
     tensors = decodeSafetensors(bytes).tensors;

@@ -167,6 +167,9 @@ export interface Backend {
   /** dtable[v, d] = Σ_{t: ids[t] = v} dy[t, d]. */
   embeddingBackward(dy: Storage, ids: Storage, T: number, V: number, D: number): Storage;
 
+  /** dst[dstOffset .. dstOffset + n) = src[srcOffset .. srcOffset + n), in place (f32). */
+  copyRange(src: Storage, srcOffset: number, dst: Storage, dstOffset: number, n: number): void;
+
   /** Permutes a tensor of rank ≤ 4: out dim i is input dim perm[i]. */
   permute(x: Storage, shape: number[], perm: number[]): Storage;
 

@@ -1,8 +1,9 @@
 // The dedicated Web Worker that owns the WebGPU device and trains; the page talks to it via comlink.
 import * as Comlink from 'comlink';
 import { CpuBackend, WebGpuBackend, type Backend } from '@tabfleet/tensor';
-import type { Assignment, ReplicaTask, ReplicaUnit } from '@tabfleet/protocol';
+import type { Assignment, JobSpec, ReplicaTask, ReplicaUnit } from '@tabfleet/protocol';
 import { JobEngine, type JobEngineInfo } from './job-engine';
+import { Sampler, type SampleRequest } from './sampler';
 import { trainSolo, type Progress, type SoloTrainConfig, type TrainReport } from './solo';
 
 export type BackendChoice = 'webgpu' | 'cpu';
@@ -16,6 +17,7 @@ export interface BackendInfo {
 export class EngineApi {
   private backend: Backend | null = null;
   private job: JobEngine | null = null;
+  private sampler: Sampler | null = null;
 
   /** Opens the backend. 'cpu' is the explicit, labelled fallback for machines without WebGPU. */
   async init(choice: BackendChoice): Promise<BackendInfo> {
@@ -81,6 +83,16 @@ export class EngineApi {
   async replicate(task: ReplicaTask) {
     const delta = await this.jobEngine.replicate(task);
     return Comlink.transfer(delta, [delta.buffer]);
+  }
+
+  // Text from a checkpoint (the dashboard's sample box).
+  loadSampler(spec: JobSpec, checkpoint: Uint8Array): void {
+    if (!this.backend) throw new Error('engine not initialized: call init() first');
+    this.sampler = Sampler.load(this.backend, spec, checkpoint);
+  }
+  sample(req: SampleRequest, onText: (piece: string) => void): Promise<string> {
+    if (!this.sampler) throw new Error('no checkpoint loaded: call loadSampler() first');
+    return this.sampler.sample(req, onText);
   }
 
   async trainSolo(cfg: SoloTrainConfig, onProgress: (p: Progress) => void): Promise<TrainReport> {

@@ -1,2 +1,3 @@
 export * from './solo';
 export type { EngineApi, BackendChoice, BackendInfo } from './engine-worker';
+export * from './sampler';

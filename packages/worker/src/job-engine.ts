@@ -4,7 +4,7 @@
 // directly in Node tests.
 import { decodeFashionShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
-import { PRESETS, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
+import { contextOf, presetOf, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
 import { DATASET_TRAIN_SIZES, modelDigest, targetStepsOf, type Assignment, type JobSpec, type ReplicaTask, type ReplicaUnit } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
 import { loadDataset } from './solo';
@@ -43,8 +43,7 @@ async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: str
     const test: Dataset = { ...all, x: all.x.subarray(train.count * 784), y: all.y.subarray(train.count), count: 2048 };
     return { train, test, indices: shardIndices(train.count, shard.index, shard.count, spec.seed) };
   }
-  const context = preset.kind === 'transformer' ? preset.context : 64;
-  const { train, test } = await loadDataset({ kind: 'text', sentences: 4000, seed: spec.seed }, context);
+  const { train, test } = await loadDataset({ kind: 'text', sentences: 4000, seed: spec.seed, tokenizer: spec.tokenizer === 'bytes' ? 'bytes' : 'chars' }, contextOf(preset) ?? 64);
   return { train, test, indices: shardIndices(train.count, shard.index, shard.count, spec.seed) };
 }
 
@@ -75,7 +74,7 @@ export class JobEngine {
 
   async setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo> {
     const spec = assignment.job.spec;
-    const preset = PRESETS[spec.preset] as ModelPreset;
+    const preset = presetOf(spec);
     this.serverUrl = serverUrl;
     const data = await loadJobData(spec, assignment, serverUrl, preset);
     const engine = new ModelEngine(this.backend, {
@@ -154,7 +153,7 @@ export class JobEngine {
     if (!strategy.replay) throw new Error(`a ${strategy.name} job has no replayable work units`);
     const data = await this.shardOf(task);
     this.replica ??= new ModelEngine(this.backend, {
-      preset: PRESETS[spec.preset] as ModelPreset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
+      preset: presetOf(spec), seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
       train: data.train, test: data.train, shard: data.shard, dataSeed: 0,
     });
     const start = strategy.replay.committedParams();
@@ -171,7 +170,7 @@ export class JobEngine {
     if (this.replicaData?.index === index) return this.replicaData;
     const spec = this.ready.spec;
     const assignment: Assignment = { ...this.assignment!, shard: { index, count }, dataUrl: task.dataUrl };
-    const data = await loadJobData(spec, assignment, this.serverUrl, PRESETS[spec.preset] as ModelPreset);
+    const data = await loadJobData(spec, assignment, this.serverUrl, presetOf(spec));
     this.replicaData = { index, train: data.train, shard: data.indices };
     return this.replicaData;
   }

@@ -4,13 +4,14 @@ import {
   encodeText, epochBatches, generateCorpus, CHARSET, loadFashionMnistFromUrl, sequentialBatches, shardIndices, textWindows, type Dataset,
 } from '@tabfleet/data';
 import {
-  createModel, createOptimizer, evaluate, PRESETS, recordTrainStep, type Model, type ModelPreset, type OptimizerConfig, type PresetName,
+  contextOf, createModel, createOptimizer, evaluate, PRESETS, recordTrainStep, type Model, type ModelPreset, type OptimizerConfig, type PresetName,
 } from '@tabfleet/nn';
 import { dispose, type Backend } from '@tabfleet/tensor';
 
 export type DatasetSpec =
   | { kind: 'fashion-mnist'; baseUrl: string; trainLimit?: number }
-  | { kind: 'text'; sentences: number; seed: number };
+  /** The generated corpus, as characters (vocabulary 32) or UTF-8 bytes (256). */
+  | { kind: 'text'; sentences: number; seed: number; tokenizer?: 'chars' | 'bytes' };
 
 export interface SoloTrainConfig {
   preset: PresetName | ModelPreset;
@@ -54,8 +55,10 @@ export async function loadDataset(spec: DatasetSpec, context = 64): Promise<{ tr
     if (spec.trainLimit && spec.trainLimit < d.train.count) d.train.count = spec.trainLimit;
     return d;
   }
-  const ids = encodeText(generateCorpus(spec.sentences, spec.seed));
-  const all = textWindows(ids, context, CHARSET.length);
+  const text = generateCorpus(spec.sentences, spec.seed);
+  const bytes = spec.tokenizer === 'bytes';
+  const ids = bytes ? Int32Array.from(new TextEncoder().encode(text)) : encodeText(text);
+  const all = textWindows(ids, context, bytes ? 256 : CHARSET.length);
   const split = Math.floor(all.count * 0.9);
   const test: Dataset = { ...all, x: all.x.subarray(split * context), y: all.y.subarray(split * context), count: all.count - split };
   return { train: { ...all, count: split }, test };
@@ -70,7 +73,7 @@ export function resolvePreset(p: PresetName | ModelPreset): ModelPreset {
 
 export async function trainSolo(backend: Backend, cfg: SoloTrainConfig, onProgress: (p: Progress) => void, data?: { train: Dataset; test: Dataset }): Promise<TrainReport> {
   const preset = resolvePreset(cfg.preset);
-  const { train, test } = data ?? (await loadDataset(cfg.dataset, preset.kind === 'transformer' ? preset.context : 64));
+  const { train, test } = data ?? (await loadDataset(cfg.dataset, contextOf(preset) ?? 64));
   const model: Model = createModel(preset, backend, cfg.seed);
   const opt = createOptimizer(model.store, cfg.optimizer);
   const indices = shardIndices(train.count, 0, 1, cfg.seed);
@@ -109,7 +112,7 @@ export async function trainSolo(backend: Backend, cfg: SoloTrainConfig, onProgre
   }
   await drain();
   const elapsedMs = performance.now() - start;
-  const final = await evaluate(model, sequentialBatches(test, preset.kind === 'transformer' ? 32 : 1000));
+  const final = await evaluate(model, sequentialBatches(test, contextOf(preset) !== null ? 32 : 1000));
   onProgress({ epoch: cfg.epochs - 1, step, totalSteps, loss: losses.at(-1) ?? NaN, samplesPerSec: (step * cfg.batchSize) / (elapsedMs / 1000), elapsedMs, testAccuracy: final.accuracy, testLoss: final.loss });
   return {
     backend: backend.description, steps: step, finalLoss: losses.at(-1) ?? NaN, testAccuracy: final.accuracy, testLoss: final.loss,

@@ -13,7 +13,7 @@
 //     itself with the same code. Whoever disagrees with that is removed.
 //
 // How many parts are checked, and what that catches and costs: protocol's validation.ts.
-import { PRESET_FLAT_LENGTHS, combinePart, modelDigest, type GroupReport, type JobSpec, type PartCheck, type PartValidationReport } from '@tabfleet/protocol';
+import { flatLengthOf, combinePart, modelDigest, type GroupReport, type JobSpec, type PartCheck, type PartValidationReport } from '@tabfleet/protocol';
 import { blame, type DigestMismatch } from './group-check';
 
 /** Checks a validator's report against what it was asked: exactly its parts, one digest per member each. */
@@ -60,7 +60,7 @@ export function judgeValidations(members: readonly string[], reports: ReadonlyMa
 
 /** The length of a job's exchanged vector, and how its group rounds combine parts. */
 export function partRecompute(spec: JobSpec): { length: number; f16: boolean; rule: JobSpec['aggregation']; trimFraction: number } {
-  return { length: PRESET_FLAT_LENGTHS[spec.preset], f16: spec.compression !== 'none', rule: spec.aggregation, trimFraction: spec.trimFraction };
+  return { length: flatLengthOf(spec), f16: spec.compression !== 'none', rule: spec.aggregation, trimFraction: spec.trimFraction };
 }
 
 /** A member's uploaded contribution to a part: little-endian f32, any values (an attacker's NaN is evidence too). */

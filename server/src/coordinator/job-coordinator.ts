@@ -11,7 +11,7 @@
 // follow the members' pace (pace.ts). A member removed for a fault is kept out for a while, longer
 // each time (penalties.ts).
 import {
-  PRESET_FLAT_LENGTHS,
+  flatLengthOf,
   ProtocolError,
   targetStepsOf,
   aggregateWith,
@@ -179,7 +179,7 @@ export class JobCoordinator {
     c.latestAccuracy = await deps.store.latestAccuracy(job.id);
     if (checkpoint) {
       const bytes = await deps.store.readCheckpoint(job.id, checkpoint.seq);
-      if (bytes) c.checkpointChecksums.set(checkpoint.seq, verifyCheckpoint(job.spec.preset, bytes).digest);
+      if (bytes) c.checkpointChecksums.set(checkpoint.seq, verifyCheckpoint(job.spec, bytes).digest);
     }
     const contributors = await deps.store.contributors(job.id);
     // Members when the server stopped are not members now; they rejoin under the same identity.
@@ -379,7 +379,7 @@ export class JobCoordinator {
       case 'round:result': return this.onResult(m, payload as VolunteerEventParsed<'round:result'>);
       case 'round:failed': return this.onFailed(m, payload as VolunteerEventParsed<'round:failed'>);
       case 'round:validation': return this.groupChecks.onValidation(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'round:validation'>);
-      case 'replica:upload': return this.replication.onUpload(m.volunteerId, payload as VolunteerEventParsed<'replica:upload'>, PRESET_FLAT_LENGTHS[this.job.spec.preset]);
+      case 'replica:upload': return this.replication.onUpload(m.volunteerId, payload as VolunteerEventParsed<'replica:upload'>, flatLengthOf(this.job.spec));
       case 'evidence:upload': return this.groupChecks.onEvidence(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'evidence:upload'>);
       case 'signal': return this.onSignal(m, payload as VolunteerEventParsed<'signal'>);
       case 'star:update': return this.onStarUpdate(m, payload as VolunteerEventParsed<'star:update'>);
@@ -498,7 +498,7 @@ export class JobCoordinator {
     const r = this.currentRound(m, e.roundId);
     if (r.mode !== 'star') throw new ProtocolError('conflict', `round ${r.roundId} is a ring round`);
     if (r.starUpdates.has(m.volunteerId)) throw new ProtocolError('conflict', 'update already received for this round');
-    r.starUpdates.set(m.volunteerId, decodeUpdate(e.data, PRESET_FLAT_LENGTHS[this.job.spec.preset]));
+    r.starUpdates.set(m.volunteerId, decodeUpdate(e.data, flatLengthOf(this.job.spec)));
     if (r.starUpdates.size === r.members.length) this.sendStarResult(r);
     return {};
   }
@@ -512,7 +512,7 @@ export class JobCoordinator {
     if (!p || p.uploader !== m.volunteerId || p.seq !== e.seq || p.received) throw new ProtocolError('conflict', `no checkpoint of sync ${e.seq} was asked of this member`);
     let checksum: string;
     try {
-      checksum = verifyCheckpoint(this.job.spec.preset, e.data).digest;
+      checksum = verifyCheckpoint(this.job.spec, e.data).digest;
     } catch (err) {
       this.uploaderFault(p, `sent a checkpoint that is not the job's model: ${(err as Error).message}`, 'integrity');
       throw err;
@@ -924,7 +924,7 @@ export class JobCoordinator {
   // ---------- helpers ----------
 
   private fits(v: VolunteerInfo): boolean {
-    return v.capabilities.limits.maxStorageBufferBindingSize >= PRESET_FLAT_LENGTHS[this.job.spec.preset] * 4;
+    return v.capabilities.limits.maxStorageBufferBindingSize >= flatLengthOf(this.job.spec) * 4;
   }
 
   private saveRound(r: ActiveRound, outcome: RoundRecord['outcome'], detail: string): void {

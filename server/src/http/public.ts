@@ -6,7 +6,7 @@ import {
   clientIdSchema,
   estimateSyncBytes,
   parseEvent,
-  PRESET_FLAT_LENGTHS,
+  flatLengthOf,
   targetStepsOf,
   type JobSummary,
   type PublicContributors,
@@ -29,7 +29,7 @@ async function publicJob(store: Store, j: JobSummary): Promise<PublicJob> {
   return {
     id: j.id, name: j.name, state: j.state, preset: j.spec.preset, dataset: j.spec.dataset, strategy: j.spec.strategy, compression: j.spec.compression,
     workers: j.workers, minWorkers: j.spec.minWorkers, maxWorkers: j.spec.maxWorkers, step: j.step, targetSteps: targetStepsOf(j.spec),
-    modelBytes: PRESET_FLAT_LENGTHS[j.spec.preset] * 4,
+    modelBytes: flatLengthOf(j.spec) * 4,
     syncBytes: lastSync ? Math.round(lastSync.bytesSent! / lastSync.workers) : estimateSyncBytes(j.spec, Math.max(j.workers + 1, j.spec.minWorkers)),
     syncBytesMeasured: !!lastSync,
     latestAccuracy: j.latestAccuracy,

@@ -7,7 +7,8 @@
 import {
   NAMESPACES,
   PROTOCOL_VERSION,
-  PRESET_LAYOUTS,
+  layoutOf,
+  type ModelRef,
   checksumOf,
   combinePart,
   encodeSafetensors,
@@ -140,18 +141,17 @@ function trainUnit(params: Float32Array, entries: readonly { offset: number; siz
   for (let s = 0; s < unit.steps; s++) for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) params[i] += 0.01 * (unit.shard.index + 1) * Math.cos((unit.batchSeed % 997) + s + i);
 }
 
-type Preset = keyof typeof PRESET_LAYOUTS;
 
 /** The seeded initial flat vector every member of a job starts from (zero in the layout's padding). */
-export function initialParams(preset: Preset, seed: number): Float32Array {
-  const v = new Float32Array(PRESET_LAYOUTS[preset].length);
-  for (const p of PRESET_LAYOUTS[preset].entries) for (let i = p.offset; i < p.offset + p.size; i++) v[i] = Math.sin(seed * 1000 + i);
+export function initialParams(model: ModelRef, seed: number): Float32Array {
+  const v = new Float32Array(layoutOf(model).length);
+  for (const p of layoutOf(model).entries) for (let i = p.offset; i < p.offset + p.size; i++) v[i] = Math.sin(seed * 1000 + i);
   return v;
 }
 
 /** A checkpoint of a flat vector in the preset's layout, as a real worker writes it. */
-export function checkpointOf(preset: Preset, flat: Float32Array): Uint8Array {
-  return encodeSafetensors(Object.fromEntries(PRESET_LAYOUTS[preset].entries.map((p) => [p.name, f32Tensor(p.shape, flat.slice(p.offset, p.offset + p.size))])));
+export function checkpointOf(model: ModelRef, flat: Float32Array): Uint8Array {
+  return encodeSafetensors(Object.fromEntries(layoutOf(model).entries.map((p) => [p.name, f32Tensor(p.shape, flat.slice(p.offset, p.offset + p.size))])));
 }
 
 /** What honest simulated evaluators report for a sync's model. */
@@ -324,9 +324,9 @@ export class SimVolunteer {
     if (m.url) {
       const res = await fetch(m.url);
       if (!res.ok) throw new Error(`checkpoint download: HTTP ${res.status}`);
-      this.params = verifyCheckpoint(spec.preset, new Uint8Array(await res.arrayBuffer())).params;
+      this.params = verifyCheckpoint(spec, new Uint8Array(await res.arrayBuffer())).params;
     } else {
-      this.params = initialParams(spec.preset, spec.seed);
+      this.params = initialParams(spec, spec.seed);
     }
     this.step = m.step;
     this.baseSeq = m.seq;
@@ -341,7 +341,7 @@ export class SimVolunteer {
     if (this.opts.trainMs) await new Promise((r) => setTimeout(r, this.opts.trainMs));
     const h = this.opts.stepsPerRound ?? this.assignment?.job.spec.H ?? 1;
     const shard = this.assignment?.shard.index ?? 0;
-    const entries = this.assignment ? PRESET_LAYOUTS[this.assignment.job.spec.preset].entries : [];
+    const entries = this.assignment ? layoutOf(this.assignment.job.spec).entries : [];
     const i = this.replicaTasks.findIndex((t) => t.role === 'original' && t.unit.seq === this.baseSeq);
     if (i >= 0) {
       // Its work this sync is the unit, so that another member can recompute it.
@@ -407,7 +407,7 @@ export class SimVolunteer {
       const start = this.applied.get(task.unit.seq);
       if (!start) continue;
       const end = start.slice();
-      trainUnit(end, PRESET_LAYOUTS[this.assignment!.job.spec.preset].entries, task.unit);
+      trainUnit(end, layoutOf(this.assignment!.job.spec).entries, task.unit);
       await this.uploadReplica(task, start, end);
     }
   }
@@ -482,7 +482,7 @@ export class SimVolunteer {
   }
 
   private async upload(jobId: string, seq: number): Promise<void> {
-    const data = this.opts.checkpoint ? this.opts.checkpoint(seq, this.params) : checkpointOf(this.assignment!.job.spec.preset, this.params);
+    const data = this.opts.checkpoint ? this.opts.checkpoint(seq, this.params) : checkpointOf(this.assignment!.job.spec, this.params);
     if (!data) return;
     this.uploads.push(seq);
     const ack = await this.emit('checkpoint:upload', { jobId, seq, step: this.step, data });

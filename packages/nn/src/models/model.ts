@@ -4,8 +4,9 @@ import type { ParamStore } from '../params';
 import type { CnnPreset } from './cnn';
 import type { MlpPreset } from './mlp';
 import type { TransformerPreset } from './transformer';
+import type { GptPreset } from './gpt';
 
-export type ModelPreset = MlpPreset | CnnPreset | TransformerPreset;
+export type ModelPreset = MlpPreset | CnnPreset | TransformerPreset | GptPreset;
 
 export interface Model {
   readonly preset: ModelPreset;

@@ -86,7 +86,7 @@ export class Transformer implements Model {
 const positionCache = new WeakMap<object, Map<number, Tensor>>();
 
 /** i32 [T] = 0..T−1 on the ids' backend, created once and kept. */
-function positionIds(ids: Tensor, T: number): Tensor {
+export function positionIds(ids: Tensor, T: number): Tensor {
   let byLen = positionCache.get(ids.backend);
   if (!byLen) positionCache.set(ids.backend, (byLen = new Map()));
   let t = byLen.get(T);

@@ -261,6 +261,10 @@ export class CpuBackend implements Backend {
     return this.out(out);
   }
 
+  copyRange(src: Storage, srcOffset: number, dst: Storage, dstOffset: number, n: number): void {
+    (dst as CpuStorage).data.set((src as CpuStorage).data.subarray(srcOffset, srcOffset + n), dstOffset);
+  }
+
   permute(x: Storage, shape: number[], perm: number[]): Storage {
     const X = (x as CpuStorage).data, n = numel(shape);
     const outShape = perm.map((p) => shape[p]);

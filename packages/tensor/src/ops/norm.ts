@@ -40,6 +40,25 @@ export function embedding(table: Tensor, ids: Tensor): Tensor {
   ]);
 }
 
+/**
+ * Rows [start, start + count) of x along its first dim: x [N, ...rest] → [count, ...rest] (a copy:
+ * WebGPU binds only 256-byte aligned offsets). Its gradient is dy in those rows and zero elsewhere.
+ */
+export function sliceRows(x: Tensor, start: number, count: number): Tensor {
+  const [N, ...rest] = x.shape;
+  if (!(Number.isInteger(start) && Number.isInteger(count) && start >= 0 && count >= 1 && start + count <= N)) throw new Error(`sliceRows: rows [${start}, ${start + count}) of [${x.shape}]`);
+  if (x.dtype !== 'f32') throw new Error('sliceRows: f32 only');
+  const rowSize = numel(rest), be = x.backend;
+  const out = be.alloc(count * rowSize, 'f32');
+  be.copyRange(x.storage, start * rowSize, out, 0, count * rowSize);
+  return derived(be, out, [count, ...rest], [x], 'slice_rows', (dy) => [() => {
+    const dx = be.alloc(x.size, 'f32');
+    be.fill(dx, 0);
+    be.copyRange(dy.storage, 0, dx, start * rowSize, count * rowSize);
+    return derived(be, dx, [...x.shape], [], 'slice_rows_grad', () => []);
+  }]);
+}
+
 /** Reorders dims (rank ≤ 4): output dim i is input dim perm[i]. */
 export function permute(x: Tensor, perm: number[]): Tensor {
   const rank = x.shape.length;

@@ -15,6 +15,7 @@ import { conv2dBackwardFilterGemm, conv2dBackwardInputGemm, conv2dGemm, gemmFits
 export type ConvVariant = 'gemm' | 'direct';
 import { layerNormBackwardKernel, layerNormKernel } from './kernels/norm';
 import { permuteKernel } from './kernels/permute';
+import { copyRangeKernel } from './kernels/copy-range';
 import { maxPool2dBackwardKernel, maxPool2dKernel } from './kernels/pool';
 import { softmaxBackwardKernel, softmaxKernel } from './kernels/softmax';
 import { GpuRuntime, GpuStorage } from './runtime';
@@ -223,6 +224,10 @@ export class WebGpuBackend implements Backend {
     embeddingBackwardKernel(this.rt, this.g(dy), this.g(ids), dtable, T, V, D);
     return dtable;
   }
+  copyRange(src: Storage, srcOffset: number, dst: Storage, dstOffset: number, n: number): void {
+    copyRangeKernel(this.rt, this.g(src), srcOffset, this.g(dst), dstOffset, n);
+  }
+
   permute(x: Storage, shape: number[], perm: number[]): Storage {
     const out = this.rt.alloc(shape.reduce((a, b) => a * b, 1));
     permuteKernel(this.rt, this.g(x), out, shape, perm);
