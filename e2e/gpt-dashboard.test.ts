@@ -71,6 +71,13 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   assert.ok(losses.length >= 6 && losses.at(-1)! < losses[0] - 1, `training loss ${losses[0]} → ${losses.at(-1)}`);
   await waitFor('the dashboard shows done', async () => (await d.textContent('#job-summary'))?.includes('done'), 10_000, 200);
   assert.ok(Number(await d.getAttribute('#loss-chart', 'data-points')) >= 6);
+  // Text jobs show the held-out loss and bits per byte (one byte per token here) instead of test accuracy.
+  assert.equal(await d.textContent('#eval-caption'), 'validation loss (nats per token)');
+  const validation = Number(/^([\d.]+) nats per token/.exec((await d.textContent('[data-figure="validation loss"]')) ?? '')?.[1]);
+  assert.ok(validation > 0 && validation < 4, `validation loss ${validation}`);
+  // Both figures are shown to 3 decimals, so they agree to the rounding of each.
+  const bpb = Number(await d.textContent('[data-figure="bits per byte"]'));
+  assert.ok(Math.abs(bpb - validation / Math.LN2) <= 0.0013, `${bpb} bits per byte against ${validation} nats per token`);
 
   await d.waitForSelector('#sample-box:not([hidden])');
   await d.fill('#sample-form textarea[name=prompt]', 'the ');

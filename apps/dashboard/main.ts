@@ -2,7 +2,7 @@
 // schema the server uses), and a live job page (charts, figures, worker table, stop, downloads) fed
 // by the /dashboard Socket.IO namespace.
 import {
-  NAMESPACES, PROTOCOL_VERSION, TEXT_DATASETS, jobSpecSchema, layoutOf, parameterCount, targetStepsOf,
+  NAMESPACES, PROTOCOL_VERSION, TEXT_DATASETS, bitsPerByte, jobSpecSchema, layoutOf, parameterCount, targetStepsOf,
   type Ack, type JobSummary, type MetricPoint, type WorkerRow,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
@@ -205,9 +205,13 @@ function renderJob(): void {
   $('sample-box').hidden = !j.spec.tokenizer;
   const pts = current.points;
   const losses = pts.filter((p) => p.loss !== null && p.samplesPerSec !== null).map((p) => ({ x: p.step, y: p.loss! }));
-  const accs = pts.filter((p) => p.accuracy !== null).map((p) => ({ x: p.step, y: p.accuracy! }));
+  const evals = pts.filter((p) => p.accuracy !== null);
   drawLineChart($('loss-chart') as unknown as SVGSVGElement, losses, { yMin: 0 });
-  drawLineChart($('acc-chart') as unknown as SVGSVGElement, accs, { yMin: 0, yMax: 1, format: (y) => `${(100 * y).toFixed(0)}%`, color: '#3fb950' });
+  // A language model is judged by its loss on held-out text; a classifier by its test accuracy.
+  const text = !!j.spec.tokenizer;
+  $('eval-caption').textContent = text ? 'validation loss (nats per token)' : 'test accuracy';
+  drawLineChart($('acc-chart') as unknown as SVGSVGElement, evals.map((p) => ({ x: p.step, y: text ? p.loss ?? 0 : p.accuracy! })),
+    text ? { yMin: 0, color: '#3fb950' } : { yMin: 0, yMax: 1, format: (y) => `${(100 * y).toFixed(0)}%`, color: '#3fb950' });
   const last = [...pts].reverse().find((p) => p.samplesPerSec !== null);
   // Several members evaluate each evaluated sync; the figure is the lower median of those that agree.
   const lastEval = [...pts].reverse().find((p) => p.accuracy !== null);
@@ -216,10 +220,21 @@ function renderJob(): void {
     ['step', `${j.step} of ${targetStepsOf(j.spec)}`], ['syncs', String(j.seq)], ['workers', String(j.workers)],
     ['throughput', last ? `${last.samplesPerSec!.toFixed(0)} samples/s` : '—'],
     ['bytes on the wire (all workers)', formatBytes(sent)],
-    ['test accuracy', lastEval ? `${(100 * lastEval.accuracy!).toFixed(2)}%${vouched(lastEval.vouchers)}` : '—'],
+    ...(text ? languageFigures(j.spec, lastEval) : [['test accuracy', lastEval ? `${(100 * lastEval.accuracy!).toFixed(2)}%${vouched(lastEval.vouchers)}` : '—'] as [string, string]]),
     ['latest checkpoint', j.latestCheckpoint ? `sync ${j.latestCheckpoint.seq}, ${formatBytes(j.latestCheckpoint.bytes)}` : '—'],
   ];
   $('figures').querySelector('tbody')!.innerHTML = rows.map(([k, v]) => `<tr><td>${k}</td><td data-figure="${esc(k)}">${esc(v)}</td></tr>`).join('');
+}
+
+/** Validation loss, bits per byte (comparable across tokenizers) and next-token accuracy. */
+function languageFigures(spec: JobSummary['spec'], p: MetricPoint | undefined): [string, string][] {
+  if (!p || p.loss === null) return [['validation loss', '—']];
+  const bpb = bitsPerByte(p.loss, spec.tokenizer!);
+  return [
+    ['validation loss', `${p.loss.toFixed(3)} nats per token${vouched(p.vouchers)}`],
+    ['bits per byte', bpb === null ? '— (this tokenizer\'s bytes per token are not measured here)' : bpb.toFixed(3)],
+    ['next-token accuracy', `${(100 * p.accuracy!).toFixed(2)}%`],
+  ];
 }
 
 function vouched(n: number | null | undefined): string {

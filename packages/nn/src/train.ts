@@ -1,6 +1,6 @@
 // One training step and evaluation. A step records forward, backward and the optimizer update into
 // one command buffer; the loss is the only value read back.
-import { backward, dispose, noGrad, softmaxCrossEntropy, tensor, tidy, type Tensor } from '@tabfleet/tensor';
+import { backward, crossEntropyRows, dispose, noGrad, softmaxCrossEntropy, tensor, tidy, type Tensor } from '@tabfleet/tensor';
 import type { Model } from './models/model';
 import type { Optimizer } from './optim';
 
@@ -64,20 +64,18 @@ export async function evaluate(model: Model, batches: Iterable<Batch>): Promise<
   let lossSum = 0, correct = 0, count = 0;
   for (const b of batches) {
     const x = tensor(model.store.backend, b.x, model.inputShape(b.size));
-    const logits = noGrad(() => tidy(() => model.forward(x)));
-    const lv = await logits.data();
-    dispose(x);
-    dispose(logits);
-    const C = lv.length / b.y.length;
-    for (let r = 0; r < b.y.length; r++) {
-      let best = 0;
-      for (let c = 1; c < C; c++) if (lv[r * C + c] > lv[r * C + best]) best = c;
-      if (best === b.y[r]) correct++;
-      let sum = 0;
-      for (let c = 0; c < C; c++) sum += Math.exp(lv[r * C + c] - lv[r * C + best]);
-      lossSum += Math.log(sum) - (lv[r * C + b.y[r]] - lv[r * C + best]);
+    const y = tensor(model.store.backend, b.y, [b.y.length]);
+    // Two floats per row come back, not the logits (B·T·vocab floats for a language model).
+    const rows = noGrad(() => tidy(() => crossEntropyRows(model.forward(x), y)));
+    const v = await rows.data();
+    for (const t of [x, y, rows]) dispose(t);
+    const n = b.y.length;
+    for (let r = 0; r < n; r++) {
+      lossSum += v[r];
+      // Right when the label's probability is the row's largest (to rounding: exp(−loss) is recomputed here).
+      if (Math.exp(-v[r]) >= v[n + r] * (1 - 1e-5)) correct++;
     }
-    count += b.y.length;
+    count += n;
   }
   return { loss: lossSum / count, accuracy: correct / count, count };
 }

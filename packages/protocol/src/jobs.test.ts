@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { jobSpecSchema, targetStepsOf, type JobSpecInput } from './jobs';
+import { bitsPerByte, jobSpecSchema, targetStepsOf, type JobSpecInput } from './jobs';
 import { layoutOf } from './models';
 
 const base: JobSpecInput = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, hyperparameters: { lr: 0.1, batchSize: 64 }, maxWorkers: 4, targetSteps: 100 };
@@ -65,4 +65,11 @@ test('a gpt job gives its shape, trains on text, and its tokenizer sets the voca
   assert.match(refusal({ ...gpt, dataset: 'fortunes', targetSteps: undefined, targetEpochs: 1 }), /depend on its tokenization: give targetSteps/);
   // GPT-2 small (124M parameters) does not fit through the server's model limit; the message says by how much.
   assert.match(refusal({ ...gpt, dataset: 'fortunes', tokenizer: 'gpt2', gpt: { layers: 12, heads: 12, width: 768, context: 1024 } }), /has 124,439,808 parameters \(474\.\d MiB\)/);
+});
+
+test('bits per byte: a byte-level loss of ln 2 nats is one bit per byte; BPE divides by its measured bytes per token', () => {
+  assert.equal(bitsPerByte(Math.LN2, 'bytes'), 1);
+  assert.equal(bitsPerByte(Math.LN2, 'chars'), 1);
+  assert.equal(bitsPerByte(4 * Math.LN2, 'gpt2', 4), 1);
+  assert.equal(bitsPerByte(1, 'gpt2'), null);
 });

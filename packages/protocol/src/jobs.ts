@@ -43,6 +43,16 @@ export const DATASET_TRAIN_SIZES: Record<(typeof DATASETS)[number], number> = {
   fortunes: Number.NaN,
 };
 
+/**
+ * Bits per byte of text from a mean loss in nats per token: loss / ln 2 per token, over the bytes a
+ * token covers. The chars tokenizer's characters and the bytes tokenizer's tokens are one byte each;
+ * GPT-2's BPE covers several, measured on the corpus (null until then).
+ */
+export function bitsPerByte(lossNatsPerToken: number, tokenizer: Tokenizer, bytesPerToken?: number): number | null {
+  const perToken = tokenizer === 'gpt2' ? bytesPerToken : 1;
+  return perToken ? lossNatsPerToken / Math.LN2 / perToken : null;
+}
+
 export type ModelPresetName = (typeof MODEL_PRESETS)[number];
 export type FixedPresetName = (typeof FIXED_PRESETS)[number];
 export type Tokenizer = (typeof TOKENIZERS)[number];

@@ -275,6 +275,12 @@ export function kernelCases(): KernelCase[] {
       fn: ([x, y]) => ops.softmaxCrossEntropy(x, y),
       tol: { rtol: 1e-4, atol: 1e-3 },
     },
+    ...[[1, 10], [33, 257]].map(([B, C]): KernelCase => ({
+      name: `cross-entropy rows (loss, max probability) B=${B} C=${C}`,
+      inputs: [{ shape: [B, C] }, { shape: [B], kind: { ints: C } }],
+      fn: ([x, y]) => ops.crossEntropyRows(x, y),
+      forwardOnly: true,
+    })),
   ];
   cases.push(...layerCases());
   return cases;
