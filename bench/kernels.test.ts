@@ -52,7 +52,8 @@ function checkMatmuls(m: Json, runs: number, where: string): void {
 function checkStep(s: Json, runs: number, where: string): void {
   checkTiming(s, runs, where);
   assert.equal(s.msPerStep, s.medianMs, `${where}: msPerStep is the median`);
-  assert.equal(s.batch, QUICK_BATCH);
+  // The GPT's batch is its windows (kernelBenchOptions' gptBatch), the others' the kernels batch.
+  assert.equal(s.batch, s.model === 'gpt' ? kernelBenchOptions(1, true).gptBatch : QUICK_BATCH);
   assert.equal(s.stepsTimed, s.repsPerRun * runs, `${where}: steps timed`);
   for (const k of ['lossFirst', 'lossLast', 'warmupSteps']) assert.equal(typeof s[k], 'number', `${where}.${k}`);
 }
@@ -80,7 +81,7 @@ test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeou
   assert.deepEqual(tab.matmul, tab.variants[tab.matmulVariant].matmul);
   for (const [name, v] of Object.entries<Json>({ default: tab, ...tab.variants })) {
     checkMatmuls(v.matmul, runs, `tabfleet ${name}`);
-    for (const m of ['mlp', 'cnn']) {
+    for (const m of ['mlp', 'cnn', 'gpt']) {
       checkStep(v[m], runs, `tabfleet ${name} ${m}`);
       assert.equal(v[m].submitsPerStep, 1, `tabfleet ${name} ${m}: a step is one command buffer`);
       assert.equal(v[m].readbacksPerStep, 1, `tabfleet ${name} ${m}: the loss is the only readback`);
@@ -98,9 +99,10 @@ test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeou
     checkMatmuls(t.matmul, runs, `tfjs ${b}`);
     checkStep(t.mlp, runs, `tfjs ${b} mlp`);
     checkStep(t.cnn, runs, `tfjs ${b} cnn`);
+    checkStep(t.gpt, runs, `tfjs ${b} gpt`);
   }
 
-  for (const k of ['matmul1024_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_best', 'cnn_step_vs_tfjs_best']) {
+  for (const k of ['matmul1024_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_best', 'cnn_step_vs_tfjs_best', 'gpt_step_vs_tfjs_best', 'tabfleet_gpt_tokens_per_sec']) {
     assert.equal(typeof r.summary[k], 'number', `summary.${k}`);
   }
   const sq = '1024x1024x1024';
@@ -110,6 +112,9 @@ test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeou
   const bestCnn = Math.min(...TFJS_BACKENDS.map((b) => r.tfjs[b].cnn.msPerStep));
   assert.equal(r.summary.mlp_step_vs_tfjs_best, bestMlp / tab.mlp.msPerStep);
   assert.equal(r.summary.cnn_step_vs_tfjs_best, bestCnn / tab.cnn.msPerStep);
+  const bestGpt = Math.min(...TFJS_BACKENDS.map((b) => r.tfjs[b].gpt.msPerStep));
+  assert.equal(r.summary.gpt_step_vs_tfjs_best, bestGpt / tab.gpt.msPerStep);
+  assert.equal(r.summary.tabfleet_gpt_tokens_per_sec, (r.options.gptBatch * r.options.gpt.context * 1000) / tab.gpt.msPerStep);
 
   const all = numbers(r, 'report');
   assert.ok(all.length > 200, `suspiciously few numbers: ${all.length}`);

@@ -13,7 +13,9 @@ import type { BenchOptions } from './run';
 import { machineInfo } from './machine';
 
 export function kernelBenchOptions(runs: number, quick: boolean): KernelBenchOptions {
-  const base = { runs, quick, batch: 128, squareSize: 1024, learningRate: 0.01, momentum: 0.9, seed: 1 };
+  // The GPT: 4 pre-norm blocks of width 128 over 128 byte tokens (0.8M parameters), 8 windows a step.
+  const gpt = quick ? { layers: 1, heads: 2, width: 32, context: 32, vocab: 256 } : { layers: 4, heads: 4, width: 128, context: 128, vocab: 256 };
+  const base = { runs, quick, batch: 128, squareSize: 1024, learningRate: 0.01, momentum: 0.9, seed: 1, gpt, gptBatch: quick ? 2 : 8 };
   return quick
     ? { ...base, batch: 32, matmulTargetMs: 100, matmulMaxReps: 10, matmulWarmup: 1, trainSteps: 3, trainRunBudgetMs: 1000, trainWarmupSteps: 1 }
     : { ...base, matmulTargetMs: 500, matmulMaxReps: 100, matmulWarmup: 2, trainSteps: 10, trainRunBudgetMs: 5000, trainWarmupSteps: 3 };
@@ -31,6 +33,14 @@ export interface KernelsSummary {
   mlp_step_vs_tfjs_best: number;
   cnn_step_vs_tfjs_webgpu: number;
   cnn_step_vs_tfjs_best: number;
+  /** The GPT training step (options.gpt), TF.js's time ÷ tabfleet's: the same model in TF.js ops on the same adapter. */
+  gpt_step_vs_tfjs_webgpu: number;
+  gpt_step_vs_tfjs_best: number;
+  tfjs_best_gpt_backend: TfjsBackendName;
+  tabfleet_gpt_ms_per_step: number;
+  /** Training tokens per second: windows × context ÷ step time. */
+  tabfleet_gpt_tokens_per_sec: number;
+  tfjs_best_gpt_tokens_per_sec: number;
   tfjs_best_matmul1024_backend: TfjsBackendName;
   tfjs_best_mlp_backend: TfjsBackendName;
   tfjs_best_cnn_backend: TfjsBackendName;
@@ -59,6 +69,8 @@ export function summarize(r: KernelBenchPageResult): KernelsSummary {
   const bestMatmul = fastest(tfBackends.map(([b, x]) => [b, x.matmul.shapes[sq].gflops]), true);
   const bestMlp = fastest(tfBackends.map(([b, x]) => [b, x.mlp.msPerStep]), false);
   const bestCnn = fastest(tfBackends.map(([b, x]) => [b, x.cnn.msPerStep]), false);
+  const bestGpt = fastest(tfBackends.map(([b, x]) => [b, x.gpt.msPerStep]), false);
+  const tokensPerSec = (s: { msPerStep: number }) => (r.options.gptBatch * r.options.gpt.context * 1000) / s.msPerStep;
   const variants = Object.entries(r.tabfleet.variants) as [string, TabfleetVariantResult][];
   const chosenVs: KernelsSummary['matmul_variant']['chosen_vs'] = {};
   for (const [name, v] of variants) {
@@ -78,6 +90,12 @@ export function summarize(r: KernelBenchPageResult): KernelsSummary {
     mlp_step_vs_tfjs_best: tf[bestMlp].mlp.msPerStep / tab.mlp.msPerStep,
     cnn_step_vs_tfjs_webgpu: tf.webgpu.cnn.msPerStep / tab.cnn.msPerStep,
     cnn_step_vs_tfjs_best: tf[bestCnn].cnn.msPerStep / tab.cnn.msPerStep,
+    gpt_step_vs_tfjs_webgpu: tf.webgpu.gpt.msPerStep / tab.gpt.msPerStep,
+    gpt_step_vs_tfjs_best: tf[bestGpt].gpt.msPerStep / tab.gpt.msPerStep,
+    tfjs_best_gpt_backend: bestGpt,
+    tabfleet_gpt_ms_per_step: tab.gpt.msPerStep,
+    tabfleet_gpt_tokens_per_sec: tokensPerSec(tab.gpt),
+    tfjs_best_gpt_tokens_per_sec: tokensPerSec(tf[bestGpt].gpt),
     tfjs_best_matmul1024_backend: bestMatmul,
     tfjs_best_mlp_backend: bestMlp,
     tfjs_best_cnn_backend: bestCnn,
@@ -104,6 +122,7 @@ function printSummary(s: KernelsSummary, page: KernelBenchPageResult): void {
   console.log(`  matmul ${sq}: tabfleet ${s.tabfleet_matmul1024_gflops.toFixed(2)} GFLOP/s; vs TF.js webgpu ${x(s.matmul1024_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_matmul1024_backend}) ${x(s.matmul1024_vs_tfjs_best)}`);
   console.log(`  MLP step matmuls: vs TF.js webgpu ${x(s.mlp_matmuls_vs_tfjs_webgpu)}`);
   console.log(`  MLP step: tabfleet ${s.tabfleet_mlp_ms_per_step.toFixed(2)} ms; vs TF.js webgpu ${x(s.mlp_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_mlp_backend}) ${x(s.mlp_step_vs_tfjs_best)}`);
+  console.log(`  GPT step: tabfleet ${s.tabfleet_gpt_ms_per_step.toFixed(2)} ms (${s.tabfleet_gpt_tokens_per_sec.toFixed(0)} tokens/s); vs TF.js webgpu ${x(s.gpt_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_gpt_backend}, ${s.tfjs_best_gpt_tokens_per_sec.toFixed(0)} tokens/s) ${x(s.gpt_step_vs_tfjs_best)}`);
   console.log(`  CNN step: tabfleet ${s.tabfleet_cnn_ms_per_step.toFixed(2)} ms; vs TF.js webgpu ${x(s.cnn_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_cnn_backend}) ${x(s.cnn_step_vs_tfjs_best)}`);
   const mv = s.matmul_variant;
   console.log(`  matmul variant for this adapter: ${mv.chosen}; fastest: ${sq} ${mv.fastest.matmul1024}, MLP matmuls ${mv.fastest.mlp_matmuls}, MLP step ${mv.fastest.mlp_step}, CNN step ${mv.fastest.cnn_step}`);
@@ -161,6 +180,7 @@ function buildReport(r: KernelBenchPageResult, browserVersion: string, durationM
       matmul: chosen.matmul,
       mlp: chosen.mlp,
       cnn: chosen.cnn,
+      gpt: chosen.gpt,
       variants: r.tabfleet.variants,
     },
     tfjs: { version: r.tfjsVersion, webgpu: r.tfjs.webgpu, webgl: r.tfjs.webgl, cpu: r.tfjs.cpu },

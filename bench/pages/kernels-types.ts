@@ -30,6 +30,9 @@ export interface KernelBenchOptions {
   momentum: number;
   /** Seed of the synthetic data and of the initial weights. */
   seed: number;
+  /** The GPT whose training step is timed (vocabulary of byte tokens), and its batch of windows. */
+  gpt: { layers: number; heads: number; width: number; context: number; vocab: number };
+  gptBatch: number;
 }
 
 /** One product C = op(A)·op(B): A [M,K] (or [K,M] with transA), B [K,N] (or [N,K] with transB). */
@@ -72,6 +75,7 @@ export interface MatmulSet {
 
 export interface StepResult extends Timing {
   model: string;
+  /** Examples per step (token windows for the GPT). */
   batch: number;
   /** Median ms per training step (forward, backward, SGD-momentum update, loss readback). */
   msPerStep: number;
@@ -94,6 +98,7 @@ export interface TabfleetVariantResult {
   matmul: MatmulSet;
   mlp: TabfleetStepResult;
   cnn: TabfleetStepResult;
+  gpt: TabfleetStepResult;
 }
 
 export interface TfjsBackendResult {
@@ -103,6 +108,7 @@ export interface TfjsBackendResult {
   matmul: MatmulSet;
   mlp: StepResult;
   cnn: StepResult;
+  gpt: StepResult;
 }
 
 /** The adapter as the tensor package summarizes it. */

@@ -1,12 +1,12 @@
 // The kernels benchmark page: on one browser, in one run, times tabfleet's WebGPU kernels (both matmul
-// variants) and TensorFlow.js 4.22 (webgpu, webgl, cpu backends) on the same matmuls and the same MLP
-// and CNN training steps with the same synthetic data. bench/kernels.ts drives it through
+// variants) and TensorFlow.js 4.22 (webgpu, webgl, cpu backends) on the same matmuls and the same MLP,
+// CNN and GPT training steps with the same synthetic data. bench/kernels.ts drives it through
 // window.runKernelBench and writes the JSON; nothing here is a typed-in figure.
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-webgpu';
 import { mulberry32 } from '@tabfleet/protocol';
 import { WebGpuBackend, type MatmulParams, type Storage, type WebGpuBackendOptions } from '@tabfleet/tensor';
-import { createModel, createOptimizer, PRESETS, trainStep, type Batch, type ModelPreset } from '@tabfleet/nn';
+import { createModel, createOptimizer, PRESETS, trainStep, type Batch, type GptPreset, type ModelPreset } from '@tabfleet/nn';
 import {
   MATMUL_VARIANTS, TFJS_BACKENDS, matmulShapes,
   type KernelBenchOptions, type KernelBenchPageResult, type MatmulResult, type MatmulSet, type MatmulShape,
@@ -51,6 +51,16 @@ function syntheticBatches(batch: number, count: number, seed: number): Batch[] {
     size: batch,
   }));
 }
+
+/** Windows of random byte tokens and next tokens for the GPT (timing only: what it learns does not matter). */
+function tokenBatches(o: KernelBenchOptions, count: number): Batch[] {
+  const rand = mulberry32(o.seed + 7);
+  const n = o.gptBatch * o.gpt.context;
+  const ids = () => Int32Array.from({ length: n }, () => Math.floor(rand() * o.gpt.vocab));
+  return Array.from({ length: count }, () => ({ x: ids(), y: ids(), size: o.gptBatch }));
+}
+
+const gptPreset = (o: KernelBenchOptions): GptPreset => ({ kind: 'gpt', ...o.gpt });
 
 // ---- timing ------------------------------------------------------------------------------------
 
@@ -177,6 +187,11 @@ interface TfModel {
   vars: tf.Variable[];
   forward(x: tf.Tensor): tf.Tensor2D;
   inputShape: number[];
+  inputDType: 'float32' | 'int32';
+  /** Logit columns (one-hot width of the labels). */
+  classes: number;
+  /** Tensors it holds that are not trained (disposed with the variables). */
+  constants?: tf.Tensor[];
 }
 
 function tfVar(data: Float32Array, shape: number[]): tf.Variable {
@@ -195,7 +210,7 @@ function tfMlp(sizes: readonly number[], batch: number, seed: number): TfModel {
   }));
   return {
     vars: layers.flatMap((l) => [l.w, l.b]),
-    inputShape: [batch, sizes[0]],
+    inputShape: [batch, sizes[0]], inputDType: 'float32', classes: sizes[sizes.length - 1],
     forward(x) {
       let h = x as tf.Tensor2D;
       layers.forEach((l, i) => {
@@ -221,7 +236,7 @@ function tfCnn(p: typeof CNN, batch: number, seed: number): TfModel {
   const f2 = { w: tfVar(normal(p.hidden * p.classes, rand, Math.sqrt(1 / p.hidden)), [p.hidden, p.classes]), b: tfVar(new Float32Array(p.classes), [p.classes]) };
   return {
     vars: [k1.w, k1.b, k2.w, k2.b, f1.w, f1.b, f2.w, f2.b],
-    inputShape: [batch, p.imageSize, p.imageSize, p.inChannels],
+    inputShape: [batch, p.imageSize, p.imageSize, p.inChannels], inputDType: 'float32', classes: p.classes,
     forward(x) {
       const B = x.shape[0];
       let h = x as tf.Tensor4D;
@@ -229,6 +244,53 @@ function tfCnn(p: typeof CNN, batch: number, seed: number): TfModel {
       h = tf.maxPool(tf.fused.conv2d({ x: h, filter: k2.w as tf.Tensor4D, strides: 1, pad: 'same', bias: k2.b, activation: 'relu' }), 2, 2, 'valid');
       const z = tf.fused.matMul({ a: h.reshape([B, flat]), b: f1.w as tf.Tensor2D, bias: f1.b, activation: 'relu' });
       return tf.fused.matMul({ a: z, b: f2.w as tf.Tensor2D, bias: f2.b }) as tf.Tensor2D;
+    },
+  };
+}
+
+/**
+ * The same GPT as packages/nn (nanoGPT's pre-norm blocks, causal attention, tanh GELU, head tied to the
+ * token embedding) in TF.js ops: gather, moments, batched matMul, softmax with a causal mask.
+ * ids [B, T] → logits [B·T, vocab]. Weights are [in, out] (TF.js layout), initialised N(0, 0.02).
+ */
+function tfGpt(g: KernelBenchOptions['gpt'], batch: number, seed: number): TfModel {
+  const rand = mulberry32(seed);
+  const { width: W, heads: H, context: T, vocab: V } = g;
+  const Dh = W / H;
+  const w = (inF: number, outF: number) => tfVar(normal(inF * outF, rand, 0.02), [inF, outF]);
+  const zeros = (n: number) => tfVar(new Float32Array(n), [n]);
+  const ones = (n: number) => tfVar(new Float32Array(n).fill(1), [n]);
+  const ln = () => ({ g: ones(W), b: zeros(W) });
+  const wte = tfVar(normal(V * W, rand, 0.02), [V, W]), wpe = tfVar(normal(T * W, rand, 0.02), [T, W]);
+  const blocks = Array.from({ length: g.layers }, () => ({
+    ln1: ln(), attn: { w: w(W, 3 * W), b: zeros(3 * W) }, proj: { w: w(W, W), b: zeros(W) },
+    ln2: ln(), fc: { w: w(W, 4 * W), b: zeros(4 * W) }, out: { w: w(4 * W, W), b: zeros(W) },
+  }));
+  const lnF = ln();
+  // -1e9 above the diagonal: row t attends to columns ≤ t.
+  const mask = tf.tidy(() => tf.mul(tf.sub(1, tf.linalg.bandPart(tf.ones([T, T]), -1, 0)), -1e9));
+  const norm = (x: tf.Tensor2D, p: { g: tf.Variable; b: tf.Variable }) => {
+    const { mean, variance } = tf.moments(x, -1, true);
+    return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, 1e-5))), p.g), p.b) as tf.Tensor2D;
+  };
+  const linear = (x: tf.Tensor2D, p: { w: tf.Variable; b: tf.Variable }) => tf.fused.matMul({ a: x, b: p.w as tf.Tensor2D, bias: p.b }) as tf.Tensor2D;
+  const gelu = (x: tf.Tensor) => tf.mul(tf.mul(x, 0.5), tf.add(1, tf.tanh(tf.mul(Math.sqrt(2 / Math.PI), tf.add(x, tf.mul(0.044715, tf.pow(x, 3)))))));
+  return {
+    vars: [wte, wpe, ...blocks.flatMap((b) => [b.ln1.g, b.ln1.b, b.attn.w, b.attn.b, b.proj.w, b.proj.b, b.ln2.g, b.ln2.b, b.fc.w, b.fc.b, b.out.w, b.out.b]), lnF.g, lnF.b],
+    inputShape: [batch, T], inputDType: 'int32', classes: V, constants: [mask],
+    forward(ids) {
+      const B = ids.shape[0];
+      let x = tf.add(tf.gather(wte, ids), wpe).reshape([B * T, W]) as tf.Tensor2D;
+      for (const b of blocks) {
+        // [B·T, 3W] → [B, T, 3, H, Dh] → [3, B, H, T, Dh]
+        const qkv = tf.transpose(linear(norm(x, b.ln1), b.attn).reshape([B, T, 3, H, Dh]), [2, 0, 3, 1, 4]);
+        const [q, k, v] = tf.unstack(qkv);
+        const att = tf.softmax(tf.add(tf.mul(tf.matMul(q, k, false, true), 1 / Math.sqrt(Dh)), mask));
+        const y = tf.transpose(tf.matMul(att, v), [0, 2, 1, 3]).reshape([B * T, W]) as tf.Tensor2D;
+        x = tf.add(x, linear(y, b.proj));
+        x = tf.add(x, linear(gelu(linear(norm(x, b.ln2), b.fc)) as tf.Tensor2D, b.out));
+      }
+      return tf.matMul(norm(x, lnF), wte, false, true) as tf.Tensor2D;
     },
   };
 }
@@ -264,8 +326,8 @@ async function tfjsTrain(name: string, model: TfModel, batches: Batch[], o: Kern
     for (let i = 0; i < reps; i++) {
       const b = batches[k++ % batches.length];
       const loss = tf.tidy(() => {
-        const x = tf.tensor(b.x as Float32Array, model.inputShape);
-        const y = tf.oneHot(tf.tensor1d(b.y, 'int32'), CLASSES);
+        const x = tf.tensor(b.x, model.inputShape, model.inputDType);
+        const y = tf.oneHot(tf.tensor1d(b.y, 'int32'), model.classes);
         return optimizer.minimize(() => tf.losses.softmaxCrossEntropy(y, model.forward(x)) as tf.Scalar, true, model.vars)!;
       });
       losses.push((await loss.data())[0]);
@@ -275,7 +337,7 @@ async function tfjsTrain(name: string, model: TfModel, batches: Batch[], o: Kern
   optimizer.dispose();
   // TF.js 4.22's MomentumOptimizer.dispose() forgets the learning-rate scalar its SGD base keeps.
   (optimizer as unknown as { c?: tf.Tensor }).c?.dispose();
-  tf.dispose(model.vars);
+  tf.dispose([...model.vars, ...(model.constants ?? [])]);
   const r = stepResult(name, o, t, losses);
   progress(`${tag} ${name} step: ${fmt(r.msPerStep)} ms (${r.repsPerRun} steps/run, loss ${fmt(r.lossFirst, 3)} → ${fmt(r.lossLast, 3)})`);
   return r;
@@ -296,7 +358,7 @@ function tfjsInfo(name: TfjsBackendName): Record<string, string> {
   return info;
 }
 
-async function tfjsBackend(name: TfjsBackendName, shapes: MatmulShape[], batches: Batch[], o: KernelBenchOptions): Promise<TfjsBackendResult> {
+async function tfjsBackend(name: TfjsBackendName, shapes: MatmulShape[], batches: Batch[], tokens: Batch[], o: KernelBenchOptions): Promise<TfjsBackendResult> {
   if (!(await tf.setBackend(name))) throw new Error(`TF.js backend ${name} could not be initialised in this browser`);
   await tf.ready();
   if (tf.getBackend() !== name) throw new Error(`TF.js is on ${tf.getBackend()} after setBackend('${name}')`);
@@ -306,9 +368,10 @@ async function tfjsBackend(name: TfjsBackendName, shapes: MatmulShape[], batches
   const matmul = await tfjsMatmuls(shapes, o, tag);
   const mlp = await tfjsTrain('mlp-fashion', tfMlp(MLP.sizes, o.batch, o.seed), batches, o, tag);
   const cnn = await tfjsTrain('cnn-fashion', tfCnn(CNN, o.batch, o.seed), batches, o, tag);
+  const gpt = await tfjsTrain('gpt', tfGpt(o.gpt, o.gptBatch, o.seed), tokens, { ...o, batch: o.gptBatch }, tag);
   const leaked = tf.memory().numTensors - before;
   if (leaked > 0) progress(`${tag}: warning: ${leaked} tensors left allocated`);
-  return { backend: name, info: tfjsInfo(name), matmul, mlp, cnn };
+  return { backend: name, info: tfjsInfo(name), matmul, mlp, cnn, gpt };
 }
 
 // ---- the run -----------------------------------------------------------------------------------
@@ -318,6 +381,7 @@ async function runKernelBench(o: KernelBenchOptions): Promise<KernelBenchPageRes
   out.textContent = '';
   const shapes = matmulShapes(o.squareSize, MLP.sizes, o.batch);
   const batches = syntheticBatches(o.batch, 4, o.seed);
+  const tokens = tokenBatches(o, 4);
 
   // tabfleet: one device; a backend per forced matmul variant on the same runtime.
   const auto = await WebGpuBackend.create(navigator.gpu);
@@ -330,12 +394,13 @@ async function runKernelBench(o: KernelBenchOptions): Promise<KernelBenchPageRes
     const matmul = await tabfleetMatmuls(be, shapes, o, tag);
     const mlp = await tabfleetTrain(be, 'mlp-fashion', MLP, batches, o, tag);
     const cnn = await tabfleetTrain(be, 'cnn-fashion', CNN, batches, o, tag);
-    variants[v] = { variant: v, matmul, mlp, cnn };
+    const gpt = await tabfleetTrain(be, 'gpt', gptPreset(o), tokens, { ...o, batch: o.gptBatch }, tag);
+    variants[v] = { variant: v, matmul, mlp, cnn, gpt };
   }
   auto.rt.device.destroy();
 
   const tfjs = {} as Record<TfjsBackendName, TfjsBackendResult>;
-  for (const name of TFJS_BACKENDS) tfjs[name] = await tfjsBackend(name, shapes, batches, o);
+  for (const name of TFJS_BACKENDS) tfjs[name] = await tfjsBackend(name, shapes, batches, tokens, o);
 
   const totalMs = performance.now() - t0;
   progress(`done in ${fmt(totalMs / 1000, 1)} s`);
