@@ -1,7 +1,8 @@
-// A GPT job end to end against the real server: two volunteers (the worker runtime on the CPU
-// backend, in-memory links) train a small GPT on byte-tokenized text with DiLoCo in an untrusted
-// group, the loss falls, and the checkpoint the server stores is the job's GPT under nanoGPT's names,
-// loadable into a fresh model that then evaluates like the members.
+// GPT jobs end to end against the real server: two volunteers (the worker runtime on the CPU backend,
+// in-memory links) train a small GPT with DiLoCo in an untrusted group. On the generated corpus the
+// loss falls and the checkpoint the server stores is the job's GPT under nanoGPT's names, loadable
+// into a fresh model; on the fortunes corpus the server serves each member its shard of windows and
+// everyone the validation windows, and the validation loss falls.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
@@ -47,6 +48,25 @@ test('two volunteers train a GPT on byte-level text: the loss falls and the stor
     const model = createModel(presetOf(spec), new CpuBackend(), 99);
     model.store.loadSafetensors(bytes);
     assert.deepEqual(await model.store.readFlat(), params, 'nanoGPT names and shapes load back into the model');
+  } finally {
+    for (const v of vols) v.runtime.stop();
+    await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});
+  }
+});
+
+test('two volunteers train a GPT on the fortunes corpus the server serves: their shards and the validation windows come over HTTP, the validation loss falls', { timeout: 240_000 }, async () => {
+  const created = await server.createJob({ ...job, dataset: 'fortunes', evalEverySteps: 8 });
+  const net = new MemoryNetwork();
+  const vols = [0, 1].map(() => nodeVolunteer(server.url, net));
+  try {
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 220_000, 250);
+    for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+    const points = (await server.api(`/api/jobs/${created.id}/metrics`)).body.points as { step: number; loss: number | null; accuracy: number | null }[];
+    // Evaluation points carry an accuracy: their loss is the validation loss, over the server's 64 held-out windows.
+    const validation = points.filter((p) => p.accuracy !== null).map((p) => p.loss!);
+    assert.ok(validation.length >= 3, `${validation.length} evaluations`);
+    // English bytes start at ln 256 = 5.5 nats; 48 steps learn at least which bytes are common.
+    assert.ok(validation[0] > validation.at(-1)! + 0.5 && validation.at(-1)! < 4, `validation loss ${validation.join(' → ')}`);
   } finally {
     for (const v of vols) v.runtime.stop();
     await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});

@@ -134,7 +134,12 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     // With Redis the watching dashboard may be on another node, so always assume one.
     watched: (jobId) => !!opts.redisUrl || (dashboards.adapter.rooms.get(jobRoom(jobId))?.size ?? 0) > 0,
     checkpointUrl: (jobId, seq) => `${publicBase()}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
-    shardUrl: (jobId, spec, index, count) => (spec.dataset === 'fashion-mnist' ? `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed)}` : null),
+    shardUrl: (jobId, spec, index, count) => {
+      if (spec.dataset === 'fashion-mnist') return `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed)}`;
+      // A served text corpus, cut for the job's model (the generated corpus is made by the workers).
+      if (spec.dataset === 'fortunes' && spec.tokenizer && spec.gpt) return `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed, { tokenizer: spec.tokenizer, context: spec.gpt.context })}`;
+      return null;
+    },
     count: (name, labels) => counters.count(name, labels),
     log,
     addressJobShare: opts.addressLimits?.jobShare ?? DEFAULT_ADDRESS_LIMITS.jobShare,

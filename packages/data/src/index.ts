@@ -3,3 +3,5 @@ export * from './dataset';
 export * from './fashion-mnist';
 export * from './synthetic';
 export * from './text';
+export * from './tokenizers';
+export * from './corpus';

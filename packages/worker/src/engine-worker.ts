@@ -86,9 +86,9 @@ export class EngineApi {
   }
 
   // Text from a checkpoint (the dashboard's sample box).
-  loadSampler(spec: JobSpec, checkpoint: Uint8Array): void {
+  async loadSampler(spec: JobSpec, checkpoint: Uint8Array): Promise<void> {
     if (!this.backend) throw new Error('engine not initialized: call init() first');
-    this.sampler = Sampler.load(this.backend, spec, checkpoint);
+    this.sampler = await Sampler.load(this.backend, spec, checkpoint);
   }
   sample(req: SampleRequest, onText: (piece: string) => void): Promise<string> {
     if (!this.sampler) throw new Error('no checkpoint loaded: call loadSampler() first');

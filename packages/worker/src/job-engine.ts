@@ -2,10 +2,10 @@
 // its data shard and the global model from the server, and runs the strategy's phases. Lives in the
 // engine Web Worker in browsers (every method takes and returns plain, transferable values) and runs
 // directly in Node tests.
-import { decodeFashionShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
+import { decodeFashionShard, decodeTextShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { contextOf, presetOf, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
-import { DATASET_TRAIN_SIZES, modelDigest, targetStepsOf, type Assignment, type JobSpec, type ReplicaTask, type ReplicaUnit } from '@tabfleet/protocol';
+import { DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, modelDigest, targetStepsOf, type Assignment, type JobSpec, type ReplicaTask, type ReplicaUnit } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
 import { loadDataset } from './solo';
 
@@ -34,6 +34,18 @@ async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: str
     const [train, test] = await Promise.all([
       fetchBytes(shardUrl).then(decodeFashionShard),
       loadFashionMnistTest((name) => fetchBytes(`${base}/${name}`)),
+    ]);
+    return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
+  }
+  if (spec.dataset === 'fortunes') {
+    // The server tokenizes the corpus and cuts it at the model's context: this member's training
+    // windows (its assignment's ticketed URL) and the validation windows every evaluator reads.
+    if (!assignment.dataUrl || !spec.tokenizer) throw new Error(`a ${spec.dataset} job needs its shard URL and tokenizer from the server`);
+    const vocab = TOKENIZER_VOCAB[spec.tokenizer];
+    const cut = `tokenizer=${spec.tokenizer}&context=${contextOf(preset)}`;
+    const [train, test] = await Promise.all([
+      fetchBytes(new URL(assignment.dataUrl, serverUrl).href).then((b) => decodeTextShard(b, vocab)),
+      fetchBytes(`${serverUrl}/datasets/${spec.dataset}/validation?${cut}`).then((b) => decodeTextShard(b, vocab)),
     ]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }

@@ -6,7 +6,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Secrets } from '../auth';
 import { isEnded, type JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
-import { DownloadSlots, fashionMnistShard, sendShard, ShardCache } from './datasets';
+import { DownloadSlots, fashionMnistShard, sendShard, ShardCache, type Shard } from './datasets';
+import { corpusFacts, textParams, textShard, tokenizerParam, validationWindows, type ServedText } from './text-datasets';
 import { PUBLIC_ROUTES } from './public';
 import { readJson, sendBytes, sendError, sendJson } from './respond';
 import { clientAddress, redactUrl } from './security';
@@ -38,15 +39,42 @@ function requireToken(ctx: RouteContext, req: IncomingMessage): void {
   if (!token || !ctx.secrets.tokenMatches(token)) throw new ProtocolError('unauthorized', 'missing or bad researcher token (Authorization: Bearer <token>)');
 }
 
-/** What a shard ticket grants: one shard of one dataset dealt with one seed. */
-export function shardGrant(dataset: string, index: number, count: number, seed: number): string {
-  return `${dataset}/${index}/${count}/${seed}`;
+/** How a text dataset is cut for a job: its tokenizer and its model's context. */
+export interface TextCut {
+  tokenizer: string;
+  context: number;
+}
+
+/** What a shard ticket grants: one shard of one dataset (cut one way, for text) dealt with one seed. */
+export function shardGrant(dataset: string, index: number, count: number, seed: number, cut?: TextCut): string {
+  return `${dataset}${cut ? `:${cut.tokenizer}:${cut.context}` : ''}/${index}/${count}/${seed}`;
 }
 
 /** The path (with its ticket) from which a member of `jobId` downloads its shard. */
-export function shardPath(secrets: Secrets, jobId: string, dataset: string, index: number, count: number, seed: number): string {
-  const ticket = secrets.shardTicket(jobId, shardGrant(dataset, index, count, seed));
-  return `/datasets/${dataset}/shards/${index}/${count}?seed=${seed}&job=${encodeURIComponent(jobId)}&ticket=${ticket}`;
+export function shardPath(secrets: Secrets, jobId: string, dataset: string, index: number, count: number, seed: number, cut?: TextCut): string {
+  const ticket = secrets.shardTicket(jobId, shardGrant(dataset, index, count, seed, cut));
+  const text = cut ? `&tokenizer=${cut.tokenizer}&context=${cut.context}` : '';
+  return `/datasets/${dataset}/shards/${index}/${count}?seed=${seed}${text}&job=${encodeURIComponent(jobId)}&ticket=${ticket}`;
+}
+
+/**
+ * Sends a shard to a member of an unfinished job that holds its ticket (from the assignment) or to the
+ * researcher, at most SHARD_DOWNLOADS_PER_ADDRESS at once per address.
+ */
+async function serveShard(ctx: RouteContext, req: IncomingMessage, res: ServerResponse, url: URL, grant: string | null, build: () => Promise<Shard>): Promise<void> {
+  const jobId = url.searchParams.get('job'), ticket = url.searchParams.get('ticket');
+  if (grant !== null && jobId && ticket && ctx.secrets.shardTicketMatches(jobId, grant, ticket)) {
+    const job = await ctx.store.getJob(jobId);
+    if (!job || isEnded(job)) throw new ProtocolError('unauthorized', `job ${jobId} has ended: its shards are no longer served`);
+  } else if (grant !== null) requireToken(ctx, req);
+  const release = ctx.shardSlots.acquire(clientAddress(req));
+  if (!release) throw new ProtocolError('rate_limited', 'too many shard downloads in flight from this address');
+  try {
+    sendShard(req, res, await build(), release);
+  } catch (e) {
+    release();
+    throw e;
+  }
 }
 
 export function jobIdParam(raw: string): string {
@@ -154,19 +182,21 @@ const ROUTES: [string, RegExp, Route][] = [
   // for members of an unfinished job that uses it (the ticket from their assignment), or the researcher.
   ['GET', /^\/datasets\/fashion-mnist\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, req, res, [indexText, countText], url) => {
     const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
-    const jobId = url.searchParams.get('job'), ticket = url.searchParams.get('ticket');
-    if (jobId && ticket && ctx.secrets.shardTicketMatches(jobId, shardGrant('fashion-mnist', index, count, seed), ticket)) {
-      const job = await ctx.store.getJob(jobId);
-      if (!job || isEnded(job)) throw new ProtocolError('unauthorized', `job ${jobId} has ended: its shards are no longer served`);
-    } else requireToken(ctx, req);
-    const release = ctx.shardSlots.acquire(clientAddress(req));
-    if (!release) throw new ProtocolError('rate_limited', 'too many shard downloads in flight from this address');
-    try {
-      sendShard(req, res, await fashionMnistShard(ctx.shards, ctx.datasetsDir, index, count, seed), release);
-    } catch (e) {
-      release();
-      throw e;
-    }
+    await serveShard(ctx, req, res, url, shardGrant('fashion-mnist', index, count, seed), () => fashionMnistShard(ctx.shards, ctx.datasetsDir, index, count, seed));
+  }],
+  // A text corpus's training windows for one member, cut by the job's tokenizer and context (packages/data corpus.ts).
+  ['GET', /^\/datasets\/(fortunes)\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, req, res, [dataset, indexText, countText], url) => {
+    const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
+    const cut = textParams(url);
+    await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed, cut), () => textShard(ctx.shards, dataset as ServedText, cut.tokenizer, cut.context, index, count, seed));
+  }],
+  // The validation windows every evaluator reads, and the corpus's sizes (bytes per token for bits per byte): public, as the corpus is.
+  ['GET', /^\/datasets\/(fortunes)\/validation$/, async (ctx, req, res, [dataset], url) => {
+    const cut = textParams(url);
+    await serveShard(ctx, req, res, url, null, () => validationWindows(ctx.shards, dataset as ServedText, cut.tokenizer, cut.context));
+  }],
+  ['GET', /^\/datasets\/(fortunes)\/info$/, async (_ctx, _req, res, [dataset], url) => {
+    sendJson(res, 200, await corpusFacts(dataset as ServedText, tokenizerParam(url)));
   }],
   ['GET', /^\/datasets\/fashion-mnist\/([\w.-]+\.gz)$/, async (ctx, _req, res, [name]) => {
     const file = datasetFile(ctx.datasetsDir, name);

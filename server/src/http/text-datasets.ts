@@ -1,0 +1,93 @@
+// Text corpora over HTTP: a member downloads the windows of its shard of the training split, and
+// anyone the evaluation windows of the validation split, tokenized with the job's tokenizer and cut
+// at its model's context. A corpus is read and tokenized once per tokenizer (the GPT-2 BPE of the
+// 2.4 MB fortunes corpus takes about half a second) and shards go through the same byte-bounded
+// cache as Fashion-MNIST's.
+import { encodeTextShard, evenlySpaced, loadTokenizer, shardIndices, textWindows, tokenize, type TokenizedSplit } from '@tabfleet/data';
+import { loadFortunes } from '@tabfleet/data/node';
+import { ProtocolError, TOKENIZERS, gptConfigSchema, type Tokenizer } from '@tabfleet/protocol';
+import { checkShardParams, type Shard, type ShardCache } from './datasets';
+
+/** Text datasets the server reads from disk (the generated corpus is made by the workers themselves). */
+export const SERVED_TEXT = ['fortunes'] as const;
+export type ServedText = (typeof SERVED_TEXT)[number];
+
+/** Windows of the validation split that evaluation reads: 64 windows spread over it (8,192 tokens at context 128). */
+export const VALIDATION_WINDOWS = 64;
+
+export interface CorpusFacts {
+  dataset: ServedText;
+  tokenizer: Tokenizer;
+  records: { train: number; validation: number };
+  train: { tokens: number; bytes: number };
+  validation: { tokens: number; bytes: number };
+  /** UTF-8 bytes per token of the validation split, for bits per byte. */
+  bytesPerToken: number;
+}
+
+interface Tokenized {
+  facts: CorpusFacts;
+  train: TokenizedSplit;
+  validation: TokenizedSplit;
+}
+
+const corpora = new Map<string, Promise<Tokenized>>();
+
+function tokenized(dataset: ServedText, tokenizer: Tokenizer): Promise<Tokenized> {
+  const key = `${dataset}:${tokenizer}`;
+  let p = corpora.get(key);
+  if (!p) {
+    p = (async () => {
+      const split = await loadFortunes().catch((e) => {
+        throw new ProtocolError('unknown_job', `${dataset} is not available on this server (${(e as Error).message})`);
+      });
+      const tk = await loadTokenizer(tokenizer);
+      const train = tokenize(split.train, tk), validation = tokenize(split.validation, tk);
+      const count = (s: TokenizedSplit) => ({ tokens: s.ids.length, bytes: s.bytes });
+      const facts: CorpusFacts = { dataset, tokenizer, records: split.records, train: count(train), validation: count(validation), bytesPerToken: validation.bytes / validation.ids.length };
+      return { facts, train, validation };
+    })();
+    p.catch(() => corpora.delete(key));
+    corpora.set(key, p);
+  }
+  return p;
+}
+
+/** The tokenizer named in a URL: one a served corpus can be cut with. */
+export function tokenizerParam(url: URL): Tokenizer {
+  const tokenizer = url.searchParams.get('tokenizer') as Tokenizer;
+  if (!TOKENIZERS.includes(tokenizer) || tokenizer === 'chars') throw new ProtocolError('bad_request', `tokenizer must be one of bytes, gpt2 (got ${JSON.stringify(tokenizer)})`);
+  return tokenizer;
+}
+
+/** The tokenizer and context named in a URL, checked as a job spec checks them. */
+export function textParams(url: URL): { tokenizer: Tokenizer; context: number } {
+  const tokenizer = tokenizerParam(url);
+  const context = Number(url.searchParams.get('context'));
+  if (!gptConfigSchema.shape.context.safeParse(context).success) throw new ProtocolError('bad_request', `context must be an integer in 2..4096 (got ${url.searchParams.get('context')})`);
+  return { tokenizer, context };
+}
+
+export async function corpusFacts(dataset: ServedText, tokenizer: Tokenizer): Promise<CorpusFacts> {
+  return (await tokenized(dataset, tokenizer)).facts;
+}
+
+/** Shard `index` of `count` of the training split's windows, dealt with `seed`. */
+export function textShard(cache: ShardCache, dataset: ServedText, tokenizer: Tokenizer, context: number, index: number, count: number, seed: number): Promise<Shard> {
+  checkShardParams(index, count, seed);
+  return cache.get(`${dataset}:${tokenizer}:${context}:${index}:${count}:${seed}`, async () => {
+    const { train } = await tokenized(dataset, tokenizer);
+    const windows = textWindows(train.ids, context, (await loadTokenizer(tokenizer)).vocabSize);
+    if (windows.count < count) throw new ProtocolError('bad_request', `${dataset} has ${windows.count} windows of ${context} tokens: too few for ${count} shards`);
+    return encodeTextShard(windows, shardIndices(windows.count, index, count, seed));
+  });
+}
+
+/** The evaluation windows of the validation split. */
+export function validationWindows(cache: ShardCache, dataset: ServedText, tokenizer: Tokenizer, context: number): Promise<Shard> {
+  return cache.get(`${dataset}:${tokenizer}:${context}:validation`, async () => {
+    const { validation } = await tokenized(dataset, tokenizer);
+    const windows = textWindows(validation.ids, context, (await loadTokenizer(tokenizer)).vocabSize);
+    return encodeTextShard(windows, evenlySpaced(windows.count, VALIDATION_WINDOWS));
+  });
+}
