@@ -18,6 +18,16 @@ import { Counters } from './metrics';
 import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
 import { attachVolunteerNamespace, volunteerRoom } from './sockets/volunteer';
 import { SqliteStore } from './store/sqlite';
+import { Uploads } from './uploads';
+import { textLoader, type ServedText } from './http/text-datasets';
+import type { JobSpec } from '@tabfleet/protocol';
+
+/** The path under /datasets/ of a text the server cuts for a job, or null (images, the generated corpus). */
+function servedTextOf(spec: JobSpec): ServedText | null {
+  if (spec.dataset === 'fortunes') return 'fortunes';
+  if (spec.dataset === 'text-upload' && spec.upload) return `uploads/${spec.upload}` as ServedText;
+  return null;
+}
 import type { CheckpointRetention, Store } from './store/store';
 import { ProtocolError } from '@tabfleet/protocol';
 
@@ -92,6 +102,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const nodeId = opts.nodeId ?? `node-${randomBytes(3).toString('hex')}`;
   const backends = await openStateBackends(opts, nodeId);
   const { store, cluster } = backends;
+  const uploads = new Uploads(resolve(opts.dataDir ?? 'data', 'uploads'));
   let secrets: Secrets;
   try {
     secrets = await loadSecrets(store, { value: opts.token ?? process.env.TABFLEET_TOKEN, fromEnv: opts.token === undefined }, { ticketLifetimeMs: opts.ticketLifetimeMs });
@@ -137,7 +148,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     shardUrl: (jobId, spec, index, count) => {
       if (spec.dataset === 'fashion-mnist') return `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed)}`;
       // A served text corpus, cut for the job's model (the generated corpus is made by the workers).
-      if (spec.dataset === 'fortunes' && spec.tokenizer && spec.gpt) return `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed, { tokenizer: spec.tokenizer, context: spec.gpt.context })}`;
+      const text = servedTextOf(spec);
+      if (text && spec.tokenizer && spec.gpt) return `${publicBase()}${shardPath(secrets, jobId, text, index, count, spec.seed, { tokenizer: spec.tokenizer, context: spec.gpt.context })}`;
       return null;
     },
     count: (name, labels) => counters.count(name, labels),
@@ -160,6 +172,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     identity: { name: opts.name ?? '', operator: opts.operator ?? null },
     shards: new ShardCache(),
     shardSlots: new DownloadSlots(),
+    uploads,
+    texts: textLoader(uploads),
     log,
     async prometheus() {
       const jobs = await hub.summaries();

@@ -5,3 +5,4 @@ export * from './synthetic';
 export * from './text';
 export * from './tokenizers';
 export * from './corpus';
+export * from './uploads';

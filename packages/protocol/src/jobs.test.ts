@@ -60,6 +60,11 @@ test('a gpt job gives its shape, trains on text, and its tokenizer sets the voca
   assert.match(refusal({ ...gpt, dataset: 'fashion-mnist' }), /dataset: gpt trains on text/);
   assert.match(refusal({ ...base, tokenizer: 'bytes' }), /fashion-mnist is not text/);
   assert.match(refusal({ ...gpt, dataset: 'fortunes', tokenizer: 'chars' }), /knows only the generated corpus/);
+  assert.match(refusal({ ...base, dataset: 'text-corpus' }), /mlp-fashion classifies images/);
+  assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'text-upload', upload: 'u-0123456789ab' }).tokenizer, 'bytes');
+  assert.match(refusal({ ...gpt, dataset: 'text-upload' }), /upload: a text-upload job names its upload/);
+  assert.match(refusal({ ...gpt, upload: 'u-0123456789ab' }), /only a text-upload job names an upload/);
+  assert.match(refusal({ ...gpt, dataset: 'text-upload', upload: '../etc/passwd' }), /upload: an uploaded dataset id/);
   assert.match(refusal({ ...gpt, gpt: { layers: 2, heads: 3, width: 64, context: 32 } }), /gpt.width: width must be a multiple of heads/);
   assert.match(refusal({ ...gpt, gpt: { layers: 2, heads: 4, width: 64, context: 32, dropout: 0.1 } }), /dropout/);
   assert.match(refusal({ ...gpt, dataset: 'fortunes', targetSteps: undefined, targetEpochs: 1 }), /depend on its tokenization: give targetSteps/);

@@ -10,9 +10,12 @@ import { AGGREGATIONS } from './robust';
  */
 export const MODEL_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char', 'gpt'] as const;
 export const FIXED_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char'] as const;
-export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus', 'fortunes'] as const;
+/** `text-upload` is a text file the researcher uploaded (POST /api/datasets), named by the job's `upload`. */
+export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus', 'fortunes', 'text-upload'] as const;
 /** Datasets of text, which sequence models train on as next-token prediction. */
-export const TEXT_DATASETS = ['text-corpus', 'fortunes'] as const;
+export const TEXT_DATASETS = ['text-corpus', 'fortunes', 'text-upload'] as const;
+/** An uploaded dataset's id, as the server makes them. */
+export const uploadIdSchema = z.string().regex(/^u-[0-9a-f]{12}$/, 'an uploaded dataset id (u- and 12 hex digits)');
 /**
  * How text becomes token ids: `chars` (the generated corpus's 30 characters, in a vocabulary of 32),
  * `bytes` (UTF-8 bytes, 256), `gpt2` (GPT-2's byte-pair encoding, 50,257 tokens).
@@ -41,6 +44,7 @@ export const DATASET_TRAIN_SIZES: Record<(typeof DATASETS)[number], number> = {
   'text-corpus': 4_096,
   // Windows of a text corpus depend on its tokenizer and the model's context: such a job gives targetSteps.
   fortunes: Number.NaN,
+  'text-upload': Number.NaN,
 };
 
 /**
@@ -118,6 +122,8 @@ export const jobSpecSchema = z
     /** The GPT's shape: required with preset `gpt`, refused otherwise. */
     gpt: gptConfigSchema.optional(),
     dataset: z.enum(DATASETS),
+    /** With dataset `text-upload`: which uploaded text. */
+    upload: uploadIdSchema.optional(),
     /** Text datasets only; default `chars` for the generated corpus, `bytes` otherwise. */
     tokenizer: z.enum(TOKENIZERS).optional(),
     strategy: z.enum(STRATEGIES),
@@ -158,10 +164,12 @@ export const jobSpecSchema = z
     const text = (TEXT_DATASETS as readonly string[]).includes(s.dataset);
     if (s.preset === 'gpt' && !s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: 'a gpt job gives its shape: { layers, heads, width, context }' });
     if (s.preset !== 'gpt' && s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: `only a gpt job has a gpt shape (this one is ${s.preset})` });
+    if ((s.preset === 'mlp-fashion' || s.preset === 'cnn-fashion') && text) ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} classifies images: fashion-mnist or synthetic-blobs` });
     if ((s.preset === 'gpt' || s.preset === 'transformer-char') && !text) ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} trains on text: ${TEXT_DATASETS.join(' or ')}` });
+    if ((s.dataset === 'text-upload') !== (s.upload !== undefined)) ctx.addIssue({ code: 'custom', path: ['upload'], message: s.upload ? 'only a text-upload job names an upload' : 'a text-upload job names its upload (POST /api/datasets gives the id)' });
     if (s.tokenizer && !text) ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: `${s.dataset} is not text: it has no tokenizer` });
     if (s.preset === 'transformer-char' && (s.dataset !== 'text-corpus' || (s.tokenizer ?? 'chars') !== 'chars')) ctx.addIssue({ code: 'custom', path: ['preset'], message: 'transformer-char is the generated corpus\'s character model: use gpt for other text' });
-    if (s.dataset === 'fortunes' && s.tokenizer === 'chars') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the chars tokenizer knows only the generated corpus\'s 30 characters' });
+    if (s.dataset !== 'text-corpus' && s.tokenizer === 'chars') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the chars tokenizer knows only the generated corpus\'s 30 characters' });
     if (s.preset === 'gpt' && s.gpt && text && !s.tokenizer?.startsWith('c')) {
       const l = gptLayout({ ...s.gpt, vocab: TOKENIZER_VOCAB[s.tokenizer ?? 'bytes'] });
       if (l.length * 4 > LIMITS.maxModelBytes) {

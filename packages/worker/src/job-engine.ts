@@ -37,15 +37,18 @@ async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: str
     ]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }
-  if (spec.dataset === 'fortunes') {
+  if (spec.dataset === 'fortunes' || spec.dataset === 'text-upload') {
     // The server tokenizes the corpus and cuts it at the model's context: this member's training
     // windows (its assignment's ticketed URL) and the validation windows every evaluator reads.
     if (!assignment.dataUrl || !spec.tokenizer) throw new Error(`a ${spec.dataset} job needs its shard URL and tokenizer from the server`);
     const vocab = TOKENIZER_VOCAB[spec.tokenizer];
-    const cut = `tokenizer=${spec.tokenizer}&context=${contextOf(preset)}`;
+    const shardUrl = new URL(assignment.dataUrl, serverUrl);
+    // The same text, cut, job and ticket: an upload's validation windows are served to its members only.
+    const validationUrl = new URL(shardUrl.href.replace(/\/shards\/\d+\/\d+\?/, '/validation?'));
+    validationUrl.searchParams.set('shard', `${shard.index}/${shard.count}`);
     const [train, test] = await Promise.all([
-      fetchBytes(new URL(assignment.dataUrl, serverUrl).href).then((b) => decodeTextShard(b, vocab)),
-      fetchBytes(`${serverUrl}/datasets/${spec.dataset}/validation?${cut}`).then((b) => decodeTextShard(b, vocab)),
+      fetchBytes(shardUrl.href).then((b) => decodeTextShard(b, vocab)),
+      fetchBytes(validationUrl.href).then((b) => decodeTextShard(b, vocab)),
     ]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }

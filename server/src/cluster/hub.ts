@@ -96,12 +96,14 @@ export class JobHub {
 
   // ---------- researcher operations ----------
 
-  async createJob(input: unknown): Promise<JobSummary> {
+  /** `check` refuses what the spec's schema cannot know of (e.g. an upload this server does not have). */
+  async createJob(input: unknown, check?: (spec: JobSpec) => Promise<void>): Promise<JobSummary> {
     const parsed = jobSpecSchema.safeParse(input);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       throw new ProtocolError('bad_request', `job spec: ${issue.path.join('.') || 'body'}: ${issue.message}`);
     }
+    await check?.(parsed.data);
     const active = (await this.deps.store.listJobs()).filter((j) => !isEnded(j)).length;
     if (active >= LIMITS.maxActiveJobs) throw new ProtocolError('capacity', `already ${active} unfinished jobs (limit ${LIMITS.maxActiveJobs})`);
     const spec: JobSpec = parsed.data;

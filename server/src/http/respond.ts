@@ -27,6 +27,20 @@ export function sendBytes(res: ServerResponse, contentType: string, bytes: Uint8
 }
 
 /** Reads a JSON body of at most LIMITS.maxHttpJsonBytes. */
+/** A raw body of at most `max` bytes (`what` names it in the refusal). */
+export async function readBytes(req: IncomingMessage, max: number, what: string): Promise<Uint8Array> {
+  const tooLarge = () => new ProtocolError('too_large', `${what} is at most ${max} bytes`);
+  if (Number(req.headers['content-length'] ?? 0) > max) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > max) throw tooLarge();
+    chunks.push(chunk as Buffer);
+  }
+  return new Uint8Array(Buffer.concat(chunks));
+}
+
 export async function readJson(req: IncomingMessage): Promise<unknown> {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > LIMITS.maxHttpJsonBytes) throw new ProtocolError('too_large', `body over ${LIMITS.maxHttpJsonBytes} bytes`);

@@ -7,9 +7,11 @@ import type { Secrets } from '../auth';
 import { isEnded, type JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
 import { DownloadSlots, fashionMnistShard, sendShard, ShardCache, type Shard } from './datasets';
-import { corpusFacts, textParams, textShard, tokenizerParam, validationWindows, type ServedText } from './text-datasets';
+import { corpusFacts, textParams, textShard, tokenizerParam, validationWindows, type ServedText, type TextLoader } from './text-datasets';
+import { MAX_TEXT_UPLOAD_BYTES } from '@tabfleet/data';
+import type { Uploads } from '../uploads';
 import { PUBLIC_ROUTES } from './public';
-import { readJson, sendBytes, sendError, sendJson } from './respond';
+import { readBytes, readJson, sendBytes, sendError, sendJson } from './respond';
 import { clientAddress, redactUrl } from './security';
 import { datasetFile, sendFile, sendFromRoots } from './static';
 
@@ -27,6 +29,9 @@ export interface RouteContext {
   prometheus(): Promise<string>;
   shards: ShardCache;
   shardSlots: DownloadSlots;
+  uploads: Uploads;
+  /** Reads the texts the server cuts for jobs (the fortunes corpus, uploads). */
+  texts: TextLoader;
   log(line: string): void;
 }
 
@@ -141,7 +146,7 @@ const ROUTES: [string, RegExp, Route][] = [
   }],
   ['POST', /^\/api\/jobs$/, async (ctx, req, res, _p) => {
     requireToken(ctx, req);
-    sendJson(res, 201, { job: await ctx.hub.createJob(await readJson(req)) });
+    sendJson(res, 201, { job: await ctx.hub.createJob(await readJson(req), (spec) => ctx.uploads.check(spec)) });
   }],
   ['GET', /^\/api\/jobs\/([^/]+)$/, async (ctx, req, res, [id]) => {
     requireToken(ctx, req);
@@ -184,19 +189,35 @@ const ROUTES: [string, RegExp, Route][] = [
     const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
     await serveShard(ctx, req, res, url, shardGrant('fashion-mnist', index, count, seed), () => fashionMnistShard(ctx.shards, ctx.datasetsDir, index, count, seed));
   }],
-  // A text corpus's training windows for one member, cut by the job's tokenizer and context (packages/data corpus.ts).
-  ['GET', /^\/datasets\/(fortunes)\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, req, res, [dataset, indexText, countText], url) => {
+  // A text's training windows for one member, cut by the job's tokenizer and context (packages/data corpus.ts).
+  ['GET', /^\/datasets\/(fortunes|uploads\/u-[0-9a-f]{12})\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, req, res, [dataset, indexText, countText], url) => {
     const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
     const cut = textParams(url);
-    await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed, cut), () => textShard(ctx.shards, dataset as ServedText, cut.tokenizer, cut.context, index, count, seed));
+    await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed, cut), () => textShard(ctx.shards, ctx.texts, dataset as ServedText, cut.tokenizer, cut.context, index, count, seed));
   }],
-  // The validation windows every evaluator reads, and the corpus's sizes (bytes per token for bits per byte): public, as the corpus is.
-  ['GET', /^\/datasets\/(fortunes)\/validation$/, async (ctx, req, res, [dataset], url) => {
+  // The validation windows every evaluator reads, and the text's sizes (bytes per token for bits per
+  // byte): public for the fortunes corpus; for an upload, a member's (the ticket of its shard, named by
+  // `shard=index/count`) or the researcher's, as the upload is theirs.
+  ['GET', /^\/datasets\/(fortunes|uploads\/u-[0-9a-f]{12})\/validation$/, async (ctx, req, res, [dataset], url) => {
     const cut = textParams(url);
-    await serveShard(ctx, req, res, url, null, () => validationWindows(ctx.shards, dataset as ServedText, cut.tokenizer, cut.context));
+    const [index, count] = (url.searchParams.get('shard') ?? '').split('/').map(Number);
+    const grant = dataset === 'fortunes' ? null : shardGrant(dataset, index, count, Number(url.searchParams.get('seed') ?? 1), cut);
+    await serveShard(ctx, req, res, url, grant, () => validationWindows(ctx.shards, ctx.texts, dataset as ServedText, cut.tokenizer, cut.context));
   }],
-  ['GET', /^\/datasets\/(fortunes)\/info$/, async (_ctx, _req, res, [dataset], url) => {
-    sendJson(res, 200, await corpusFacts(dataset as ServedText, tokenizerParam(url)));
+  ['GET', /^\/datasets\/(fortunes|uploads\/u-[0-9a-f]{12})\/info$/, async (ctx, req, res, [dataset], url) => {
+    if (dataset !== 'fortunes') requireToken(ctx, req);
+    sendJson(res, 200, await corpusFacts(ctx.texts, dataset as ServedText, tokenizerParam(url)));
+  }],
+  // Researchers' own data: a text file as the body, checked before anything is stored.
+  ['POST', /^\/api\/datasets$/, async (ctx, req, res, _p, url) => {
+    requireToken(ctx, req);
+    const name = (url.searchParams.get('name') ?? '').trim().slice(0, 80) || 'uploaded text';
+    const bytes = await readBytes(req, MAX_TEXT_UPLOAD_BYTES, 'a text upload');
+    sendJson(res, 201, { dataset: await ctx.uploads.addText(name, bytes, Date.now()) });
+  }],
+  ['GET', /^\/api\/datasets$/, async (ctx, req, res) => {
+    requireToken(ctx, req);
+    sendJson(res, 200, { datasets: await ctx.uploads.list() });
   }],
   ['GET', /^\/datasets\/fashion-mnist\/([\w.-]+\.gz)$/, async (ctx, _req, res, [name]) => {
     const file = datasetFile(ctx.datasetsDir, name);

@@ -3,20 +3,25 @@
 // at its model's context. A corpus is read and tokenized once per tokenizer (the GPT-2 BPE of the
 // 2.4 MB fortunes corpus takes about half a second) and shards go through the same byte-bounded
 // cache as Fashion-MNIST's.
-import { encodeTextShard, evenlySpaced, loadTokenizer, shardIndices, textWindows, tokenize, type TokenizedSplit } from '@tabfleet/data';
+import { encodeTextShard, evenlySpaced, loadTokenizer, shardIndices, textWindows, tokenize, type CorpusSplit, type TokenizedSplit } from '@tabfleet/data';
 import { loadFortunes } from '@tabfleet/data/node';
 import { ProtocolError, TOKENIZERS, gptConfigSchema, type Tokenizer } from '@tabfleet/protocol';
 import { checkShardParams, type Shard, type ShardCache } from './datasets';
 
-/** Text datasets the server reads from disk (the generated corpus is made by the workers themselves). */
-export const SERVED_TEXT = ['fortunes'] as const;
-export type ServedText = (typeof SERVED_TEXT)[number];
+/**
+ * A text the server reads from disk and cuts for jobs: `fortunes`, or `uploads/<id>`, a researcher's
+ * upload (the generated corpus is made by the workers themselves). It names the URL path too.
+ */
+export type ServedText = 'fortunes' | `uploads/u-${string}`;
+
+/** Reads a served text's train and validation split. */
+export type TextLoader = (source: ServedText) => Promise<CorpusSplit>;
 
 /** Windows of the validation split that evaluation reads: 64 windows spread over it (8,192 tokens at context 128). */
 export const VALIDATION_WINDOWS = 64;
 
 export interface CorpusFacts {
-  dataset: ServedText;
+  source: ServedText;
   tokenizer: Tokenizer;
   records: { train: number; validation: number };
   train: { tokens: number; bytes: number };
@@ -33,18 +38,24 @@ interface Tokenized {
 
 const corpora = new Map<string, Promise<Tokenized>>();
 
-function tokenized(dataset: ServedText, tokenizer: Tokenizer): Promise<Tokenized> {
+/** The fortunes corpus from its Debian package, or an upload through `uploads`. */
+export function textLoader(uploads: { split(id: string): Promise<CorpusSplit> }): TextLoader {
+  return (source) => (source === 'fortunes' ? loadFortunes() : uploads.split(source.slice('uploads/'.length)));
+}
+
+function tokenized(load: TextLoader, dataset: ServedText, tokenizer: Tokenizer): Promise<Tokenized> {
   const key = `${dataset}:${tokenizer}`;
   let p = corpora.get(key);
   if (!p) {
     p = (async () => {
-      const split = await loadFortunes().catch((e) => {
+      const split = await load(dataset).catch((e) => {
+        if (e instanceof ProtocolError) throw e;
         throw new ProtocolError('unknown_job', `${dataset} is not available on this server (${(e as Error).message})`);
       });
       const tk = await loadTokenizer(tokenizer);
       const train = tokenize(split.train, tk), validation = tokenize(split.validation, tk);
       const count = (s: TokenizedSplit) => ({ tokens: s.ids.length, bytes: s.bytes });
-      const facts: CorpusFacts = { dataset, tokenizer, records: split.records, train: count(train), validation: count(validation), bytesPerToken: validation.bytes / validation.ids.length };
+      const facts: CorpusFacts = { source: dataset, tokenizer, records: split.records, train: count(train), validation: count(validation), bytesPerToken: validation.bytes / validation.ids.length };
       return { facts, train, validation };
     })();
     p.catch(() => corpora.delete(key));
@@ -68,15 +79,15 @@ export function textParams(url: URL): { tokenizer: Tokenizer; context: number } 
   return { tokenizer, context };
 }
 
-export async function corpusFacts(dataset: ServedText, tokenizer: Tokenizer): Promise<CorpusFacts> {
-  return (await tokenized(dataset, tokenizer)).facts;
+export async function corpusFacts(load: TextLoader, dataset: ServedText, tokenizer: Tokenizer): Promise<CorpusFacts> {
+  return (await tokenized(load, dataset, tokenizer)).facts;
 }
 
 /** Shard `index` of `count` of the training split's windows, dealt with `seed`. */
-export function textShard(cache: ShardCache, dataset: ServedText, tokenizer: Tokenizer, context: number, index: number, count: number, seed: number): Promise<Shard> {
+export function textShard(cache: ShardCache, load: TextLoader, dataset: ServedText, tokenizer: Tokenizer, context: number, index: number, count: number, seed: number): Promise<Shard> {
   checkShardParams(index, count, seed);
   return cache.get(`${dataset}:${tokenizer}:${context}:${index}:${count}:${seed}`, async () => {
-    const { train } = await tokenized(dataset, tokenizer);
+    const { train } = await tokenized(load, dataset, tokenizer);
     const windows = textWindows(train.ids, context, (await loadTokenizer(tokenizer)).vocabSize);
     if (windows.count < count) throw new ProtocolError('bad_request', `${dataset} has ${windows.count} windows of ${context} tokens: too few for ${count} shards`);
     return encodeTextShard(windows, shardIndices(windows.count, index, count, seed));
@@ -84,10 +95,11 @@ export function textShard(cache: ShardCache, dataset: ServedText, tokenizer: Tok
 }
 
 /** The evaluation windows of the validation split. */
-export function validationWindows(cache: ShardCache, dataset: ServedText, tokenizer: Tokenizer, context: number): Promise<Shard> {
+export function validationWindows(cache: ShardCache, load: TextLoader, dataset: ServedText, tokenizer: Tokenizer, context: number): Promise<Shard> {
   return cache.get(`${dataset}:${tokenizer}:${context}:validation`, async () => {
-    const { validation } = await tokenized(dataset, tokenizer);
+    const { validation } = await tokenized(load, dataset, tokenizer);
     const windows = textWindows(validation.ids, context, (await loadTokenizer(tokenizer)).vocabSize);
+    if (windows.count === 0) throw new ProtocolError('bad_request', `${dataset}'s validation split has ${validation.ids.length} ${tokenizer} tokens: not one window of ${context}`);
     return encodeTextShard(windows, evenlySpaced(windows.count, VALIDATION_WINDOWS));
   });
 }
