@@ -1,12 +1,15 @@
-// A researcher's GPT job end to end through the surfaces people touch: the dashboard form shows the
-// model's size as the shape is typed, the job trains in two volunteer tabs over WebRTC, the loss
-// falls on the chart, and the sample box generates text from the latest checkpoint in the
+// A researcher's GPT job end to end through the surfaces people touch: an upload of a broken text
+// file says what is wrong and stores nothing, a good one is stored; the form shows the model's size as
+// the shape is typed; the job trains on the upload in two volunteer tabs over WebRTC, the validation
+// loss falls on the chart, and the sample box generates text from the latest checkpoint in the
 // researcher's own tab. Screenshots go to e2e/screenshots/.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser } from 'playwright-core';
+import { generateCorpus } from '@tabfleet/data';
+import type { Page } from 'playwright-core';
 import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
 import { ensureBuilt, connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
 
@@ -26,6 +29,8 @@ after(async () => {
   await server?.stop();
 });
 
+const shot = (page: Page, name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
 async function open(url: string): Promise<OpenedPage> {
   const p = await openPage(browser, url, { log: (l) => /error|refused|fail/i.test(l) && console.log(l) });
   opened.push(p);
@@ -36,9 +41,23 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   const dash = await open(`${server.url}/apps/dashboard/#token=test-token`);
   const d = dash.page;
   await d.waitForSelector('#jobs-view:not([hidden])');
+
+  // The researcher's text: first saved in Latin-1 by mistake ("café" ends in byte e9), then as UTF-8.
+  const stories = Array.from({ length: 240 }, (_, i) => generateCorpus(3, i + 1).trim()).join('\n\n');
+  const latin1 = Buffer.concat([Buffer.from(stories), Buffer.from([0x63, 0x61, 0x66, 0xe9])]);
+  await d.setInputFiles('#upload-file', { name: 'notes.txt', mimeType: 'text/plain', buffer: latin1 });
+  await d.click('#upload-form button');
+  await waitFor('the upload is refused with the reason', async () => /^not stored: .*not UTF-8 text: the character at byte \d+ is malformed \(bytes e9\)/.test((await d.textContent('#upload-status')) ?? ''), 10_000, 100);
+  assert.equal((await d.$$('#uploads li')).length, 0, 'nothing stored');
+  await d.setInputFiles('#upload-file', { name: 'stories.txt', mimeType: 'text/plain', buffer: Buffer.from(stories) });
+  await d.click('#upload-form button');
+  await waitFor('the upload is stored', async () => /^stored stories\.txt as u-[0-9a-f]{12}: 240 paragraphs/.test((await d.textContent('#upload-status')) ?? ''), 10_000, 100);
+  await shot(d, 'dashboard-upload');
+
   await d.selectOption('select[name=preset]', 'gpt');
   await d.waitForSelector('#gpt-fields:not([hidden])');
-  await d.selectOption('select[name=dataset]', 'text-corpus');
+  await d.selectOption('select[name=dataset]', 'text-upload');
+  await d.waitForSelector('#upload-choice:not([hidden])');
   await d.selectOption('select[name=tokenizer]', 'bytes');
   for (const [name, value] of [['gptLayers', '2'], ['gptHeads', '3'], ['gptWidth', '32'], ['gptContext', '32']]) await d.fill(`input[name=${name}]`, value);
   await waitFor('the form says why the shape cannot run', async () => /width must be a multiple of heads/.test((await d.textContent('#model-size')) ?? ''), 5_000, 100);
@@ -56,7 +75,7 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   await d.click('#job-form button[type=submit]');
   await d.waitForSelector('#job-view:not([hidden])');
   const jobId = /#\/jobs\/([\w-]+)/.exec(d.url())![1];
-  assert.match((await d.textContent('#job-summary')) ?? '', /GPT 2×32, 2 heads, context 32, bytes on text-corpus/);
+  assert.match((await d.textContent('#job-summary')) ?? '', /GPT 2×32, 2 heads, context 32, bytes on text-upload/);
 
   const tabs: OpenedPage[] = [];
   for (let i = 0; i < 2; i++) {
@@ -88,10 +107,10 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   const text = (await d.textContent('#sample-output')) ?? '';
   console.log(`sample: ${JSON.stringify(text)}`);
   assert.ok(text.startsWith('the ') && text.length >= 30, JSON.stringify(text));
-  // The generated corpus is lower-case words and punctuation. A model that learned only how often each
+  // The uploaded text is lower-case words and punctuation. A model that learned only how often each
   // byte occurs writes spaces when greedy (seen at 96 steps); one that learned words writes some.
   assert.match(text.slice(4), /^[a-z .,\n]+$/);
   assert.match(text.slice(4), /[a-z]{2,}/, 'the continuation has words');
-  await d.screenshot({ path: join(SHOTS, 'dashboard-gpt-sample.png'), fullPage: true });
+  await shot(d, 'dashboard-gpt-sample');
   for (const t of [dash, ...tabs]) assert.deepEqual(t.errors, []);
 });

@@ -64,7 +64,7 @@ function toyText(): string {
   return Array.from({ length: 240 }, (_, i) => generateCorpus(3, i + 1).trim()).join('\n\n');
 }
 
-async function upload(body: Uint8Array | string, name = 'toy'): Promise<{ status: number; body: any }> {
+async function upload(body: Uint8Array<ArrayBuffer> | string, name = 'toy'): Promise<{ status: number; body: any }> {
   const res = await fetch(`${server.url}/api/datasets?name=${encodeURIComponent(name)}`, { method: 'POST', headers: { authorization: 'Bearer test-token', 'content-type': 'text/plain' }, body });
   return { status: res.status, body: await res.json() };
 }
