@@ -3,18 +3,34 @@
 // schema and through a real server.
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import { AGGREGATIONS, COMPRESSIONS, DATASETS, ERROR_CODES, jobSpecSchema, LIMITS, MODEL_PRESETS, parseEvent, ProtocolError, STRATEGIES, targetStepsOf, type JobSpec, type JobSpecInput } from '@tabfleet/protocol';
+import { AGGREGATIONS, COMPRESSIONS, DATASET_TRAIN_SIZES, ERROR_CODES, jobSpecSchema, LIMITS, parseEvent, ProtocolError, STRATEGIES, targetStepsOf, type JobSpec, type JobSpecInput } from '@tabfleet/protocol';
 import { startTestServer } from '@tabfleet/server/testing';
 import { mutated } from './bytes';
 import { wireValueArb } from './events';
 import { decodeOrRefuse, type FuzzTarget } from './target';
 
+/** A GPT small enough for the server's model limit at any vocabulary; width a multiple of heads, at least 4. */
+const gptArb = fc.integer({ min: 1, max: 4 }).chain((heads) => fc.record({
+  layers: fc.integer({ min: 1, max: 4 }),
+  heads: fc.constant(heads),
+  width: fc.integer({ min: Math.ceil(4 / heads), max: 16 }).map((w) => w * heads),
+  context: fc.integer({ min: 2, max: 256 }),
+}));
+
+/** A model with a dataset it can train on (and what it needs besides: a GPT's shape, a tokenizer, an upload). */
+const modelArb: fc.Arbitrary<Pick<JobSpecInput, 'preset' | 'dataset' | 'gpt' | 'tokenizer' | 'upload'>> = fc.oneof(
+  fc.record({ preset: fc.constantFrom('mlp-fashion' as const, 'cnn-fashion' as const), dataset: fc.constantFrom('fashion-mnist' as const, 'synthetic-blobs' as const) }),
+  fc.record({ preset: fc.constant('transformer-char' as const), dataset: fc.constant('text-corpus' as const) }),
+  fc.record({ preset: fc.constant('gpt' as const), gpt: gptArb, dataset: fc.constant('text-corpus' as const), tokenizer: fc.constantFrom('chars' as const, 'bytes' as const) }),
+  fc.record({ preset: fc.constant('gpt' as const), gpt: gptArb, dataset: fc.constant('fortunes' as const), tokenizer: fc.constantFrom('bytes' as const, 'gpt2' as const) }),
+  fc.record({ preset: fc.constant('gpt' as const), gpt: gptArb, dataset: fc.constant('text-upload' as const), upload: fc.stringMatching(/^u-[0-9a-f]{12}$/), tokenizer: fc.constantFrom('bytes' as const, 'gpt2' as const) }),
+);
+
 /** Specs the schema must accept: every field in range, optional ones present or not. */
 export const validSpecArb: fc.Arbitrary<JobSpecInput> = fc
   .record({
     name: fc.option(fc.string({ minLength: 1, maxLength: 40 }).filter((s) => s.trim().length > 0), { nil: undefined }),
-    preset: fc.constantFrom(...MODEL_PRESETS),
-    dataset: fc.constantFrom(...DATASETS),
+    model: modelArb,
     strategy: fc.constantFrom(...STRATEGIES),
     H: fc.integer({ min: 1, max: 10_000 }),
     compression: fc.constantFrom(...COMPRESSIONS),
@@ -29,8 +45,7 @@ export const validSpecArb: fc.Arbitrary<JobSpecInput> = fc
   })
   .map((s) => ({
     ...(s.name === undefined ? {} : { name: s.name }),
-    preset: s.preset,
-    dataset: s.dataset,
+    ...s.model,
     strategy: s.strategy,
     H: s.strategy === 'ddp' ? 1 : s.H,
     compression: s.compression,
@@ -40,7 +55,8 @@ export const validSpecArb: fc.Arbitrary<JobSpecInput> = fc
     maxWorkers: Math.min(Math.max(...s.workers), s.trusted ? Infinity : LIMITS.maxGroupSize),
     trust: s.trusted ? ('trusted' as const) : ('untrusted' as const),
     ...(s.aggregation === undefined ? {} : { aggregation: s.aggregation }),
-    ...s.target,
+    // Epochs of a served text depend on its tokenization: such jobs give steps.
+    ...(Number.isFinite(DATASET_TRAIN_SIZES[s.model.dataset]) ? s.target : { targetSteps: 'targetSteps' in s.target ? s.target.targetSteps : 1000 }),
     ...(s.targetAccuracy === undefined ? {} : { targetAccuracy: s.targetAccuracy }),
     ...(s.seed === undefined ? {} : { seed: s.seed }),
   }));

@@ -169,6 +169,7 @@ export const jobSpecSchema = z
     if ((s.dataset === 'text-upload') !== (s.upload !== undefined)) ctx.addIssue({ code: 'custom', path: ['upload'], message: s.upload ? 'only a text-upload job names an upload' : 'a text-upload job names its upload (POST /api/datasets gives the id)' });
     if (s.tokenizer && !text) ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: `${s.dataset} is not text: it has no tokenizer` });
     if (s.preset === 'transformer-char' && (s.dataset !== 'text-corpus' || (s.tokenizer ?? 'chars') !== 'chars')) ctx.addIssue({ code: 'custom', path: ['preset'], message: 'transformer-char is the generated corpus\'s character model: use gpt for other text' });
+    if (s.dataset === 'text-corpus' && s.tokenizer === 'gpt2') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the generated corpus is cut by chars or bytes' });
     if (s.dataset !== 'text-corpus' && s.tokenizer === 'chars') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the chars tokenizer knows only the generated corpus\'s 30 characters' });
     if (s.preset === 'gpt' && s.gpt && text && !s.tokenizer?.startsWith('c')) {
       const l = gptLayout({ ...s.gpt, vocab: TOKENIZER_VOCAB[s.tokenizer ?? 'bytes'] });
