@@ -49,7 +49,7 @@ test('a gpt job gives its shape, trains on text, and its tokenizer sets the voca
   assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'fortunes' }).tokenizer, 'bytes');
   assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'fortunes', tokenizer: 'gpt2' }).tokenizer, 'gpt2');
   assert.equal(jobSpecSchema.parse(base).tokenizer, undefined);
-  assert.equal(layoutOf(jobSpecSchema.parse({ ...gpt, tokenizer: 'gpt2' })).entries[0].shape.join(), '50257,64');
+  assert.equal(layoutOf(jobSpecSchema.parse({ ...gpt, dataset: 'fortunes', tokenizer: 'gpt2' })).entries[0].shape.join(), '50257,64');
   const refusal = (input: unknown) => {
     const r = jobSpecSchema.safeParse(input);
     assert.equal(r.success, false, JSON.stringify(input));
@@ -61,6 +61,7 @@ test('a gpt job gives its shape, trains on text, and its tokenizer sets the voca
   assert.match(refusal({ ...base, tokenizer: 'bytes' }), /fashion-mnist is not text/);
   assert.match(refusal({ ...gpt, dataset: 'fortunes', tokenizer: 'chars' }), /knows only the generated corpus/);
   assert.match(refusal({ ...base, dataset: 'text-corpus' }), /mlp-fashion classifies images/);
+  assert.match(refusal({ ...gpt, tokenizer: 'gpt2' }), /the generated corpus is cut by chars or bytes/);
   assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'text-upload', upload: 'u-0123456789ab' }).tokenizer, 'bytes');
   assert.match(refusal({ ...gpt, dataset: 'text-upload' }), /upload: a text-upload job names its upload/);
   assert.match(refusal({ ...gpt, upload: 'u-0123456789ab' }), /only a text-upload job names an upload/);
