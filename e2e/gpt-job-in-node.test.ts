@@ -54,8 +54,9 @@ test('two volunteers train a GPT on byte-level text: the loss falls and the stor
   }
 });
 
-test('two volunteers train a GPT on the fortunes corpus the server serves: their shards and the validation windows come over HTTP, the validation loss falls', { timeout: 240_000 }, async () => {
-  const created = await server.createJob({ ...job, dataset: 'fortunes', evalEverySteps: 8 });
+test('two volunteers train a GPT on the fortunes corpus the server serves with LAMB: their shards and the validation windows come over HTTP, the validation loss falls', { timeout: 240_000 }, async () => {
+  // LAMB as the inner optimizer here, so the runtime's path runs it (its step is lr·‖w‖ per tensor: a larger lr than AdamW's).
+  const created = await server.createJob({ ...job, dataset: 'fortunes', evalEverySteps: 8, hyperparameters: { ...job.hyperparameters, optimizer: 'lamb', lr: 0.02 } });
   const net = new MemoryNetwork();
   const vols = [0, 1].map(() => nodeVolunteer(server.url, net));
   try {
@@ -66,6 +67,7 @@ test('two volunteers train a GPT on the fortunes corpus the server serves: their
     const validation = points.filter((p) => p.accuracy !== null).map((p) => p.loss!);
     assert.ok(validation.length >= 3, `${validation.length} evaluations`);
     // English bytes start at ln 256 = 5.5 nats; 48 steps learn at least which bytes are common.
+    console.log(`validation loss (nats per byte): ${validation.map((l) => l.toFixed(3)).join(' → ')}`);
     assert.ok(validation[0] > validation.at(-1)! + 0.5 && validation.at(-1)! < 4, `validation loss ${validation.join(' → ')}`);
   } finally {
     for (const v of vols) v.runtime.stop();

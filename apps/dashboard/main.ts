@@ -127,7 +127,7 @@ function formSpec(form: HTMLFormElement): Record<string, unknown> {
   const num = (k: string) => (String(f.get(k) ?? '').trim() === '' ? undefined : Number(f.get(k)));
   const spec: Record<string, unknown> = {
     preset: f.get('preset'), dataset: f.get('dataset'), strategy: f.get('strategy'), compression: f.get('compression'), trust: f.get('trust') ?? undefined,
-    hyperparameters: { lr: num('lr'), batchSize: num('batchSize') },
+    hyperparameters: { lr: num('lr'), batchSize: num('batchSize'), ...(f.get('optimizer') ? { optimizer: f.get('optimizer') } : {}) },
   };
   if (f.get('aggregation')) spec.aggregation = f.get('aggregation');
   if (spec.dataset === 'text-upload') spec.upload = f.get('upload') || undefined;

@@ -38,6 +38,7 @@ const cases: { name: string; preset: ModelPreset; opt: OptimizerConfig; batch: n
   { name: 'char transformer, AdamW', preset: { ...PRESETS['transformer-char'], context: 16 }, opt: { kind: 'adamw', lr: 3e-3 }, batch: 4 },
   // Odd sizes on purpose: 3 heads of 8, a context of 13, a vocabulary of 67.
   { name: 'GPT 2 layers × 3 heads, width 24, tied head, AdamW', preset: { kind: 'gpt', vocab: 67, context: 13, width: 24, heads: 3, layers: 2 }, opt: { kind: 'adamw', lr: 3e-3 }, batch: 3 },
+  { name: 'GPT 1 layer, LAMB', preset: { kind: 'gpt', vocab: 67, context: 13, width: 24, heads: 3, layers: 1 }, opt: { kind: 'lamb', lr: 1e-2, weightDecay: 0.01 }, batch: 3 },
 ];
 
 for (const c of cases) {

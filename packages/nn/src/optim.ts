@@ -89,8 +89,52 @@ export class AdamW implements Optimizer {
   }
 }
 
-export type OptimizerConfig = ({ kind: 'sgd' } & SgdConfig) | ({ kind: 'adamw' } & AdamWConfig);
+/**
+ * LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes"):
+ * AdamW's update, scaled per parameter tensor by the trust ratio ‖w‖/‖u‖ (1 when either norm is 0,
+ * as NVIDIA's apex FusedLAMB; weight decay and the ratio apply to every tensor, biases and norms
+ * included, as apex does by default). Three dispatches per step whatever the model's size: moments and
+ * update, per-tensor norms, apply. The tensors are the store's manifest.
+ */
+export class Lamb implements Optimizer {
+  readonly name = 'lamb';
+  lr: number;
+  private readonly m: Storage;
+  private readonly v: Storage;
+  private readonly update: Storage;
+  private readonly segments: Storage;
+  private readonly norms: Storage;
+  private readonly tensors: number;
+  private t = 0;
+  constructor(private readonly store: ParamStore, private readonly cfg: AdamWConfig) {
+    this.lr = cfg.lr;
+    const be = store.backend;
+    [this.m, this.v, this.update] = [0, 1, 2].map(() => be.alloc(store.length, 'f32'));
+    for (const b of [this.m, this.v, this.update]) be.fill(b, 0);
+    const manifest = store.manifest;
+    this.segments = be.upload(Int32Array.from(manifest.flatMap((e) => [e.offset, e.size])));
+    this.tensors = manifest.length;
+    this.norms = be.alloc(2 * this.tensors, 'f32');
+  }
+  step(): void {
+    this.t++;
+    this.store.backend.lambStep(this.store.flatParams, this.store.flatGrads, this.m, this.v, this.update, this.segments, this.norms, this.tensors, {
+      lr: this.lr, beta1: this.cfg.beta1 ?? 0.9, beta2: this.cfg.beta2 ?? 0.999, eps: this.cfg.eps ?? 1e-6, weightDecay: this.cfg.weightDecay ?? 0, step: this.t,
+    });
+  }
+  async readState(): Promise<Record<string, Float32Array>> {
+    const be = this.store.backend;
+    return { m: (await be.read(this.m, 'f32')) as Float32Array, v: (await be.read(this.v, 'f32')) as Float32Array, step: Float32Array.of(this.t) };
+  }
+  loadState(state: Record<string, Float32Array>): void {
+    loadBuffer(this.store, this.m, 'm', state.m);
+    loadBuffer(this.store, this.v, 'v', state.v);
+    this.t = state.step?.[0] ?? 0;
+  }
+}
+
+export type OptimizerConfig = ({ kind: 'sgd' } & SgdConfig) | ({ kind: 'adamw' } & AdamWConfig) | ({ kind: 'lamb' } & AdamWConfig);
 
 export function createOptimizer(store: ParamStore, cfg: OptimizerConfig): Optimizer {
-  return cfg.kind === 'sgd' ? new Sgd(store, cfg) : new AdamW(store, cfg);
+  return cfg.kind === 'sgd' ? new Sgd(store, cfg) : cfg.kind === 'adamw' ? new AdamW(store, cfg) : new Lamb(store, cfg);
 }

@@ -62,6 +62,8 @@ test('a gpt job gives its shape, trains on text, and its tokenizer sets the voca
   assert.match(refusal({ ...gpt, dataset: 'fortunes', tokenizer: 'chars' }), /knows only the generated corpus/);
   assert.match(refusal({ ...base, dataset: 'text-corpus' }), /mlp-fashion classifies images/);
   assert.match(refusal({ ...gpt, tokenizer: 'gpt2' }), /the generated corpus is cut by chars or bytes/);
+  assert.equal(jobSpecSchema.parse({ ...gpt, hyperparameters: { lr: 0.01, batchSize: 8, optimizer: 'lamb' } }).hyperparameters.optimizer, 'lamb');
+  assert.match(refusal({ ...gpt, hyperparameters: { lr: 0.01, batchSize: 8, optimizer: 'adam' } }), /hyperparameters.optimizer/);
   assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'text-upload', upload: 'u-0123456789ab' }).tokenizer, 'bytes');
   assert.match(refusal({ ...gpt, dataset: 'text-upload' }), /upload: a text-upload job names its upload/);
   assert.match(refusal({ ...gpt, upload: 'u-0123456789ab' }), /only a text-upload job names an upload/);

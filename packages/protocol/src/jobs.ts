@@ -85,7 +85,12 @@ export const gptConfigSchema = z
   .refine((g) => g.width % g.heads === 0, { message: 'width must be a multiple of heads', path: ['width'] });
 export type GptConfig = z.output<typeof gptConfigSchema>;
 
+/** Inner optimizers: SGD (with momentum), AdamW, LAMB (AdamW scaled per tensor by ‖w‖/‖u‖, for large batches). */
+export const INNER_OPTIMIZERS = ['sgd', 'adamw', 'lamb'] as const;
+
 export const hyperparametersSchema = z.strictObject({
+  /** Default: AdamW for DiLoCo (as its paper), SGD with Nesterov momentum otherwise. */
+  optimizer: z.enum(INNER_OPTIMIZERS).optional(),
   lr: finite.gt(0).max(10),
   batchSize: z.number().int().min(1).max(4096),
   momentum: finite.min(0).max(0.999).default(0.9),

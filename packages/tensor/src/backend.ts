@@ -176,6 +176,12 @@ export interface Backend {
   /** In-place optimizer updates over flat vectors of equal length. */
   sgdStep(param: Storage, grad: Storage, velocity: Storage, p: SgdParams): void;
   adamwStep(param: Storage, grad: Storage, m: Storage, v: Storage, p: AdamWParams): void;
+  /**
+   * LAMB (You et al. 2019): the AdamW update u = m̂/(√v̂+ε) + wd·w of every element (into `update`),
+   * then for each tensor s of `segments` (i32 pairs offset, size) w −= lr·r_s·u with the trust ratio
+   * r_s = ‖w_s‖/‖u_s‖, 1 when either is 0. `norms` holds 2 floats per segment.
+   */
+  lambStep(param: Storage, grad: Storage, m: Storage, v: Storage, update: Storage, segments: Storage, norms: Storage, segmentCount: number, p: AdamWParams): void;
 
   // DGC (packages/distributed) -------------------------------------------------------------------
   /** dst[0] = Σ_{i<n} x[i]² (x: [n] → dst: [1]), reduced in a fixed order without a readback. */

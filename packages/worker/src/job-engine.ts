@@ -12,7 +12,8 @@ import { loadDataset } from './solo';
 /** The inner optimizer a job's strategy uses. */
 export function innerOptimizer(spec: JobSpec): OptimizerConfig {
   const h = spec.hyperparameters;
-  if (spec.strategy === 'diloco') return { kind: 'adamw', lr: h.lr, weightDecay: h.weightDecay };
+  const kind = h.optimizer ?? (spec.strategy === 'diloco' ? 'adamw' : 'sgd');
+  if (kind !== 'sgd') return { kind, lr: h.lr, weightDecay: h.weightDecay };
   // With DGC, DDP's momentum lives in the compressor (momentum correction), so the optimizer has none.
   const momentum = spec.strategy === 'ddp' && spec.compression === 'dgc' ? 0 : h.momentum;
   return { kind: 'sgd', lr: h.lr, momentum, nesterov: momentum > 0, weightDecay: h.weightDecay };

@@ -305,6 +305,29 @@ export class CpuBackend implements Backend {
     }
   }
 
+  lambStep(param: Storage, grad: Storage, m: Storage, v: Storage, update: Storage, segments: Storage, norms: Storage, segmentCount: number, p: AdamWParams): void {
+    const P = this.d(param), G = this.d(grad), M = this.d(m), V = this.d(v), U = this.d(update), N = this.d(norms);
+    const S = (segments as CpuStorage).data;
+    const c1 = 1 - Math.pow(p.beta1, p.step), c2 = 1 - Math.pow(p.beta2, p.step);
+    for (let i = 0; i < P.length; i++) {
+      M[i] = p.beta1 * M[i] + (1 - p.beta1) * G[i];
+      V[i] = p.beta2 * V[i] + (1 - p.beta2) * G[i] * G[i];
+      U[i] = M[i] / c1 / (Math.sqrt(V[i] / c2) + p.eps) + p.weightDecay * P[i];
+    }
+    for (let s = 0; s < segmentCount; s++) {
+      const off = S[2 * s], size = S[2 * s + 1];
+      let sw = 0, su = 0;
+      for (let k = off; k < off + size; k++) {
+        sw += P[k] * P[k];
+        su += U[k] * U[k];
+      }
+      N[2 * s] = Math.sqrt(sw);
+      N[2 * s + 1] = Math.sqrt(su);
+      const ratio = N[2 * s] > 0 && N[2 * s + 1] > 0 ? N[2 * s] / N[2 * s + 1] : 1;
+      for (let k = off; k < off + size; k++) P[k] -= p.lr * ratio * U[k];
+    }
+  }
+
   // DGC (packages/distributed): the reference kernels are in ./dgc.ts. The header/pair buffer is u32
   // words, read as f32 where a word holds a value.
   private words(out: Storage): { u32: Uint32Array; f32: Float32Array } {

@@ -88,7 +88,7 @@ export class WebGpuBackend implements Backend {
   }
 
   /** Dispatch for the vec4 element-wise kernels, whose uniforms start with (vec4 count, rowStride). */
-  private elementwise(shader: 'unary' | 'fill' | 'sgd' | 'adamw', elements: number, rest: ReturnType<typeof f>[], buffers: GpuStorage[], constants: Record<string, number> = {}): void {
+  private elementwise(shader: 'unary' | 'fill' | 'sgd' | 'adamw' | 'lamb_moments', elements: number, rest: ReturnType<typeof f>[], buffers: GpuStorage[], constants: Record<string, number> = {}): void {
     const WG = 64;
     const n = Math.ceil(elements / 4);
     const { workgroups, rowStride } = grid1d(n, WG);
@@ -236,6 +236,16 @@ export class WebGpuBackend implements Backend {
 
   sgdStep(param: Storage, grad: Storage, velocity: Storage, p: SgdParams): void {
     this.elementwise('sgd', param.size, [f(p.lr), f(p.momentum), f(p.weightDecay), u(p.nesterov ? 1 : 0)], [this.g(param), this.g(grad), this.g(velocity)]);
+  }
+
+  lambStep(param: Storage, grad: Storage, m: Storage, v: Storage, update: Storage, segments: Storage, norms: Storage, segmentCount: number, p: AdamWParams): void {
+    const c1 = 1 - Math.pow(p.beta1, p.step), c2 = 1 - Math.pow(p.beta2, p.step);
+    const W = this.g(param), U = this.g(update), S = this.g(segments), N = this.g(norms);
+    this.elementwise('lamb_moments', param.size, [f(p.beta1), f(p.beta2), f(p.eps), f(p.weightDecay), f(c1), f(c2)], [W, this.g(grad), this.g(m), this.g(v), U]);
+    this.rt.dispatch({ shader: 'lamb_norms', constants: { WG: 64 }, uniforms: packUniforms([u(segmentCount), u(0), u(0), u(0)]), buffers: [W, U, S, N], workgroups: [segmentCount, 1] });
+    // Enough invocations per tensor to keep the adapter busy; each loops over the rest of its tensor.
+    const WG = 256, X = 64;
+    this.rt.dispatch({ shader: 'lamb_apply', constants: { WG }, uniforms: packUniforms([f(p.lr), u(X * WG), u(0), u(0)]), buffers: [W, U, S, N], workgroups: [X, segmentCount] });
   }
 
   adamwStep(param: Storage, grad: Storage, m: Storage, v: Storage, p: AdamWParams): void {
