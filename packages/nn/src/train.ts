@@ -14,7 +14,8 @@ export interface Batch {
 
 function upload(model: Model, b: Batch): { x: Tensor; y: Tensor } {
   const be = model.store.backend;
-  return { x: tensor(be, b.x, model.inputShape(b.size)), y: tensor(be, b.y, [b.y.length]) };
+  // Token ids go up with their positions grouped by id, for the embedding gradient.
+  return { x: tensor(be, b.x, model.inputShape(b.size), false, { groupIds: model.inputDType === 'i32' }), y: tensor(be, b.y, [b.y.length]) };
 }
 
 /** Records one step; returns the loss tensor (caller reads it). */

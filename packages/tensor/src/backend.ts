@@ -164,8 +164,8 @@ export interface Backend {
 
   /** ids i32 [T], table [V, D] → [T, D]. */
   embedding(table: Storage, ids: Storage, T: number, V: number, D: number): Storage;
-  /** dtable[v, d] = Σ_{t: ids[t] = v} dy[t, d]. */
-  embeddingBackward(dy: Storage, ids: Storage, T: number, V: number, D: number): Storage;
+  /** dtable[v, d] = Σ_{t: ids[t] = v} dy[t, d]; `groups` (the ids' positions grouped by id, see groupIds) makes it O(T·D). */
+  embeddingBackward(dy: Storage, ids: Storage, T: number, V: number, D: number, groups?: { index: Storage; rows: number }): Storage;
 
   /** dst[dstOffset .. dstOffset + n) = src[srcOffset .. srcOffset + n), in place (f32). */
   copyRange(src: Storage, srcOffset: number, dst: Storage, dstOffset: number, n: number): void;

@@ -21,6 +21,8 @@ export class Tensor {
   readonly id = nextTensorId++;
   /** Gradient slot for leaves (e.g. a view into the flat gradient buffer); filled by backward(). */
   grad: Tensor | null = null;
+  /** Token ids only: their positions grouped by id (`groupIds`), uploaded with them, for the embedding gradient. */
+  idGroups: IdGroups | null = null;
 
   constructor(
     readonly backend: Backend,
@@ -154,6 +156,36 @@ export function tidy<T extends Kept>(fn: () => T, keep: Tensor[] = []): T {
 /** Releases a tensor made outside any scope (or kept from one). */
 export function dispose(t: Tensor): void {
   if (!persistentStorages.has(t.storage)) t.backend.release(t.storage);
+  if (t.idGroups) dispose(t.idGroups.index);
+}
+
+/**
+ * Positions of token ids grouped by id, stably (increasing position within an id): `index` is i32
+ * [rows (k distinct ids), starts (k + 1), positions (T)]. The embedding gradient then reads each row's
+ * own positions, O(T·D), instead of every id for every vocabulary row, O(V·T).
+ */
+export interface IdGroups {
+  index: Tensor;
+  /** Distinct ids. */
+  rows: number;
+}
+
+/** The packed grouping of `ids` (host data): [distinct ids ascending, their starts, positions by id]. */
+export function groupIds(ids: Int32Array): { packed: Int32Array; rows: number } {
+  const order = Int32Array.from(ids.keys()).sort((a, b) => ids[a] - ids[b] || a - b);
+  const rows: number[] = [], starts: number[] = [];
+  for (let p = 0; p < order.length; p++) {
+    if (p === 0 || ids[order[p]] !== ids[order[p - 1]]) {
+      rows.push(ids[order[p]]);
+      starts.push(p);
+    }
+  }
+  starts.push(order.length);
+  const packed = new Int32Array(rows.length + starts.length + order.length);
+  packed.set(rows, 0);
+  packed.set(starts, rows.length);
+  packed.set(order, rows.length + starts.length);
+  return { packed, rows: rows.length };
 }
 
 /** Runs fn without recording gradients (evaluation). */

@@ -1,6 +1,6 @@
 // Small decoder-only transformer for character-level language modelling (pre-norm GPT blocks).
 // ids: i32 [B, T] → logits [B·T, vocab]; attention is causal and built from matmul, softmax, permute.
-import { add, gelu, keepForever, matmul, permute, scale, softmax, Tensor } from '@tabfleet/tensor';
+import { add, gelu, keepForever, matmul, permute, scale, softmax, tensor, type Tensor } from '@tabfleet/tensor';
 import { Embedding, LayerNorm, Linear } from '../layers';
 import { ParamStore } from '../params';
 import type { Model } from './model';
@@ -91,7 +91,8 @@ export function positionIds(ids: Tensor, T: number): Tensor {
   if (!byLen) positionCache.set(ids.backend, (byLen = new Map()));
   let t = byLen.get(T);
   if (!t) {
-    t = keepForever(new Tensor(ids.backend, ids.backend.upload(Int32Array.from({ length: T }, (_, i) => i)), [T], 'i32'));
+    t = keepForever(tensor(ids.backend, Int32Array.from({ length: T }, (_, i) => i), [T], false, { groupIds: true }));
+    keepForever(t.idGroups!.index);
     byLen.set(T, t);
   }
   return t;

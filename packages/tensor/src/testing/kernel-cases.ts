@@ -18,6 +18,8 @@ export interface InputSpec {
   /** 'normal' (default), 'positive' (for log/sqrt/div), 'extreme' (±1e4 and tiny values), or labels/ids below n. */
   kind?: 'normal' | 'positive' | 'extreme' | { ints: number };
   grad?: boolean;
+  /** Token ids uploaded with their positions grouped by id (tensor(…, { groupIds })), as training does. */
+  groupIds?: boolean;
 }
 
 export interface KernelCase {
@@ -52,7 +54,7 @@ interface RunOutput {
 }
 
 async function runOn(be: Backend, c: KernelCase, data: (Float32Array | Int32Array)[], seed: Float32Array | null): Promise<RunOutput> {
-  const xs = c.inputs.map((s, i) => tensor(be, data[i], s.shape, (s.grad ?? true) && !(data[i] instanceof Int32Array) && !c.forwardOnly));
+  const xs = c.inputs.map((s, i) => tensor(be, data[i], s.shape, (s.grad ?? true) && !(data[i] instanceof Int32Array) && !c.forwardOnly, { groupIds: s.groupIds }));
   const kept = tidy(() => {
     const y = c.fn(xs);
     if (!c.forwardOnly) backward(y, tensor(be, seed!, [...y.shape]));
@@ -199,6 +201,17 @@ function layerCases(): KernelCase[] {
       inputs: [{ shape: [V, D] }, { shape: [T], kind: { ints: V } }],
       fn: ([table, ids]) => ops.embedding(table, ids),
     })),
+    // The gradient from ids grouped by position, O(T·D): GPT-2's vocabulary, rows no id hits, one id everywhere.
+    ...[[5, 3, 17], [1, 1, 1], [600, 7, 700], [50_257, 4, 64], [9, 5, 40]].map(([V, D, T]): KernelCase => ({
+      name: `embedding, grouped ids, V=${V} D=${D} T=${T}`,
+      inputs: [{ shape: [V, D] }, { shape: [T], kind: { ints: V }, groupIds: true }],
+      fn: ([table, ids]) => ops.embedding(table, ids),
+    })),
+    {
+      name: 'embedding, grouped ids, all the same id',
+      inputs: [{ shape: [6, 3] }, { shape: [33], kind: { ints: 1 }, groupIds: true }],
+      fn: ([table, ids]) => ops.embedding(table, ids),
+    },
     {
       name: 'embedding ids [2,7] V=4 D=5',
       inputs: [{ shape: [4, 5] }, { shape: [2, 7], kind: { ints: 4 } }],

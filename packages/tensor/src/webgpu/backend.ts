@@ -8,7 +8,7 @@ import { requestGpuDevice, type AdapterSummary } from './device';
 import { f, grid1d, packUniforms, u } from './kernels/common';
 import { dgcAccumulateKernel, dgcSampleKernel, dgcSelectKernel, dgcSumSquaresKernel, dgcThresholdKernel } from './kernels/dgc';
 import { conv2dBackwardFilterKernel, conv2dBackwardInputKernel, conv2dKernel } from './kernels/conv';
-import { embeddingBackwardKernel, embeddingKernel } from './kernels/embedding';
+import { embeddingBackwardKernel, embeddingBackwardRowsKernel, embeddingKernel } from './kernels/embedding';
 import { matmulKernel, type MatmulVariant } from './kernels/matmul';
 import { conv2dBackwardFilterGemm, conv2dBackwardInputGemm, conv2dGemm, gemmFits } from './kernels/conv-gemm';
 
@@ -219,9 +219,14 @@ export class WebGpuBackend implements Backend {
     embeddingKernel(this.rt, this.g(table), this.g(ids), out, T, V, D);
     return out;
   }
-  embeddingBackward(dy: Storage, ids: Storage, T: number, V: number, D: number): Storage {
+  embeddingBackward(dy: Storage, ids: Storage, T: number, V: number, D: number, groups?: { index: Storage; rows: number }): Storage {
     const dtable = this.rt.alloc(V * D);
-    embeddingBackwardKernel(this.rt, this.g(dy), this.g(ids), dtable, T, V, D);
+    if (groups) {
+      this.fill(dtable, 0);
+      embeddingBackwardRowsKernel(this.rt, this.g(dy), this.g(groups.index), groups.rows, dtable, V, D);
+    } else {
+      embeddingBackwardKernel(this.rt, this.g(dy), this.g(ids), dtable, T, V, D);
+    }
     return dtable;
   }
   copyRange(src: Storage, srcOffset: number, dst: Storage, dstOffset: number, n: number): void {
