@@ -1,14 +1,18 @@
 // A researcher's GPT job end to end through the surfaces people touch: an upload of a broken text
 // file says what is wrong and stores nothing, a good one is stored; the form shows the model's size as
 // the shape is typed; the job trains on the upload in two volunteer tabs over WebRTC, the validation
-// loss falls on the chart, and the sample box generates text from the latest checkpoint in the
-// researcher's own tab. Screenshots go to e2e/screenshots/.
+// loss falls on the chart, the checkpoint the dashboard downloads gives its validation loss on the CPU
+// reference, and the sample box generates text from the latest checkpoint in the researcher's own
+// tab. Screenshots go to e2e/screenshots/.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser } from 'playwright-core';
-import { generateCorpus } from '@tabfleet/data';
+import { readFileSync } from 'node:fs';
+import { decodeTextShard, generateCorpus, sequentialBatches } from '@tabfleet/data';
+import { createModel, evaluate, presetOf } from '@tabfleet/nn';
+import { CpuBackend } from '@tabfleet/tensor';
 import type { Page } from 'playwright-core';
 import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
 import { ensureBuilt, connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
@@ -97,6 +101,19 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   // Both figures are shown to 3 decimals, so they agree to the rounding of each.
   const bpb = Number(await d.textContent('[data-figure="bits per byte"]'));
   assert.ok(Math.abs(bpb - validation / Math.LN2) <= 0.0013, `${bpb} bits per byte against ${validation} nats per token`);
+
+  // The checkpoint the dashboard downloads, on the CPU reference, over the validation windows the
+  // members evaluated: the loss the dashboard shows.
+  const [download] = await Promise.all([d.waitForEvent('download'), d.click('#download-checkpoint')]);
+  const saved = join(SHOTS, 'downloaded-gpt.safetensors');
+  await download.saveAs(saved); // saveAs, not path(): the shared browser is a remote one
+  const { spec } = (await server.api(`/api/jobs/${jobId}`)).body.job;
+  const model = createModel(presetOf(spec), new CpuBackend('f32'), 1);
+  model.store.loadSafetensors(new Uint8Array(readFileSync(saved)));
+  const windows = await fetch(`${server.url}/datasets/uploads/${spec.upload}/validation?tokenizer=bytes&context=32`, { headers: { authorization: 'Bearer test-token' } });
+  const cpu = await evaluate(model, sequentialBatches(decodeTextShard(new Uint8Array(await windows.arrayBuffer()), 256), 16));
+  console.log(`dashboard validation loss ${validation}; the downloaded checkpoint on the CPU reference: ${cpu.loss.toFixed(4)}`);
+  assert.ok(Math.abs(cpu.loss - validation) <= 0.0006, `CPU ${cpu.loss} vs dashboard ${validation}`);
 
   await d.waitForSelector('#sample-box:not([hidden])');
   await d.fill('#sample-form textarea[name=prompt]', 'the ');
