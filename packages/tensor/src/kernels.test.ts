@@ -9,6 +9,7 @@ const backends = [
   { label: 'CPU-adapter defaults: unrolled/register matmul, im2col conv', opts: {}, only: null },
   { label: 'shared-memory tiled matmul', opts: { matmulVariant: 'tiled' as const }, only: /matmul|linear/ },
   { label: 'direct implicit-GEMM conv', opts: { convVariant: 'direct' as const }, only: /conv|CNN/ },
+  { label: 'a workgroup per softmax and layernorm row', opts: { rowVariant: 'workgroup' as const }, only: /softmax|layernorm|attention|transformer|GPT/i },
 ];
 
 for (const { label, opts, only } of backends) {

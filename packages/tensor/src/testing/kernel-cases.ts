@@ -168,15 +168,16 @@ function layerCases(): KernelCase[] {
     pool([1, 2, 8, 8], 2, 3), pool([1, 1, 1, 1], 1, 1), pool([2, 3, 11, 10], 3, 3), pool([1, 2, 9, 9], 2, 4),
     pool([3, 5, 6, 7], 2, 2, true), pool([2, 2, 7, 7], 3, 2, true), pool([1, 3, 8, 11], 3, 3, true),
     { name: 'maxpool extreme values', inputs: [{ shape: [2, 3, 6, 6], kind: 'extreme' }], fn: ([x]) => ops.maxPool2d(x, 2) },
-    ...[[1, 1], [4, 33], [3, 1], [2, 3, 10]].map((shape): KernelCase => ({
+    // GPT-sized rows too: GPT-2's 50,257 logits, 257 (over a workgroup's 64 lanes, not a multiple).
+    ...[[1, 1], [4, 33], [3, 1], [2, 3, 10], [3, 257], [2, 50_257]].map((shape): KernelCase => ({
       name: `softmax [${shape}]`, inputs: [{ shape }], fn: ([x]) => ops.softmax(x),
     })),
-    ...[[1, 1], [3, 1, 1], [5, 5], [2, 7, 7], [2, 3, 4, 4]].map((shape): KernelCase => ({
+    ...[[1, 1], [3, 1, 1], [5, 5], [2, 7, 7], [2, 3, 4, 4], [2, 65, 65]].map((shape): KernelCase => ({
       name: `causal softmax [${shape}]`, inputs: [{ shape }], fn: ([x]) => ops.softmax(x, true),
     })),
     { name: 'softmax extreme values', inputs: [{ shape: [6, 6], kind: 'extreme' }], fn: ([x]) => ops.softmax(x), tol: { rtol: 1e-4, atol: 1e-3 } },
     { name: 'causal softmax extreme values', inputs: [{ shape: [2, 6, 6], kind: 'extreme' }], fn: ([x]) => ops.softmax(x, true), tol: { rtol: 1e-4, atol: 1e-3 } },
-    ...[[1, 1], [5, 1], [4, 33], [1, 64], [2, 3, 7]].map((shape): KernelCase => {
+    ...[[1, 1], [5, 1], [4, 33], [1, 64], [2, 3, 7], [5, 768], [3, 1000]].map((shape): KernelCase => {
       const Cn = shape[shape.length - 1];
       return { name: `layernorm [${shape}]`, inputs: [{ shape }, { shape: [Cn] }, { shape: [Cn] }], fn: ([x, g, b]) => ops.layerNorm(x, g, b) };
     }),

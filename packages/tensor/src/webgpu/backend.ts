@@ -17,7 +17,7 @@ import { layerNormBackwardKernel, layerNormKernel } from './kernels/norm';
 import { permuteKernel } from './kernels/permute';
 import { copyRangeKernel } from './kernels/copy-range';
 import { maxPool2dBackwardKernel, maxPool2dKernel } from './kernels/pool';
-import { softmaxBackwardKernel, softmaxKernel } from './kernels/softmax';
+import { softmaxBackwardKernel, softmaxKernel, type RowVariant } from './kernels/softmax';
 import { GpuRuntime, GpuStorage } from './runtime';
 
 const UNARY_CODES: Record<UnaryOp, number> = { neg: 0, exp: 1, log: 2, sqrt: 3, relu: 4, gelu: 5, tanh: 6, scale: 7, addScalar: 8, square: 9, copy: 10 };
@@ -29,6 +29,8 @@ export interface WebGpuBackendOptions {
   matmulVariant?: MatmulVariant;
   /** conv2d as im2col + matmul ('gemm', CPU adapters) or direct implicit GEMM ('direct'). */
   convVariant?: ConvVariant;
+  /** Softmax and layernorm rows: one invocation each, or one workgroup each (kernels/softmax.ts). */
+  rowVariant?: RowVariant;
 }
 
 export class WebGpuBackend implements Backend {
@@ -36,12 +38,14 @@ export class WebGpuBackend implements Backend {
   readonly description: string;
   readonly matmulVariant: MatmulVariant;
   readonly convVariant: ConvVariant;
+  readonly rowVariant: RowVariant;
   /** Bound where a shader declares an optional input that an op does not use. */
   private readonly dummy: GpuStorage;
 
   constructor(readonly rt: GpuRuntime, opts: WebGpuBackendOptions = {}) {
     this.matmulVariant = opts.matmulVariant ?? (rt.adapter.isCpu ? 'unrolled' : 'tiled');
     this.convVariant = opts.convVariant ?? (rt.adapter.isCpu ? 'gemm' : 'direct');
+    this.rowVariant = opts.rowVariant ?? (rt.adapter.isCpu ? 'invocation' : 'workgroup');
     const a = rt.adapter;
     this.description = `webgpu (${[a.vendor, a.architecture, a.description].filter(Boolean).join(' ') || 'unknown adapter'})`;
     this.dummy = rt.allocDedicated(4, 'dummy');
@@ -160,12 +164,12 @@ export class WebGpuBackend implements Backend {
 
   softmax(x: Storage, rows: number, C: number, causalT: number): Storage {
     const y = this.rt.alloc(rows * C);
-    softmaxKernel(this.rt, this.g(x), y, rows, C, causalT);
+    softmaxKernel(this.rt, this.g(x), y, rows, C, causalT, this.rowVariant);
     return y;
   }
   softmaxBackward(y: Storage, dy: Storage, rows: number, C: number): Storage {
     const dx = this.rt.alloc(rows * C);
-    softmaxBackwardKernel(this.rt, this.g(y), this.g(dy), dx, rows, C);
+    softmaxBackwardKernel(this.rt, this.g(y), this.g(dy), dx, rows, C, this.rowVariant);
     return dx;
   }
   conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage {
@@ -206,7 +210,7 @@ export class WebGpuBackend implements Backend {
   }
   layerNorm(x: Storage, gamma: Storage, beta: Storage, rows: number, C: number, eps: number): { y: Storage; mean: Storage; rstd: Storage } {
     const y = this.rt.alloc(rows * C), mean = this.rt.alloc(rows), rstd = this.rt.alloc(rows);
-    layerNormKernel(this.rt, this.g(x), this.g(gamma), this.g(beta), y, mean, rstd, rows, C, eps);
+    layerNormKernel(this.rt, this.g(x), this.g(gamma), this.g(beta), y, mean, rstd, rows, C, eps, this.rowVariant);
     return { y, mean, rstd };
   }
   layerNormBackward(dy: Storage, x: Storage, gamma: Storage, mean: Storage, rstd: Storage, rows: number, C: number): { dx: Storage; dgamma: Storage; dbeta: Storage } {
