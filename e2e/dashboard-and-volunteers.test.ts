@@ -4,43 +4,22 @@
 // dashboard gives, on the CPU reference, the accuracy the dashboard shows. Screenshots of both pages
 // go to e2e/screenshots/.
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import { test } from 'node:test';
 import { fashionMnistFromDisk } from '@tabfleet/distributed/node';
 import { sequentialBatches } from '@tabfleet/data';
+import type { OpenedPage } from '@tabfleet/headless';
 import { createModel, evaluate, PRESETS } from '@tabfleet/nn';
 import { CpuBackend } from '@tabfleet/tensor';
-import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
-import { ensureBuilt, connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
+import { waitFor } from '@tabfleet/server/testing';
+import { appsSession, SHOTS } from './apps-session';
 
-const SHOTS = join(import.meta.dirname, 'screenshots');
-let server: TestServer;
-let browser: Browser;
-const opened: OpenedPage[] = [];
-before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  await ensureBuilt('apps', console.log);
-  server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
-  browser = await connectBrowser();
-});
-after(async () => {
-  for (const p of opened) await p.close().catch(() => {});
-  await browser?.close();
-  await server?.stop();
-});
-
-const shot = (page: Page, name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-
-async function open(url: string): Promise<OpenedPage> {
-  const p = await openPage(browser, url, { log: (l) => /error|refused|fail/i.test(l) && console.log(l) });
-  opened.push(p);
-  return p;
-}
+const session = appsSession();
+const { open, shot } = session;
 
 test('a researcher submits a job from the dashboard, three tabs train it, one leaves, the rest reach the target', { timeout: 15 * 60_000 }, async () => {
-  const dash = await open(`${server.url}/apps/dashboard/`);
+  const dash = await open(`${session.server.url}/apps/dashboard/`);
   const d = dash.page;
   await d.waitForSelector('#signin:not([hidden])');
   await shot(d, 'dashboard-signin');
@@ -75,7 +54,7 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
 
   const tabs: OpenedPage[] = [];
   for (let i = 0; i < 3; i++) {
-    const t = await open(`${server.url}/apps/volunteer/`);
+    const t = await open(`${session.server.url}/apps/volunteer/`);
     await t.page.evaluate(() => window.tabfleetVolunteer.ready);
     await t.page.click('#contribute');
     tabs.push(t);
@@ -89,10 +68,10 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   assert.match(await tabs[0].page.textContent('#headline') ?? '', /Training|Averaging/);
 
   // One volunteer closes its tab mid-job.
-  const before = (await server.api(`/api/jobs/${jobId}`)).body.job.seq;
+  const before = (await session.server.api(`/api/jobs/${jobId}`)).body.job.seq;
   await tabs[2].page.close({ runBeforeUnload: true });
-  await waitFor('the job finishes with the other two', async () => (await server.api(`/api/jobs/${jobId}`)).body.job.state === 'done', 12 * 60_000, 1000);
-  const done = (await server.api(`/api/jobs/${jobId}`)).body.job;
+  await waitFor('the job finishes with the other two', async () => (await session.server.api(`/api/jobs/${jobId}`)).body.job.state === 'done', 12 * 60_000, 1000);
+  const done = (await session.server.api(`/api/jobs/${jobId}`)).body.job;
   assert.ok(done.seq > before, 'syncs went on after the tab left');
   await waitFor('the dashboard shows done', async () => (await d.textContent('#job-summary'))?.includes('done'), 10_000, 200);
   await shot(d, 'dashboard-job-done');
@@ -120,13 +99,13 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
 });
 
 test('a tab without WebGPU sees the explanation and the CPU fallback, not a crash', async () => {
-  const context = await browser.newContext();
+  const context = await session.browser.newContext();
   // A string, not a function: tsx would wrap a function with helpers the page does not have.
   await context.addInitScript({ content: "Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });" });
   const page = await context.newPage();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${server.url}/apps/volunteer/`);
+  await page.goto(`${session.server.url}/apps/volunteer/`);
   await page.waitForSelector('#nogpu:not([hidden])');
   assert.match((await page.textContent('#nogpu-why')) ?? '', /does not offer WebGPU/);
   assert.equal(await page.isDisabled('#contribute'), true);

@@ -5,44 +5,21 @@
 // reference, and the sample box generates text from the latest checkpoint in the researcher's own
 // tab. Screenshots go to e2e/screenshots/.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import type { Browser } from 'playwright-core';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
 import { decodeTextShard, generateCorpus, sequentialBatches } from '@tabfleet/data';
 import { createModel, evaluate, presetOf } from '@tabfleet/nn';
+import type { OpenedPage } from '@tabfleet/headless';
+import { waitFor } from '@tabfleet/server/testing';
 import { CpuBackend } from '@tabfleet/tensor';
-import type { Page } from 'playwright-core';
-import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
-import { ensureBuilt, connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
+import { appsSession, SHOTS } from './apps-session';
 
-const SHOTS = join(import.meta.dirname, 'screenshots');
-let server: TestServer;
-let browser: Browser;
-const opened: OpenedPage[] = [];
-before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  await ensureBuilt('apps', console.log);
-  server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
-  browser = await connectBrowser();
-});
-after(async () => {
-  for (const p of opened) await p.close().catch(() => {});
-  await browser?.close();
-  await server?.stop();
-});
-
-const shot = (page: Page, name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-
-async function open(url: string): Promise<OpenedPage> {
-  const p = await openPage(browser, url, { log: (l) => /error|refused|fail/i.test(l) && console.log(l) });
-  opened.push(p);
-  return p;
-}
+const session = appsSession();
+const { open, shot } = session;
 
 test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, and the sample box writes text', { timeout: 10 * 60_000 }, async () => {
-  const dash = await open(`${server.url}/apps/dashboard/#token=test-token`);
+  const dash = await open(`${session.server.url}/apps/dashboard/#token=test-token`);
   const d = dash.page;
   await d.waitForSelector('#jobs-view:not([hidden])');
 
@@ -83,13 +60,13 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
 
   const tabs: OpenedPage[] = [];
   for (let i = 0; i < 2; i++) {
-    const t = await open(`${server.url}/apps/volunteer/`);
+    const t = await open(`${session.server.url}/apps/volunteer/`);
     await t.page.evaluate(() => window.tabfleetVolunteer.ready);
     await t.page.click('#contribute');
     tabs.push(t);
   }
-  await waitFor('the job is done', async () => (await server.api(`/api/jobs/${jobId}`)).body.job.state === 'done', 8 * 60_000, 1000);
-  const points = (await server.api(`/api/jobs/${jobId}/metrics`)).body.points as { loss: number | null }[];
+  await waitFor('the job is done', async () => (await session.server.api(`/api/jobs/${jobId}`)).body.job.state === 'done', 8 * 60_000, 1000);
+  const points = (await session.server.api(`/api/jobs/${jobId}/metrics`)).body.points as { loss: number | null }[];
   const losses = points.map((p) => p.loss).filter((l): l is number => l !== null);
   assert.ok(losses.length >= 6 && losses.at(-1)! < losses[0] - 1, `training loss ${losses[0]} → ${losses.at(-1)}`);
   await waitFor('the dashboard shows done', async () => (await d.textContent('#job-summary'))?.includes('done'), 10_000, 200);
@@ -107,10 +84,10 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   const [download] = await Promise.all([d.waitForEvent('download'), d.click('#download-checkpoint')]);
   const saved = join(SHOTS, 'downloaded-gpt.safetensors');
   await download.saveAs(saved); // saveAs, not path(): the shared browser is a remote one
-  const { spec } = (await server.api(`/api/jobs/${jobId}`)).body.job;
+  const { spec } = (await session.server.api(`/api/jobs/${jobId}`)).body.job;
   const model = createModel(presetOf(spec), new CpuBackend('f32'), 1);
   model.store.loadSafetensors(new Uint8Array(readFileSync(saved)));
-  const windows = await fetch(`${server.url}/datasets/uploads/${spec.upload}/validation?tokenizer=bytes&context=32`, { headers: { authorization: 'Bearer test-token' } });
+  const windows = await fetch(`${session.server.url}/datasets/uploads/${spec.upload}/validation?tokenizer=bytes&context=32`, { headers: { authorization: 'Bearer test-token' } });
   const cpu = await evaluate(model, sequentialBatches(decodeTextShard(new Uint8Array(await windows.arrayBuffer()), 256), 16));
   console.log(`dashboard validation loss ${validation}; the downloaded checkpoint on the CPU reference: ${cpu.loss.toFixed(4)}`);
   assert.ok(Math.abs(cpu.loss - validation) <= 0.0006, `CPU ${cpu.loss} vs dashboard ${validation}`);

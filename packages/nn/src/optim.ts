@@ -58,6 +58,19 @@ export interface AdamWConfig {
   weightDecay?: number;
 }
 
+/** Adam's moments and step count as checkpoint state (AdamW and LAMB keep the same). */
+async function readMoments(store: ParamStore, m: Storage, v: Storage, t: number): Promise<Record<string, Float32Array>> {
+  const be = store.backend;
+  return { m: (await be.read(m, 'f32')) as Float32Array, v: (await be.read(v, 'f32')) as Float32Array, step: Float32Array.of(t) };
+}
+
+/** Loads what readMoments wrote; returns the step count. */
+function loadMoments(store: ParamStore, m: Storage, v: Storage, state: Record<string, Float32Array>): number {
+  loadBuffer(store, m, 'm', state.m);
+  loadBuffer(store, v, 'v', state.v);
+  return state.step?.[0] ?? 0;
+}
+
 export class AdamW implements Optimizer {
   readonly name = 'adamw';
   lr: number;
@@ -78,14 +91,11 @@ export class AdamW implements Optimizer {
       lr: this.lr, beta1: this.cfg.beta1 ?? 0.9, beta2: this.cfg.beta2 ?? 0.999, eps: this.cfg.eps ?? 1e-8, weightDecay: this.cfg.weightDecay ?? 0, step: this.t,
     });
   }
-  async readState(): Promise<Record<string, Float32Array>> {
-    const be = this.store.backend;
-    return { m: (await be.read(this.m, 'f32')) as Float32Array, v: (await be.read(this.v, 'f32')) as Float32Array, step: Float32Array.of(this.t) };
+  readState(): Promise<Record<string, Float32Array>> {
+    return readMoments(this.store, this.m, this.v, this.t);
   }
   loadState(state: Record<string, Float32Array>): void {
-    loadBuffer(this.store, this.m, 'm', state.m);
-    loadBuffer(this.store, this.v, 'v', state.v);
-    this.t = state.step?.[0] ?? 0;
+    this.t = loadMoments(this.store, this.m, this.v, state);
   }
 }
 
@@ -122,14 +132,11 @@ export class Lamb implements Optimizer {
       lr: this.lr, beta1: this.cfg.beta1 ?? 0.9, beta2: this.cfg.beta2 ?? 0.999, eps: this.cfg.eps ?? 1e-6, weightDecay: this.cfg.weightDecay ?? 0, step: this.t,
     });
   }
-  async readState(): Promise<Record<string, Float32Array>> {
-    const be = this.store.backend;
-    return { m: (await be.read(this.m, 'f32')) as Float32Array, v: (await be.read(this.v, 'f32')) as Float32Array, step: Float32Array.of(this.t) };
+  readState(): Promise<Record<string, Float32Array>> {
+    return readMoments(this.store, this.m, this.v, this.t);
   }
   loadState(state: Record<string, Float32Array>): void {
-    loadBuffer(this.store, this.m, 'm', state.m);
-    loadBuffer(this.store, this.v, 'v', state.v);
-    this.t = state.step?.[0] ?? 0;
+    this.t = loadMoments(this.store, this.m, this.v, state);
   }
 }
 
