@@ -57,6 +57,12 @@ export function bitsPerByte(lossNatsPerToken: number, tokenizer: Tokenizer, byte
   return perToken ? lossNatsPerToken / Math.LN2 / perToken : null;
 }
 
+/** The tokenizer a text job uses when it names none: the generated corpus's characters, else bytes. */
+export function tokenizerFor(dataset: (typeof DATASETS)[number], named?: Tokenizer): Tokenizer | undefined {
+  if (!(TEXT_DATASETS as readonly string[]).includes(dataset)) return undefined;
+  return named ?? (dataset === 'text-corpus' ? 'chars' : 'bytes');
+}
+
 export type ModelPresetName = (typeof MODEL_PRESETS)[number];
 export type FixedPresetName = (typeof FIXED_PRESETS)[number];
 export type Tokenizer = (typeof TOKENIZERS)[number];
@@ -176,8 +182,9 @@ export const jobSpecSchema = z
     if (s.preset === 'transformer-char' && (s.dataset !== 'text-corpus' || (s.tokenizer ?? 'chars') !== 'chars')) ctx.addIssue({ code: 'custom', path: ['preset'], message: 'transformer-char is the generated corpus\'s character model: use gpt for other text' });
     if (s.dataset === 'text-corpus' && s.tokenizer === 'gpt2') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the generated corpus is cut by chars or bytes' });
     if (s.dataset !== 'text-corpus' && s.tokenizer === 'chars') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the chars tokenizer knows only the generated corpus\'s 30 characters' });
-    if (s.preset === 'gpt' && s.gpt && text && !s.tokenizer?.startsWith('c')) {
-      const l = gptLayout({ ...s.gpt, vocab: TOKENIZER_VOCAB[s.tokenizer ?? 'bytes'] });
+    const tokenizer = tokenizerFor(s.dataset, s.tokenizer);
+    if (s.preset === 'gpt' && s.gpt && tokenizer) {
+      const l = gptLayout({ ...s.gpt, vocab: TOKENIZER_VOCAB[tokenizer] });
       if (l.length * 4 > LIMITS.maxModelBytes) {
         const mib = (b: number) => (b / 2 ** 20).toFixed(1);
         ctx.addIssue({ code: 'custom', path: ['gpt'], message: `this gpt has ${parameterCount(l).toLocaleString('en')} parameters (${mib(l.length * 4)} MiB); models travel through the server within ${mib(LIMITS.maxModelBytes)} MiB` });
@@ -191,9 +198,7 @@ export const jobSpecSchema = z
   .transform((s) => {
     const d = defaultsFor(s.strategy, s.compression);
     const h = s.hyperparameters;
-    const text = (TEXT_DATASETS as readonly string[]).includes(s.dataset);
-    const tokenizer = text ? s.tokenizer ?? (s.dataset === 'text-corpus' ? 'chars' : 'bytes') : undefined;
-    return { ...s, tokenizer, sparsity: s.sparsity ?? d.sparsity, aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'), hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
+    return { ...s, tokenizer: tokenizerFor(s.dataset, s.tokenizer), sparsity: s.sparsity ?? d.sparsity, aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'), hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
   });
 
 /** What a researcher posts; defaults are filled in by parsing. */
