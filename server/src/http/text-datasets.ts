@@ -36,6 +36,12 @@ interface Tokenized {
   validation: TokenizedSplit;
 }
 
+/**
+ * Tokenized texts kept at once, least recently used dropped first: a 32 MiB upload is 128 MB of byte
+ * ids, so a server with many uploads keeps only the texts of its running jobs (their shards are cached
+ * by bytes in the ShardCache besides).
+ */
+const MAX_TOKENIZED = 4;
 const corpora = new Map<string, Promise<Tokenized>>();
 
 /** The fortunes corpus from its Debian package, or an upload through `uploads`. */
@@ -46,7 +52,10 @@ export function textLoader(uploads: { split(id: string): Promise<CorpusSplit> })
 function tokenized(load: TextLoader, dataset: ServedText, tokenizer: Tokenizer): Promise<Tokenized> {
   const key = `${dataset}:${tokenizer}`;
   let p = corpora.get(key);
-  if (!p) {
+  if (p) {
+    corpora.delete(key);
+    corpora.set(key, p);
+  } else {
     p = (async () => {
       const split = await load(dataset).catch((e) => {
         if (e instanceof ProtocolError) throw e;
@@ -60,6 +69,7 @@ function tokenized(load: TextLoader, dataset: ServedText, tokenizer: Tokenizer):
     })();
     p.catch(() => corpora.delete(key));
     corpora.set(key, p);
+    for (const old of corpora.keys()) if (corpora.size > MAX_TOKENIZED && old !== key) corpora.delete(old);
   }
   return p;
 }
