@@ -229,13 +229,31 @@ function renderJob(): void {
   $('figures').querySelector('tbody')!.innerHTML = rows.map(([k, v]) => `<tr><td>${k}</td><td data-figure="${esc(k)}">${esc(v)}</td></tr>`).join('');
 }
 
+/** Bytes per token of a served text under GPT-2's tokenizer, by its /datasets path, once fetched. */
+const bytesPerToken = new Map<string, number | 'pending'>();
+
+function gpt2BytesPerToken(spec: JobSummary['spec']): number | undefined {
+  const path = spec.dataset === 'fortunes' ? 'fortunes' : spec.dataset === 'text-upload' ? `uploads/${spec.upload}` : null;
+  if (spec.tokenizer !== 'gpt2' || !path) return undefined;
+  const known = bytesPerToken.get(path);
+  if (known === undefined) {
+    bytesPerToken.set(path, 'pending');
+    void api(`/datasets/${path}/info?tokenizer=gpt2`).then(async (res) => {
+      if (!res.ok) return bytesPerToken.delete(path);
+      bytesPerToken.set(path, (await res.json()).bytesPerToken);
+      renderJob();
+    });
+  }
+  return typeof known === 'number' ? known : undefined;
+}
+
 /** Validation loss, bits per byte (comparable across tokenizers) and next-token accuracy. */
 function languageFigures(spec: JobSummary['spec'], p: MetricPoint | undefined): [string, string][] {
   if (!p || p.loss === null) return [['validation loss', '—']];
-  const bpb = bitsPerByte(p.loss, spec.tokenizer!);
+  const bpb = bitsPerByte(p.loss, spec.tokenizer!, gpt2BytesPerToken(spec));
   return [
     ['validation loss', `${p.loss.toFixed(3)} nats per token${vouched(p.vouchers)}`],
-    ['bits per byte', bpb === null ? '— (this tokenizer\'s bytes per token are not measured here)' : bpb.toFixed(3)],
+    ['bits per byte', bpb === null ? '… (asking the server for the text\'s bytes per token)' : bpb.toFixed(3)],
     ['next-token accuracy', `${(100 * p.accuracy!).toFixed(2)}%`],
   ];
 }
