@@ -76,11 +76,17 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   await waitFor('the dashboard shows done', async () => (await d.textContent('#job-summary'))?.includes('done'), 10_000, 200);
   await shot(d, 'dashboard-job-done');
 
-  // The dashboard's accuracy and its checkpoint, evaluated independently on the CPU reference.
+  // What ended the job: an evaluation at the target on the word of several members. Syncs already
+  // under way when it was recorded may still commit and be evaluated before the final checkpoint is
+  // stored, so the last figure can lie a little below it (seen once: 82.66% after the target).
+  assert.match(done.endReason ?? '', /reached target accuracy 0\.84/);
+  const points = (await session.server.api(`/api/jobs/${jobId}/metrics`)).body.points as { accuracy: number | null; vouchers: number | null }[];
+  assert.ok(points.some((p) => p.accuracy !== null && p.accuracy >= 0.84 && (p.vouchers ?? 0) >= 2), 'an evaluation at the target, vouched for by several members');
+  // The dashboard's last accuracy and the final checkpoint, evaluated independently on the CPU reference.
   const figure = (await d.textContent('[data-figure="test accuracy"]')) ?? '';
   const shown = Number(/([\d.]+)%/.exec(figure)![1]) / 100;
-  assert.ok(shown >= 0.84, `reached the target (${shown})`);
-  assert.match(figure, /\([2-9] members vouch\)/, 'the target was reached on the word of several members');
+  assert.ok(shown >= 0.8, `the last evaluation (${shown})`);
+  assert.match(figure, /\([2-9] members vouch\)/, 'figures are recorded on the word of several members');
   const [download] = await Promise.all([d.waitForEvent('download'), d.click('#download-checkpoint')]);
   // saveAs, not path(): the shared browser is a remote one.
   const saved = join(SHOTS, 'downloaded-checkpoint.safetensors');
