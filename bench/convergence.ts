@@ -23,7 +23,7 @@ import { browserSession, openPage, repoRoot } from '@tabfleet/headless';
 import { CAPPED, QUICK_VARIANTS, TARGET, VALIDATION_EXAMPLES, VARIANTS, baseSettings, convergenceConfig, variantName, type Settings, type Variant } from './convergence-config';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
-import { median } from './stats';
+import { median, spread } from './stats';
 import { tuningFile, type TuningReport } from './tune';
 
 const SEEDS = [1, 2, 3];
@@ -34,16 +34,6 @@ export { convergenceConfig } from './convergence-config';
 function seedsOf(v: Variant, capped: boolean, quick: boolean): number[] {
   if (quick) return [1];
   return capped || (v.strategy === 'ddp' && v.compression !== 'fp16') ? SEEDS : [1];
-}
-
-interface Spread {
-  median: number;
-  min: number;
-  max: number;
-}
-
-function spread(xs: number[]): Spread | null {
-  return xs.length ? { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) } : null;
 }
 
 function ratio(a: number | null | undefined, b: number | null | undefined): number | null {

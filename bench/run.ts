@@ -22,6 +22,7 @@ interface Benchmark {
 const BENCHMARKS: Record<string, Benchmark> = {
   allreduce: { description: 'Ring allreduce busbw between headless Chromium tabs over WebRTC (N = 2, 4, 8; 1–64 MiB; fp32/fp16) vs the raw per-link throughput', load: () => import('./allreduce') },
   convergence: { description: 'Fashion-MNIST MLP with 4 workers per strategy and compression (ddp, localsgd, diloco × none, fp16, dgc), unlimited and 10 Mbit/s links (3 seeds): accuracy, bytes, time to 85%; runs with the settings `tune` chose', load: () => import('./convergence') },
+  lm: { description: 'GPT on the fortunes corpus (byte tokens) with 4 in-page workers: DDP, DiLoCo and DiLoCo + DGC against one worker at equal tokens, then raced to a validation-loss target on 10 Mbit/s, 40 ms links (3 seeds)', load: () => import('./lm') },
   tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json', load: () => import('./tune') },
   clip: { description: 'chooses CenteredClip\'s radius factor on the validation split: 16 LocalSGD MLP members under the worst attacks at f = 5, 7 and honestly, 3 honest members beside the plain mean: writes clip.json', load: () => import('./clip') },
   kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },

@@ -16,6 +16,17 @@ export function median(values: readonly number[]): number {
   return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
 }
 
+export interface Spread {
+  median: number;
+  min: number;
+  max: number;
+}
+
+/** Median, min and max (over seeds); null for none. */
+export function spread(xs: readonly number[]): Spread | null {
+  return xs.length ? { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) } : null;
+}
+
 export interface Distribution {
   count: number;
   p50: number;

@@ -11,6 +11,7 @@ import type { Dataset } from '@tabfleet/data';
 import type { OptimizerConfig } from '@tabfleet/nn';
 import type { Backend } from '@tabfleet/tensor';
 import { DgcCompressor } from './dgc';
+import type { ModelEngine } from './engine';
 import { runSyncs, startWorkers } from './simulate';
 import type { CompressionName, StrategyName } from './strategies';
 import { mlpWorkers } from './workers';
@@ -69,6 +70,15 @@ export interface ConvergenceResult {
   exchangeMs: number;
 }
 
+/** DGC as the convergence runs configure it. */
+export function dgcCompressorFor(backend: Backend, cfg: Pick<ConvergenceConfig, 'strategy' | 'clipNorm' | 'sparsity' | 'warmupSteps'>): (engine: ModelEngine) => DgcCompressor {
+  return (engine) => new DgcCompressor(backend, engine.length, {
+    // Momentum correction only where the gradient is compressed (ddp); deltas get plain error feedback.
+    momentum: cfg.strategy === 'ddp' ? 0.9 : 0, clipNorm: cfg.strategy === 'ddp' ? cfg.clipNorm ?? 0 : 0,
+    finalSparsity: cfg.sparsity ?? 0.999, warmupSteps: cfg.warmupSteps ?? 0,
+  });
+}
+
 /** The first `count − n` examples and the last `n` (views, no copy). */
 export function holdOutTail(ds: Dataset, n: number): { head: Dataset; tail: Dataset } {
   if (!Number.isInteger(n) || n < 0 || n >= ds.count) throw new Error(`cannot hold out ${n} of ${ds.count} examples`);
@@ -87,13 +97,7 @@ export async function runConvergence(backend: Backend, data: { train: Dataset; t
   const workers = mlpWorkers(backend, {
     workers: cfg.workers, data: { train: split?.head ?? data.train, test: data.test }, batchSize: cfg.batchSize, optimizer: cfg.optimizer, seed: cfg.seed,
     strategy: { strategy: cfg.strategy, H: cfg.H, compression: cfg.compression, outerLr: cfg.outerLr ?? 0.7, outerMomentum: cfg.outerMomentum ?? 0.9 },
-    compressor: dgc
-      ? (engine) => new DgcCompressor(backend, engine.length, {
-          // Momentum correction only where the gradient is compressed (ddp); deltas get plain error feedback.
-          momentum: cfg.strategy === 'ddp' ? 0.9 : 0, clipNorm: cfg.strategy === 'ddp' ? cfg.clipNorm ?? 0 : 0,
-          finalSparsity: cfg.sparsity ?? 0.999, warmupSteps: cfg.warmupSteps ?? 0,
-        })
-      : undefined,
+    compressor: dgc ? dgcCompressorFor(backend, cfg) : undefined,
   });
   await startWorkers(workers);
   const net = new MemoryNetwork({ faults: cfg.link, seed: cfg.seed ?? 1 });

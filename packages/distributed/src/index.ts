@@ -8,3 +8,4 @@ export * from './workers';
 export * from './convergence';
 export * from './attacks';
 export * from './replica-agreement';
+export * from './lm-convergence';

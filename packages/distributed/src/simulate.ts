@@ -24,6 +24,13 @@ export interface SyncReport {
   bytesSent: number[];
   checksum: string;
   exchangeMs: number;
+  /**
+   * Each worker's own compute in this sync: its local work and payload, and its prepare and commit.
+   * The workers run one after another on one device here, so this is what each would take on its own
+   * (volunteers each have their own GPU): benchmarks model a sync's time as max(local) + exchange + max(apply).
+   */
+  localMs: number[];
+  applyMs: number[];
   /** Members whose contribution some part's owner refused (group averaging; a ring refuses nothing), sorted. */
   refused: string[];
 }
@@ -57,9 +64,14 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
   const reports: SyncReport[] = [];
   for (let seq = 1; seq <= opts.syncs; seq++) {
     let loss = 0;
-    for (const w of workers) loss += (await w.strategy.local()).loss / workers.length;
     const own: Payload[] = [];
-    for (const w of workers) own.push(await w.strategy.payload());
+    const localMs: number[] = [];
+    for (const w of workers) {
+      const t = performance.now();
+      loss += (await w.strategy.local()).loss / workers.length;
+      own.push(await w.strategy.payload());
+      localMs.push(performance.now() - t);
+    }
     const payloads = opts.tamper ? await opts.tamper(own, seq) : own;
     if (payloads.length !== workers.length) throw new Error(`tamper returned ${payloads.length} payloads for ${workers.length} workers`);
     const collectiveOpts = (i: number) => ({ transport: transports[i], members: ids, self: ids[i], jobId: opts.jobId ?? 'sim', round: seq, deadlineMs: opts.deadlineMs ?? 120_000 });
@@ -68,11 +80,21 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
     const t0 = performance.now();
     const results = await Promise.all(rings.map((r, i) => (r instanceof Group ? groupExchange(r, payloads[i], group!) : exchange(r as Ring, payloads[i]).then((mean) => ({ mean, refused: [] })))));
     const exchangeMs = performance.now() - t0;
-    const checksums = await Promise.all(workers.map((w, i) => w.strategy.prepare(results[i].mean)));
+    const checksums: string[] = [];
+    const applyMs: number[] = [];
+    for (const [i, w] of workers.entries()) {
+      const t = performance.now();
+      checksums.push(await w.strategy.prepare(results[i].mean));
+      applyMs.push(performance.now() - t);
+    }
     if (new Set(checksums).size !== 1) throw new Error(`members disagree after sync ${seq}: ${checksums.join(', ')}`);
-    for (const w of workers) await w.strategy.commit();
+    for (const [i, w] of workers.entries()) {
+      const t = performance.now();
+      await w.strategy.commit();
+      applyMs[i] += performance.now() - t;
+    }
     const refused = [...new Set(results.flatMap((r) => r.refused.map((x) => x.member)))].sort();
-    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, refused };
+    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, localMs, applyMs, refused };
     for (const r of rings) r.close();
     reports.push(report);
     if (await opts.onSync?.(report)) break;

@@ -1,6 +1,6 @@
 // N in-process workers of one job on one backend (tests, the convergence and byzantine runs).
 import { shardIndices, type Dataset } from '@tabfleet/data';
-import { PRESETS, type OptimizerConfig } from '@tabfleet/nn';
+import { PRESETS, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
 import type { Backend } from '@tabfleet/tensor';
 import { flipLabels } from './attacks';
 import { ModelEngine } from './engine';
@@ -22,11 +22,16 @@ export interface JobSetup {
 
 /** N workers of the MLP job, each on its shard, sharing one backend. */
 export function mlpWorkers(backend: Backend, job: JobSetup): SimWorker[] {
+  return presetWorkers(backend, PRESETS['mlp-fashion'], job);
+}
+
+/** N workers of a job training `preset` (`data.test`: what they evaluate on), each on its shard, sharing one backend. */
+export function presetWorkers(backend: Backend, preset: ModelPreset, job: JobSetup): SimWorker[] {
   const { train } = job.data;
   const flipped = job.flippedLabelRanks?.length ? { ...train, y: flipLabels(train.y, train.classes) } : train;
   return Array.from({ length: job.workers }, (_, rank) => {
     const engine = new ModelEngine(backend, {
-      preset: PRESETS['mlp-fashion'], seed: job.seed ?? 1, optimizer: job.optimizer, batchSize: job.batchSize,
+      preset, seed: job.seed ?? 1, optimizer: job.optimizer, batchSize: job.batchSize,
       train: job.flippedLabelRanks?.includes(rank) ? flipped : train, test: job.data.test, shard: shardIndices(train.count, rank, job.workers, job.seed ?? 1), dataSeed: 1000 + rank,
     });
     const strategy = createStrategy(engine, { ...job.strategy, compressor: job.compressor?.(engine) });
