@@ -114,6 +114,9 @@ test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeou
   assert.equal(r.summary.cnn_step_vs_tfjs_best, bestCnn / tab.cnn.msPerStep);
   const bestGpt = Math.min(...TFJS_BACKENDS.map((b) => r.tfjs[b].gpt.msPerStep));
   assert.equal(r.summary.gpt_step_vs_tfjs_best, bestGpt / tab.gpt.msPerStep);
+  const att = r.tabfleet.gptAttention;
+  assert.ok(att.composed.msPerStep > 0 && att.fused.msPerStep > 0, 'the GPT step is timed with attention composed and fused');
+  assert.equal(r.summary.gpt_fused_attention_speedup, att.composed.msPerStep / att.fused.msPerStep);
   assert.equal(r.summary.tabfleet_gpt_tokens_per_sec, (r.options.gptBatch * r.options.gpt.context * 1000) / tab.gpt.msPerStep);
 
   const all = numbers(r, 'report');

@@ -40,6 +40,8 @@ export interface KernelsSummary {
   tabfleet_gpt_ms_per_step: number;
   /** Training tokens per second: windows × context ÷ step time. */
   tabfleet_gpt_tokens_per_sec: number;
+  /** The GPT step with causal attention composed ÷ fused into one kernel (> 1: fused pays on this adapter). */
+  gpt_fused_attention_speedup: number;
   tfjs_best_gpt_tokens_per_sec: number;
   tfjs_best_matmul1024_backend: TfjsBackendName;
   tfjs_best_mlp_backend: TfjsBackendName;
@@ -95,6 +97,7 @@ export function summarize(r: KernelBenchPageResult): KernelsSummary {
     tfjs_best_gpt_backend: bestGpt,
     tabfleet_gpt_ms_per_step: tab.gpt.msPerStep,
     tabfleet_gpt_tokens_per_sec: tokensPerSec(tab.gpt),
+    gpt_fused_attention_speedup: r.tabfleet.gptAttention.composed.msPerStep / r.tabfleet.gptAttention.fused.msPerStep,
     tfjs_best_gpt_tokens_per_sec: tokensPerSec(tf[bestGpt].gpt),
     tfjs_best_matmul1024_backend: bestMatmul,
     tfjs_best_mlp_backend: bestMlp,
@@ -123,6 +126,7 @@ function printSummary(s: KernelsSummary, page: KernelBenchPageResult): void {
   console.log(`  MLP step matmuls: vs TF.js webgpu ${x(s.mlp_matmuls_vs_tfjs_webgpu)}`);
   console.log(`  MLP step: tabfleet ${s.tabfleet_mlp_ms_per_step.toFixed(2)} ms; vs TF.js webgpu ${x(s.mlp_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_mlp_backend}) ${x(s.mlp_step_vs_tfjs_best)}`);
   console.log(`  GPT step: tabfleet ${s.tabfleet_gpt_ms_per_step.toFixed(2)} ms (${s.tabfleet_gpt_tokens_per_sec.toFixed(0)} tokens/s); vs TF.js webgpu ${x(s.gpt_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_gpt_backend}, ${s.tfjs_best_gpt_tokens_per_sec.toFixed(0)} tokens/s) ${x(s.gpt_step_vs_tfjs_best)}`);
+  console.log(`  GPT causal attention: fused ${x(s.gpt_fused_attention_speedup)} the composed step (default here: ${page.tabfleet.gptAttention.defaultFused ? 'fused' : 'composed'})`);
   console.log(`  CNN step: tabfleet ${s.tabfleet_cnn_ms_per_step.toFixed(2)} ms; vs TF.js webgpu ${x(s.cnn_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_cnn_backend}) ${x(s.cnn_step_vs_tfjs_best)}`);
   const mv = s.matmul_variant;
   console.log(`  matmul variant for this adapter: ${mv.chosen}; fastest: ${sq} ${mv.fastest.matmul1024}, MLP matmuls ${mv.fastest.mlp_matmuls}, MLP step ${mv.fastest.mlp_step}, CNN step ${mv.fastest.cnn_step}`);
@@ -182,6 +186,7 @@ function buildReport(r: KernelBenchPageResult, browserVersion: string, durationM
       cnn: chosen.cnn,
       gpt: chosen.gpt,
       variants: r.tabfleet.variants,
+      gptAttention: r.tabfleet.gptAttention,
     },
     tfjs: { version: r.tfjsVersion, webgpu: r.tfjs.webgpu, webgl: r.tfjs.webgl, cpu: r.tfjs.cpu },
     summary: summarize(r),

@@ -125,6 +125,8 @@ export interface KernelBenchPageResult {
     defaultVariant: MatmulVariantName;
     /** Every timed variant, forced with new WebGpuBackend(rt, { matmulVariant }). */
     variants: Record<MatmulVariantName, TabfleetVariantResult>;
+    /** The GPT step on the default variant with causal attention composed (matmul, softmax, matmul) and fused (one kernel). */
+    gptAttention: { defaultFused: boolean; composed: TabfleetStepResult; fused: TabfleetStepResult };
   };
   tfjs: Record<TfjsBackendName, TfjsBackendResult>;
   /** Wall time of the whole page run. */

@@ -397,6 +397,10 @@ async function runKernelBench(o: KernelBenchOptions): Promise<KernelBenchPageRes
     const gpt = await tabfleetTrain(be, 'gpt', gptPreset(o), tokens, { ...o, batch: o.gptBatch }, tag);
     variants[v] = { variant: v, matmul, mlp, cnn, gpt };
   }
+  // Causal attention both ways on the default matmul variant: what `fusedAttention` defaults to per adapter.
+  const attention = async (fused: boolean) =>
+    tabfleetTrain(new WebGpuBackend(auto.rt, { fusedAttention: fused }), 'gpt', gptPreset(o), tokens, { ...o, batch: o.gptBatch }, `tabfleet attention ${fused ? 'fused' : 'composed'}`);
+  const gptAttention = { defaultFused: auto.fusedAttention, composed: await attention(false), fused: await attention(true) };
   auto.rt.device.destroy();
 
   const tfjs = {} as Record<TfjsBackendName, TfjsBackendResult>;
@@ -413,7 +417,7 @@ async function runKernelBench(o: KernelBenchOptions): Promise<KernelBenchPageRes
       isCpu: a.isCpu, features: a.features, maxStorageBufferBindingSize: a.maxStorageBufferBindingSize,
     },
     tfjsVersion: tf.version.tfjs,
-    tabfleet: { defaultVariant: auto.matmulVariant, variants },
+    tabfleet: { defaultVariant: auto.matmulVariant, variants, gptAttention },
     tfjs,
     totalMs,
   };

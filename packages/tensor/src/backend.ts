@@ -150,6 +150,13 @@ export interface Backend {
   softmax(x: Storage, rows: number, C: number, causalT: number): Storage;
   /** dx = y · (dy − Σ dy·y) per row. */
   softmaxBackward(y: Storage, dy: Storage, rows: number, C: number): Storage;
+  /**
+   * Causal scaled dot-product attention, fused: q, k, v [batch, T, D] → out [batch, T, D] and the
+   * probabilities [batch, T, T] (softmax(scale · q·kᵀ), row t over keys ≤ t) that backward reuses.
+   */
+  causalAttention(q: Storage, k: Storage, v: Storage, batch: number, T: number, D: number, scale: number): { out: Storage; probs: Storage };
+  /** Whether `causalAttention` pays on this backend (measured per adapter) or the model should compose matmul and softmax. */
+  readonly fusedAttention: boolean;
 
   conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage;
   conv2dBackwardInput(dy: Storage, w: Storage, p: Conv2dParams): Storage;

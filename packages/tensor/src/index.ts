@@ -7,6 +7,7 @@ export * from './ops/matmul';
 export * from './ops/loss';
 export * from './ops/conv';
 export * from './ops/norm';
+export * from './ops/attention';
 export * from './factory';
 export { CpuBackend, CpuStorage } from './cpu/backend';
 export { WebGpuBackend, type WebGpuBackendOptions } from './webgpu/backend';

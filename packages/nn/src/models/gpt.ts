@@ -4,7 +4,7 @@
 // (protocol's gptLayout; a test keeps the two equal), so its checkpoints load in PyTorch. Two
 // differences to know when loading one there: GELU is the tanh form (nn.GELU(approximate='tanh')),
 // and there is no dropout. ids: i32 [B, T] → logits [B·T, vocab].
-import { add, gelu, matmul, permute, scale, sliceRows, softmax, type Tensor } from '@tabfleet/tensor';
+import { add, causalAttention, gelu, matmul, permute, sliceRows, type Tensor } from '@tabfleet/tensor';
 import { Embedding, LayerNorm, Linear } from '../layers';
 import { ParamStore } from '../params';
 import type { Model } from './model';
@@ -53,9 +53,9 @@ class GptBlock {
     // so q, k and v are contiguous rows of one tensor, each [H·B, T, Dh] (batch order h, b).
     const qkv = permute(this.cAttn.forward(h).reshape([B * T, 3, H, Dh]), [1, 2, 0, 3]).reshape([3, H * B * T * Dh]);
     const part = (i: number) => sliceRows(qkv, i, 1).reshape([H * B, T, Dh]);
-    const att = softmax(scale(matmul(part(0), part(1), { transB: true }), 1 / Math.sqrt(Dh)), true); // [H·B, T, T]
+    const y = causalAttention(part(0), part(1), part(2)); // [H·B, T, Dh]
     // [H·B, T, Dh] → [H, B·T, Dh] → [B·T, H, Dh] → [B·T, W]: heads side by side, as nanoGPT's transpose and view.
-    return permute(matmul(att, part(2)).reshape([H, B * T, Dh]), [1, 0, 2]).reshape([B * T, this.width]);
+    return permute(y.reshape([H, B * T, Dh]), [1, 0, 2]).reshape([B * T, this.width]);
   }
 }
 

@@ -59,6 +59,8 @@ function binaryFn(op: BinaryOp): (a: number, b: number) => number {
 export class CpuBackend implements Backend {
   readonly kind = 'cpu' as const;
   readonly description: string;
+  /** The reference composes attention from matmul and softmax in models; `causalAttention` is the fused kernel's reference. */
+  readonly fusedAttention = false;
   private readonly Float: Float32ArrayConstructor | Float64ArrayConstructor;
 
   constructor(readonly precision: 'f32' | 'f64' = 'f32') {
@@ -215,6 +217,34 @@ export class CpuBackend implements Backend {
       for (let c = 0; c < C; c++) out[r * C + c] = Y[r * C + c] * (D[r * C + c] - dot);
     }
     return this.out(out);
+  }
+
+  causalAttention(q: Storage, k: Storage, v: Storage, batch: number, T: number, D: number, scale: number): { out: Storage; probs: Storage } {
+    const Q = this.d(q), K = this.d(k), V = this.d(v), out = this.f(batch * T * D), P = this.f(batch * T * T);
+    for (let b = 0; b < batch; b++) {
+      for (let t = 0; t < T; t++) {
+        const row = (b * T + t) * T;
+        let max = -Infinity;
+        for (let j = 0; j <= t; j++) {
+          let dot = 0;
+          for (let d = 0; d < D; d++) dot += Q[(b * T + t) * D + d] * K[(b * T + j) * D + d];
+          P[row + j] = dot * scale;
+          max = Math.max(max, P[row + j]);
+        }
+        let sum = 0;
+        for (let j = 0; j <= t; j++) {
+          P[row + j] = Math.exp(P[row + j] - max);
+          sum += P[row + j];
+        }
+        for (let j = 0; j <= t; j++) P[row + j] /= sum;
+        for (let d = 0; d < D; d++) {
+          let acc = 0;
+          for (let j = 0; j <= t; j++) acc += P[row + j] * V[(b * T + j) * D + d];
+          out[(b * T + t) * D + d] = acc;
+        }
+      }
+    }
+    return { out: this.out(out), probs: this.out(P) };
   }
 
   conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage {

@@ -113,6 +113,7 @@ const cases: GradCase[] = [
   { name: 'softmax cross-entropy', inputs: [{ shape: [4, 5] }, { shape: [4], kind: { ints: 5 } }], fn: ([x, y]) => ops.softmaxCrossEntropy(x, y) },
   { name: 'softmax', inputs: [{ shape: [3, 6] }], fn: ([x]) => ops.softmax(x) },
   { name: 'causal softmax [2,4,4]', inputs: [{ shape: [2, 4, 4] }], fn: ([x]) => ops.softmax(x, true) },
+  { name: 'fused causal attention [2,5,4]', inputs: [{ shape: [2, 5, 4] }, { shape: [2, 5, 4] }, { shape: [2, 5, 4] }], fn: ([q, k, v]) => ops.causalAttention(q, k, v, { fused: true }) },
   // convolution and pooling
   {
     name: 'conv2d 3×3 stride 2 pad 1 + bias',

@@ -175,6 +175,12 @@ function layerCases(): KernelCase[] {
     ...[[1, 1], [3, 1, 1], [5, 5], [2, 7, 7], [2, 3, 4, 4], [2, 65, 65]].map((shape): KernelCase => ({
       name: `causal softmax [${shape}]`, inputs: [{ shape }], fn: ([x]) => ops.softmax(x, true),
     })),
+    // Fused causal attention (one lane per query row) on the GPU against the CPU reference's own
+    // fused loop, and composed (matmul, scale, causal softmax, matmul) on both.
+    ...[[1, 1, 4], [2, 5, 8], [3, 17, 12], [2, 64, 32]].flatMap((shape): KernelCase[] => [true, false].map((fused) => ({
+      name: `causal attention ${fused ? 'fused' : 'composed'} [${shape}]`, inputs: [{ shape }, { shape }, { shape }],
+      fn: ([q, k, v]) => ops.causalAttention(q, k, v, { fused }),
+    }))),
     { name: 'softmax extreme values', inputs: [{ shape: [6, 6], kind: 'extreme' }], fn: ([x]) => ops.softmax(x), tol: { rtol: 1e-4, atol: 1e-3 } },
     { name: 'causal softmax extreme values', inputs: [{ shape: [2, 6, 6], kind: 'extreme' }], fn: ([x]) => ops.softmax(x, true), tol: { rtol: 1e-4, atol: 1e-3 } },
     ...[[1, 1], [5, 1], [4, 33], [1, 64], [2, 3, 7], [5, 768], [3, 1000]].map((shape): KernelCase => {

@@ -18,6 +18,7 @@ import { permuteKernel } from './kernels/permute';
 import { copyRangeKernel } from './kernels/copy-range';
 import { maxPool2dBackwardKernel, maxPool2dKernel } from './kernels/pool';
 import { softmaxBackwardKernel, softmaxKernel, type RowVariant } from './kernels/softmax';
+import { causalAttentionKernel, FUSED_ATTENTION_DEFAULT } from './kernels/attention';
 import { GpuRuntime, GpuStorage } from './runtime';
 
 const UNARY_CODES: Record<UnaryOp, number> = { neg: 0, exp: 1, log: 2, sqrt: 3, relu: 4, gelu: 5, tanh: 6, scale: 7, addScalar: 8, square: 9, copy: 10 };
@@ -31,6 +32,8 @@ export interface WebGpuBackendOptions {
   convVariant?: ConvVariant;
   /** Softmax and layernorm rows: one invocation each, or one workgroup each (kernels/softmax.ts). */
   rowVariant?: RowVariant;
+  /** Causal attention as one fused kernel, or matmul + softmax + matmul (the default: see kernels/attention.ts). */
+  fusedAttention?: boolean;
 }
 
 export class WebGpuBackend implements Backend {
@@ -39,6 +42,7 @@ export class WebGpuBackend implements Backend {
   readonly matmulVariant: MatmulVariant;
   readonly convVariant: ConvVariant;
   readonly rowVariant: RowVariant;
+  readonly fusedAttention: boolean;
   /** Bound where a shader declares an optional input that an op does not use. */
   private readonly dummy: GpuStorage;
 
@@ -46,6 +50,7 @@ export class WebGpuBackend implements Backend {
     this.matmulVariant = opts.matmulVariant ?? (rt.adapter.isCpu ? 'unrolled' : 'tiled');
     this.convVariant = opts.convVariant ?? (rt.adapter.isCpu ? 'gemm' : 'direct');
     this.rowVariant = opts.rowVariant ?? (rt.adapter.isCpu ? 'invocation' : 'workgroup');
+    this.fusedAttention = opts.fusedAttention ?? FUSED_ATTENTION_DEFAULT;
     const a = rt.adapter;
     this.description = `webgpu (${[a.vendor, a.architecture, a.description].filter(Boolean).join(' ') || 'unknown adapter'})`;
     this.dummy = rt.allocDedicated(4, 'dummy');
@@ -171,6 +176,11 @@ export class WebGpuBackend implements Backend {
     const dx = this.rt.alloc(rows * C);
     softmaxBackwardKernel(this.rt, this.g(y), this.g(dy), dx, rows, C, this.rowVariant);
     return dx;
+  }
+  causalAttention(q: Storage, k: Storage, v: Storage, batch: number, T: number, D: number, scale: number): { out: Storage; probs: Storage } {
+    const out = this.rt.alloc(batch * T * D), probs = this.rt.alloc(batch * T * T);
+    causalAttentionKernel(this.rt, this.g(q), this.g(k), this.g(v), out, probs, batch, T, D, scale);
+    return { out, probs };
   }
   conv2d(x: Storage, w: Storage, bias: Storage | null, p: Conv2dParams): Storage {
     const y = this.rt.alloc(p.batch * p.outC * p.outH * p.outW);
