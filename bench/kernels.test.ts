@@ -121,6 +121,8 @@ test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeou
 
   const all = numbers(r, 'report');
   assert.ok(all.length > 200, `suspiciously few numbers: ${all.length}`);
-  const bad = all.filter(([, v]) => !Number.isFinite(v) || v <= 0);
-  assert.deepEqual(bad, [], 'every number is finite and positive');
+  // A warm-up of a small op can read 0: the page's clock ticks in 100 µs without cross-origin isolation.
+  const mayBeZero = (key: string) => key.endsWith('.warmupMs');
+  const bad = all.filter(([key, v]) => !Number.isFinite(v) || v < 0 || (v === 0 && !mayBeZero(key)));
+  assert.deepEqual(bad, [], 'every number is finite and positive (a warm-up at least zero)');
 });
