@@ -414,7 +414,7 @@ async function runKernelBench(o: KernelBenchOptions): Promise<KernelBenchPageRes
     hardwareConcurrency: navigator.hardwareConcurrency,
     adapter: {
       vendor: a.vendor, architecture: a.architecture, device: a.device, description: a.description,
-      isCpu: a.isCpu, features: a.features, maxStorageBufferBindingSize: a.maxStorageBufferBindingSize,
+      isCpu: a.isCpu, features: a.features, maxStorageBufferBindingSize: a.maxStorageBufferBindingSize, maxBufferSize: a.maxBufferSize,
     },
     tfjsVersion: tf.version.tfjs,
     tabfleet: { defaultVariant: auto.matmulVariant, variants, gptAttention },

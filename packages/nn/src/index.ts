@@ -4,3 +4,4 @@ export * from './models/index';
 export * from './optim';
 export * from './train';
 export * from './generate';
+export * from './memory-plan';

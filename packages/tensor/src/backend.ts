@@ -119,6 +119,15 @@ export interface DgcSelectParams {
   pairsOffset: number;
 }
 
+/** Bytes: live tensors and parameters, the peak and the largest tensor since the last reset, buffers that exist, the tab's budget. */
+export interface MemoryUse {
+  liveBytes: number;
+  peakBytes: number;
+  largestBytes: number;
+  createdBytes: number;
+  budgetBytes: number;
+}
+
 export interface Backend {
   readonly kind: 'cpu' | 'webgpu';
   /** Human-readable description, e.g. the adapter or "cpu reference (f64)". */
@@ -130,6 +139,10 @@ export interface Backend {
   write(dst: Storage, data: Float32Array | Int32Array): void;
   read(s: Storage, dtype: DType): Promise<Float32Array | Int32Array>;
   release(s: Storage): void;
+  /** GPU memory held and its peak (GPU backends; the CPU reference leaves memory to the garbage collector). */
+  memory?(): MemoryUse;
+  /** Starts a new memory peak at what is live now. */
+  resetPeakMemory?(): void;
   /** A view of `size` elements at element `offset` of `s`; never released on its own. */
   view(s: Storage, offset: number, size: number): Storage;
   fill(dst: Storage, value: number): void;

@@ -12,6 +12,6 @@ export * from './factory';
 export { CpuBackend, CpuStorage } from './cpu/backend';
 export { WebGpuBackend, type WebGpuBackendOptions } from './webgpu/backend';
 export { GpuRuntime, GpuStorage } from './webgpu/runtime';
-export { requestGpuDevice, GpuUnavailableError, GpuDeviceLostError, GpuKernelError, type AdapterSummary } from './webgpu/device';
+export { requestGpuDevice, GpuUnavailableError, GpuDeviceLostError, GpuKernelError, GpuOutOfMemoryError, type AdapterSummary } from './webgpu/device';
 export { type KernelTime } from './webgpu/profiler';
 export { DGC_TUNING } from './webgpu/kernels/dgc';

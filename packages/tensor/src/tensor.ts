@@ -142,9 +142,12 @@ export function tidy<T extends Kept>(fn: () => T, keep: Tensor[] = []): T {
   let result: T;
   try {
     result = fn();
-  } finally {
+  } catch (e) {
     scopes.pop();
+    scope.release(new Set(keep.map((t) => t.storage))); // a failed step (out of memory) leaks nothing
+    throw e;
   }
+  scopes.pop();
   const kept = new Set<Storage>(keep.map((t) => t.storage));
   if (result instanceof Tensor) kept.add(result.storage);
   else if (Array.isArray(result)) for (const t of result) kept.add(t.storage);

@@ -4,7 +4,7 @@
 // (protocol's gptLayout; a test keeps the two equal), so its checkpoints load in PyTorch. Two
 // differences to know when loading one there: GELU is the tanh form (nn.GELU(approximate='tanh')),
 // and there is no dropout. ids: i32 [B, T] → logits [B·T, vocab].
-import { add, causalAttention, gelu, matmul, permute, sliceRows, type Tensor } from '@tabfleet/tensor';
+import { add, causalAttention, checkpoint, gelu, matmul, permute, sliceRows, type Tensor } from '@tabfleet/tensor';
 import { Embedding, LayerNorm, Linear } from '../layers';
 import { ParamStore } from '../params';
 import type { Model } from './model';
@@ -30,7 +30,7 @@ class GptBlock {
   private readonly cFc: Linear;
   private readonly mlpProj: Linear;
 
-  constructor(store: ParamStore, name: string, private readonly width: number, private readonly heads: number, layers: number) {
+  constructor(private readonly store: ParamStore, private readonly name: string, private readonly width: number, private readonly heads: number, layers: number) {
     const W = width, normal = { kind: 'normal' as const, std: STD }, residual = { kind: 'normal' as const, std: STD / Math.sqrt(2 * layers) };
     this.ln1 = new LayerNorm(store, `${name}.ln_1`, W);
     this.cAttn = new Linear(store, `${name}.attn.c_attn`, W, 3 * W, { init: normal });
@@ -38,6 +38,11 @@ class GptBlock {
     this.ln2 = new LayerNorm(store, `${name}.ln_2`, W);
     this.cFc = new Linear(store, `${name}.mlp.c_fc`, W, 4 * W, { init: normal });
     this.mlpProj = new Linear(store, `${name}.mlp.c_proj`, 4 * W, W, { init: residual });
+  }
+
+  /** The block's parameters (for activation recompute). */
+  params(): Tensor[] {
+    return this.store.manifest.filter((e) => e.name.startsWith(`${this.name}.`)).map((e) => this.store.get(e.name));
   }
 
   /** x: [B·T, W] → [B·T, W]. */
@@ -66,6 +71,11 @@ export class Gpt implements Model {
   private readonly wpe: Embedding;
   private readonly blocks: GptBlock[];
   private readonly lnF: LayerNorm;
+  /**
+   * Activation recompute per block: keep only each block's input, run the block again in backward.
+   * Saves most activation memory for about one more forward pass of compute (`bench -- memory`).
+   */
+  recompute = false;
 
   constructor(readonly preset: GptPreset) {
     const { vocab, context, width, heads, layers } = preset;
@@ -88,7 +98,7 @@ export class Gpt implements Model {
     const tok = this.wte.forward(ids).reshape([B, T, W]);
     const pos = this.wpe.forward(positionIds(ids, T)); // [T, W], broadcast over B
     let x = add(tok, pos).reshape([B * T, W]);
-    for (const b of this.blocks) x = b.forward(x, B, T);
+    for (const b of this.blocks) x = this.recompute ? checkpoint((h) => b.forward(h, B, T), x, b.params()) : b.forward(x, B, T);
     // The head is the token embedding (weight tying): logits = ln_f(x) · wteᵀ.
     return matmul(this.lnF.forward(x), this.wte.weight, { transB: true });
   }

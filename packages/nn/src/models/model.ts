@@ -16,4 +16,6 @@ export interface Model {
   inputShape(batch: number): number[];
   /** Input batch → logits [rows, classes] (rows = B, or B·T for sequence models). */
   forward(x: Tensor): Tensor;
+  /** Models that can recompute activations in backward (the GPT, per block) have this switch. */
+  recompute?: boolean;
 }

@@ -2,7 +2,7 @@
 import type {
   AdamWParams, Backend, BinaryOp, Conv2dParams, DType, MatmulParams, Pool2dParams, ReduceOp, SgdParams, Storage, UnaryOp,
 } from '../backend';
-import type { DgcAccumulateParams, DgcSampleParams, DgcSelectParams } from '../backend';
+import type { DgcAccumulateParams, DgcSampleParams, DgcSelectParams, MemoryUse } from '../backend';
 import { contiguousStrides } from '../shape';
 import { requestGpuDevice, type AdapterSummary } from './device';
 import { f, grid1d, packUniforms, u } from './kernels/common';
@@ -34,6 +34,8 @@ export interface WebGpuBackendOptions {
   rowVariant?: RowVariant;
   /** Causal attention as one fused kernel, or matmul + softmax + matmul (the default: see kernels/attention.ts). */
   fusedAttention?: boolean;
+  /** Live GPU bytes this tab allows itself (GpuRuntime.memoryBudgetBytes); default unbounded. */
+  memoryBudgetBytes?: number;
 }
 
 export class WebGpuBackend implements Backend {
@@ -54,6 +56,15 @@ export class WebGpuBackend implements Backend {
     const a = rt.adapter;
     this.description = `webgpu (${[a.vendor, a.architecture, a.description].filter(Boolean).join(' ') || 'unknown adapter'})`;
     this.dummy = rt.allocDedicated(4, 'dummy');
+    if (opts.memoryBudgetBytes !== undefined) rt.memoryBudgetBytes = opts.memoryBudgetBytes;
+  }
+
+  memory(): MemoryUse {
+    return this.rt.memory();
+  }
+
+  resetPeakMemory(): void {
+    this.rt.resetPeakMemory();
   }
 
   static async create(gpu: GPU | undefined, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {

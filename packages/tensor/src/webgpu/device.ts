@@ -13,6 +13,11 @@ export class GpuKernelError extends Error {
   override name = 'GpuKernelError';
 }
 
+/** A step needed more GPU memory than the tab allows itself (`memoryBudgetBytes`); nothing was recorded past it. */
+export class GpuOutOfMemoryError extends Error {
+  override name = 'GpuOutOfMemoryError';
+}
+
 export interface AdapterSummary {
   vendor: string;
   architecture: string;
@@ -22,6 +27,7 @@ export interface AdapterSummary {
   isCpu: boolean;
   features: string[];
   maxStorageBufferBindingSize: number;
+  maxBufferSize: number;
 }
 
 export async function requestGpuDevice(gpu: GPU | undefined): Promise<{ device: GPUDevice; adapter: AdapterSummary }> {
@@ -54,6 +60,7 @@ export async function requestGpuDevice(gpu: GPU | undefined): Promise<{ device: 
       isCpu: text.includes('swiftshader') || text.includes('llvmpipe') || text.includes('lavapipe') || text.trim() === '',
       features: [...adapter.features],
       maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
+      maxBufferSize: lim.maxBufferSize,
     },
   };
 }

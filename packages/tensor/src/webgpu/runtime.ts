@@ -1,8 +1,9 @@
 // The WebGPU runtime under the backend: buffer pool, pipeline cache, a per-submission uniform arena,
 // and one compute pass that collects every dispatch until a flush. A training step therefore becomes
 // one command buffer, and the only wait is the readback the caller asks for.
+import type { MemoryUse } from '../backend';
 import { SHADERS, type ShaderName } from '../shaders.generated';
-import { GpuDeviceLostError, GpuKernelError, type AdapterSummary } from './device';
+import { GpuDeviceLostError, GpuKernelError, GpuOutOfMemoryError, type AdapterSummary } from './device';
 import { KernelProfiler, type KernelTime } from './profiler';
 
 const UNIFORM_SLOT = 256; // minUniformBufferOffsetAlignment
@@ -12,6 +13,7 @@ const MAP_MODE_READ = 0x1;
 const STORAGE_USAGE = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
 
 let nextBufferId = 1;
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 export class GpuStorage {
   constructor(
@@ -57,6 +59,16 @@ export class GpuRuntime {
   private profiler: KernelProfiler | null = null;
   /** Dispatches and submissions since creation (benchmarks and tests read these). */
   readonly counters = { dispatches: 0, submits: 0, readbacks: 0, buffersCreated: 0 };
+  /**
+   * Live storage bytes (pooled buffers handed out, dedicated ones) a tab allows itself. WebGPU does not
+   * say how much memory an adapter has, so the tab decides (the worker from its settings); past it an
+   * allocation throws GpuOutOfMemoryError instead of risking the device.
+   */
+  memoryBudgetBytes = Infinity;
+  private liveBytes = 0;
+  private peakBytes = 0;
+  private createdBytes = 0;
+  private largestBytes = 0;
 
   constructor(readonly device: GPUDevice, readonly adapter: AdapterSummary) {
     this.arenaMirror = new Uint8Array(4096 * UNIFORM_SLOT);
@@ -91,18 +103,63 @@ export class GpuRuntime {
 
   alloc(elements: number, label = 'tensor'): GpuStorage {
     const bytes = GpuRuntime.bucket(elements * 4);
+    this.checkBudget(bytes, label);
     let buffer = this.pool.get(bytes)?.pop();
-    if (!buffer) {
-      buffer = this.device.createBuffer({ label, size: bytes, usage: STORAGE_USAGE });
-      this.counters.buffersCreated++;
-    }
+    if (!buffer) buffer = this.createStorageBuffer(bytes, label);
+    this.countLive(bytes);
     return new GpuStorage(buffer, this.idOf(buffer), 0, elements, false);
   }
 
   /** A buffer outside the pool (flat parameter store), sized exactly. */
   allocDedicated(elements: number, label: string): GpuStorage {
-    const buffer = this.device.createBuffer({ label, size: Math.max(16, Math.ceil((elements * 4) / 16) * 16), usage: STORAGE_USAGE });
+    const bytes = Math.max(16, Math.ceil((elements * 4) / 16) * 16);
+    this.checkBudget(bytes, label);
+    const buffer = this.createStorageBuffer(bytes, label);
+    this.countLive(bytes);
     return new GpuStorage(buffer, this.idOf(buffer), 0, elements, true);
+  }
+
+  private checkBudget(bytes: number, label: string): void {
+    // Every storage buffer is bound whole, so the binding limit caps one tensor (WebGPU would report it late).
+    const cap = Math.min(this.adapter.maxStorageBufferBindingSize, this.adapter.maxBufferSize);
+    if (bytes > cap) throw new GpuOutOfMemoryError(`${label}: one tensor of ${mib(bytes)} exceeds this adapter's largest storage binding (${mib(cap)})`);
+    if (this.liveBytes + bytes > this.memoryBudgetBytes) {
+      throw new GpuOutOfMemoryError(`${label}: ${mib(bytes)} more would make ${mib(this.liveBytes + bytes)} live, past this tab's GPU memory budget of ${mib(this.memoryBudgetBytes)}`);
+    }
+  }
+
+  private createStorageBuffer(bytes: number, label: string): GPUBuffer {
+    // Free pooled buffers of other sizes go first when a new one would pass the budget.
+    if (this.createdBytes + bytes > this.memoryBudgetBytes) this.trimPool();
+    this.createdBytes += bytes;
+    this.counters.buffersCreated++;
+    return this.device.createBuffer({ label, size: bytes, usage: STORAGE_USAGE });
+  }
+
+  private countLive(bytes: number): void {
+    this.liveBytes += bytes;
+    if (this.liveBytes > this.peakBytes) this.peakBytes = this.liveBytes;
+    if (bytes > this.largestBytes) this.largestBytes = bytes;
+  }
+
+  /** Destroys every free pooled buffer (after submitting the work recorded so far, which may use them). */
+  trimPool(): void {
+    this.flush();
+    for (const free of this.pool.values()) for (const b of free.splice(0)) {
+      this.createdBytes -= b.size;
+      b.destroy();
+    }
+    this.bindGroups.clear();
+  }
+
+  memory(): MemoryUse {
+    return { liveBytes: this.liveBytes, peakBytes: this.peakBytes, largestBytes: this.largestBytes, createdBytes: this.createdBytes, budgetBytes: this.memoryBudgetBytes };
+  }
+
+  /** Starts a new peak at the current live bytes, and a new largest tensor (before the step to measure). */
+  resetPeakMemory(): void {
+    this.peakBytes = this.liveBytes;
+    this.largestBytes = 0;
   }
 
   private idOf(buffer: GPUBuffer): number {
@@ -114,6 +171,7 @@ export class GpuRuntime {
   release(s: GpuStorage): void {
     if (s.isView) return;
     const bytes = s.buffer.size;
+    this.liveBytes -= bytes;
     let free = this.pool.get(bytes);
     if (!free) this.pool.set(bytes, (free = []));
     free.push(s.buffer);

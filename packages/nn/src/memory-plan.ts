@@ -1,0 +1,122 @@
+// Sizing a step to the tab: how many examples one forward/backward pass may hold (the micro-batch,
+// accumulated up to the job's batch) and whether the model recomputes activations, from what the
+// backend measures on two small probe steps and what the tab allows itself. WebGPU says nothing about
+// an adapter's memory, so the budget comes from the tab (settings, navigator.deviceMemory); the
+// adapter's binding limit caps the largest single tensor (the logits, attention scores).
+import { dispose, GpuOutOfMemoryError } from '@tabfleet/tensor';
+import type { Model } from './models/model';
+import { recordGradientStep, type Batch } from './train';
+
+export type RecomputeMode = 'auto' | 'on' | 'off';
+
+/** What one gradient pass of `examples` examples needs, measured. */
+export interface MemoryProbe {
+  examples: number;
+  recompute: boolean;
+  /** Peak live bytes over the step, parameters and optimizer state included. */
+  peakBytes: number;
+  /** The largest single tensor of the step. */
+  largestBytes: number;
+  ms: number;
+}
+
+export interface MemoryPlan {
+  microBatch: number;
+  recompute: boolean;
+  /** Micro-batches per step (the job's batch ÷ micro-batch, rounded up). */
+  passes: number;
+  /** Predicted peak bytes of one pass at this micro-batch. */
+  predictedPeakBytes: number;
+  budgetBytes: number;
+  bindingBytes: number;
+  reason: string;
+  probes: MemoryProbe[];
+}
+
+/** The share of the budget a plan may fill: the estimate is linear, buckets round up to powers of two. */
+const HEADROOM = 0.85;
+
+/** Measures one gradient pass (no optimizer step) of `batch` on the model's backend. */
+export async function probeMemory(model: Model, batch: Batch, recompute: boolean): Promise<MemoryProbe | null> {
+  const be = model.store.backend;
+  if (!be.memory || !be.resetPeakMemory) return null;
+  const before = model.recompute;
+  if (recompute && before === undefined) throw new Error('this model cannot recompute activations');
+  if (before !== undefined) model.recompute = recompute;
+  be.resetPeakMemory();
+  const t0 = performance.now();
+  try {
+    const loss = recordGradientStep(model, batch);
+    await loss.data();
+    dispose(loss);
+  } catch (e) {
+    if (e instanceof GpuOutOfMemoryError) return { examples: batch.size, recompute, peakBytes: Infinity, largestBytes: Infinity, ms: NaN };
+    throw e;
+  } finally {
+    if (before !== undefined) model.recompute = before;
+  }
+  const m = be.memory();
+  return { examples: batch.size, recompute, peakBytes: m.peakBytes, largestBytes: m.largestBytes, ms: performance.now() - t0 };
+}
+
+interface Fit {
+  recompute: boolean;
+  /** Most examples per pass within the budget and the binding limit. */
+  examples: number;
+  peakAt: (examples: number) => number;
+}
+
+/** Peak and largest tensor as linear in the examples, from probes at 1 and 2 examples. */
+function fitOf(one: MemoryProbe, two: MemoryProbe, budget: number, binding: number): Fit {
+  if (!Number.isFinite(one.peakBytes)) return { recompute: one.recompute, examples: 0, peakAt: () => Infinity };
+  if (!Number.isFinite(two.peakBytes)) return { recompute: one.recompute, examples: 1, peakAt: () => one.peakBytes };
+  const perExample = Math.max(two.peakBytes - one.peakBytes, 1);
+  const fixed = one.peakBytes - perExample;
+  const largestPerExample = Math.max(two.largestBytes / 2, 1);
+  const byBudget = Math.floor((budget * HEADROOM - fixed) / perExample);
+  const byBinding = Math.floor(binding / largestPerExample);
+  return { recompute: one.recompute, examples: Math.max(0, Math.min(byBudget, byBinding)), peakAt: (n) => fixed + n * perExample };
+}
+
+/**
+ * The plan for a job batch of `batchSize` (`sample(n)` gives n examples to probe with). Policy: the
+ * whole batch in one pass without recompute if it fits; else in one pass with recompute (about one
+ * more forward of compute); else micro-batches accumulated, without recompute while one example fits,
+ * since several passes cost less than recompute's extra forward on every one of them.
+ */
+export async function planMemory(model: Model, batchSize: number, sample: (n: number) => Batch, opts: { budgetBytes: number; mode: RecomputeMode }): Promise<MemoryPlan> {
+  const be = model.store.backend;
+  const binding = be.memory ? bindingLimitOf(model) : Infinity;
+  const canRecompute = model.recompute !== undefined;
+  const modes = opts.mode === 'off' || !canRecompute ? [false] : opts.mode === 'on' ? [true] : [false, true];
+  const probes: MemoryProbe[] = [];
+  const fits: Fit[] = [];
+  for (const recompute of modes) {
+    const one = await probeMemory(model, sample(1), recompute);
+    if (!one) return wholeBatch(batchSize, opts.mode === 'on' && canRecompute, 'the backend does not measure memory (CPU): the whole batch in one pass');
+    const two = batchSize >= 2 ? await probeMemory(model, sample(2), recompute) : one;
+    probes.push(one, ...(two !== one ? [two!] : []));
+    fits.push(two === one ? { recompute, examples: one.peakBytes <= opts.budgetBytes * HEADROOM ? 1 : 0, peakAt: () => one.peakBytes } : fitOf(one, two!, opts.budgetBytes, binding));
+  }
+  const plain = fits.find((f) => !f.recompute);
+  const recomputed = fits.find((f) => f.recompute);
+  const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
+  const plan = (fit: Fit, reason: string): MemoryPlan => {
+    const microBatch = Math.min(batchSize, fit.examples);
+    return { microBatch, recompute: fit.recompute, passes: Math.ceil(batchSize / microBatch), predictedPeakBytes: fit.peakAt(microBatch), budgetBytes: opts.budgetBytes, bindingBytes: binding, reason, probes };
+  };
+  if (plain && plain.examples >= batchSize) return plan(plain, `the batch of ${batchSize} fits in ${mib(opts.budgetBytes)} in one pass`);
+  if (recomputed && recomputed.examples >= batchSize) return plan(recomputed, `the batch of ${batchSize} fits in ${mib(opts.budgetBytes)} only with activation recompute`);
+  if (plain && plain.examples >= 1) return plan(plain, `${plain.examples} of ${batchSize} examples fit per pass: gradients accumulate over micro-batches`);
+  if (recomputed && recomputed.examples >= 1) return plan(recomputed, `with recompute ${recomputed.examples} of ${batchSize} examples fit per pass: gradients accumulate over micro-batches`);
+  throw new GpuOutOfMemoryError(`not one example of this model fits this tab's ${mib(opts.budgetBytes)} of GPU memory (a pass of one example peaks at ${mib(Math.min(...probes.map((p) => p.peakBytes)))})`);
+}
+
+function wholeBatch(batchSize: number, recompute: boolean, reason: string): MemoryPlan {
+  return { microBatch: batchSize, recompute, passes: 1, predictedPeakBytes: NaN, budgetBytes: Infinity, bindingBytes: Infinity, reason, probes: [] };
+}
+
+function bindingLimitOf(model: Model): number {
+  const a = (model.store.backend as { adapter?: { maxStorageBufferBindingSize: number; maxBufferSize: number } }).adapter;
+  return a ? Math.min(a.maxStorageBufferBindingSize, a.maxBufferSize) : Infinity;
+}
