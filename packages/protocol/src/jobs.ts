@@ -93,6 +93,8 @@ export type GptConfig = z.output<typeof gptConfigSchema>;
 
 /** Inner optimizers: SGD (with momentum), AdamW, LAMB (AdamW scaled per tensor by ‖w‖/‖u‖, for large batches). */
 export const INNER_OPTIMIZERS = ['sgd', 'adamw', 'lamb'] as const;
+/** Activation recompute: `auto` lets each tab turn it on when its batch would not fit its GPU memory otherwise. */
+export const RECOMPUTE_MODES = ['auto', 'on', 'off'] as const;
 
 export const hyperparametersSchema = z.strictObject({
   /** Default: AdamW for DiLoCo (as its paper), SGD with Nesterov momentum otherwise. */
@@ -144,6 +146,8 @@ export const jobSpecSchema = z
     /** Final DGC sparsity (fraction of entries not sent); default from `defaultsFor`. */
     sparsity: finite.min(0).max(0.9999).optional(),
     hyperparameters: hyperparametersSchema,
+    /** Recompute each block's activations in backward (GPT); every tab also sizes its micro-batch to its memory. */
+    recompute: z.enum(RECOMPUTE_MODES).default('auto'),
     minWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerJob).default(1),
     maxWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerJob).default(8),
     /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
