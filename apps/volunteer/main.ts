@@ -40,6 +40,7 @@ function render(s: RuntimeStatus): void {
     ['sent / received', `${formatBytes(s.bytesSent)} / ${formatBytes(s.bytesReceived)}`],
   ];
   if (s.lastAccuracy !== null) rows.push(['test accuracy (last check)', `${(100 * s.lastAccuracy).toFixed(2)}%`]);
+  if (s.memoryPlan) rows.push(['step plan', s.memoryPlan]);
   $('stats').querySelector('tbody')!.innerHTML = kvRows(rows);
   if (s.jobId) showContributorsLink(s.jobId);
   $('error').hidden = !s.lastError;
@@ -114,7 +115,8 @@ async function refreshCredit(): Promise<void> {
 async function initBackend(choice: BackendChoice): Promise<BackendInfo> {
   // A browser without WebGPU has no navigator.gpu on the page (nor in workers).
   if (choice === 'webgpu' && !('gpu' in navigator && navigator.gpu)) throw new Error('This browser does not offer WebGPU (navigator.gpu is missing): use a recent Chrome, Edge or Safari, or enable WebGPU');
-  info = await engine.init(choice);
+  // `?gpuMemory=MiB` caps what the tab allows itself on the GPU (default: from navigator.deviceMemory).
+  info = await engine.init(choice, { gpuMemoryMiB: Number(params.get('gpuMemory')) || undefined });
   renderPlan();
   return info;
 }
@@ -125,7 +127,7 @@ function capabilities(b: BackendInfo): CapabilitiesInput {
     backend: b.kind,
     adapter: { vendor: a?.vendor ?? '', architecture: a?.architecture ?? '', device: a?.device ?? '', description: a?.description ?? b.description, isCpu: a?.isCpu ?? true },
     // The CPU fallback keeps everything in JS arrays: no binding limit beyond memory.
-    limits: { maxStorageBufferBindingSize: a?.maxStorageBufferBindingSize ?? 2 ** 31, maxBufferSize: a?.maxStorageBufferBindingSize ?? 2 ** 31 },
+    limits: { maxStorageBufferBindingSize: a?.maxStorageBufferBindingSize ?? 2 ** 31, maxBufferSize: a?.maxBufferSize ?? 2 ** 31 },
     features: a?.features ?? [],
     userAgent: navigator.userAgent.slice(0, 256),
   };

@@ -2,7 +2,7 @@
 // this worker's data shard. Sync strategies drive it through these calls; in a browser it lives in
 // the engine Web Worker (so every method takes and returns plain transferable values).
 import { epochBatches, gather, sequentialBatches, type Dataset } from '@tabfleet/data';
-import { createModel, createOptimizer, evaluate, recordGradientStep, recordTrainStep, type Batch, type Model, type ModelPreset, type Optimizer, type OptimizerConfig } from '@tabfleet/nn';
+import { createModel, createOptimizer, evaluate, planMemory, recordGradientStep, recordTrainStep, type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type RecomputeMode } from '@tabfleet/nn';
 import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32 } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
 
@@ -37,6 +37,8 @@ export class ModelEngine {
   private epoch = 0;
   private batches: Iterator<Batch>;
   private scratch: Storage | null = null;
+  /** Examples per forward/backward pass; a step accumulates passes up to the batch (see planMemory). */
+  microBatch: number;
 
   constructor(
     readonly backend: Backend,
@@ -44,6 +46,7 @@ export class ModelEngine {
   ) {
     this.model = createModel(opts.preset, backend, opts.seed);
     this.optimizer = createOptimizer(this.model.store, opts.optimizer);
+    this.microBatch = opts.batchSize;
     this.batches = this.epochIterator();
     if (this.nextBatchPeek() === null) throw new Error(`shard of ${opts.shard.length} examples holds no batch of ${opts.batchSize}`);
   }
@@ -78,6 +81,23 @@ export class ModelEngine {
     this.peeked = null;
     this.step++;
     return b;
+  }
+
+  /**
+   * Sizes a step to this backend's memory budget and binding limit from two probe passes (on examples
+   * of the shard), then trains that way: the micro-batch, and recompute when `mode` allows it.
+   */
+  async planMemory(mode: RecomputeMode): Promise<MemoryPlan> {
+    const budgetBytes = this.backend.memory?.().budgetBytes ?? Infinity;
+    const { train, shard, batchSize } = this.opts;
+    const plan = await planMemory(this.model, batchSize, (n) => gather(train, shard.subarray(0, n)), { budgetBytes, mode });
+    this.useMemoryPlan(plan);
+    return plan;
+  }
+
+  useMemoryPlan(plan: { microBatch: number; recompute: boolean }): void {
+    this.microBatch = plan.microBatch;
+    if (this.model.recompute !== undefined) this.model.recompute = plan.recompute;
   }
 
   /** Epochs of the shard completed so far (fractional). */
@@ -119,7 +139,7 @@ export class ModelEngine {
       }
     };
     for (let i = 0; i < n; i++) {
-      const loss = recordTrainStep(this.model, this.optimizer, next());
+      const loss = recordTrainStep(this.model, this.optimizer, next(), this.microBatch);
       if (pending) await readLoss(pending);
       pending = loss;
     }
@@ -129,7 +149,7 @@ export class ModelEngine {
 
   /** Forward and backward on the next batch; the gradient stays in the flat gradient buffer. */
   async computeGradients(): Promise<LocalWork> {
-    const loss = recordGradientStep(this.model, this.nextBatch());
+    const loss = recordGradientStep(this.model, this.nextBatch(), undefined, this.microBatch);
     try {
       return { loss: (await loss.data())[0], samples: this.opts.batchSize, steps: 1 };
     } finally {

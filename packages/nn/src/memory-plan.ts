@@ -33,6 +33,15 @@ export interface MemoryPlan {
   probes: MemoryProbe[];
 }
 
+/**
+ * The GPU memory a tab allows itself when nobody said: half of `navigator.deviceMemory` (GiB of RAM,
+ * which integrated GPUs share; browsers report at most 8), else 2 GiB, and never under 256 MiB.
+ */
+export function defaultGpuMemoryBytes(deviceMemoryGiB: number | undefined): number {
+  const gib = deviceMemoryGiB && Number.isFinite(deviceMemoryGiB) && deviceMemoryGiB > 0 ? deviceMemoryGiB / 2 : 2;
+  return Math.max(256 * 2 ** 20, gib * 2 ** 30);
+}
+
 /** The share of the budget a plan may fill: the estimate is linear, buckets round up to powers of two. */
 const HEADROOM = 0.85;
 

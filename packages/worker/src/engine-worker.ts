@@ -1,6 +1,7 @@
 // The dedicated Web Worker that owns the WebGPU device and trains; the page talks to it via comlink.
 import * as Comlink from 'comlink';
 import { CpuBackend, WebGpuBackend, type Backend } from '@tabfleet/tensor';
+import { defaultGpuMemoryBytes } from '@tabfleet/nn';
 import type { Assignment, JobSpec, ReplicaTask, ReplicaUnit } from '@tabfleet/protocol';
 import { JobEngine, type JobEngineInfo } from './job-engine';
 import { Sampler, type SampleRequest } from './sampler';
@@ -11,7 +12,9 @@ export type BackendChoice = 'webgpu' | 'cpu';
 export interface BackendInfo {
   kind: BackendChoice;
   description: string;
-  adapter: { vendor: string; architecture: string; device: string; description: string; isCpu: boolean; features: string[]; maxStorageBufferBindingSize: number } | null;
+  adapter: { vendor: string; architecture: string; device: string; description: string; isCpu: boolean; features: string[]; maxStorageBufferBindingSize: number; maxBufferSize: number } | null;
+  /** GPU memory this tab allows itself (WebGPU only). */
+  memoryBudgetBytes?: number;
 }
 
 export class EngineApi {
@@ -20,15 +23,18 @@ export class EngineApi {
   private sampler: Sampler | null = null;
 
   /** Opens the backend. 'cpu' is the explicit, labelled fallback for machines without WebGPU. */
-  async init(choice: BackendChoice): Promise<BackendInfo> {
+  async init(choice: BackendChoice, opts: { gpuMemoryMiB?: number } = {}): Promise<BackendInfo> {
     if (choice === 'cpu') {
       this.backend = new CpuBackend('f32');
       return { kind: 'cpu', description: this.backend.description, adapter: null };
     }
-    const gpu = await WebGpuBackend.create((self.navigator as Navigator).gpu);
+    // What this tab allows itself: the volunteer's setting, else from the device's memory (planMemory sizes steps to it).
+    const deviceMemory = (self.navigator as Navigator & { deviceMemory?: number }).deviceMemory;
+    const memoryBudgetBytes = opts.gpuMemoryMiB ? opts.gpuMemoryMiB * 2 ** 20 : defaultGpuMemoryBytes(deviceMemory);
+    const gpu = await WebGpuBackend.create((self.navigator as Navigator).gpu, { memoryBudgetBytes });
     this.backend = gpu;
     const a = gpu.adapter;
-    return { kind: 'webgpu', description: gpu.description, adapter: { ...a } };
+    return { kind: 'webgpu', description: gpu.description, adapter: { ...a }, memoryBudgetBytes };
   }
 
   private get jobEngine(): JobEngine {

@@ -65,6 +65,8 @@ async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: str
 
 export interface JobEngineInfo {
   length: number;
+  /** How this tab runs a step: examples per pass, recompute, and why (planMemory). */
+  memory: { microBatch: number; recompute: boolean; passes: number; reason: string; predictedPeakBytes: number; budgetBytes: number };
   stepsPerSync: number;
   targetSteps: number;
   trainExamples: number;
@@ -97,6 +99,7 @@ export class JobEngine {
       preset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
       train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index,
     });
+    const memory = await engine.planMemory(spec.recompute);
     const targetSteps = targetStepsOf(spec);
     const compressor = spec.compression === 'dgc'
       ? new DgcCompressor(this.backend, engine.length, {
@@ -115,7 +118,8 @@ export class JobEngine {
     this.assignment = assignment;
     this.replica = null;
     this.replicaData = null;
-    return { length: engine.length, stepsPerSync: this.strategy.stepsPerSync, targetSteps, trainExamples: data.indices.length };
+    const { microBatch, recompute, passes, reason, predictedPeakBytes, budgetBytes } = memory;
+    return { length: engine.length, stepsPerSync: this.strategy.stepsPerSync, targetSteps, trainExamples: data.indices.length, memory: { microBatch, recompute, passes, reason, predictedPeakBytes, budgetBytes } };
   }
 
   /** Loads the global model (null url: the seeded initial parameters) and restarts the strategy from it. */
@@ -172,6 +176,8 @@ export class JobEngine {
       preset: presetOf(spec), seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
       train: data.train, test: data.train, shard: data.shard, dataSeed: 0,
     });
+    const { engine } = this.ready;
+    this.replica.useMemoryPlan({ microBatch: engine.microBatch, recompute: engine.model.recompute ?? false });
     const start = strategy.replay.committedParams();
     this.replica.writeParams(start);
     await this.replica.trainUnit(task.unit, data);

@@ -42,6 +42,8 @@ export interface RuntimeStatus {
   syncs: number;
   lastError: string | null;
   lastAccuracy: number | null;
+  /** How this tab runs a step of its job: examples per pass, recompute, and why. */
+  memoryPlan: string | null;
 }
 
 export interface RuntimeOptions {
@@ -68,7 +70,7 @@ const CONNECT_TIMEOUT_MS = 15_000;
 export class VolunteerRuntime {
   readonly status: RuntimeStatus = {
     state: 'connecting', volunteerId: null, jobId: null, step: 0, seq: 0, roundId: null, peers: [], samplesPerSec: 0,
-    bytesSent: 0, bytesReceived: 0, syncs: 0, lastError: null, lastAccuracy: null,
+    bytesSent: 0, bytesReceived: 0, syncs: 0, lastError: null, lastAccuracy: null, memoryPlan: null,
   };
   private transport: Transport | null = null;
   private assignment: Assignment | null = null;
@@ -202,6 +204,10 @@ export class VolunteerRuntime {
     this.setStatus({ state: 'loading', jobId: a.job.id, seq: 0 });
     this.log(`assigned to job ${a.job.id} (${a.job.spec.preset}, ${a.job.spec.strategy}), shard ${a.shard.index}/${a.shard.count}`);
     this.info = await this.opts.engine.setup(a, this.opts.serverUrl);
+    const m = this.info.memory;
+    const plan = `${m.passes > 1 ? `micro-batches of ${m.microBatch}, ${m.passes} per step` : `the batch of ${m.microBatch} in one pass`}, recompute ${m.recompute ? 'on' : 'off'} (${m.reason})`;
+    this.setStatus({ memoryPlan: plan });
+    this.log(`step plan: ${plan}`);
   }
 
   private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<void> {
