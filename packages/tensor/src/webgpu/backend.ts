@@ -36,6 +36,8 @@ export interface WebGpuBackendOptions {
   fusedAttention?: boolean;
   /** Live GPU bytes this tab allows itself (GpuRuntime.memoryBudgetBytes); default unbounded. */
   memoryBudgetBytes?: number;
+  /** Keep WebGPU's default buffer limits (128 MiB per binding, 256 MiB per buffer) instead of the adapter's. */
+  defaultMemoryLimits?: boolean;
 }
 
 export class WebGpuBackend implements Backend {
@@ -68,7 +70,7 @@ export class WebGpuBackend implements Backend {
   }
 
   static async create(gpu: GPU | undefined, opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
-    const { device, adapter } = await requestGpuDevice(gpu);
+    const { device, adapter } = await requestGpuDevice(gpu, { defaultMemoryLimits: opts.defaultMemoryLimits });
     return new WebGpuBackend(new GpuRuntime(device, adapter), opts);
   }
 

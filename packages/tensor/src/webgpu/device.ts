@@ -30,11 +30,15 @@ export interface AdapterSummary {
   maxBufferSize: number;
 }
 
-export async function requestGpuDevice(gpu: GPU | undefined): Promise<{ device: GPUDevice; adapter: AdapterSummary }> {
+/** WebGPU's default memory limits: what a device gets unless it asks the adapter for more. */
+export const WEBGPU_DEFAULT_MEMORY_LIMITS = { maxStorageBufferBindingSize: 128 * 2 ** 20, maxBufferSize: 256 * 2 ** 20 };
+
+/** `defaultMemoryLimits`: keep WebGPU's default buffer limits instead of the adapter's (benchmarks of small devices). */
+export async function requestGpuDevice(gpu: GPU | undefined, opts: { defaultMemoryLimits?: boolean } = {}): Promise<{ device: GPUDevice; adapter: AdapterSummary }> {
   if (!gpu) throw new GpuUnavailableError('WebGPU is not available here (navigator.gpu is missing); enable WebGPU or use the CPU fallback');
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) throw new GpuUnavailableError('WebGPU is present but no GPU adapter was found');
-  const lim = adapter.limits;
+  const lim = opts.defaultMemoryLimits ? { ...pick(adapter.limits), ...WEBGPU_DEFAULT_MEMORY_LIMITS } : adapter.limits;
   const requiredLimits: Record<string, number> = {
     maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
     maxBufferSize: lim.maxBufferSize,
@@ -62,5 +66,16 @@ export async function requestGpuDevice(gpu: GPU | undefined): Promise<{ device: 
       maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
       maxBufferSize: lim.maxBufferSize,
     },
+  };
+}
+
+function pick(l: GPUSupportedLimits) {
+  return {
+    maxStorageBuffersPerShaderStage: l.maxStorageBuffersPerShaderStage,
+    maxComputeWorkgroupStorageSize: l.maxComputeWorkgroupStorageSize,
+    maxComputeInvocationsPerWorkgroup: l.maxComputeInvocationsPerWorkgroup,
+    maxComputeWorkgroupSizeX: l.maxComputeWorkgroupSizeX,
+    maxComputeWorkgroupSizeY: l.maxComputeWorkgroupSizeY,
+    maxComputeWorkgroupsPerDimension: l.maxComputeWorkgroupsPerDimension,
   };
 }
