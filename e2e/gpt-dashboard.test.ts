@@ -60,12 +60,18 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   assert.match((await d.textContent('#job-summary')) ?? '', /GPT 2×32, 2 heads, context 32, bytes on text-upload/);
 
   const tabs: OpenedPage[] = [];
+  // The second tab allows itself 8 MiB of GPU memory: a pass of the batch of 8 peaks near 7.3 MiB
+  // without recompute and 4.7 MiB with it (Dawn, measured), so it turns recompute on by itself.
   for (let i = 0; i < 2; i++) {
-    const t = await open(`${session.server.url}/apps/volunteer/`);
+    const t = await open(`${session.server.url}/apps/volunteer/${i === 1 ? '?gpuMemory=8' : ''}`);
     await t.page.evaluate(() => window.tabfleetVolunteer.ready);
     await t.page.click('#contribute');
     tabs.push(t);
   }
+  const planOf = async (t: OpenedPage) => (await t.page.textContent('#stats'))?.match(/step plan(.*)/)?.[1] ?? '';
+  await waitFor('both tabs show their step plan', async () => (await planOf(tabs[0])) !== '' && (await planOf(tabs[1])) !== '', 60_000, 250);
+  assert.match(await planOf(tabs[0]), /the batch of 8 in one pass, recompute off/);
+  assert.match(await planOf(tabs[1]), /the batch of 8 in one pass, recompute on \(the batch of 8 fits in 8 MiB only with activation recompute\)/);
   await waitFor('the job is done', async () => (await session.server.api(`/api/jobs/${jobId}`)).body.job.state === 'done', 8 * 60_000, 1000);
   const points = (await session.server.api(`/api/jobs/${jobId}/metrics`)).body.points as { loss: number | null }[];
   const losses = points.map((p) => p.loss).filter((l): l is number => l !== null);
