@@ -20,6 +20,11 @@ export interface EngineOptions {
   dataSeed: number;
   /** False: batches walk the shard in order every epoch (tests that compare against one big batch). */
   shuffle?: boolean;
+  /**
+   * Heterogeneity for tests and benchmarks: this worker is `slowdown` times slower than its device,
+   * by sleeping (slowdown − 1) × the compute it just did after each piece of local work.
+   */
+  slowdown?: number;
 }
 
 export interface LocalWork {
@@ -128,7 +133,14 @@ export class ModelEngine {
     });
   }
 
+  /** Sleeps (slowdown − 1) × the time since `t0` (see EngineOptions.slowdown). */
+  private async slowDown(t0: number): Promise<void> {
+    const factor = this.opts.slowdown ?? 1;
+    if (factor > 1) await new Promise((r) => setTimeout(r, (factor - 1) * (performance.now() - t0)));
+  }
+
   private async train(n: number, next: () => Batch): Promise<LocalWork> {
+    const t0 = performance.now();
     let sum = 0;
     let pending: Tensor | null = null;
     const readLoss = async (t: Tensor) => {
@@ -144,17 +156,22 @@ export class ModelEngine {
       pending = loss;
     }
     if (pending) await readLoss(pending);
+    await this.slowDown(t0);
     return { loss: sum / Math.max(n, 1), samples: n * this.opts.batchSize, steps: n };
   }
 
   /** Forward and backward on the next batch; the gradient stays in the flat gradient buffer. */
   async computeGradients(): Promise<LocalWork> {
+    const t0 = performance.now();
     const loss = recordGradientStep(this.model, this.nextBatch(), undefined, this.microBatch);
+    let value: number;
     try {
-      return { loss: (await loss.data())[0], samples: this.opts.batchSize, steps: 1 };
+      value = (await loss.data())[0];
     } finally {
       dispose(loss);
     }
+    await this.slowDown(t0);
+    return { loss: value, samples: this.opts.batchSize, steps: 1 };
   }
 
   get gradientStorage(): Storage {

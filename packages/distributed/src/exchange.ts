@@ -5,6 +5,17 @@ import type { Group, GroupAverage, GroupAverageOptions, Ring } from '@tabfleet/c
 import type { Aggregation } from '@tabfleet/protocol';
 import { payloadToDense, type Payload } from './strategies';
 
+/**
+ * A payload times `factor` (a new one: the strategy keeps its own for re-runs). Paced rounds weight
+ * member i by its samples w_i: it sends N·w_i/W times its payload (W = Σ w, known to every member from
+ * the round's plan), so the ring's plain mean is the weighted mean Σ w_i·x_i / W.
+ */
+export function scalePayload(p: Payload, factor: number): Payload {
+  if (factor === 1) return p;
+  const values = p.values.map((v) => v * factor);
+  return { ...p, values };
+}
+
 export function exchange(ring: Ring, p: Payload, deadlineMs?: number): Promise<Float32Array> {
   if (p.kind === 'dense') return ring.allreduce(p.values, { op: 'mean', dtype: p.dtype, deadlineMs });
   return ring.sparseAllgather(p.indices, p.values, { length: p.length, op: 'mean', dtype: p.dtype, deadlineMs });

@@ -6,7 +6,7 @@
 import { Group, MemoryNetwork, Ring } from '@tabfleet/collective';
 import type { Aggregation } from '@tabfleet/protocol';
 import type { ModelEngine } from './engine';
-import { exchange, groupExchange } from './exchange';
+import { exchange, groupExchange, scalePayload } from './exchange';
 import type { Payload, SyncStrategy } from './strategies';
 
 export interface SimWorker {
@@ -33,7 +33,24 @@ export interface SyncReport {
   applyMs: number[];
   /** Members whose contribution some part's owner refused (group averaging; a ring refuses nothing), sorted. */
   refused: string[];
+  /** Local steps each worker did in this sync (H for all, unless paced). */
+  steps: number[];
+  /** What the pace predicted each worker's local steps would take (paced syncs after the first; else null). */
+  predictedLocalMs: number[] | null;
 }
+
+/**
+ * Paced rounds (LocalSGD, DiLoCo): a sync's local work lasts about `budgetMs` on every member. Member
+ * i does max(1, min(maxSteps, ⌊budgetMs / its ms per step⌋)) steps, its pace measured on its earlier
+ * syncs (the first sync: H steps each, to measure), and the mean weighs each delta by its samples.
+ */
+export interface Pacing {
+  budgetMs: number;
+  maxSteps?: number;
+}
+
+/** Weight of the newest measurement in a member's pace. */
+const PACE_SMOOTHING = 0.5;
 
 /** Replaces the payloads (one per worker, in order) before they go out: Byzantine members in tests and benchmarks. */
 export type Tamper = (payloads: readonly Payload[], seq: number) => Payload[] | Promise<Payload[]>;
@@ -51,6 +68,7 @@ export interface RunOptions {
    * sends. The workers keep their own (a re-run would resend it), and all adopt the result.
    */
   tamper?: Tamper;
+  pace?: Pacing;
 }
 
 export async function startWorkers(workers: SimWorker[]): Promise<void> {
@@ -62,18 +80,32 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
   const ids = workers.map((w) => w.id);
   const transports = ids.map((id) => net.endpointOf(id) ?? net.endpoint(id));
   const reports: SyncReport[] = [];
+  if (opts.pace && opts.group) throw new Error('paced rounds weigh members in the ring\'s mean; robust group rules do not weigh members yet');
+  // Each member's measured ms per local step (paced rounds).
+  const msPerStep: (number | null)[] = workers.map(() => null);
   for (let seq = 1; seq <= opts.syncs; seq++) {
     let loss = 0;
     const own: Payload[] = [];
     const localMs: number[] = [];
-    for (const w of workers) {
+    const steps = workers.map((w, i) => stepsOf(w, msPerStep[i], opts.pace));
+    const predictedLocalMs = opts.pace && msPerStep.every((m) => m !== null) ? steps.map((n, i) => n * msPerStep[i]!) : null;
+    const samples: number[] = [];
+    for (const [i, w] of workers.entries()) {
       const t = performance.now();
-      loss += (await w.strategy.local()).loss / workers.length;
+      const work = await w.strategy.local(opts.pace ? steps[i] : undefined);
+      // The pace is of the steps alone: the payload costs the same however many steps came before it.
+      const measured = (performance.now() - t) / steps[i];
+      loss += work.loss / workers.length;
+      samples.push(work.samples);
       own.push(await w.strategy.payload());
       localMs.push(performance.now() - t);
+      msPerStep[i] = msPerStep[i] === null ? measured : PACE_SMOOTHING * measured + (1 - PACE_SMOOTHING) * msPerStep[i]!;
     }
-    const payloads = opts.tamper ? await opts.tamper(own, seq) : own;
-    if (payloads.length !== workers.length) throw new Error(`tamper returned ${payloads.length} payloads for ${workers.length} workers`);
+    const tampered = opts.tamper ? await opts.tamper(own, seq) : own;
+    if (tampered.length !== workers.length) throw new Error(`tamper returned ${tampered.length} payloads for ${workers.length} workers`);
+    // Weighted by samples when paced: member i sends N·w_i/W times its payload, so the mean is Σ w_i·x_i / W.
+    const totalSamples = samples.reduce((a, b) => a + b, 0);
+    const payloads = opts.pace ? tampered.map((p, i) => scalePayload(p, (workers.length * samples[i]) / totalSamples)) : tampered;
     const collectiveOpts = (i: number) => ({ transport: transports[i], members: ids, self: ids[i], jobId: opts.jobId ?? 'sim', round: seq, deadlineMs: opts.deadlineMs ?? 120_000 });
     const group = opts.group;
     const rings = ids.map((_, i) => (group ? new Group(collectiveOpts(i)) : new Ring(collectiveOpts(i))));
@@ -94,10 +126,17 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
       applyMs[i] += performance.now() - t;
     }
     const refused = [...new Set(results.flatMap((r) => r.refused.map((x) => x.member)))].sort();
-    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, localMs, applyMs, refused };
+    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, localMs, applyMs, refused, steps, predictedLocalMs };
     for (const r of rings) r.close();
     reports.push(report);
     if (await opts.onSync?.(report)) break;
   }
   return reports;
+}
+
+/** Local steps of one member this sync: H, or what fits its pace in the budget (H until it has one). */
+function stepsOf(w: SimWorker, msPerStep: number | null, pace: Pacing | undefined): number {
+  const H = w.strategy.stepsPerSync;
+  if (!pace || msPerStep === null) return H;
+  return Math.max(1, Math.min(pace.maxSteps ?? Infinity, Math.floor(pace.budgetMs / msPerStep)));
 }

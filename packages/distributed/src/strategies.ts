@@ -41,8 +41,11 @@ export interface SyncStrategy {
   readonly name: StrategyName;
   /** Optimizer steps per sync. */
   readonly stepsPerSync: number;
-  /** The local work before the next sync. */
-  local(): Promise<LocalWork>;
+  /**
+   * The local work before the next sync: H steps, or `steps` in a paced round (LocalSGD and DiLoCo:
+   * as many as fit the member's pace in the round's time budget; DDP always computes one gradient).
+   */
+  local(steps?: number): Promise<LocalWork>;
   payload(): Promise<Payload>;
   prepare(mean: Float32Array): Promise<string>;
   commit(): Promise<void>;
@@ -100,7 +103,7 @@ abstract class Base implements SyncStrategy {
     if (opts.compression === 'dgc' && !opts.compressor) throw new Error('dgc compression needs a compressor');
   }
 
-  abstract local(): Promise<LocalWork>;
+  abstract local(steps?: number): Promise<LocalWork>;
   protected abstract vector(): Promise<{ host: Float32Array | null; device: Storage | null }>;
   abstract prepare(mean: Float32Array): Promise<string>;
   abstract commit(): Promise<void>;
@@ -150,7 +153,8 @@ class Ddp extends Base {
   readonly stepsPerSync = 1;
   private paramsChecksum = '';
 
-  async local(): Promise<LocalWork> {
+  async local(steps = 1): Promise<LocalWork> {
+    if (steps !== 1) throw new Error('ddp computes one gradient per sync; paced DDP rounds are not built yet');
     return this.engine.computeGradients();
   }
 
@@ -198,8 +202,9 @@ abstract class Periodic extends Base {
     this.stepsPerSync = opts.H;
   }
 
-  async local(): Promise<LocalWork> {
-    return this.engine.trainSteps(this.opts.H);
+  async local(steps = this.opts.H): Promise<LocalWork> {
+    if (!(Number.isInteger(steps) && steps >= 1)) throw new Error(`local steps ${steps}: need a positive integer`);
+    return this.engine.trainSteps(steps);
   }
 
   readonly replay = {

@@ -18,6 +18,8 @@ export interface JobSetup {
   seed?: number;
   /** Ranks that train on flipped labels (label-flipping attackers, attacks.ts). */
   flippedLabelRanks?: readonly number[];
+  /** Per rank: how many times slower than the device it runs (EngineOptions.slowdown); default all 1. */
+  slowdowns?: readonly number[];
 }
 
 /** N workers of the MLP job, each on its shard, sharing one backend. */
@@ -33,6 +35,7 @@ export function presetWorkers(backend: Backend, preset: ModelPreset, job: JobSet
     const engine = new ModelEngine(backend, {
       preset, seed: job.seed ?? 1, optimizer: job.optimizer, batchSize: job.batchSize,
       train: job.flippedLabelRanks?.includes(rank) ? flipped : train, test: job.data.test, shard: shardIndices(train.count, rank, job.workers, job.seed ?? 1), dataSeed: 1000 + rank,
+      slowdown: job.slowdowns?.[rank],
     });
     const strategy = createStrategy(engine, { ...job.strategy, compressor: job.compressor?.(engine) });
     return { id: `w${rank}`, engine, strategy };

@@ -1,0 +1,73 @@
+// Paced rounds in the in-process runner: a slowed worker does fewer local steps in the same budget,
+// and the mean weighs every member's delta by the samples it processed.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { MemoryNetwork } from '@tabfleet/collective';
+import { gaussianBlobs } from '@tabfleet/data';
+import { CpuBackend } from '@tabfleet/tensor';
+import { holdOutTail } from './convergence';
+import { scalePayload } from './exchange';
+import { runSyncs, startWorkers } from './simulate';
+import type { Payload } from './strategies';
+import { mlpWorkers, type JobSetup } from './workers';
+
+const blobs = holdOutTail(gaussianBlobs(1224, 784, 10, 5), 200);
+const job: JobSetup = {
+  workers: 2, data: { train: blobs.head, test: blobs.tail }, batchSize: 8, seed: 2, optimizer: { kind: 'sgd', lr: 0.05, momentum: 0 },
+  strategy: { strategy: 'localsgd', H: 4, compression: 'none', outerLr: 1, outerMomentum: 0 },
+};
+
+test('paced LocalSGD: a worker 4× slower does fewer steps in the budget, and the mean weighs deltas by samples', async () => {
+  const workers = mlpWorkers(new CpuBackend(), { ...job, slowdowns: [1, 4] });
+  await startWorkers(workers);
+  const own: Float32Array[][] = [];
+  const before: Float32Array[] = [];
+  const after: Float32Array[] = [];
+  // The budget: what 8 steps of the fast worker took in the first (H-step) sync.
+  let budgetMs = 0;
+  const pace = { get budgetMs() { return budgetMs; }, maxSteps: 64 };
+  const reports = await runSyncs(workers, new MemoryNetwork(), {
+    syncs: 3,
+    pace,
+    tamper: async (payloads) => {
+      before.push(await workers[0].engine.readParams());
+      own.push(payloads.map((p) => (p as Extract<Payload, { kind: 'dense' }>).values.slice()));
+      return [...payloads];
+    },
+    onSync: async (r) => {
+      after.push(await workers[0].engine.readParams());
+      if (r.seq === 1) budgetMs = (8 * r.localMs[0]) / r.steps[0];
+    },
+  });
+  assert.deepEqual(reports[0].steps, [4, 4], 'the first sync measures with H steps');
+  assert.equal(reports[0].predictedLocalMs, null);
+  for (const r of reports.slice(1)) {
+    assert.ok(r.steps[0] >= 2 * r.steps[1], `sync ${r.seq}: the fast worker did ${r.steps[0]} steps, the 4× slower one ${r.steps[1]}`);
+    assert.ok(r.predictedLocalMs && r.predictedLocalMs.every((ms) => ms > 0));
+  }
+  // LocalSGD's new parameters: base − Σ w_i·Δ_i / W (w_i = samples = steps × batch), to f32 rounding.
+  for (const [k, r] of reports.entries()) {
+    const [w0, w1] = r.steps;
+    const base = before[k].map((p, i) => p + own[k][0][i]); // worker 0's base: its params plus its delta
+    let worst = 0;
+    for (let i = 0; i < base.length; i++) {
+      const expected = base[i] - (w0 * own[k][0][i] + w1 * own[k][1][i]) / (w0 + w1);
+      worst = Math.max(worst, Math.abs(after[k][i] - expected));
+    }
+    assert.ok(worst < 1e-5, `sync ${r.seq}: parameters differ from the sample-weighted mean by ${worst}`);
+  }
+});
+
+test('scalePayload returns a scaled copy and keeps the original (a re-run resends it)', () => {
+  const p: Payload = { kind: 'sparse', indices: Uint32Array.from([1, 5]), values: Float32Array.from([2, -4]), length: 8, dtype: 'f16' };
+  const q = scalePayload(p, 0.5);
+  assert.deepEqual([...q.values], [1, -2]);
+  assert.deepEqual([...p.values], [2, -4]);
+  assert.equal(scalePayload(p, 1), p);
+});
+
+test('paced rounds refuse robust group averaging (members are not weighed there yet)', async () => {
+  const workers = mlpWorkers(new CpuBackend(), job);
+  await startWorkers(workers);
+  await assert.rejects(runSyncs(workers, new MemoryNetwork(), { syncs: 1, pace: { budgetMs: 10 }, group: { rule: 'centered-clip' } }), /robust group rules do not weigh members/);
+});
