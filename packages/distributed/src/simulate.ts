@@ -33,8 +33,9 @@ export interface SyncReport {
   applyMs: number[];
   /** Members whose contribution some part's owner refused (group averaging; a ring refuses nothing), sorted. */
   refused: string[];
-  /** Local steps each worker did in this sync (H for all, unless paced). */
+  /** Local steps each worker did in this sync (H for all, unless paced), and their time alone (localMs less the payload). */
   steps: number[];
+  stepsMs: number[];
   /** What the pace predicted each worker's local steps would take (paced syncs after the first; else null). */
   predictedLocalMs: number[] | null;
 }
@@ -90,11 +91,13 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
     const steps = workers.map((w, i) => stepsOf(w, msPerStep[i], opts.pace));
     const predictedLocalMs = opts.pace && msPerStep.every((m) => m !== null) ? steps.map((n, i) => n * msPerStep[i]!) : null;
     const samples: number[] = [];
+    const stepsMs: number[] = [];
     for (const [i, w] of workers.entries()) {
       const t = performance.now();
       const work = await w.strategy.local(opts.pace ? steps[i] : undefined);
       // The pace is of the steps alone: the payload costs the same however many steps came before it.
-      const measured = (performance.now() - t) / steps[i];
+      stepsMs.push(performance.now() - t);
+      const measured = stepsMs[i] / steps[i];
       loss += work.loss / workers.length;
       samples.push(work.samples);
       own.push(await w.strategy.payload());
@@ -126,7 +129,7 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
       applyMs[i] += performance.now() - t;
     }
     const refused = [...new Set(results.flatMap((r) => r.refused.map((x) => x.member)))].sort();
-    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, localMs, applyMs, refused, steps, predictedLocalMs };
+    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, localMs, applyMs, refused, steps, stepsMs, predictedLocalMs };
     for (const r of rings) r.close();
     reports.push(report);
     if (await opts.onSync?.(report)) break;

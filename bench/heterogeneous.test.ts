@@ -1,0 +1,36 @@
+// `npm run bench -- heterogeneous --quick` end to end (dispatcher, Dawn in Node, Fashion-MNIST) into a
+// temporary file, then the JSON: every variant ran on the same samples, paced rounds gave slower
+// workers fewer steps, and the summary is computed from the runs. The goals live in the full run's JSON.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { runBench } from './child';
+
+const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-heterogeneous-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+test('npm run bench -- heterogeneous --quick writes a complete JSON', { timeout: 8 * 60_000 }, async (t) => {
+  const out = join(dir, 'heterogeneous.json');
+  assert.equal(await runBench(['heterogeneous', '--quick', '--out', out], t.signal), 0);
+  const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(r.benchmark, 'heterogeneous');
+  assert.deepEqual(r.setup.speeds, [1, 1, 1, 2, 2, 4, 4, 8]);
+  const byVariant = (v: string) => r.results.find((x: any) => x.variant === v);
+  for (const v of ['equal-fixed', 'hetero-fixed', 'hetero-paced']) {
+    const x = byVariant(v);
+    assert.ok(x.samples >= r.setup.totalSamples && x.samples < r.setup.totalSamples + 8 * 64 * r.setup.batch, `${v}: ${x.samples} samples`);
+    assert.ok(x.utilization > 0 && x.utilization <= 1.05, `${v}: utilization ${x.utilization}`);
+    assert.ok(x.finalTestAccuracy > 0.5, `${v}: test accuracy ${x.finalTestAccuracy}`);
+  }
+  // Fixed H: every worker the same steps. Paced: the fastest did more than the 8× slower one.
+  const fixed = byVariant('hetero-fixed').stepsPerWorker;
+  assert.ok(fixed.every((n: number) => n === fixed[0]), `fixed-H steps ${fixed}`);
+  const paced = byVariant('hetero-paced').stepsPerWorker;
+  assert.ok(paced[0] > 2 * paced[7], `paced steps ${paced}`);
+  assert.ok(byVariant('hetero-paced').roundTimes.length >= 1);
+  assert.equal(r.summary.paced_utilization, byVariant('hetero-paced').utilization);
+  assert.equal(r.summary.fixed_utilization, byVariant('hetero-fixed').utilization);
+  assert.ok(r.summary.autotune_round_time_error >= 0);
+});
