@@ -44,6 +44,8 @@ interface RunResult {
   evals: { samples: number; modeledMs: number; accuracy: number }[];
   /** Paced syncs: predicted vs measured round time (ms). */
   roundTimes: { predictedMs: number; measuredMs: number }[];
+  /** Every sync: each worker's steps, the steps' time and its whole local work (payload included), the exchange, each apply (ms). */
+  syncLog: { steps: number[]; stepsMs: number[]; localMs: number[]; exchangeMs: number; applyMs: number[] }[];
 }
 
 /**
@@ -84,11 +86,14 @@ export async function run(opts: BenchOptions): Promise<void> {
       const evals: RunResult['evals'] = [];
       const roundTimes: RunResult['roundTimes'] = [];
       let lastOverheadMs = 0;
+      const syncLog: RunResult['syncLog'] = [];
+      const ms = (xs: number[]) => xs.map((x) => Math.round(x));
       const reports = await runSyncs(workers, new MemoryNetwork({ seed }), {
         syncs: 100_000,
         pace,
         onSync: async (r) => {
           const measured = roundMs(r);
+          syncLog.push({ steps: r.steps, stepsMs: ms(r.stepsMs), localMs: ms(r.localMs), exchangeMs: Math.round(r.exchangeMs), applyMs: ms(r.applyMs) });
           if (r.predictedLocalMs) roundTimes.push({ predictedMs: Math.max(...r.predictedLocalMs) + lastOverheadMs, measuredMs: measured });
           // What a round costs beyond its steps (payloads, exchange, apply): the predictor carries the last one forward.
           lastOverheadMs = measured - Math.max(...r.stepsMs);
@@ -118,7 +123,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       const validation = await workers[0].engine.evaluate(Infinity, 500, split.tail);
       results.push({
         variant, seed, syncs: reports.length, samples, modeledMs, utilization: busyMs / (SPEEDS.length * modeledMs), msToTarget, samplesToTarget,
-        finalTestAccuracy: test.accuracy, finalValidationAccuracy: validation.accuracy, stepsPerWorker: workers.map((w) => w.engine.step), evals, roundTimes,
+        finalTestAccuracy: test.accuracy, finalValidationAccuracy: validation.accuracy, stepsPerWorker: workers.map((w) => w.engine.step), evals, roundTimes, syncLog,
       });
       log(`${variant} seed ${seed}: test ${(100 * test.accuracy).toFixed(2)}%, ${reports.length} syncs, modeled ${(modeledMs / 1000).toFixed(1)} s, to ${100 * TARGET}%: ${msToTarget === null ? 'not reached' : `${(msToTarget / 1000).toFixed(1)} s`}`);
     }
