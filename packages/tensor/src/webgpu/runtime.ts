@@ -102,7 +102,10 @@ export class GpuRuntime {
   }
 
   alloc(elements: number, label = 'tensor'): GpuStorage {
-    const bytes = GpuRuntime.bucket(elements * 4);
+    // Power-of-two buckets reuse well; a tensor whose bucket would pass the binding limit gets its own size.
+    const exact = Math.max(16, Math.ceil((elements * 4) / 16) * 16);
+    const bucket = GpuRuntime.bucket(elements * 4);
+    const bytes = bucket > this.bindingLimit && exact <= this.bindingLimit ? exact : bucket;
     this.checkBudget(bytes, label);
     let buffer = this.pool.get(bytes)?.pop();
     if (!buffer) buffer = this.createStorageBuffer(bytes, label);
@@ -119,9 +122,13 @@ export class GpuRuntime {
     return new GpuStorage(buffer, this.idOf(buffer), 0, elements, true);
   }
 
+  private get bindingLimit(): number {
+    return Math.min(this.adapter.maxStorageBufferBindingSize, this.adapter.maxBufferSize);
+  }
+
   private checkBudget(bytes: number, label: string): void {
     // Every storage buffer is bound whole, so the binding limit caps one tensor (WebGPU would report it late).
-    const cap = Math.min(this.adapter.maxStorageBufferBindingSize, this.adapter.maxBufferSize);
+    const cap = this.bindingLimit;
     if (bytes > cap) throw new GpuOutOfMemoryError(`${label}: one tensor of ${mib(bytes)} exceeds this adapter's largest storage binding (${mib(cap)})`);
     if (this.liveBytes + bytes > this.memoryBudgetBytes) {
       throw new GpuOutOfMemoryError(`${label}: ${mib(bytes)} more would make ${mib(this.liveBytes + bytes)} live, past this tab's GPU memory budget of ${mib(this.memoryBudgetBytes)}`);
