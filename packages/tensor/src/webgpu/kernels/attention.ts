@@ -12,5 +12,11 @@ export function causalAttentionKernel(rt: GpuRuntime, q: GpuStorage, k: GpuStora
   rt.dispatch({ shader: 'attention_causal', constants: { WG }, uniforms: packUniforms([u(rows), u(rowStride), u(T), u(D / 4), f(scale)]), buffers: [q, k, v, o, p], workgroups });
 }
 
-/** Until measured otherwise (bench kernels), models compose attention from matmul and softmax. */
+/**
+ * Models compose attention from matmul and softmax unless told otherwise. Measured on SwiftShader
+ * (`npm run bench -- kernels`, bench/results/kernels.json of 2026-11-24): the GPT step with the fused
+ * kernel took 1/0.96 of the composed one (quick runs: 1/0.85), since the unrolled matmuls are the
+ * fastest kernels there. No GPU adapter has been measured; a lane per query row is not how a GPU
+ * kernel should be tiled, so they compose too until a measurement says otherwise.
+ */
 export const FUSED_ATTENTION_DEFAULT = false;
