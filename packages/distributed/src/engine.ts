@@ -32,6 +32,8 @@ export interface LocalWork {
   loss: number;
   samples: number;
   steps: number;
+  /** Time slept to emulate a slower device (EngineOptions.slowdown), ms; absent when not slowed. */
+  sleptMs?: number;
 }
 
 export class ModelEngine {
@@ -133,10 +135,13 @@ export class ModelEngine {
     });
   }
 
-  /** Sleeps (slowdown − 1) × the time since `t0` (see EngineOptions.slowdown). */
-  private async slowDown(t0: number): Promise<void> {
+  /** Sleeps (slowdown − 1) × the time since `t0` (see EngineOptions.slowdown); returns the ms slept. */
+  private async slowDown(t0: number): Promise<number | undefined> {
     const factor = this.opts.slowdown ?? 1;
-    if (factor > 1) await new Promise((r) => setTimeout(r, (factor - 1) * (performance.now() - t0)));
+    if (!(factor > 1)) return undefined;
+    const t1 = performance.now();
+    await new Promise((r) => setTimeout(r, (factor - 1) * (t1 - t0)));
+    return performance.now() - t1;
   }
 
   private async train(n: number, next: () => Batch): Promise<LocalWork> {
@@ -156,8 +161,8 @@ export class ModelEngine {
       pending = loss;
     }
     if (pending) await readLoss(pending);
-    await this.slowDown(t0);
-    return { loss: sum / Math.max(n, 1), samples: n * this.opts.batchSize, steps: n };
+    const sleptMs = await this.slowDown(t0);
+    return { loss: sum / Math.max(n, 1), samples: n * this.opts.batchSize, steps: n, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
   /** Forward and backward on the next batch; the gradient stays in the flat gradient buffer. */
@@ -170,8 +175,8 @@ export class ModelEngine {
     } finally {
       dispose(loss);
     }
-    await this.slowDown(t0);
-    return { loss: value, samples: this.opts.batchSize, steps: 1 };
+    const sleptMs = await this.slowDown(t0);
+    return { loss: value, samples: this.opts.batchSize, steps: 1, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
   get gradientStorage(): Storage {

@@ -71,3 +71,14 @@ test('paced rounds refuse robust group averaging (members are not weighed there 
   await startWorkers(workers);
   await assert.rejects(runSyncs(workers, new MemoryNetwork(), { syncs: 1, pace: { budgetMs: 10 }, group: { rule: 'centered-clip' } }), /robust group rules do not weigh members/);
 });
+
+test('a slowed engine sleeps (f − 1) × its compute after its local work, and says how long', async () => {
+  const [plain] = mlpWorkers(new CpuBackend(), { ...job, workers: 1 });
+  assert.equal((await plain.engine.trainSteps(2)).sleptMs, undefined);
+  const [slowed] = mlpWorkers(new CpuBackend(), { ...job, workers: 1, slowdowns: [3] });
+  const t0 = performance.now();
+  const work = await slowed.engine.trainSteps(4);
+  const total = performance.now() - t0;
+  // total = compute + slept and slept ≥ 2 × compute, so slept ≥ ⅔ of the total (timers fire late, never early).
+  assert.ok(work.sleptMs !== undefined && work.sleptMs >= (2 / 3) * total - 2 && work.sleptMs <= total, `slept ${work.sleptMs} ms of ${total} ms`);
+});

@@ -21,9 +21,12 @@ export class EngineApi {
   private backend: Backend | null = null;
   private job: JobEngine | null = null;
   private sampler: Sampler | null = null;
+  /** Emulate a device this many times slower (tests of unequal volunteers: the volunteer page's `?slowdown=`). */
+  private slowdown: number | undefined;
 
   /** Opens the backend. 'cpu' is the explicit, labelled fallback for machines without WebGPU. */
-  async init(choice: BackendChoice, opts: { gpuMemoryMiB?: number } = {}): Promise<BackendInfo> {
+  async init(choice: BackendChoice, opts: { gpuMemoryMiB?: number; slowdown?: number } = {}): Promise<BackendInfo> {
+    this.slowdown = opts.slowdown;
     if (choice === 'cpu') {
       this.backend = new CpuBackend('f32');
       return { kind: 'cpu', description: this.backend.description, adapter: null };
@@ -45,7 +48,7 @@ export class EngineApi {
   // A volunteer's job (the page's VolunteerRuntime calls these; see job-engine.ts).
   async setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo> {
     if (!this.backend) throw new Error('engine not initialized: call init() first');
-    this.job = new JobEngine(this.backend);
+    this.job = new JobEngine(this.backend, { slowdown: this.slowdown });
     return this.job.setup(assignment, serverUrl);
   }
   loadModel(url: string | null, step: number) {

@@ -83,7 +83,8 @@ export class JobEngine {
   /** Checkpoint URLs may be relative to it (a server listening on every interface). */
   private serverUrl = '';
 
-  constructor(private readonly backend: Backend) {}
+  /** `slowdown`: this tab pretends to be that many times slower (tests and benchmarks of unequal volunteers). */
+  constructor(private readonly backend: Backend, private readonly opts: { slowdown?: number } = {}) {}
 
   private get ready(): { engine: ModelEngine; strategy: SyncStrategy; spec: JobSpec } {
     if (!this.engine || !this.strategy || !this.spec) throw new Error('no job set up: call setup() first');
@@ -97,7 +98,7 @@ export class JobEngine {
     const data = await loadJobData(spec, assignment, serverUrl, preset);
     const engine = new ModelEngine(this.backend, {
       preset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
-      train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index,
+      train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index, slowdown: this.opts.slowdown,
     });
     const memory = await engine.planMemory(spec.recompute);
     const targetSteps = targetStepsOf(spec);
@@ -174,7 +175,7 @@ export class JobEngine {
     const data = await this.shardOf(task);
     this.replica ??= new ModelEngine(this.backend, {
       preset: presetOf(spec), seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
-      train: data.train, test: data.train, shard: data.shard, dataSeed: 0,
+      train: data.train, test: data.train, shard: data.shard, dataSeed: 0, slowdown: this.opts.slowdown,
     });
     const { engine } = this.ready;
     this.replica.useMemoryPlan({ microBatch: engine.microBatch, recompute: engine.model.recompute ?? false });

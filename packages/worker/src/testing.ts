@@ -14,9 +14,9 @@ export const NODE_CAPABILITIES = {
   features: [],
 };
 
-export function nodeVolunteer(serverUrl: string, net: MemoryNetwork, opts: { jobId?: string; log?: (l: string) => void } = {}) {
+export function nodeVolunteer(serverUrl: string, net: MemoryNetwork, opts: { jobId?: string; log?: (l: string) => void; slowdown?: number } = {}) {
   const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES }, transports: ['websocket'], reconnection: false });
-  const engine = new JobEngine(new CpuBackend('f32'));
+  const engine = new JobEngine(new CpuBackend('f32'), { slowdown: opts.slowdown });
   const runtime = new VolunteerRuntime({
     socket, serverUrl, engine, jobId: opts.jobId, log: opts.log,
     createTransport: (id) => net.endpoint(id),
