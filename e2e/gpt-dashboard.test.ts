@@ -1,5 +1,5 @@
 // A researcher's GPT job end to end through the surfaces people touch: an upload of a broken text
-// file says what is wrong and stores nothing, a good one is stored; the form shows the model's size as
+// file says what is wrong and stores nothing, a good one is stored, and so is an IDX image set; the form shows the model's size as
 // the shape is typed; the job trains on the upload in two volunteer tabs over WebRTC, the validation
 // loss falls on the chart, the checkpoint the dashboard downloads gives its validation loss on the CPU
 // reference, and the sample box generates text from the latest checkpoint in the researcher's own
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { decodeTextShard, generateCorpus, sequentialBatches } from '@tabfleet/data';
+import { decodeTextShard, encodeIdx, generateCorpus, sequentialBatches } from '@tabfleet/data';
 import { createModel, evaluate, presetOf } from '@tabfleet/nn';
 import type { OpenedPage } from '@tabfleet/headless';
 import { waitFor } from '@tabfleet/server/testing';
@@ -34,12 +34,30 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   await d.setInputFiles('#upload-file', { name: 'stories.txt', mimeType: 'text/plain', buffer: Buffer.from(stories) });
   await d.click('#upload-form button');
   await waitFor('the upload is stored', async () => /^stored stories\.txt as u-[0-9a-f]{12}: 240 paragraphs/.test((await d.textContent('#upload-status')) ?? ''), 10_000, 100);
+  // An image set as an IDX pair: the images file alone is refused in the page, the pair is stored.
+  const images = Buffer.from(encodeIdx([400, 28, 28], Uint8Array.from({ length: 400 * 784 }, (_, k) => k % 251)));
+  const labels = Buffer.from(encodeIdx([400], Uint8Array.from({ length: 400 }, (_, i) => i % 10)));
+  await d.selectOption('select[name=uploadKind]', 'images');
+  await d.waitForSelector('#upload-labels-field:not([hidden])');
+  await d.setInputFiles('#upload-file', { name: 'shapes-images-idx3-ubyte', mimeType: 'application/octet-stream', buffer: images });
+  await d.click('#upload-form button');
+  await waitFor('the page asks for the labels file', async () => /^not stored: an IDX images file goes with its IDX labels file/.test((await d.textContent('#upload-status')) ?? ''), 5_000, 100);
+  await d.setInputFiles('#upload-labels', { name: 'shapes-labels-idx1-ubyte', mimeType: 'application/octet-stream', buffer: labels });
+  await d.click('#upload-form button');
+  await waitFor('the image set is stored', async () => /^stored shapes-images-idx3-ubyte as u-[0-9a-f]{12}: 400 images, 40 held out for validation/.test((await d.textContent('#upload-status')) ?? ''), 10_000, 100);
   await shot(d, 'dashboard-upload');
 
   await d.selectOption('select[name=preset]', 'gpt');
   await d.waitForSelector('#gpt-fields:not([hidden])');
   await d.selectOption('select[name=dataset]', 'text-upload');
   await d.waitForSelector('#upload-choice:not([hidden])');
+  // The form offers the uploads of the dataset's kind: the text here, the image set for image-upload.
+  const chosenKind = () => d.$eval('select[name=upload]', (s) => (s as HTMLSelectElement).selectedOptions[0]?.dataset.kind);
+  assert.equal(await chosenKind(), 'text');
+  await d.selectOption('select[name=dataset]', 'image-upload');
+  assert.equal(await chosenKind(), 'images');
+  await d.selectOption('select[name=dataset]', 'text-upload');
+  assert.equal(await chosenKind(), 'text');
   await d.selectOption('select[name=tokenizer]', 'bytes');
   for (const [name, value] of [['gptLayers', '2'], ['gptHeads', '3'], ['gptWidth', '32'], ['gptContext', '32']]) await d.fill(`input[name=${name}]`, value);
   await waitFor('the form says why the shape cannot run', async () => /width must be a multiple of heads/.test((await d.textContent('#model-size')) ?? ''), 5_000, 100);

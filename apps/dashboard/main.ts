@@ -10,7 +10,7 @@ import { $, esc } from '../shared/dom';
 import { formatBytes, formatModel } from '../shared/format';
 import { drawLineChart } from './chart';
 import { wireSampleBox } from './sample';
-import { wireUploads } from './uploads';
+import { showUploadChoice, wireUploads } from './uploads';
 
 const TOKEN_KEY = 'tabfleet-token';
 
@@ -130,7 +130,7 @@ function formSpec(form: HTMLFormElement): Record<string, unknown> {
     hyperparameters: { lr: num('lr'), batchSize: num('batchSize'), ...(f.get('optimizer') ? { optimizer: f.get('optimizer') } : {}) },
   };
   if (f.get('aggregation')) spec.aggregation = f.get('aggregation');
-  if (spec.dataset === 'text-upload') spec.upload = f.get('upload') || undefined;
+  if (spec.dataset === 'text-upload' || spec.dataset === 'image-upload') spec.upload = f.get('upload') || undefined;
   if (spec.preset === 'gpt') spec.gpt = { layers: num('gptLayers'), heads: num('gptHeads'), width: num('gptWidth'), context: num('gptContext') };
   if (f.get('tokenizer') && (TEXT_DATASETS as readonly unknown[]).includes(spec.dataset)) spec.tokenizer = f.get('tokenizer');
   const name = String(f.get('name') ?? '').trim();
@@ -152,7 +152,7 @@ function showFormErrors(form: HTMLFormElement, issues: { path: string; message: 
 function showModelSize(form: HTMLFormElement): void {
   const spec = formSpec(form);
   $('gpt-fields').hidden = spec.preset !== 'gpt';
-  $('upload-choice').hidden = spec.dataset !== 'text-upload';
+  showUploadChoice(spec.dataset);
   const parsed = jobSpecSchema.safeParse(spec);
   const modelIssue = parsed.success ? null : parsed.error.issues.find((i) => ['gpt', 'tokenizer', 'preset', 'dataset'].includes(String(i.path[0])));
   if (!parsed.success) {

@@ -5,7 +5,7 @@ import { decodeSafetensors, encodeSafetensors, SafetensorsError, type DecodedSaf
 import { containerArb, inContainer, mutated, seededBytes } from './bytes';
 import { decodeOrRefuse, type FuzzTarget } from './target';
 
-const DTYPES: Record<SafetensorsDType, number> = { F32: 4, F16: 2, I32: 4, U8: 1 };
+const DTYPES: Record<SafetensorsDType, number> = { F32: 4, F16: 2, I32: 4, I64: 8, U8: 1 };
 const nameArb = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 12 }).filter((s) => s !== '__metadata__' && s !== '__proto__');
 
 const tensorArb: fc.Arbitrary<NamedTensor> = fc

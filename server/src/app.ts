@@ -147,6 +147,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     checkpointUrl: (jobId, seq) => `${publicBase()}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
     shardUrl: (jobId, spec, index, count) => {
       if (spec.dataset === 'fashion-mnist') return `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed)}`;
+      if (spec.dataset === 'image-upload' && spec.upload) return `${publicBase()}${shardPath(secrets, jobId, `uploads/${spec.upload}`, index, count, spec.seed)}`;
       // A served text corpus, cut for the job's model (the generated corpus is made by the workers).
       const text = servedTextOf(spec);
       if (text && spec.tokenizer && spec.gpt) return `${publicBase()}${shardPath(secrets, jobId, text, index, count, spec.seed, { tokenizer: spec.tokenizer, context: spec.gpt.context })}`;

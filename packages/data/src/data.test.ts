@@ -4,19 +4,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { epochBatches, gather, sequentialBatches, shardIndices } from './dataset';
 import { FASHION_MNIST_FILES, loadFashionMnist } from './fashion-mnist';
-import { IdxError, parseIdx } from './idx';
+import { encodeIdx, IdxError, parseIdx } from './idx';
 import { gaussianBlobs } from './synthetic';
 import { CHARSET, decodeText, encodeText, generateCorpus, textWindows } from './text';
 
 const FASHION_DIR = process.env.FASHION_MNIST_DIR ?? '/usr/share/datasets/fashion-mnist';
 
+/** An IDX file with element type `type` (only 0x08 is valid). */
 function idx(type: number, dims: number[], data: number[]): Uint8Array {
-  const out = new Uint8Array(4 + 4 * dims.length + data.length);
-  const v = new DataView(out.buffer);
-  v.setUint8(2, type);
-  v.setUint8(3, dims.length);
-  dims.forEach((d, i) => v.setUint32(4 + 4 * i, d));
-  out.set(data, 4 + 4 * dims.length);
+  const out = encodeIdx(dims, Uint8Array.from(data));
+  out[2] = type;
   return out;
 }
 

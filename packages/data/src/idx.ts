@@ -24,6 +24,17 @@ export function parseIdx(bytes: Uint8Array): IdxArray {
   return { dims, data: bytes.subarray(headerLen) };
 }
 
+/** An IDX file of unsigned bytes: what `parseIdx` reads back. */
+export function encodeIdx(dims: number[], data: Uint8Array): Uint8Array {
+  const out = new Uint8Array(4 + 4 * dims.length + data.length);
+  const view = new DataView(out.buffer);
+  view.setUint8(2, 0x08);
+  view.setUint8(3, dims.length);
+  dims.forEach((d, i) => view.setUint32(4 + 4 * i, d));
+  out.set(data, 4 + 4 * dims.length);
+  return out;
+}
+
 /** gunzip with the platform's DecompressionStream (browsers and Node ≥ 18). */
 export async function gunzip(bytes: Uint8Array): Promise<Uint8Array> {
   const stream = new Blob([bytes as Uint8Array<ArrayBuffer>]).stream().pipeThrough(new DecompressionStream('gzip'));

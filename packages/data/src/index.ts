@@ -6,3 +6,4 @@ export * from './text';
 export * from './tokenizers';
 export * from './corpus';
 export * from './uploads';
+export * from './image-uploads';

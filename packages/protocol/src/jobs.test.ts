@@ -65,9 +65,13 @@ test('a gpt job gives its shape, trains on text, and its tokenizer sets the voca
   assert.equal(jobSpecSchema.parse({ ...gpt, hyperparameters: { lr: 0.01, batchSize: 8, optimizer: 'lamb' } }).hyperparameters.optimizer, 'lamb');
   assert.match(refusal({ ...gpt, hyperparameters: { lr: 0.01, batchSize: 8, optimizer: 'adam' } }), /hyperparameters.optimizer/);
   assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'text-upload', upload: 'u-0123456789ab' }).tokenizer, 'bytes');
-  assert.match(refusal({ ...gpt, dataset: 'text-upload' }), /upload: a text-upload job names its upload/);
-  assert.match(refusal({ ...gpt, upload: 'u-0123456789ab' }), /only a text-upload job names an upload/);
+  assert.match(refusal({ ...gpt, dataset: 'text-upload' }), /upload: with dataset text-upload, give the upload's id \(POST \/api\/datasets returns it\)/);
+  assert.match(refusal({ ...gpt, upload: 'u-0123456789ab' }), /only a text-upload or image-upload job names an upload/);
   assert.match(refusal({ ...gpt, dataset: 'text-upload', upload: '../etc/passwd' }), /upload: an uploaded dataset id/);
+  assert.equal(jobSpecSchema.parse({ ...base, dataset: 'image-upload', upload: 'u-0123456789ab' }).tokenizer, undefined);
+  assert.match(refusal({ ...base, preset: 'cnn-fashion', dataset: 'image-upload' }), /upload: with dataset image-upload, give the upload's id/);
+  assert.match(refusal({ ...gpt, dataset: 'image-upload', upload: 'u-0123456789ab' }), /gpt trains on text/);
+  assert.match(refusal({ ...base, dataset: 'image-upload', upload: 'u-0123456789ab', targetSteps: undefined, targetEpochs: 1 }), /depend on the upload: give targetSteps/);
   assert.match(refusal({ ...gpt, gpt: { layers: 2, heads: 3, width: 64, context: 32 } }), /gpt.width: width must be a multiple of heads/);
   assert.match(refusal({ ...gpt, gpt: { layers: 2, heads: 4, width: 64, context: 32, dropout: 0.1 } }), /dropout/);
   assert.match(refusal({ ...gpt, dataset: 'fortunes', targetSteps: undefined, targetEpochs: 1 }), /depend on its tokenization: give targetSteps/);

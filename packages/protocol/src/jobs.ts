@@ -10,8 +10,13 @@ import { AGGREGATIONS } from './robust';
  */
 export const MODEL_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char', 'gpt'] as const;
 export const FIXED_PRESETS = ['mlp-fashion', 'cnn-fashion', 'transformer-char'] as const;
-/** `text-upload` is a text file the researcher uploaded (POST /api/datasets), named by the job's `upload`. */
-export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus', 'fortunes', 'text-upload'] as const;
+/**
+ * `text-upload` and `image-upload` are a text file or an image set the researcher uploaded (POST
+ * /api/datasets), named by the job's `upload`.
+ */
+export const DATASETS = ['fashion-mnist', 'synthetic-blobs', 'text-corpus', 'fortunes', 'text-upload', 'image-upload'] as const;
+/** Datasets a job names by `upload`. */
+export const UPLOAD_DATASETS = ['text-upload', 'image-upload'] as const;
 /** Datasets of text, which sequence models train on as next-token prediction. */
 export const TEXT_DATASETS = ['text-corpus', 'fortunes', 'text-upload'] as const;
 /** An uploaded dataset's id, as the server makes them. */
@@ -45,6 +50,8 @@ export const DATASET_TRAIN_SIZES: Record<(typeof DATASETS)[number], number> = {
   // Windows of a text corpus depend on its tokenizer and the model's context: such a job gives targetSteps.
   fortunes: Number.NaN,
   'text-upload': Number.NaN,
+  // An upload's size is the server's to know: such a job gives targetSteps too.
+  'image-upload': Number.NaN,
 };
 
 /**
@@ -135,7 +142,7 @@ export const jobSpecSchema = z
     /** The GPT's shape: required with preset `gpt`, refused otherwise. */
     gpt: gptConfigSchema.optional(),
     dataset: z.enum(DATASETS),
-    /** With dataset `text-upload`: which uploaded text. */
+    /** With dataset `text-upload` or `image-upload`: which upload. */
     upload: uploadIdSchema.optional(),
     /** Text datasets only; default `chars` for the generated corpus, `bytes` otherwise. */
     tokenizer: z.enum(TOKENIZERS).optional(),
@@ -179,9 +186,10 @@ export const jobSpecSchema = z
     const text = (TEXT_DATASETS as readonly string[]).includes(s.dataset);
     if (s.preset === 'gpt' && !s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: 'a gpt job gives its shape: { layers, heads, width, context }' });
     if (s.preset !== 'gpt' && s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: `only a gpt job has a gpt shape (this one is ${s.preset})` });
-    if ((s.preset === 'mlp-fashion' || s.preset === 'cnn-fashion') && text) ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} classifies images: fashion-mnist or synthetic-blobs` });
+    if ((s.preset === 'mlp-fashion' || s.preset === 'cnn-fashion') && text) ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} classifies images: fashion-mnist, synthetic-blobs or image-upload` });
     if ((s.preset === 'gpt' || s.preset === 'transformer-char') && !text) ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} trains on text: ${TEXT_DATASETS.join(' or ')}` });
-    if ((s.dataset === 'text-upload') !== (s.upload !== undefined)) ctx.addIssue({ code: 'custom', path: ['upload'], message: s.upload ? 'only a text-upload job names an upload' : 'a text-upload job names its upload (POST /api/datasets gives the id)' });
+    const uploaded = (UPLOAD_DATASETS as readonly string[]).includes(s.dataset);
+    if (uploaded !== (s.upload !== undefined)) ctx.addIssue({ code: 'custom', path: ['upload'], message: s.upload ? 'only a text-upload or image-upload job names an upload' : `with dataset ${s.dataset}, give the upload's id (POST /api/datasets returns it)` });
     if (s.tokenizer && !text) ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: `${s.dataset} is not text: it has no tokenizer` });
     if (s.preset === 'transformer-char' && (s.dataset !== 'text-corpus' || (s.tokenizer ?? 'chars') !== 'chars')) ctx.addIssue({ code: 'custom', path: ['preset'], message: 'transformer-char is the generated corpus\'s character model: use gpt for other text' });
     if (s.dataset === 'text-corpus' && s.tokenizer === 'gpt2') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the generated corpus is cut by chars or bytes' });
@@ -194,7 +202,7 @@ export const jobSpecSchema = z
         ctx.addIssue({ code: 'custom', path: ['gpt'], message: `this gpt has ${parameterCount(l).toLocaleString('en')} parameters (${mib(l.length * 4)} MiB); models travel through the server within ${mib(LIMITS.maxModelBytes)} MiB` });
       }
     }
-    if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on its tokenization: give targetSteps` });
+    if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
     }

@@ -2,7 +2,8 @@
 // JSON header of { name: { dtype, shape, data_offsets } } plus optional string __metadata__, then
 // raw little-endian tensor bytes. Files we write load as they are in PyTorch and numpy.
 
-export type SafetensorsDType = 'F32' | 'F16' | 'I32' | 'U8';
+/** I64 is PyTorch's default integer (labels saved from a torch tensor). */
+export type SafetensorsDType = 'F32' | 'F16' | 'I32' | 'I64' | 'U8';
 
 export interface NamedTensor {
   dtype: SafetensorsDType;
@@ -10,7 +11,7 @@ export interface NamedTensor {
   data: Uint8Array;
 }
 
-const BYTES: Record<SafetensorsDType, number> = { F32: 4, F16: 2, I32: 4, U8: 1 };
+const BYTES: Record<SafetensorsDType, number> = { F32: 4, F16: 2, I32: 4, I64: 8, U8: 1 };
 /** Header bigger than this is refused: a corrupt or hostile length must not allocate gigabytes. */
 export const MAX_SAFETENSORS_HEADER = 16 * 1024 * 1024;
 

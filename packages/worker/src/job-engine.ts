@@ -38,19 +38,17 @@ async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: str
     ]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }
-  if (spec.dataset === 'fortunes' || spec.dataset === 'text-upload') {
-    // The server tokenizes the corpus and cuts it at the model's context: this member's training
-    // windows (its assignment's ticketed URL) and the validation windows every evaluator reads.
-    if (!assignment.dataUrl || !spec.tokenizer) throw new Error(`a ${spec.dataset} job needs its shard URL and tokenizer from the server`);
-    const vocab = TOKENIZER_VOCAB[spec.tokenizer];
+  if (spec.dataset === 'fortunes' || spec.dataset === 'text-upload' || spec.dataset === 'image-upload') {
+    // The server cuts the dataset: this member's training shard (its assignment's ticketed URL) and
+    // the validation part every evaluator reads (text: tokenized and cut at the model's context).
+    if (!assignment.dataUrl) throw new Error(`a ${spec.dataset} job needs its shard URL from the server`);
     const shardUrl = new URL(assignment.dataUrl, serverUrl);
-    // The same text, cut, job and ticket: an upload's validation windows are served to its members only.
+    // The same dataset, cut, job and ticket: an upload's validation part is served to its members only.
     const validationUrl = new URL(shardUrl.href.replace(/\/shards\/\d+\/\d+\?/, '/validation?'));
     validationUrl.searchParams.set('shard', `${shard.index}/${shard.count}`);
-    const [train, test] = await Promise.all([
-      fetchBytes(shardUrl.href).then((b) => decodeTextShard(b, vocab)),
-      fetchBytes(validationUrl.href).then((b) => decodeTextShard(b, vocab)),
-    ]);
+    const vocab = spec.tokenizer ? TOKENIZER_VOCAB[spec.tokenizer] : 0;
+    const decode = spec.dataset === 'image-upload' ? decodeFashionShard : (b: Uint8Array) => decodeTextShard(b, vocab);
+    const [train, test] = await Promise.all([fetchBytes(shardUrl.href).then(decode), fetchBytes(validationUrl.href).then(decode)]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }
   if (spec.dataset === 'synthetic-blobs') {

@@ -102,6 +102,27 @@ export async function fashionMnistShard(cache: ShardCache, dir: string, index: n
   });
 }
 
+/** An uploaded image set, as the server's Uploads keeps it. */
+type LoadImages = () => Promise<{ images: IdxArray; labels: IdxArray; train: Int32Array; validation: Int32Array }>;
+
+/** Shard `index` of `count` of an uploaded image set's training part, dealt with `seed`, in Fashion-MNIST's shard format. */
+export function imageUploadShard(cache: ShardCache, id: string, load: LoadImages, index: number, count: number, seed: number): Promise<Shard> {
+  checkShardParams(index, count, seed);
+  return cache.get(`uploads/${id}:${index}:${count}:${seed}`, async () => {
+    const set = await load();
+    if (set.train.length < count) throw new ProtocolError('bad_request', `upload ${id} has ${set.train.length} training images: too few for ${count} shards`);
+    return encodeFashionShard(set.images, set.labels, shardIndices(set.train.length, index, count, seed).map((i) => set.train[i]));
+  });
+}
+
+/** The held-out images of an uploaded image set, which evaluators score the model on. */
+export function imageUploadValidation(cache: ShardCache, id: string, load: LoadImages): Promise<Shard> {
+  return cache.get(`uploads/${id}:validation`, async () => {
+    const set = await load();
+    return encodeFashionShard(set.images, set.labels, set.validation);
+  });
+}
+
 /** Counts in-flight downloads per address so one address cannot open many slow transfers. */
 export class DownloadSlots {
   private readonly inFlight = new Map<string, number>();

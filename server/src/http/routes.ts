@@ -6,10 +6,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Secrets } from '../auth';
 import { isEnded, type JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
-import { DownloadSlots, fashionMnistShard, sendShard, ShardCache, type Shard } from './datasets';
+import { DownloadSlots, fashionMnistShard, imageUploadShard, imageUploadValidation, sendShard, ShardCache, type Shard } from './datasets';
 import { corpusFacts, textParams, textShard, tokenizerParam, validationWindows, type ServedText, type TextLoader } from './text-datasets';
-import { MAX_TEXT_UPLOAD_BYTES } from '@tabfleet/data';
-import type { Uploads } from '../uploads';
+import { MAX_IMAGE_UPLOAD_BYTES, MAX_TEXT_UPLOAD_BYTES } from '@tabfleet/data';
+import type { ImageUpload, Uploads } from '../uploads';
+import { multipartBoundary, parseMultipart, type FormPart } from './multipart';
 import { PUBLIC_ROUTES } from './public';
 import { readBytes, readJson, sendBytes, sendError, sendJson } from './respond';
 import { clientAddress, redactUrl } from './security';
@@ -80,6 +81,22 @@ async function serveShard(ctx: RouteContext, req: IncomingMessage, res: ServerRe
     release();
     throw e;
   }
+}
+
+/** An image upload's files from its form parts. */
+function imageParts(parts: Map<string, FormPart>): ImageUpload {
+  const named = [...parts.keys()].map((n) => JSON.stringify(n)).join(', ') || 'none';
+  const safetensors = parts.get('safetensors'), images = parts.get('images'), labels = parts.get('labels');
+  if (safetensors && !images && !labels) return { safetensors: safetensors.data };
+  if (images && labels && !safetensors) return { images: images.data, labels: labels.data };
+  throw new ProtocolError('bad_request', `an image upload's form has the parts "images" and "labels" (IDX files) or one part "safetensors"; this one has ${named}`);
+}
+
+/** The upload id when a /datasets/ path names an uploaded image set, else null (a text). */
+async function uploadedImages(ctx: RouteContext, dataset: string): Promise<string | null> {
+  if (!dataset.startsWith('uploads/')) return null;
+  const id = dataset.slice('uploads/'.length);
+  return (await ctx.uploads.get(id))?.kind === 'images' ? id : null;
 }
 
 export function jobIdParam(raw: string): string {
@@ -189,9 +206,15 @@ const ROUTES: [string, RegExp, Route][] = [
     const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
     await serveShard(ctx, req, res, url, shardGrant('fashion-mnist', index, count, seed), () => fashionMnistShard(ctx.shards, ctx.datasetsDir, index, count, seed));
   }],
-  // A text's training windows for one member, cut by the job's tokenizer and context (packages/data corpus.ts).
+  // A text's training windows for one member, cut by the job's tokenizer and context (packages/data
+  // corpus.ts), or a shard of an uploaded image set's training part.
   ['GET', /^\/datasets\/(fortunes|uploads\/u-[0-9a-f]{12})\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, req, res, [dataset, indexText, countText], url) => {
     const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
+    const images = await uploadedImages(ctx, dataset);
+    if (images) {
+      await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed), () => imageUploadShard(ctx.shards, images, () => ctx.uploads.images(images), index, count, seed));
+      return;
+    }
     const cut = textParams(url);
     await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed, cut), () => textShard(ctx.shards, ctx.texts, dataset as ServedText, cut.tokenizer, cut.context, index, count, seed));
   }],
@@ -199,8 +222,13 @@ const ROUTES: [string, RegExp, Route][] = [
   // byte): public for the fortunes corpus; for an upload, a member's (the ticket of its shard, named by
   // `shard=index/count`) or the researcher's, as the upload is theirs.
   ['GET', /^\/datasets\/(fortunes|uploads\/u-[0-9a-f]{12})\/validation$/, async (ctx, req, res, [dataset], url) => {
-    const cut = textParams(url);
     const [index, count] = (url.searchParams.get('shard') ?? '').split('/').map(Number);
+    const images = await uploadedImages(ctx, dataset);
+    if (images) {
+      await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, Number(url.searchParams.get('seed') ?? 1)), () => imageUploadValidation(ctx.shards, images, () => ctx.uploads.images(images)));
+      return;
+    }
+    const cut = textParams(url);
     const grant = dataset === 'fortunes' ? null : shardGrant(dataset, index, count, Number(url.searchParams.get('seed') ?? 1), cut);
     await serveShard(ctx, req, res, url, grant, () => validationWindows(ctx.shards, ctx.texts, dataset as ServedText, cut.tokenizer, cut.context));
   }],
@@ -208,12 +236,22 @@ const ROUTES: [string, RegExp, Route][] = [
     if (dataset !== 'fortunes') requireToken(ctx, req);
     sendJson(res, 200, await corpusFacts(ctx.texts, dataset as ServedText, tokenizerParam(url)));
   }],
-  // Researchers' own data: a text file as the body, checked before anything is stored.
+  // Researchers' own data, checked before anything is stored: `kind=text` (the default), a UTF-8 text
+  // as the body; `kind=images`, a safetensors file as the body, or multipart/form-data with the parts
+  // `images` and `labels` (an IDX pair) or `safetensors`. Files may be gzip-compressed.
   ['POST', /^\/api\/datasets$/, async (ctx, req, res, _p, url) => {
     requireToken(ctx, req);
-    const name = (url.searchParams.get('name') ?? '').trim().slice(0, 80) || 'uploaded text';
-    const bytes = await readBytes(req, MAX_TEXT_UPLOAD_BYTES, 'a text upload');
-    sendJson(res, 201, { dataset: await ctx.uploads.addText(name, bytes, Date.now()) });
+    const kind = url.searchParams.get('kind') ?? 'text';
+    if (kind !== 'text' && kind !== 'images') throw new ProtocolError('bad_request', `kind must be text or images (got ${JSON.stringify(kind)})`);
+    const name = (url.searchParams.get('name') ?? '').trim().slice(0, 80) || (kind === 'text' ? 'uploaded text' : 'uploaded images');
+    if (kind === 'text') {
+      const bytes = await readBytes(req, MAX_TEXT_UPLOAD_BYTES, 'a text upload');
+      sendJson(res, 201, { dataset: await ctx.uploads.addText(name, bytes, Date.now()) });
+      return;
+    }
+    const boundary = multipartBoundary(req.headers['content-type']);
+    const body = await readBytes(req, MAX_IMAGE_UPLOAD_BYTES + (boundary ? 64 * 1024 : 0), 'an image upload');
+    sendJson(res, 201, { dataset: await ctx.uploads.addImages(name, boundary ? imageParts(parseMultipart(body, boundary)) : { safetensors: body }, Date.now()) });
   }],
   ['GET', /^\/api\/datasets$/, async (ctx, req, res) => {
     requireToken(ctx, req);
