@@ -6,12 +6,13 @@
 import { createBrowserWebRtcTransport } from '@tabfleet/collective/webrtc-browser';
 import { NAMESPACES, PROTOCOL_VERSION, type Ack, type CapabilitiesInput, type PublicInfo, type PublicJob, type VolunteerCredit } from '@tabfleet/protocol';
 import { VolunteerRuntime, type RuntimeStatus } from '@tabfleet/worker/runtime';
-import { startEngineWorker } from '@tabfleet/worker/client';
+import { Comlink, startEngineWorker } from '@tabfleet/worker/client';
 import type { BackendChoice, BackendInfo } from '@tabfleet/worker';
 import { io, type Socket } from 'socket.io-client';
 import { $, esc, kvRows } from '../shared/dom';
 import { formatBytes, formatCount, formatDuration } from '../shared/format';
 import { clientId, saveName, savedName } from './identity';
+import { followLifecycle, holdHeadline } from './lifecycle';
 
 const params = new URLSearchParams(location.search);
 const { engine } = startEngineWorker();
@@ -25,11 +26,15 @@ const REFRESH_MS = 5_000;
 
 const HEADLINES: Record<RuntimeStatus['state'], string> = {
   connecting: 'Connecting to the server…', idle: 'Waiting for a job that needs a GPU…', loading: 'Loading the model and data…',
-  training: 'Training: your GPU is computing.', syncing: 'Averaging with the other volunteers…', paused: 'Paused. Nothing is running.', stopped: 'Stopped.',
+  training: 'Training: your GPU is computing.', syncing: 'Averaging with the other volunteers…', paused: 'Paused. Nothing is running.',
+  recovering: 'The GPU was reset: recreating the device, then rejoining the job…', stopped: 'Stopped.',
 };
 
 function render(s: RuntimeStatus): void {
-  $('headline').textContent = HEADLINES[s.state];
+  const headline = $('headline');
+  headline.textContent = (s.state === 'paused' || s.state === 'recovering' ? holdHeadline(s) : null) ?? HEADLINES[s.state];
+  headline.dataset.state = s.state;
+  headline.dataset.held = s.held.join(',');
   const job = serverInfo?.jobs.find((j) => j.id === s.jobId);
   const rows: [string, string][] = [
     ['job', s.jobId ? (job ? `${job.name} (${s.jobId})` : s.jobId) : '—'],
@@ -41,6 +46,7 @@ function render(s: RuntimeStatus): void {
   ];
   if (s.lastAccuracy !== null) rows.push(['test accuracy (last check)', `${(100 * s.lastAccuracy).toFixed(2)}%`]);
   if (s.memoryPlan) rows.push(['step plan', s.memoryPlan]);
+  if (s.hidden) rows.push(['tab', 'in the background: the browser may slow it down or freeze it']);
   $('stats').querySelector('tbody')!.innerHTML = kvRows(rows);
   if (s.jobId) showContributorsLink(s.jobId);
   $('error').hidden = !s.lastError;
@@ -153,6 +159,7 @@ async function start(): Promise<void> {
     onStatus: render,
     log: (l) => console.log(l),
   });
+  lifecycle.apply();
   $<HTMLButtonElement>('contribute').hidden = true;
   $('pause').hidden = false;
   renderPlan();
@@ -160,7 +167,7 @@ async function start(): Promise<void> {
 
 async function togglePause(): Promise<void> {
   if (!runtime) return;
-  if (runtime.status.state === 'paused') {
+  if (runtime.status.held.includes('paused')) {
     runtime.resume();
     $('pause').textContent = 'Pause';
   } else {
@@ -200,8 +207,26 @@ $('use-cpu').addEventListener('click', async () => {
   $('nogpu').hidden = true;
   $<HTMLButtonElement>('contribute').disabled = false;
 });
-// Leaving the page tells the server at once, so the ring re-forms without waiting for a timeout.
+// Leaving the page tells the server at once, so the ring re-forms without waiting for a timeout; a
+// page the browser restores from its back/forward cache contributes again.
 addEventListener('pagehide', () => runtime?.stop('pagehide'));
+addEventListener('pageshow', (e: PageTransitionEvent) => {
+  if (!e.persisted || runtime?.status.state !== 'stopped') return;
+  runtime = null;
+  socket = null;
+  void start();
+});
+const lifecycle = followLifecycle(() => runtime, () => $<HTMLInputElement>('allow-battery').checked);
+$('allow-battery').addEventListener('change', () => lifecycle.apply());
+// A lost GPU device (driver reset, GPU process crash): the engine worker says so; recreate it and rejoin.
+void engine.onDeviceLost(Comlink.proxy((reason: string) => {
+  const restart = async () => {
+    info = await engine.restart();
+    renderPlan();
+  };
+  if (runtime) void runtime.recoverDevice(reason, restart);
+  else void restart().catch((e: Error) => console.log(`recreating the GPU device failed: ${e.message}`));
+}));
 
 const ready = initBackend(params.get('backend') === 'cpu' ? 'cpu' : 'webgpu').then(
   (b) => {
@@ -225,10 +250,15 @@ setInterval(() => {
 
 declare global {
   interface Window {
-    tabfleetVolunteer: { ready: Promise<BackendInfo | null>; start: typeof start; status(): RuntimeStatus | null; pause(): Promise<void>; resume(): void };
+    tabfleetVolunteer: {
+      ready: Promise<BackendInfo | null>; start: typeof start; status(): RuntimeStatus | null; pause(): Promise<void>; resume(): void;
+      /** Destroys the engine's GPUDevice, as a driver reset would (the lifecycle tests). */
+      loseDevice(): Promise<void>;
+    };
   }
 }
 window.tabfleetVolunteer = {
   ready, start, status: () => (runtime ? { ...runtime.status } : null),
   pause: () => runtime?.pause() ?? Promise.resolve(), resume: () => runtime?.resume(),
+  loseDevice: () => engine.loseDevice(),
 };

@@ -204,6 +204,8 @@ export const VOLUNTEER_EVENTS = {
   /** Heartbeat with what the tab is doing, for the worker table. */
   status: z.strictObject({
     state: z.enum(['idle', 'loading', 'training', 'syncing', 'paused']),
+    /** A background tab: the browser may throttle or freeze it. */
+    hidden: z.boolean().default(false),
     step: z.number().int().min(0),
     samplesPerSec: finite.min(0),
     bytesSent: z.number().int().min(0),
@@ -297,6 +299,8 @@ export interface WorkerRow {
   jobId: string | null;
   /** What the tab reports doing; `left` for a contributor that is no longer in the job. */
   state: string;
+  /** The tab says it is in the background (hidden), where browsers throttle and may freeze pages. */
+  hidden: boolean;
   /** Display name, or `volunteer <8 hex>` from the client id (as on the public contributor page). */
   contributor: string;
   /** Committed syncs of this job the volunteer was a member of (counted by the server). */

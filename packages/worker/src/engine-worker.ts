@@ -17,15 +17,24 @@ export interface BackendInfo {
   memoryBudgetBytes?: number;
 }
 
+export interface EngineInitOptions {
+  gpuMemoryMiB?: number;
+  slowdown?: number;
+}
+
 export class EngineApi {
   private backend: Backend | null = null;
   private job: JobEngine | null = null;
   private sampler: Sampler | null = null;
   /** Emulate a device this many times slower (tests of unequal volunteers: the volunteer page's `?slowdown=`). */
   private slowdown: number | undefined;
+  /** How the backend was opened, to open it again after the device is lost. */
+  private opened: { choice: BackendChoice; opts: EngineInitOptions } | null = null;
+  private deviceLost: ((reason: string) => void) | null = null;
 
   /** Opens the backend. 'cpu' is the explicit, labelled fallback for machines without WebGPU. */
-  async init(choice: BackendChoice, opts: { gpuMemoryMiB?: number; slowdown?: number } = {}): Promise<BackendInfo> {
+  async init(choice: BackendChoice, opts: EngineInitOptions = {}): Promise<BackendInfo> {
+    this.opened = { choice, opts };
     this.slowdown = opts.slowdown;
     if (choice === 'cpu') {
       this.backend = new CpuBackend('f32');
@@ -36,8 +45,31 @@ export class EngineApi {
     const memoryBudgetBytes = opts.gpuMemoryMiB ? opts.gpuMemoryMiB * 2 ** 20 : defaultGpuMemoryBytes(deviceMemory);
     const gpu = await WebGpuBackend.create((self.navigator as Navigator).gpu, { memoryBudgetBytes });
     this.backend = gpu;
+    // A driver reset or GPU process crash: the page hears of it at once (not at the next failing call).
+    void gpu.rt.device.lost.then((info) => {
+      if (this.backend === gpu) this.deviceLost?.(`${info.reason}${info.message ? `: ${info.message}` : ''}`);
+    });
     const a = gpu.adapter;
     return { kind: 'webgpu', description: gpu.description, adapter: { ...a }, memoryBudgetBytes };
+  }
+
+  /** Called (through Comlink.proxy) when the WebGPU device is lost. */
+  onDeviceLost(callback: (reason: string) => void): void {
+    this.deviceLost = callback;
+  }
+
+  /** Opens the backend again as it was first opened: a new device after a loss; the job and sampler start over. */
+  async restart(): Promise<BackendInfo> {
+    if (!this.opened) throw new Error('engine not initialized: call init() first');
+    this.job = null;
+    this.sampler = null;
+    return this.init(this.opened.choice, this.opened.opts);
+  }
+
+  /** Destroys the real GPUDevice: to the page this is what a driver reset looks like (the lifecycle tests use it). */
+  loseDevice(): void {
+    if (!(this.backend instanceof WebGpuBackend)) throw new Error('no WebGPU device to lose: the engine runs on the CPU');
+    this.backend.rt.device.destroy();
   }
 
   private get jobEngine(): JobEngine {

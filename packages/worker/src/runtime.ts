@@ -28,8 +28,19 @@ export interface EngineLike {
   replicate(task: ReplicaTask): Promise<Float32Array>;
 }
 
+/**
+ * Why a tab is out of its job without having stopped: the volunteer paused it, the browser froze the
+ * page, the device runs on battery, or the GPU device was lost and is being recreated. The tab leaves
+ * the job at once (the server re-forms without waiting for a timeout) and rejoins when no hold is left.
+ */
+export type HoldReason = 'paused' | 'frozen' | 'on battery' | 'gpu lost';
+
 export interface RuntimeStatus {
-  state: 'connecting' | 'idle' | 'loading' | 'training' | 'syncing' | 'paused' | 'stopped';
+  /** `paused`: out of the job for the reasons in `held`; `recovering`: recreating a lost GPU device. */
+  state: 'connecting' | 'idle' | 'loading' | 'training' | 'syncing' | 'paused' | 'recovering' | 'stopped';
+  held: HoldReason[];
+  /** The page is hidden (a background tab): the browser may throttle its timers or freeze it. */
+  hidden: boolean;
   volunteerId: string | null;
   jobId: string | null;
   step: number;
@@ -69,7 +80,7 @@ const CONNECT_TIMEOUT_MS = 15_000;
 
 export class VolunteerRuntime {
   readonly status: RuntimeStatus = {
-    state: 'connecting', volunteerId: null, jobId: null, step: 0, seq: 0, roundId: null, peers: [], samplesPerSec: 0,
+    state: 'connecting', held: [], hidden: false, volunteerId: null, jobId: null, step: 0, seq: 0, roundId: null, peers: [], samplesPerSec: 0,
     bytesSent: 0, bytesReceived: 0, syncs: 0, lastError: null, lastAccuracy: null, memoryPlan: null,
   };
   private transport: Transport | null = null;
@@ -95,7 +106,9 @@ export class VolunteerRuntime {
   private payload: Payload | null = null;
   private starResult: { roundId: number; resolve(data: Float32Array): void; reject(e: Error): void } | null = null;
   private clockOffsetMs = 0;
-  private paused = false;
+  private readonly holds = new Set<HoldReason>();
+  /** Counts memberships left (holds, lost connections): queued work of an earlier one is dropped. */
+  private generation = 0;
   private stopped = false;
   private signalHandlers = new Set<(from: string, data: unknown) => void>();
 
@@ -124,6 +137,7 @@ export class VolunteerRuntime {
     });
     s.on('job:end', (e) => this.queue('job:end', () => this.onJobEnd(e)));
     s.on('disconnect', () => {
+      this.generation++;
       this.ring?.abort('disconnected from the server');
       this.closeGroup();
       this.setStatus({ state: this.stopped ? 'stopped' : 'connecting' });
@@ -141,10 +155,13 @@ export class VolunteerRuntime {
 
   /** Handlers that touch the engine run one at a time, in arrival order. */
   private queue(what: string, fn: () => Promise<void>): void {
-    this.chain = this.chain.then(fn).catch((e: unknown) => {
+    // Handlers of a membership the tab has since left (a hold, a lost connection) do not run, and
+    // their failures are expected: work cut short is not the tab's error.
+    const generation = this.generation;
+    this.chain = this.chain.then(() => (generation === this.generation ? fn() : undefined)).catch((e: unknown) => {
       const message = `${what}: ${(e as Error).message ?? e}`;
       this.log(message);
-      this.setStatus({ lastError: message });
+      if (generation === this.generation && this.holds.size === 0) this.setStatus({ lastError: message });
     });
   }
 
@@ -178,15 +195,15 @@ export class VolunteerRuntime {
     // The worker table's heartbeat: what this tab is doing, every few seconds.
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = setInterval(() => this.sendStatus(), HEARTBEAT_MS);
-    this.setStatus({ volunteerId: w.volunteerId, state: 'idle', jobId: null });
-    if (!this.paused && !this.stopped) this.requestWork();
+    this.setStatus({ volunteerId: w.volunteerId, state: this.holds.size ? this.heldState() : 'idle', jobId: null });
+    if (this.holds.size === 0 && !this.stopped) this.requestWork();
   }
 
   private sendStatus(): void {
     if (!this.opts.socket.connected || !this.status.jobId) return;
     const s = this.status;
-    const state = s.state === 'connecting' || s.state === 'stopped' ? 'idle' : s.state;
-    this.opts.socket.emit('status', { state, step: s.step, samplesPerSec: s.samplesPerSec, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived }, () => {});
+    const state = s.state === 'connecting' || s.state === 'stopped' ? 'idle' : s.state === 'recovering' ? 'paused' : s.state;
+    this.opts.socket.emit('status', { state, hidden: s.hidden, step: s.step, samplesPerSec: s.samplesPerSec, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived }, () => {});
   }
 
   private requestWork(): void {
@@ -221,7 +238,8 @@ export class VolunteerRuntime {
   }
 
   private async trainThenReady(): Promise<void> {
-    if (!this.assignment || this.stopped) return;
+    const assignment = this.assignment;
+    if (!assignment || this.stopped) return;
     if (this.status.step >= (this.info?.targetSteps ?? Infinity)) {
       this.setStatus({ state: 'idle' }); // the job ends with this sync; the server says so next
       return;
@@ -241,7 +259,8 @@ export class VolunteerRuntime {
     this.lastWork = { ...work, wallMs };
     const step = await this.opts.engine.currentStep();
     this.setStatus({ step, samplesPerSec: wallMs > 0 ? (work.samples * 1000) / wallMs : 0, state: 'syncing' });
-    const ack = await this.emit('round:ready', { jobId: this.assignment.job.id, seq: this.status.seq + 1, step });
+    if (this.assignment !== assignment) return; // left the job while training
+    const ack = await this.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step });
     // not_member: the job ended (target reached, stopped) while this tab trained; job:end follows.
     if (!ack.ok && ack.error.code !== 'not_member') throw new Error(`round:ready refused: ${ack.error.code}: ${ack.error.message}`);
   }
@@ -444,23 +463,85 @@ export class VolunteerRuntime {
     this.log(`job ${e.jobId} ended: ${e.reason}`);
     this.closeGroup();
     this.assignment = null;
-    this.setStatus({ state: 'idle', jobId: null, peers: [], roundId: null });
-    if (!this.paused && !this.stopped) setTimeout(() => this.requestWork(), 1_000);
+    this.setStatus({ state: this.holds.size ? this.heldState() : 'idle', jobId: null, peers: [], roundId: null });
+    if (this.holds.size === 0 && !this.stopped) setTimeout(() => this.requestWork(), 1_000);
   }
 
-  /** Leaves the job (the server re-forms without waiting) and stops asking for work. */
-  async pause(): Promise<void> {
-    this.paused = true;
-    this.ring?.abort('paused');
-    if (this.opts.socket.connected) await this.emit('leave', { reason: 'paused' }).catch(() => {});
-    this.assignment = null;
-    this.setStatus({ state: 'paused', jobId: null, peers: [] });
+  private heldState(): RuntimeStatus['state'] {
+    return this.holds.has('gpu lost') ? 'recovering' : 'paused';
+  }
+
+  /**
+   * Steps out of the job for `reason`: the leave goes out at once (before a frozen page stops
+   * running: the socket sends it synchronously), and the tab asks for no work until every hold is
+   * released. `message` is what the server records as why the member left.
+   */
+  async hold(reason: HoldReason, message: string = reason): Promise<void> {
+    const first = this.holds.size === 0;
+    this.holds.add(reason);
+    if (first) {
+      this.generation++;
+      this.ring?.abort(message);
+      this.closeGroup();
+      this.assignment = null;
+      this.lastBegin = null;
+      this.payload = null;
+    }
+    const leaving = first && this.opts.socket.connected && this.status.jobId !== null ? this.emit('leave', { reason: message }) : null;
+    this.setStatus({ state: this.heldState(), held: [...this.holds], jobId: null, peers: [], roundId: null });
+    this.log(`holding (${[...this.holds].join(', ')}): ${message}`);
+    await leaving?.catch(() => {});
+  }
+
+  /** Lifts a hold; with none left the tab asks for work again (a new assignment, the job's latest model). */
+  release(reason: HoldReason): void {
+    if (!this.holds.delete(reason)) return;
+    this.setStatus({ held: [...this.holds], state: this.holds.size ? this.heldState() : 'idle' });
+    if (this.holds.size === 0 && !this.stopped) {
+      this.log(`released (${reason}): asking for work`);
+      if (this.opts.socket.connected) this.requestWork();
+    }
+  }
+
+  /** The volunteer's pause button. */
+  pause(): Promise<void> {
+    return this.hold('paused');
   }
 
   resume(): void {
-    this.paused = false;
-    this.setStatus({ state: 'idle' });
-    this.requestWork();
+    this.release('paused');
+  }
+
+  /** The page went to the background or came back: said at once, in the worker table's heartbeat. */
+  setHidden(hidden: boolean): void {
+    if (this.status.hidden === hidden) return;
+    this.setStatus({ hidden });
+    this.sendStatus();
+  }
+
+  /**
+   * The WebGPU device was lost (driver reset, GPU process crash): leave the job, recreate the device
+   * with `restart`, then rejoin, which reloads the job's latest model. Three tries, a second apart and more.
+   */
+  async recoverDevice(reason: string, restart: () => Promise<unknown>): Promise<void> {
+    // Calls in flight when the device went failed with it: their errors are this loss, not the tab's.
+    this.setStatus({ lastError: null });
+    await this.hold('gpu lost', `GPU device lost (${reason})`);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await restart();
+        break;
+      } catch (e) {
+        this.log(`recreating the GPU device failed (try ${attempt}): ${(e as Error).message}`);
+        if (attempt >= 3) {
+          this.setStatus({ lastError: `the GPU device was lost (${reason}) and could not be recreated: ${(e as Error).message}` });
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 1_000 * attempt));
+      }
+    }
+    this.log('GPU device recreated');
+    this.release('gpu lost');
   }
 
   /** Announces departure (pagehide) and closes everything. */

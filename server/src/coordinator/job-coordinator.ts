@@ -51,7 +51,7 @@ interface Member extends VolunteerInfo {
   loadSeq: number | null;
   loadSince: number;
   cancelLoadTimer: (() => void) | null;
-  status: { state: string; step: number; samplesPerSec: number; bytesSent: number; bytesReceived: number };
+  status: { state: string; hidden: boolean; step: number; samplesPerSec: number; bytesSent: number; bytesReceived: number };
   lastRound: number | null;
   lastRoundMs: number | null;
   /** Whom its work is credited to: its client id, or its volunteer id when it sent none. */
@@ -239,7 +239,7 @@ export class JobCoordinator {
   /** The members, then everyone who contributed and is no longer in the job (state `left`). */
   workers(): WorkerRow[] {
     const live = [...this.members.values()].map((m) => ({
-      volunteerId: m.volunteerId, jobId: this.job.id, state: m.status.state, contributor: contributorName(m.identity, this.contributors.name(m.identity)),
+      volunteerId: m.volunteerId, jobId: this.job.id, state: m.status.state, hidden: m.status.hidden, contributor: contributorName(m.identity, this.contributors.name(m.identity)),
       syncs: this.contributors.syncs(m.identity), adapter: describeAdapter(m), backend: m.capabilities.backend,
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
       lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading', faults: this.penalties.offences(m.identity),
@@ -271,7 +271,7 @@ export class JobCoordinator {
     const identity = v.clientId ?? v.volunteerId;
     const member: Member = {
       ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
-      status: { state: 'loading', step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
+      status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
     };
     this.members.set(v.volunteerId, member);
     this.reputations.know(identity, v.reputation);
