@@ -263,6 +263,11 @@ export class VolunteerRuntime {
     const ack = await this.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step });
     // not_member: the job ended (target reached, stopped) while this tab trained; job:end follows.
     if (!ack.ok && ack.error.code !== 'not_member') throw new Error(`round:ready refused: ${ack.error.code}: ${ack.error.message}`);
+    // Syncs went on without this tab while it trained: its work is dropped and the server sends the job's model.
+    if (ack.ok && ack.reload) {
+      this.log(`sync ${this.status.seq + 1} went on without this tab: reloading the job's model`);
+      this.setStatus({ state: 'loading' });
+    }
   }
 
   private async onRoundBegin(r: RoundBegin): Promise<void> {

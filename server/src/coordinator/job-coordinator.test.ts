@@ -36,13 +36,13 @@ class FakeClock implements Clock {
 
 type Sent = { to: string; event: keyof VolunteerServerEvents; payload: any };
 
-async function setup(spec: object) {
+async function setup(spec: object, timing = { roundTimeoutMs: 1_000, barrierTimeoutMs: 2_000, loadTimeoutMs: 3_000 }) {
   const dir = mkdtempSync(join(tmpdir(), 'tabfleet-coord-'));
   const store = new SqliteStore(dir);
   const clock = new FakeClock();
   const sent: Sent[] = [];
   const deps: CoordinatorDeps = {
-    store, clock, timing: { roundTimeoutMs: 1_000, barrierTimeoutMs: 2_000, loadTimeoutMs: 3_000 },
+    store, clock, timing,
     toVolunteer: (to, event, payload) => {
       for (const id of Array.isArray(to) ? to : [to]) sent.push({ to: id, event, payload });
     },
@@ -83,6 +83,7 @@ async function setup(spec: object) {
 }
 
 test('a member that never reaches the barrier is evicted after the barrier timeout', async () => {
+  // (With no pace measured yet, the pace-derived bound is the configured barrier timeout itself.)
   const t = await setup({});
   t.add('a'); t.add('b'); t.add('c');
   t.loadAndReady('a'); t.loadAndReady('b');
@@ -91,8 +92,51 @@ test('a member that never reaches the barrier is evicted after the barrier timeo
   t.clock.advance(1_999);
   assert.equal(t.last('a', 'round:begin'), undefined);
   t.clock.advance(1);
-  assert.match(t.last('c', 'job:end').reason, /barrier/);
+  assert.match(t.last('c', 'job:end').reason, /not ready for 2 s/);
   assert.deepEqual(t.last('a', 'round:begin').members, ['a', 'b']);
+  await t.cleanup();
+});
+
+test('a member not ready when the others are is left out of the sync, not evicted; when it reports it reloads the new model', async () => {
+  // A barrier timeout of a minute; the pace-derived bound with instant work is its 5 s floor.
+  const t = await setup({}, { roundTimeoutMs: 10_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 10_000 });
+  t.add('a'); t.add('b'); t.add('c');
+  t.loadAndReady('a'); t.loadAndReady('b');
+  t.c.handle('c', 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' }); // loaded, then slow
+  t.clock.advance(4_999);
+  assert.equal(t.last('a', 'round:begin'), undefined, 'the round waits for c up to the pace-derived bound');
+  t.clock.advance(1);
+  const r1 = t.last('a', 'round:begin');
+  assert.deepEqual(r1.members, ['a', 'b'], 'the round goes on without c');
+  assert.equal(t.last('c', 'job:end'), undefined, 'c is not evicted');
+  assert.equal(t.c.workerCount, 3);
+  t.result('a', r1.roundId); t.result('b', r1.roundId);
+  assert.equal(t.last('a', 'round:commit').seq, 1);
+  // c's work was for sync 1, which committed without it: dropped; c reloads as a joiner would.
+  assert.deepEqual(t.c.handle('c', 'round:ready', { jobId: 'job-t', seq: 1, step: 1 }), { waiting: false, reload: true });
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  const r2 = t.last('a', 'round:begin');
+  assert.deepEqual(r2.members, ['a', 'b']);
+  assert.ok(r2.uploader, 'c waits for a model: the sync is checkpointed');
+  t.result('a', r2.roundId); t.result('b', r2.roundId);
+  t.evaluate(r2, initialParams('mlp-fashion', 1));
+  t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: checkpointOf('mlp-fashion', initialParams('mlp-fashion', 1)) });
+  await t.c.flushed();
+  for (let i = 0; i < 50 && t.last('c', 'model:load')?.seq !== 2; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(t.last('c', 'model:load').seq, 2, 'c loads the model of sync 2');
+  // Silent past the configured barrier timeout: evicted.
+  t.c.handle('c', 'model:loaded', { jobId: 'job-t', seq: 2, checksum: modelDigest(initialParams('mlp-fashion', 1)) });
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });
+  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });
+  t.clock.advance(5_000);
+  const r3 = t.last('a', 'round:begin');
+  assert.deepEqual(r3.members, ['a', 'b'], 'c is left out again');
+  t.result('a', r3.roundId); t.result('b', r3.roundId);
+  t.clock.advance(60_000);
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 4, step: 4 });
+  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 4, step: 4 });
+  assert.match(t.last('c', 'job:end').reason, /not ready for 6\d s/);
   await t.cleanup();
 });
 

@@ -59,6 +59,10 @@ interface Member extends VolunteerInfo {
   /** When it was last handed work (admitted, or a sync committed), and how long it took to be ready. */
   workSince: number;
   workMs: number;
+  /** Not ready when the others were: rounds go on without it (since when), until it reports ready. */
+  leftOutSince: number | null;
+  /** A sync committed without it: its local work is for an older model, and it reloads when it reports. */
+  stale: boolean;
 }
 
 /** A checkpoint for the just-committed sync that the uploader still owes, or that waits to be verified. */
@@ -272,6 +276,7 @@ export class JobCoordinator {
     const member: Member = {
       ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
       status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
+      leftOutSince: null, stale: false,
     };
     this.members.set(v.volunteerId, member);
     this.reputations.know(identity, v.reputation);
@@ -426,9 +431,17 @@ export class JobCoordinator {
 
   private onReady(m: Member, e: VolunteerEventParsed<'round:ready'>): object {
     if (m.phase === 'loading') throw new ProtocolError('conflict', 'not admitted yet: load the global model first');
+    if (m.stale) {
+      // Syncs went on without it: its work is dropped, and it loads the job's model as a joiner would.
+      this.deps.log(`job ${this.job.id}: ${m.volunteerId} is ready with work for sync ${e.seq}, but the job is at sync ${this.job.seq}: it reloads`);
+      this.reload(m);
+      this.tryBegin();
+      return { waiting: false, reload: true };
+    }
     if (e.seq !== this.job.seq + 1) throw new ProtocolError('stale_round', `the next sync is ${this.job.seq + 1}, not ${e.seq}`);
     if (m.phase === 'ready') return { waiting: true };
     m.phase = 'ready';
+    m.leftOutSince = null;
     // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
     this.pace.record('work', m.workMs);
@@ -671,8 +684,10 @@ export class JobCoordinator {
   private tryBegin(): void {
     if (this.ended || this.round || this.pendingUpload) return;
     this.resumeIfOrphaned();
+    this.evictSilent();
     const all = [...this.members.values()];
-    const admitted = all.filter((m) => m.phase !== 'loading');
+    // Members left out of the coming sync are not waited for.
+    const admitted = all.filter((m) => m.phase !== 'loading' && m.leftOutSince === null);
     if (admitted.length < this.job.spec.minWorkers) return;
     if (admitted.some((m) => m.phase !== 'ready')) {
       if (admitted.some((m) => m.phase === 'ready') && !this.cancelBarrier) {
@@ -698,6 +713,14 @@ export class JobCoordinator {
     this.begin(admitted.sort((a, b) => a.shard - b.shard));
   }
 
+  /** Members left out of rounds that have not reported for the configured barrier timeout are evicted. */
+  private evictSilent(): void {
+    const now = this.deps.clock.now();
+    for (const m of [...this.members.values()]) {
+      if (m.leftOutSince !== null && now - m.workSince >= this.deps.timing.barrierTimeoutMs) this.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
+    }
+  }
+
   /**
    * With no admitted member left, the global model of the last sync is gone with them: the job goes
    * back to its latest checkpoint (or the seed) and waiting joiners load that.
@@ -714,10 +737,33 @@ export class JobCoordinator {
     for (const m of members) if (m.loadSeq === null) this.sendLoad(m, seq);
   }
 
+  /**
+   * The others are ready and a member is not, past the pace-derived bound: the round goes on without
+   * it (it stays a member, and reloads when it reports), unless it has been silent past the configured
+   * barrier timeout, when it is evicted.
+   */
   private barrierExpired(): void {
     this.cancelBarrier = null;
-    for (const m of [...this.members.values()]) if (m.phase === 'admitted') this.evict(m.volunteerId, 'missed the round barrier');
+    const now = this.deps.clock.now();
+    for (const m of [...this.members.values()]) {
+      if (m.phase !== 'admitted') continue;
+      if (now - m.workSince >= this.deps.timing.barrierTimeoutMs) {
+        this.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
+      } else if (m.leftOutSince === null) {
+        m.leftOutSince = now;
+        this.deps.count('members_left_out');
+        this.deps.log(`job ${this.job.id}: ${m.volunteerId} is left out of sync ${this.job.seq + 1}: not ready ${Math.round(now - m.workSince)} ms after it was handed work`);
+      }
+    }
     this.tryBegin();
+  }
+
+  /** A member whose work is stale goes back to loading: the job's model of the last sync, when a checkpoint of it exists. */
+  private reload(m: Member): void {
+    Object.assign(m, { phase: 'loading', loadSeq: null, leftOutSince: null, stale: false });
+    m.status.state = 'loading';
+    if (!this.round && !this.pendingUpload && this.latestCheckpoint?.seq === this.job.seq) this.sendLoad(m, this.job.seq);
+    this.changedWorkers();
   }
 
   private begin(ring: Member[]): void {
@@ -833,6 +879,9 @@ export class JobCoordinator {
       this.contributors.credit(m.identity, this.job.spec.H * this.job.spec.hyperparameters.batchSize, m.workMs, now);
       Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0 });
     }
+    // Members left out of this sync hold work for the model before it: dropped (see docs/protocol.md).
+    const leftOut = [...this.members.values()].filter((m) => !r.members.includes(m.volunteerId) && m.phase !== 'loading');
+    for (const m of leftOut) m.stale = true;
     // Before the commit, so a member given a unit trains it as the next sync's work.
     this.replication.schedule(r.seq, r.members);
     this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step });
@@ -841,6 +890,7 @@ export class JobCoordinator {
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
     for (const x of r.removeAtCommit) this.evict(x.member, x.reason, 'integrity');
     this.changedWorkers();
+    for (const m of leftOut) if (m.phase === 'ready') this.reload(m);
     // Joiners told to load an older model now need this one.
     // Their load timer stops: they wait for the server now, and get a new one with the next model.
     for (const m of this.members.values()) {
