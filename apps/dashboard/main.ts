@@ -268,6 +268,12 @@ function reputation(r: WorkerRow['reputation']): string {
   return `${r.verified} verified${faults}${r.probation ? ' (probation)' : ''}`;
 }
 
+/** A paced member's pace cell: ms per step, steps per sync, share of the sync's samples. */
+function pace(p: WorkerRow['pace']): string {
+  if (!p) return '—';
+  return `${p.msPerStep === null ? '? ms' : `${p.msPerStep.toFixed(0)} ms`}/step · ${p.steps} steps${p.share === null ? '' : ` · ${(100 * p.share).toFixed(0)}%`}`;
+}
+
 function renderWorkers(): void {
   if (!current) return;
   const job = jobs.get(current.id);
@@ -275,7 +281,7 @@ function renderWorkers(): void {
     const left = w.state === 'left';
     return `<tr class="${left ? 'left' : ''}" data-state="${esc(w.state)}"><td>${esc(w.contributor)}<br><span class="muted">${esc(w.volunteerId)}</span></td><td>${esc(w.adapter)}</td>
     <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}${w.hidden && !left ? ' · background tab' : ''}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
-    <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td class="num">${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
+    <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td><td class="num">${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
     <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td><td class="num" data-faults>${w.faults ?? '—'}</td><td data-reputation>${reputation(w.reputation)}</td></tr>`;
   });
   const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';

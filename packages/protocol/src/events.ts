@@ -134,6 +134,8 @@ export const roundMetricsSchema = z.strictObject({
   loss: finite.nullable(),
   samples: z.number().int().min(0),
   wallMs: finite.min(0),
+  /** The local steps alone (without compressing and reading back the payload): what a paced job's pace is measured on. */
+  computeMs: finite.min(0).optional(),
   bytesSent: z.number().int().min(0),
   bytesReceived: z.number().int().min(0),
 });
@@ -252,6 +254,8 @@ export interface RoundBegin {
    * random by the server; empty when this sync is neither evaluated nor checkpointed).
    */
   evaluators: string[];
+  /** Paced jobs: the local steps each member did for this sync; each sends N·w/W times its payload, so the mean is weighted by samples. */
+  steps?: Record<string, number>;
 }
 
 export interface VolunteerServerEvents {
@@ -275,8 +279,8 @@ export interface VolunteerServerEvents {
   'work:replicate': (t: ReplicaTask) => void;
   /** A validator and an owner disagree about `part`: upload this member's contribution to it (`evidence:upload`). */
   'evidence:request': (e: { jobId: string; roundId: number; part: number }) => void;
-  /** Every member reported its result: apply it now (and the uploader uploads the model). */
-  'round:commit': (r: { jobId: string; roundId: number; seq: number; step: number }) => void;
+  /** Every member reported its result: apply it now (and the uploader uploads the model). Paced jobs: `steps`, each member's local steps for the next sync. */
+  'round:commit': (r: { jobId: string; roundId: number; seq: number; step: number; steps?: Record<string, number> }) => void;
   /** Upload the checkpoint of sync `seq` now (the one asked first did not deliver a valid one). */
   'checkpoint:request': (r: { jobId: string; seq: number }) => void;
   signal: (s: { jobId: string; roundId: number; from: string; data: unknown }) => void;
@@ -325,6 +329,8 @@ export interface WorkerRow {
    * and whether it is still on probation (its parts are checked first); null when unknown.
    */
   reputation: { verified: number; faults: number; probation: boolean } | null;
+  /** Paced jobs: its measured time per local step, the steps it was given for this sync and its share of the sync's samples. */
+  pace: { msPerStep: number | null; steps: number; share: number | null } | null;
 }
 
 export interface DashboardServerEvents {

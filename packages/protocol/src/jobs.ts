@@ -100,6 +100,11 @@ export type GptConfig = z.output<typeof gptConfigSchema>;
 
 /** Inner optimizers: SGD (with momentum), AdamW, LAMB (AdamW scaled per tensor by ‖w‖/‖u‖, for large batches). */
 export const INNER_OPTIMIZERS = ['sgd', 'adamw', 'lamb'] as const;
+/**
+ * `fixed`: every member does H local steps per sync. `paced`: each does as many as fit the round's
+ * time budget at its measured pace, and its contribution is weighted by its samples.
+ */
+export const PACINGS = ['fixed', 'paced'] as const;
 /** Activation recompute: `auto` lets each tab turn it on when its batch would not fit its GPU memory otherwise. */
 export const RECOMPUTE_MODES = ['auto', 'on', 'off'] as const;
 
@@ -155,6 +160,9 @@ export const jobSpecSchema = z
     hyperparameters: hyperparametersSchema,
     /** Recompute each block's activations in backward (GPT); every tab also sizes its micro-batch to its memory. */
     recompute: z.enum(RECOMPUTE_MODES).default('auto'),
+    pacing: z.enum(PACINGS).default('fixed'),
+    /** Paced jobs: the local compute time each sync aims at; default H steps of the fastest member. */
+    roundBudgetMs: z.number().int().min(50).max(600_000).optional(),
     minWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerJob).default(1),
     maxWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerJob).default(8),
     /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
@@ -203,6 +211,9 @@ export const jobSpecSchema = z
       }
     }
     if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });
+    if (s.pacing === 'paced' && s.strategy === 'ddp') ctx.addIssue({ code: 'custom', path: ['pacing'], message: 'paced rounds vary the local steps of localsgd and diloco; ddp takes one step per sync' });
+    if (s.pacing === 'paced' && s.trust === 'untrusted') ctx.addIssue({ code: 'custom', path: ['pacing'], message: 'paced rounds weigh members by their samples, which the robust rules of untrusted jobs do not do yet: use a trusted job' });
+    if (s.roundBudgetMs !== undefined && s.pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'only a paced job has a round budget' });
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
     }

@@ -86,8 +86,8 @@ export class EngineApi {
   loadModel(url: string | null, step: number) {
     return this.jobEngine.loadModel(url, step);
   }
-  local() {
-    return this.jobEngine.local();
+  local(steps?: number) {
+    return this.jobEngine.local(steps);
   }
   payload() {
     return this.jobEngine.payload();

@@ -131,8 +131,8 @@ export class JobEngine {
     return { digest: modelDigest(await engine.readParams()) };
   }
 
-  local() {
-    return this.ready.strategy.local();
+  local(steps?: number) {
+    return this.ready.strategy.local(steps);
   }
 
   payload(): Promise<Payload> {

@@ -3,7 +3,7 @@
 // follows the server's round clock: load the global model, do the local work, report ready, run the
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
 import { CollectiveError, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
-import { exchange, groupExchange, groupWire, payloadToDense, type LocalWork, type Payload } from '@tabfleet/distributed';
+import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import { partRange, type Ack, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo } from './job-engine';
@@ -12,7 +12,8 @@ import type { JobEngineInfo } from './job-engine';
 export interface EngineLike {
   setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo>;
   loadModel(url: string | null, step: number): Promise<{ digest: string }>;
-  local(): Promise<LocalWork>;
+  /** `steps` local steps (paced jobs), else the job's H. */
+  local(steps?: number): Promise<LocalWork>;
   payload(): Promise<Payload>;
   prepare(mean: Float32Array): Promise<string>;
   commit(): Promise<void>;
@@ -97,7 +98,9 @@ export class VolunteerRuntime {
   /** Redundant recompute tasks the server gave, until their starting model is this member's. */
   private replicaTasks: ReplicaTask[] = [];
   private lastBegin: RoundBegin | null = null;
-  private lastWork: LocalWork & { wallMs: number } = { loss: 0, samples: 0, steps: 0, wallMs: 0 };
+  private lastWork: LocalWork & { wallMs: number; computeMs: number } = { loss: 0, samples: 0, steps: 0, wallMs: 0, computeMs: 0 };
+  /** Paced jobs: the local steps the server gave this tab for its next work (undefined: the job's H). */
+  private nextSteps: number | undefined;
   /** Bytes this member moved in the round it is finishing (reported with its result). */
   private roundBytes = { sent: 0, received: 0 };
   private heartbeat: ReturnType<typeof setInterval> | null = null;
@@ -233,6 +236,7 @@ export class VolunteerRuntime {
     const { digest } = await this.opts.engine.loadModel(m.url, m.step);
     const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: digest });
     if (!ack.admitted) return; // a newer model is on its way
+    this.nextSteps = typeof ack.steps === 'number' ? ack.steps : undefined;
     this.setStatus({ seq: m.seq, step: m.step });
     await this.trainThenReady();
   }
@@ -250,13 +254,14 @@ export class VolunteerRuntime {
     const t0 = performance.now();
     // A replicated unit of this member's work: trained as given, so another member can recompute it.
     const own = this.takeReplicaTask((t) => t.role === 'original' && t.unit.seq === this.status.seq);
-    const work = own ? await this.opts.engine.localUnit(own.unit) : await this.opts.engine.local();
+    const work = own ? await this.opts.engine.localUnit(own.unit) : await this.opts.engine.local(this.nextSteps);
+    const computeMs = performance.now() - t0;
     if (own) await this.uploadReplica(own, await this.opts.engine.unitDelta());
     // Compressed and read back now, so the round only moves bytes; kept for re-runs of an aborted round.
     this.payload = await this.opts.engine.payload();
     await this.runDueReplicas();
     const wallMs = performance.now() - t0;
-    this.lastWork = { ...work, wallMs };
+    this.lastWork = { ...work, wallMs, computeMs };
     const step = await this.opts.engine.currentStep();
     this.setStatus({ step, samplesPerSec: wallMs > 0 ? (work.samples * 1000) / wallMs : 0, state: 'syncing' });
     if (this.assignment !== assignment) return; // left the job while training
@@ -273,7 +278,12 @@ export class VolunteerRuntime {
   private async onRoundBegin(r: RoundBegin): Promise<void> {
     if (this.lastBegin?.roundId !== r.roundId) return; // superseded while queued
     this.setStatus({ roundId: r.roundId, peers: r.members.filter((m) => m !== this.status.volunteerId), state: 'syncing' });
-    const payload = this.payload ?? (await this.opts.engine.payload());
+    let payload = this.payload ?? (await this.opts.engine.payload());
+    // Paced: weighted by samples, so this member sends N·w/W times its payload (the mean is then Σ w·x / W).
+    if (r.steps) {
+      const total = Object.values(r.steps).reduce((a, b) => a + b, 0);
+      payload = scalePayload(payload, (r.members.length * (r.steps[this.status.volunteerId!] ?? 0)) / total);
+    }
     this.roundBytes = { sent: 0, received: 0 };
     let mean: Float32Array;
     let group: GroupReport | undefined;
@@ -292,7 +302,7 @@ export class VolunteerRuntime {
     const w = this.lastWork;
     await this.emit('round:result', {
       jobId: r.jobId, roundId: r.roundId, checksum, step,
-      metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, bytesSent: this.roundBytes.sent, bytesReceived: this.roundBytes.received },
+      metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, computeMs: w.computeMs, bytesSent: this.roundBytes.sent, bytesReceived: this.roundBytes.received },
       ...(group ? { group } : {}),
     });
   }
@@ -439,6 +449,7 @@ export class VolunteerRuntime {
     this.closeGroup();
     await this.opts.engine.commit();
     this.payload = null;
+    this.nextSteps = c.steps?.[this.status.volunteerId!];
     this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
     const me = this.status.volunteerId!;
     // The server picks several evaluators for the syncs it evaluates or checkpoints; their digests

@@ -35,6 +35,7 @@ import type { ActiveRound } from './round';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
+import { nextPace, roundBudgetMs, stepsFor } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -63,6 +64,10 @@ interface Member extends VolunteerInfo {
   leftOutSince: number | null;
   /** A sync committed without it: its local work is for an older model, and it reloads when it reports. */
   stale: boolean;
+  /** Measured time per local step (pacing.ts), the steps it was given for its current work, its share of the last sync's samples. */
+  msPerStep: number | null;
+  steps: number;
+  share: number | null;
 }
 
 /** A checkpoint for the just-committed sync that the uploader still owes, or that waits to be verified. */
@@ -248,6 +253,7 @@ export class JobCoordinator {
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
       lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading', faults: this.penalties.offences(m.identity),
       reputation: this.reputations.row(m.identity),
+      pace: this.job.spec.pacing === 'paced' ? { msPerStep: m.msPerStep === null ? null : Math.round(m.msPerStep * 10) / 10, steps: m.steps, share: m.share } : null,
     }));
     const present = new Set([...this.members.values()].map((m) => m.identity));
     const departed = this.contributors.absent(present).map((c) => departedRow(c, this.contributors.name(c.clientId), this.penalties.offences(c.clientId), this.reputations.row(c.clientId)));
@@ -276,7 +282,7 @@ export class JobCoordinator {
     const member: Member = {
       ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
       status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
-      leftOutSince: null, stale: false,
+      leftOutSince: null, stale: false, msPerStep: null, steps: this.job.spec.H, share: null,
     };
     this.members.set(v.volunteerId, member);
     this.reputations.know(identity, v.reputation);
@@ -424,9 +430,10 @@ export class JobCoordinator {
     m.phase = 'admitted';
     m.workSince = this.deps.clock.now();
     m.status.state = 'training';
+    m.steps = this.plannedSteps(m);
     this.changedWorkers();
     this.tryBegin();
-    return { admitted: true };
+    return { admitted: true, steps: m.steps };
   }
 
   private onReady(m: Member, e: VolunteerEventParsed<'round:ready'>): object {
@@ -465,6 +472,7 @@ export class JobCoordinator {
       if (misfit) throw new ProtocolError('bad_request', misfit);
     }
     // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
+    m.msPerStep = nextPace(m.msPerStep, e.metrics.computeMs ?? e.metrics.wallMs, r.steps?.[m.volunteerId] ?? this.job.spec.H);
     r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
     if (r.results.size === r.members.length) {
       if (r.mode === 'group') this.groupChecks.resultsIn(r);
@@ -769,8 +777,10 @@ export class JobCoordinator {
   private begin(ring: Member[]): void {
     const now = this.deps.clock.now();
     const seq = this.job.seq + 1;
-    // Every member took the job's H local steps since the last sync: that is the count, not their word.
-    const step = this.job.step + this.job.spec.H;
+    // Every member took the steps the server gave it since the last sync (H, or paced: the mean of
+    // theirs): that is the count, not their word.
+    const steps = this.job.spec.pacing === 'paced' ? Object.fromEntries(ring.map((m) => [m.volunteerId, m.steps])) : null;
+    const step = this.job.step + (steps ? Math.round(ring.reduce((a, m) => a + m.steps, 0) / ring.length) : this.job.spec.H);
     const mode = this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
     const joinersWaiting = [...this.members.values()].some((m) => m.phase === 'loading');
     const final = step >= targetStepsOf(this.job.spec) || this.finishing;
@@ -787,13 +797,13 @@ export class JobCoordinator {
     this.round = {
       roundId, seq, mode, members, uploader: wantCheckpoint ? byTrust[0].volunteerId : null,
       evaluators: evaluate ? byTrust.slice(0, EVALUATORS).map((m) => m.volunteerId) : [], step,
-      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null,
+      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null, steps,
       cancelDeadline: this.deps.clock.after(timeoutMs, () => this.deadlinePassed(roundId)),
     };
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
     this.saveRound(this.round, 'running', '');
-    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, began: now, deadline, quorum: members.length, uploader: this.round.uploader, evaluators: this.round.evaluators });
+    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, began: now, deadline, quorum: members.length, uploader: this.round.uploader, evaluators: this.round.evaluators, ...(steps ? { steps } : {}) });
     this.deps.count('rounds_begun', { mode });
   }
 
@@ -875,16 +885,24 @@ export class JobCoordinator {
     for (const id of r.members) {
       const m = this.members.get(id);
       if (!m) continue;
-      // Counted from what the server saw: the job's H steps of its batch size, and the time from being handed work to being ready.
-      this.contributors.credit(m.identity, this.job.spec.H * this.job.spec.hyperparameters.batchSize, m.workMs, now);
-      Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0 });
+      // Counted from what the server saw: the steps it gave of the job's batch size, and the time from being handed work to being ready.
+      const steps = r.steps?.[id] ?? this.job.spec.H;
+      this.contributors.credit(m.identity, steps * this.job.spec.hyperparameters.batchSize, m.workMs, now);
+      const share = r.steps ? steps / Object.values(r.steps).reduce((a, b) => a + b, 0) : null;
+      Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share });
+    }
+    // The next sync's steps, from the paces measured in this one.
+    const nextSteps: Record<string, number> = {};
+    for (const id of r.members) {
+      const m = this.members.get(id);
+      if (m) nextSteps[id] = m.steps = this.plannedSteps(m);
     }
     // Members left out of this sync hold work for the model before it: dropped (see docs/protocol.md).
     const leftOut = [...this.members.values()].filter((m) => !r.members.includes(m.volunteerId) && m.phase !== 'loading');
     for (const m of leftOut) m.stale = true;
     // Before the commit, so a member given a unit trains it as the next sync's work.
     this.replication.schedule(r.seq, r.members);
-    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step });
+    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(this.job.spec.pacing === 'paced' ? { steps: nextSteps } : {}) });
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
@@ -972,6 +990,12 @@ export class JobCoordinator {
   }
 
   // ---------- helpers ----------
+
+  /** A member's local steps for its next work: H, or paced, what fits the round's budget at its pace. */
+  private plannedSteps(m: Member): number {
+    const budget = roundBudgetMs(this.job.spec, [...this.members.values()].map((x) => x.msPerStep));
+    return stepsFor(this.job.spec, m.msPerStep, budget);
+  }
 
   private fits(v: VolunteerInfo): boolean {
     return v.capabilities.limits.maxStorageBufferBindingSize >= flatLengthOf(this.job.spec) * 4;

@@ -29,5 +29,7 @@ export interface ActiveRound {
   validation: { checks: PartCheck[]; reports: Map<string, PartValidationReport[]> } | null;
   /** Validators and owners that disagree, by part, with the members' evidence so far. */
   disputes: Map<number, Dispute & { evidence: Map<string, Float32Array> }> | null;
+  /** Paced jobs: the local steps each member did for this sync (the weights of its average). */
+  steps: Record<string, number> | null;
   cancelDeadline: () => void;
 }

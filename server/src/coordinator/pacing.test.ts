@@ -1,0 +1,30 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { jobSpecSchema } from '@tabfleet/protocol';
+import { MAX_STEPS_FACTOR, nextPace, roundBudgetMs, stepsFor } from './pacing';
+
+const spec = (o: object = {}) => jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', pacing: 'paced', hyperparameters: { lr: 0.1, batchSize: 32 }, targetSteps: 100, ...o });
+
+test('paced steps: H steps of the fastest member fill the budget; slower members do proportionally fewer, at least one', () => {
+  const s = spec();
+  const budget = roundBudgetMs(s, [10, 20, 80, null]);
+  assert.equal(budget, 80);
+  assert.deepEqual([10, 20, 80, 1000].map((p) => stepsFor(s, p, budget)), [8, 4, 1, 1]);
+  assert.equal(stepsFor(s, null, budget), 8, 'an unmeasured member does H');
+  assert.equal(roundBudgetMs(s, [null]), null);
+  // A researcher's budget: a fast member does more than H, up to MAX_STEPS_FACTOR × H.
+  const long = spec({ roundBudgetMs: 10_000 });
+  assert.equal(stepsFor(long, 10, roundBudgetMs(long, [10])), MAX_STEPS_FACTOR * 8);
+  assert.equal(stepsFor(spec({ pacing: 'fixed' }), 10, 80), 8, 'fixed pacing: always H');
+});
+
+test('a member\'s pace follows its newest measurements', () => {
+  assert.equal(nextPace(null, 400, 8), 50);
+  assert.equal(nextPace(50, 800, 8), 75);
+});
+
+test('pacing is refused where it cannot weigh members', () => {
+  assert.throws(() => spec({ strategy: 'ddp', H: 1 }), /ddp takes one step per sync/);
+  assert.throws(() => spec({ trust: 'untrusted' }), /robust rules of untrusted jobs do not do yet/);
+  assert.throws(() => spec({ pacing: 'fixed', roundBudgetMs: 500 }), /only a paced job has a round budget/);
+});
