@@ -120,7 +120,7 @@ function renderJobs(): void {
 
 // ---------- the job form ----------
 
-const NUMBER_FIELDS = ['H', 'sparsity', 'minWorkers', 'maxWorkers', 'targetSteps', 'targetAccuracy'] as const;
+const NUMBER_FIELDS = ['H', 'roundBudgetMs', 'sparsity', 'minWorkers', 'maxWorkers', 'targetSteps', 'targetAccuracy'] as const;
 
 function formSpec(form: HTMLFormElement): Record<string, unknown> {
   const f = new FormData(form);
@@ -130,6 +130,7 @@ function formSpec(form: HTMLFormElement): Record<string, unknown> {
     hyperparameters: { lr: num('lr'), batchSize: num('batchSize'), ...(f.get('optimizer') ? { optimizer: f.get('optimizer') } : {}) },
   };
   if (f.get('aggregation')) spec.aggregation = f.get('aggregation');
+  if (f.get('pacing')) spec.pacing = f.get('pacing');
   if (spec.dataset === 'text-upload' || spec.dataset === 'image-upload') spec.upload = f.get('upload') || undefined;
   if (spec.preset === 'gpt') spec.gpt = { layers: num('gptLayers'), heads: num('gptHeads'), width: num('gptWidth'), context: num('gptContext') };
   if (f.get('tokenizer') && (TEXT_DATASETS as readonly unknown[]).includes(spec.dataset)) spec.tokenizer = f.get('tokenizer');
