@@ -7,7 +7,7 @@ import {
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { $, esc } from '../shared/dom';
-import { formatBytes, formatModel } from '../shared/format';
+import { formatBytes, formatDuration, formatModel } from '../shared/format';
 import { drawLineChart } from './chart';
 import { wireSampleBox } from './sample';
 import { showUploadChoice, wireUploads } from './uploads';
@@ -201,7 +201,8 @@ function renderJob(): void {
   if (!current) return;
   const j = jobs.get(current.id)!;
   $('job-title').textContent = j.name;
-  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(formatModel(j.spec))} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''} · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`;
+  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(formatModel(j.spec))} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''} · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}${j.spec.pacing === 'paced' ? ' · paced' : ''}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`;
+  $('sync-time').textContent = syncTimeText(j);
   // A finished job has nothing to stop: no button, not a greyed one.
   $('stop').hidden = !isActive(j);
   $<HTMLAnchorElement>('contributors-page').href = `/apps/volunteer/contributors.html?job=${encodeURIComponent(j.id)}`;
@@ -267,6 +268,17 @@ function reputation(r: WorkerRow['reputation']): string {
   if (!r) return '—';
   const faults = r.faults ? `, ${r.faults} ${r.faults === 1 ? 'fault' : 'faults'}` : '';
   return `${r.verified} verified${faults}${r.probation ? ' (probation)' : ''}`;
+}
+
+/** The server's sync-time prediction beside what happened, so the model can be seen to be right or wrong. */
+function syncTimeText(j: JobSummary): string {
+  const t = j.syncTime;
+  if (!t || (t.nextPredictedMs === null && !t.last) || j.state !== 'running') return '';
+  const parts = [];
+  if (t.nextPredictedMs !== null) parts.push(`next sync predicted ${formatDuration(t.nextPredictedMs)}`);
+  if (t.last) parts.push(`last predicted ${formatDuration(t.last.predictedMs)}, took ${formatDuration(t.last.actualMs)}`);
+  if (t.medianError !== null) parts.push(`median error ${(100 * t.medianError).toFixed(0)}%`);
+  return `Sync time: ${parts.join('; ')}.`;
 }
 
 /** A paced member's pace cell: ms per step, steps per sync, share of the sync's samples. */

@@ -266,6 +266,12 @@ export interface JobSummary {
   latestAccuracy: number | null;
   /** Why the job ended, when it has. */
   endReason?: string;
+  /**
+   * Sync time as the server predicts it (the slowest member's local work at its pace, plus the median
+   * exchange) beside what happened: the next sync's prediction, the last sync's prediction and actual
+   * time, and the median relative error so far (null until measured).
+   */
+  syncTime?: { nextPredictedMs: number | null; last: { predictedMs: number; actualMs: number } | null; medianError: number | null };
 }
 
 export interface MetricPoint {

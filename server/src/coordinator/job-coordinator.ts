@@ -35,7 +35,7 @@ import type { ActiveRound } from './round';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
-import { nextPace, roundBudgetMs, stepsFor } from './pacing';
+import { nextPace, roundBudgetMs, stepsFor, SyncTimeModel } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -120,6 +120,8 @@ export class JobCoordinator {
   /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
   private checkpointOwed = false;
   private readonly pace = new Pace();
+  private readonly syncTime = new SyncTimeModel();
+  private syncTimeMembers = '';
   private readonly penalties = new Penalties();
   private readonly groupChecks: GroupRoundChecks;
   private readonly replication: Replication;
@@ -242,6 +244,7 @@ export class JobCoordinator {
       id: this.job.id, name: this.job.name, spec: this.job.spec, state: this.job.state, createdAt: this.job.createdAt,
       updatedAt: this.job.updatedAt, seq: this.job.seq, step: this.job.step, workers: this.members.size,
       latestCheckpoint: this.latestCheckpoint, latestAccuracy: this.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
+      syncTime: { nextPredictedMs: this.syncTime.next, last: this.syncTime.last, medianError: this.syncTime.medianError },
     };
   }
 
@@ -897,6 +900,10 @@ export class JobCoordinator {
       const m = this.members.get(id);
       if (m) nextSteps[id] = m.steps = this.plannedSteps(m);
     }
+    // Scored only across syncs of the same members: a member joining or left out changes what a sync waits for.
+    if (this.syncTimeMembers !== r.members.join(',')) this.syncTime.reset();
+    this.syncTimeMembers = r.members.join(',');
+    this.syncTime.committed(now, r.members.flatMap((id) => this.members.get(id) ?? []).map((m) => ({ steps: m.steps, msPerStep: m.msPerStep })), this.pace.median('round'));
     // Members left out of this sync hold work for the model before it: dropped (see docs/protocol.md).
     const leftOut = [...this.members.values()].filter((m) => !r.members.includes(m.volunteerId) && m.phase !== 'loading');
     for (const m of leftOut) m.stale = true;
@@ -993,7 +1000,7 @@ export class JobCoordinator {
 
   /** A member's local steps for its next work: H, or paced, what fits the round's budget at its pace. */
   private plannedSteps(m: Member): number {
-    const budget = roundBudgetMs(this.job.spec, [...this.members.values()].map((x) => x.msPerStep));
+    const budget = roundBudgetMs(this.job.spec, [...this.members.values()].map((x) => x.msPerStep), this.pace.median('round'));
     return stepsFor(this.job.spec, m.msPerStep, budget);
   }
 

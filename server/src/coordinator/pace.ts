@@ -20,6 +20,13 @@ export class Pace {
     this.recent.set(kind, xs);
   }
 
+  /** The median of the recent durations of `kind`, or null without history. */
+  median(kind: PaceKind): number | null {
+    const xs = this.recent.get(kind);
+    if (!xs?.length) return null;
+    return [...xs].sort((a, b) => a - b)[(xs.length - 1) >> 1];
+  }
+
   /** FACTOR × median + FLOOR, at most `capMs`; `firstGuessMs` (else `capMs`) without history. */
   bound(kind: PaceKind, capMs: number, firstGuessMs = capMs): number {
     const xs = this.recent.get(kind);

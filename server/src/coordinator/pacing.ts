@@ -1,9 +1,12 @@
 // Paced rounds: each member does as many local steps per sync as fit the round's time budget at its
 // measured pace, so a tab 4× slower does a quarter of the steps instead of holding the others idle
 // for three quarters of every round. Its contribution is weighted by its samples (round:begin names
-// every member's steps). The budget is the job's `roundBudgetMs`, or H steps of the fastest member; a
-// member slower than the whole budget still does one step (the sync then waits for that step). Not
-// "at least one step of the slowest": one member's noisy measurement would then set everyone's work.
+// every member's steps). The budget is the job's `roundBudgetMs`, or by default H steps of the
+// fastest member, and at least EXCHANGE_BUDGET_FACTOR × the measured exchange time, so that the
+// exchange takes at most a tenth of a sync. A member slower than the whole budget still does one step
+// (the sync then waits for that step). Not "at least one step of the slowest": one member's noisy
+// measurement would then set everyone's work.
+// SyncTimeModel predicts each sync's time from the same measurements and keeps how wrong it was.
 import type { JobSpec } from '@tabfleet/protocol';
 
 /** Weight of the newest measurement in a member's time per step (an exponentially weighted mean). */
@@ -17,12 +20,56 @@ export function nextPace(previous: number | null, wallMs: number, steps: number)
   return previous === null ? measured : PACE_WEIGHT * measured + (1 - PACE_WEIGHT) * previous;
 }
 
+/** The default budget keeps the exchange (median round time) at most a tenth of a sync's time. */
+export const EXCHANGE_BUDGET_FACTOR = 9;
+
 /** The local compute time a sync aims at, or null before any member's pace is measured. */
-export function roundBudgetMs(spec: JobSpec, paces: (number | null)[]): number | null {
+export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeMs: number | null = null): number | null {
   if (spec.roundBudgetMs !== undefined) return spec.roundBudgetMs;
   const known = paces.filter((p): p is number => p !== null);
   if (!known.length) return null;
-  return spec.H * Math.min(...known);
+  return Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
+}
+
+/** Relative errors of the sync-time prediction kept for its median. */
+const ERRORS_KEPT = 32;
+
+/**
+ * A sync's time, commit to commit, predicted at the previous commit: the local work of the slowest
+ * member (its steps × its pace: the round waits for it) plus the exchange (the median round). The
+ * dashboard shows the prediction beside what happened, and the median relative error.
+ */
+export class SyncTimeModel {
+  private lastCommitAt: number | null = null;
+  private pending: number | null = null;
+  private readonly errors: number[] = [];
+  last: { predictedMs: number; actualMs: number } | null = null;
+  next: number | null = null;
+
+  /** A sync committed at `now`; `work` is each member's next steps and pace, `exchangeMs` the median round. */
+  committed(now: number, work: { steps: number; msPerStep: number | null }[], exchangeMs: number | null): void {
+    if (this.lastCommitAt !== null && this.pending !== null) {
+      const actualMs = now - this.lastCommitAt;
+      this.last = { predictedMs: Math.round(this.pending), actualMs };
+      this.errors.push(Math.abs(this.pending - actualMs) / Math.max(actualMs, 1));
+      if (this.errors.length > ERRORS_KEPT) this.errors.shift();
+    }
+    this.lastCommitAt = now;
+    const known = work.every((w) => w.msPerStep !== null) && exchangeMs !== null;
+    this.pending = known && work.length ? Math.max(...work.map((w) => w.steps * w.msPerStep!)) + exchangeMs! : null;
+    this.next = this.pending === null ? null : Math.round(this.pending);
+  }
+
+  /** The prediction was not for a sync like this (members came or went, a round was aborted): no score. */
+  reset(): void {
+    this.lastCommitAt = null;
+    this.pending = null;
+  }
+
+  get medianError(): number | null {
+    if (!this.errors.length) return null;
+    return [...this.errors].sort((a, b) => a - b)[(this.errors.length - 1) >> 1];
+  }
 }
 
 /** Local steps for a member of pace `msPerStep` (H while either is unknown, or in a fixed-pace job). */
