@@ -30,6 +30,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },
   coordinator: { description: 'server node under simulated volunteers (separate client processes): count held, round-barrier p50/p99, KiB per connection', load: () => import('./coordinator') },
   byzantine: { description: 'Byzantine-robust averaging: 16 LocalSGD workers of the Fashion-MNIST MLP (CPU backend), f = 0, 1, 3, 5, 7 attackers × 8 attacks × 4 rules short, the clean run and the worst attacks at f = 5, 7 at full length (3 seeds), and the honest case\'s bytes and time against ring allreduce', load: () => import('./byzantine') },
+  simulate: { description: 'discrete-event simulation of one job\'s round clock (the real coordinator, injected clock) at N = 16, 256, 1,024, 10,000 with 0/5/20% churn per 10 min: sync time p50/p99, utilization, server CPU per sync (also `npm run simulate`): writes scale.json', load: () => import('./simulate') },
   soak: { description: 'round clock under churn (5%, 20%, 50% of volunteers leaving or joining per round, 1,000 syncs each) with a server SIGKILL and restart mid-run: lost and duplicated syncs, checksum agreement, metric rows, server RSS; with the fuzz run\'s cases per decoder', load: () => import('./soak') },
 };
 

@@ -1,0 +1,34 @@
+// `npm run simulate -- --quick` end to end into a temporary file: every scenario ran through the real
+// coordinator, and with no churn a sync takes what the model says it must: the slowest member's H
+// steps plus a ring allreduce of 2(N−1) hops on the modeled links.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { runBench } from './child';
+import { ringAllreduceMs, simulate } from './simulate';
+
+const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-simulate-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+test('npm run simulate -- --quick writes a complete JSON', { timeout: 4 * 60_000 }, async (t) => {
+  const out = join(dir, 'scale.json');
+  assert.equal(await runBench(['simulate', '--quick', '--out', out], t.signal), 0);
+  const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(r.benchmark, 'scale');
+  assert.deepEqual(r.results.map((x: any) => [x.scenario.members, x.scenario.churnPer10Min]), [[16, 0], [16, 0.2], [64, 0], [64, 0.2]]);
+  for (const x of r.results) assert.ok(x.syncs > 5 && x.utilization > 0 && x.utilization < 1, JSON.stringify(x));
+  assert.equal(r.summary.sync_p99_ms_n16, r.results[0].syncMs.p99);
+});
+
+test('without churn a simulated sync lasts the slowest member\'s steps plus the ring allreduce', async () => {
+  const s = { members: 8, churnPer10Min: 0, pacing: 'fixed' as const, durationMs: 60_000, stepMs: 50, stepSigma: 0, bandwidthBytesPerSec: 1.25e6, latencyMs: 40, seed: 3 };
+  const r = await simulate(s);
+  const expected = 8 * 50 + ringAllreduceMs(8, 203_530 * 4, s);
+  assert.ok(Math.abs(r.syncMs!.p50 - expected) / expected < 0.02, `sync ${r.syncMs!.p50} ms, model ${expected} ms`);
+  assert.equal(r.aborted, 0);
+  assert.ok(Math.abs(r.utilization - (8 * 50) / expected) < 0.05, `utilization ${r.utilization}`);
+  const big = await simulate({ ...s, members: 1_024 });
+  assert.match(big.refused ?? '', /at most 256 members/);
+});
