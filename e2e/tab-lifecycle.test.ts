@@ -124,6 +124,18 @@ test('on battery a tab leaves the job unless allowed, and rejoins when plugged i
   assert.equal((await statusOf(b)).jobId, jobId);
 });
 
+test('the pause button leaves the job at once and Resume rejoins it', { timeout: 240_000 }, async () => {
+  const id = (await statusOf(b)).volunteerId!;
+  const pausedAt = Date.now();
+  await b.evaluate('document.querySelector("#pause").click()');
+  await waitFor('the server hears B left, paused', async () => leftAt(id, /\(paused\)/, pausedAt) !== null, NOTICE_MS, 50);
+  assert.equal(await b.evaluate('document.querySelector("#headline").textContent'), 'Paused. Nothing is running.');
+  await sleep(1_500);
+  assert.equal((await statusOf(b)).jobId, null, 'a paused tab is offered no work');
+  await b.evaluate('document.querySelector("#pause").click()');
+  await rejoins('resume');
+});
+
 test('a lost GPU device: the tab leaves, recreates the device and rejoins with the job\'s model', { timeout: 240_000 }, async () => {
   const id = (await statusOf(b)).volunteerId!;
   const lostAt = Date.now();

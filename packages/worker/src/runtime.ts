@@ -220,6 +220,11 @@ export class VolunteerRuntime {
   }
 
   private async onAssign(a: Assignment): Promise<void> {
+    if (this.holds.size) {
+      // Offered work as it stepped out: decline, so the job does not wait for a tab that is not coming.
+      await this.emit('leave', { reason: [...this.holds].join(', ') });
+      return;
+    }
     this.assignment = a;
     this.setStatus({ state: 'loading', jobId: a.job.id, seq: 0 });
     this.log(`assigned to job ${a.job.id} (${a.job.spec.preset}, ${a.job.spec.strategy}), shard ${a.shard.index}/${a.shard.count}`);
@@ -503,7 +508,8 @@ export class VolunteerRuntime {
       this.lastBegin = null;
       this.payload = null;
     }
-    const leaving = first && this.opts.socket.connected && this.status.jobId !== null ? this.emit('leave', { reason: message }) : null;
+    // Sent with no job too: the server then stops offering this tab work.
+    const leaving = first && this.opts.socket.connected ? this.emit('leave', { reason: message }) : null;
     this.setStatus({ state: this.heldState(), held: [...this.holds], jobId: null, peers: [], roundId: null });
     this.log(`holding (${[...this.holds].join(', ')}): ${message}`);
     await leaving?.catch(() => {});
