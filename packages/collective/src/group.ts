@@ -39,6 +39,8 @@ export interface GroupAverageOptions {
   dtype?: WireDType;
   /** For `trimmed-mean`. */
   trimFraction?: number;
+  /** Paced rounds: each member's weight (its samples), in member order; the same on every member. */
+  weights?: readonly number[];
   /** Parts go as their nonzero (index, value) pairs (DGC payloads); default: as dense values. */
   sparse?: boolean;
   deadlineMs?: number;

@@ -26,12 +26,19 @@ export function exchange(ring: Ring, p: Payload, deadlineMs?: number): Promise<F
  * contributions with the job's robust rule. A DGC-sparse payload goes as each part's nonzero pairs
  * (an index a member did not send counts as its zero).
  */
-export function groupExchange(group: Group, p: Payload, combine: { rule: Aggregation; trimFraction?: number }, deadlineMs?: number): Promise<GroupAverage> {
+export function groupExchange(group: Group, p: Payload, combine: GroupCombine, deadlineMs?: number): Promise<GroupAverage> {
   const values = p.kind === 'dense' ? p.values : payloadToDense(p, p.length);
   return group.average(values, { ...groupWire(p, combine), deadlineMs });
 }
 
 /** How a payload goes through a group: the rule, and the wire (f32/f16, dense or its nonzero pairs). `Group.validate` takes the same. */
-export function groupWire(p: Payload, combine: { rule: Aggregation; trimFraction?: number }): GroupAverageOptions {
+/** How a group's owners combine parts: the job's rule, and in paced rounds each member's weight (member order). */
+export interface GroupCombine {
+  rule: Aggregation;
+  trimFraction?: number;
+  weights?: readonly number[];
+}
+
+export function groupWire(p: Payload, combine: GroupCombine): GroupAverageOptions {
   return { ...combine, dtype: p.dtype, sparse: p.kind === 'sparse' };
 }

@@ -212,7 +212,6 @@ export const jobSpecSchema = z
     }
     if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });
     if (s.pacing === 'paced' && s.strategy === 'ddp') ctx.addIssue({ code: 'custom', path: ['pacing'], message: 'paced rounds vary the local steps of localsgd and diloco; ddp takes one step per sync' });
-    if (s.pacing === 'paced' && s.trust === 'untrusted') ctx.addIssue({ code: 'custom', path: ['pacing'], message: 'paced rounds weigh members by their samples, which the robust rules of untrusted jobs do not do yet: use a trusted job' });
     if (s.roundBudgetMs !== undefined && s.pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'only a paced job has a round budget' });
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { mulberry32 } from './random';
-import { aggregateWith, centeredClip, coordinateMedian, l2norm, mean, screenContributions, trimmedMean } from './robust';
+import { aggregateWith, cappedWeights, centeredClip, combinePart, coordinateMedian, l2norm, mean, screenContributions, trimmedMean } from './robust';
 
 const f = (...xs: number[]) => Float32Array.from(xs);
 
@@ -67,4 +67,37 @@ test('the rules are deterministic: the same contributions give the same bits', (
   for (const rule of ['mean', 'centered-clip', 'trimmed-mean', 'median'] as const) {
     assert.deepEqual(new Uint32Array(aggregateWith(rule, xs).buffer), new Uint32Array(aggregateWith(rule, xs.map((x) => x.slice())).buffer), rule);
   }
+});
+
+test('weights (paced rounds): untrusted jobs cap them at their median; equal weights give the unweighted rule bit for bit', () => {
+  assert.deepEqual(cappedWeights([8, 8, 8, 4, 4, 2, 2, 1]), [4, 4, 4, 4, 4, 2, 2, 1]);
+  const xs = honest(7, f(1, -2, 3), 0.5, 11);
+  for (const rule of ['mean', 'median', 'trimmed-mean', 'centered-clip'] as const) {
+    assert.deepEqual([...aggregateWith(rule, xs, { weights: xs.map(() => 3) })], [...aggregateWith(rule, xs)], rule);
+  }
+});
+
+test('weighted rules: a contribution of weight w counts as w votes', () => {
+  // Weights 2, 2, 1 (at most their median 2, so the cap changes nothing).
+  const xs = [f(0, 10), f(3, 20), f(6, 30)];
+  const w = [2, 2, 1];
+  assert.deepEqual([...aggregateWith('mean', xs, { weights: w })], [(0 * 2 + 3 * 2 + 6) / 5, (10 * 2 + 20 * 2 + 30) / 5].map(Math.fround));
+  // The same as the unweighted rules over [x0, x0, x1, x1, x2].
+  const repeated = [xs[0], xs[0], xs[1], xs[1], xs[2]];
+  assert.deepEqual([...aggregateWith('median', xs, { weights: w })], [...coordinateMedian(repeated)]);
+  assert.deepEqual([...aggregateWith('median', [f(1), f(2), f(3), f(4)], { weights: [2, 1, 1, 2] })], [2.5], 'stretches meeting at the middle: their mean');
+  // Trim 0.2 of 5 votes = one vote at each end: the mean of x0, x1, x1.
+  assert.deepEqual([...aggregateWith('trimmed-mean', xs, { weights: w, trimFraction: 0.2 })], [...trimmedMean(repeated, 0.2)]);
+  // An attacker with little weight moves the weighted CenteredClip less than the unweighted one.
+  const honestOnes = honest(6, f(1, 1, 1, 1), 0.1, 5);
+  const attacked = [...honestOnes, f(-50, -50, -50, -50)];
+  const truth = mean(honestOnes);
+  const unweighted = distance(aggregateWith('centered-clip', attacked), truth);
+  const weighted = distance(aggregateWith('centered-clip', attacked, { weights: [4, 4, 4, 4, 4, 4, 1] }), truth);
+  assert.ok(weighted < unweighted, `weighted ${weighted} vs unweighted ${unweighted}`);
+  // combinePart passes the weights of the contributions it accepts.
+  const { aggregate, refused } = combinePart([f(0), f(3), f(Number.NaN), f(6)], 1, 'mean', { weights: [2, 2, 9, 1] });
+  assert.deepEqual(refused.map((r) => r.index), [2]);
+  assert.deepEqual([...aggregate!], [Math.fround(12 / 5)], '(0·2 + 3·2 + 6·1) / 5');
+  assert.throws(() => aggregateWith('mean', xs, { weights: [1, 2] }), /2 weights for 3 contributions/);
 });

@@ -36,6 +36,11 @@ export const CLIP_ITERATIONS = 3;
 export interface RuleOptions {
   /** trimmed-mean: the fraction of values dropped at each end of every coordinate (default 0.25). */
   trimFraction?: number;
+  /**
+   * Paced rounds: each contribution's weight (its samples), in the contributions' order; untrusted
+   * jobs cap them first (`cappedWeights`). All equal (or absent) gives the unweighted rule, bit for bit.
+   */
+  weights?: readonly number[];
 }
 
 export interface Screening {
@@ -65,7 +70,8 @@ export interface CombinedPart {
 export function combinePart(parts: readonly Float32Array[], length: number, rule: Aggregation, opts: RuleOptions & { f16?: boolean } = {}): CombinedPart {
   const { accepted, refused } = screenContributions(parts, length);
   if (accepted.length === 0) return { aggregate: null, refused };
-  const aggregate = length === 0 ? new Float32Array(0) : aggregateWith(rule, accepted.map((i) => parts[i]), opts);
+  const weights = opts.weights && accepted.map((i) => opts.weights![i]);
+  const aggregate = length === 0 ? new Float32Array(0) : aggregateWith(rule, accepted.map((i) => parts[i]), { ...opts, weights });
   if (opts.f16) roundToF16(aggregate, 0, aggregate.length);
   return { aggregate, refused };
 }
@@ -101,9 +107,23 @@ export function screenContributions(xs: readonly Float32Array[], length: number)
   return { accepted, refused };
 }
 
+/**
+ * Weights for the robust rules of untrusted jobs: none above the median weight, so a member that
+ * claims a fast pace (and is given many steps) cannot outweigh the typical member; slower members
+ * still weigh less. Every party (owners, validators, the server) caps the whole group's weights alike.
+ */
+export function cappedWeights(weights: readonly number[]): number[] {
+  const m = median(weights);
+  return weights.map((w) => Math.min(w, m));
+}
+
 /** Combines screened contributions (at least one, all of one length) with `rule`. */
 export function aggregateWith(rule: Aggregation, xs: readonly Float32Array[], opts: RuleOptions = {}): Float32Array {
   if (xs.length === 0) throw new Error('nothing to aggregate');
+  const w = opts.weights;
+  if (w && w.length !== xs.length) throw new Error(`${w.length} weights for ${xs.length} contributions`);
+  if (w && !w.every((x) => Number.isFinite(x) && x > 0)) throw new Error('weights must be positive');
+  if (w && w.some((x) => x !== w[0])) return weightedAggregate(rule, xs, w, opts.trimFraction ?? 0.25);
   switch (rule) {
     case 'mean': return mean(xs);
     case 'median': return coordinateMedian(xs);
@@ -160,6 +180,89 @@ export function centeredClip(xs: readonly Float32Array[], { radiusFactor = CLIP_
       for (let i = 0; i < n; i++) step[i] += (x[i] - v[i]) * scale;
     });
     for (let i = 0; i < n; i++) v[i] += step[i] / xs.length;
+  }
+  return Float32Array.from(v);
+}
+
+/** The weighted rules (see aggregateWith): a contribution of weight w counts as w of the unweighted rule's votes. */
+function weightedAggregate(rule: Aggregation, xs: readonly Float32Array[], w: readonly number[], trim: number): Float32Array {
+  switch (rule) {
+    case 'mean': return weightedMean(xs, w);
+    case 'median': return weightedQuantiles(xs, w, 0.5);
+    case 'trimmed-mean': return weightedQuantiles(xs, w, Math.min(trim, 0.5));
+    case 'centered-clip': return weightedCenteredClip(xs, w);
+    default: throw new Error(`unknown aggregation ${String(rule)}`);
+  }
+}
+
+function weightedMean(xs: readonly Float32Array[], w: readonly number[]): Float32Array {
+  const n = xs[0].length, total = w.reduce((a, b) => a + b, 0);
+  const sum = new Float64Array(n);
+  xs.forEach((x, j) => {
+    for (let i = 0; i < n; i++) sum[i] += w[j] * x[i];
+  });
+  return Float32Array.from(sum, (v) => v / total);
+}
+
+/**
+ * Per coordinate, the mean of the values between weight quantiles `trim` and 1 − `trim` (each value
+ * covering its weight's stretch of the sorted order, cut where the quantiles fall): the weighted
+ * trimmed mean; at `trim` = 0.5, the weighted median (the value at the middle, or the mean of the two
+ * values meeting there).
+ */
+function weightedQuantiles(xs: readonly Float32Array[], w: readonly number[], trim: number): Float32Array {
+  const n = xs[0].length, k = xs.length, total = w.reduce((a, b) => a + b, 0);
+  const lo = trim * total, hi = (1 - trim) * total;
+  const out = new Float32Array(n);
+  const order = Array.from({ length: k }, (_, j) => j);
+  for (let i = 0; i < n; i++) {
+    order.sort((a, b) => xs[a][i] - xs[b][i] || a - b);
+    if (hi <= lo) {
+      // The median: the value whose stretch holds the middle (where two stretches meet at it, their mean).
+      const half = total / 2;
+      let at = 0;
+      for (let r = 0; r < k; r++) {
+        const j = order[r], before = at;
+        at += w[j];
+        if (at > half) {
+          out[i] = before === half && r > 0 ? (xs[order[r - 1]][i] + xs[j][i]) / 2 : xs[j][i];
+          break;
+        }
+      }
+      continue;
+    }
+    let at = 0, s = 0, mass = 0;
+    for (const j of order) {
+      const kept = Math.max(0, Math.min(at + w[j], hi) - Math.max(at, lo));
+      s += kept * xs[j][i];
+      mass += kept;
+      at += w[j];
+    }
+    out[i] = s / mass;
+  }
+  return out;
+}
+
+/** CenteredClip with weights: from the weighted median, v ← v + Σ w_j clip(x_j − v, τ) / Σ w. */
+function weightedCenteredClip(xs: readonly Float32Array[], w: readonly number[], radiusFactor = CLIP_RADIUS_FACTOR, iterations = CLIP_ITERATIONS): Float32Array {
+  const n = xs[0].length, total = w.reduce((a, b) => a + b, 0);
+  const v = Float64Array.from(weightedQuantiles(xs, w, 0.5));
+  const step = new Float64Array(n);
+  const distances = new Array<number>(xs.length);
+  for (let it = 0; it < iterations; it++) {
+    xs.forEach((x, j) => {
+      let s = 0;
+      for (let i = 0; i < n; i++) s += (x[i] - v[i]) ** 2;
+      distances[j] = Math.sqrt(s);
+    });
+    const tau = radiusFactor * median(distances);
+    if (!(tau > 0)) break;
+    step.fill(0);
+    xs.forEach((x, j) => {
+      const scale = w[j] * Math.min(1, tau / distances[j]);
+      for (let i = 0; i < n; i++) step[i] += (x[i] - v[i]) * scale;
+    });
+    for (let i = 0; i < n; i++) v[i] += step[i] / total;
   }
   return Float32Array.from(v);
 }

@@ -4,7 +4,7 @@
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
 import { CollectiveError, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
-import { partRange, type Ack, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { cappedWeights, partRange, type Ack, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo } from './job-engine';
 
@@ -284,8 +284,9 @@ export class VolunteerRuntime {
     if (this.lastBegin?.roundId !== r.roundId) return; // superseded while queued
     this.setStatus({ roundId: r.roundId, peers: r.members.filter((m) => m !== this.status.volunteerId), state: 'syncing' });
     let payload = this.payload ?? (await this.opts.engine.payload());
-    // Paced: weighted by samples, so this member sends N·w/W times its payload (the mean is then Σ w·x / W).
-    if (r.steps) {
+    // Paced ring rounds: weighted by samples, so this member sends N·w/W times its payload (the mean is
+    // then Σ w·x / W). Group rounds and the star pass the weights to their rules instead.
+    if (r.steps && r.mode === 'ring') {
       const total = Object.values(r.steps).reduce((a, b) => a + b, 0);
       payload = scalePayload(payload, (r.members.length * (r.steps[this.status.volunteerId!] ?? 0)) / total);
     }
@@ -359,7 +360,8 @@ export class VolunteerRuntime {
       }
       if (collective instanceof Group) {
         const spec = this.assignment!.job.spec;
-        const combine = { rule: spec.aggregation, trimFraction: spec.trimFraction };
+        // Paced: weighted by samples in the rule itself (capped at the median weight), not by scaling payloads.
+        const combine = { rule: spec.aggregation, trimFraction: spec.trimFraction, ...(r.steps ? { weights: cappedWeights(r.members.map((id) => r.steps![id])) } : {}) };
         const out = await groupExchange(collective, payload, combine);
         this.countBytes(collective.counters.bytesOut, collective.counters.bytesIn);
         this.openGroup = { group: collective, roundId: r.roundId, contribution: out.contribution, wire: groupWire(payload, combine) };

@@ -2,7 +2,7 @@
 // members' digests are cross-checked (group-check.ts), a few parts are recomputed by validators, and
 // an owner–validator dispute is settled from the members' evidence (group-validation.ts). The
 // coordinator owns the round; this decides whether it commits, and whom it removes.
-import { ProtocolError, checksFor, modelDigest, partRange, type JobSpec, type VolunteerEventParsed } from '@tabfleet/protocol';
+import { ProtocolError, cappedWeights, checksFor, modelDigest, partRange, type JobSpec, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { checkGroup, type GroupVerdict } from './group-check';
 import { decodeEvidence, judgeValidations, partRecompute, settleDispute, validationFits } from './group-validation';
 import type { ActiveRound } from './round';
@@ -107,7 +107,8 @@ export class GroupRoundChecks {
     const findings: string[] = [];
     let ownerLied = false;
     for (const d of r.disputes!.values()) {
-      const verdict = settleDispute(d, r.members.map((id) => d.evidence.get(id)!), this.host.spec);
+      const weights = r.steps ? cappedWeights(r.members.map((id) => r.steps![id])) : undefined;
+      const verdict = settleDispute(d, r.members.map((id) => d.evidence.get(id)!), this.host.spec, weights);
       for (const id of verdict.liars) liars.add(id);
       if (verdict.liars.includes(d.owner)) ownerLied = true;
       findings.push(`part ${d.part} recomputed from every member's contribution is ${verdict.truth}; owner ${d.owner} reported ${d.ownerAggregate}, validator ${d.validator} ${d.validatorAggregate || '(all refused)'}`);

@@ -72,9 +72,9 @@ export function decodeEvidence(bytes: Uint8Array, expectedLength: number): Float
 }
 
 /** The part's true aggregate digest from the members' evidence (in member order), and who disagreed with it. */
-export function settleDispute(d: Dispute, evidence: readonly Float32Array[], spec: JobSpec): { truth: string; liars: string[] } {
+export function settleDispute(d: Dispute, evidence: readonly Float32Array[], spec: JobSpec, weights?: readonly number[]): { truth: string; liars: string[] } {
   const { rule, trimFraction, f16 } = partRecompute(spec);
-  const { aggregate } = combinePart(evidence, evidence[0].length, rule, { trimFraction, f16 });
+  const { aggregate } = combinePart(evidence, evidence[0].length, rule, { trimFraction, weights, f16 });
   const truth = aggregate ? modelDigest(aggregate) : '';
   const liars = [...(d.ownerAggregate !== truth ? [d.owner] : []), ...(d.validatorAggregate !== truth ? [d.validator] : [])];
   return { truth, liars };

@@ -15,6 +15,7 @@ import {
   ProtocolError,
   targetStepsOf,
   aggregateWith,
+  cappedWeights,
   screenContributions,
   verifyCheckpoint,
   type Assignment,
@@ -855,7 +856,10 @@ export class JobCoordinator {
       this.deps.log(`job ${this.job.id}: round ${r.roundId}: refused the star update of ${senders[x.index]}: ${x.reason}`);
     }
     const rejected = refused.length;
-    const result = aggregateWith(this.job.spec.aggregation, accepted.map((i) => updates[i]), { trimFraction: this.job.spec.trimFraction });
+    // Paced: weighted by samples (capped at the median weight in untrusted jobs), as the ring and the group weigh them.
+    const stepsOf = r.steps && senders.map((id) => r.steps![id]);
+    const weights = stepsOf && (this.job.spec.trust === 'untrusted' ? cappedWeights(stepsOf) : stepsOf);
+    const result = aggregateWith(this.job.spec.aggregation, accepted.map((i) => updates[i]), { trimFraction: this.job.spec.trimFraction, ...(weights ? { weights: accepted.map((i) => weights[i]) } : {}) });
     r.starSent = true;
     const data = new Uint8Array(result.buffer);
     this.deps.toVolunteer(r.members, 'star:result', { jobId: this.job.id, roundId: r.roundId, data, contributors: accepted.length, rejected });

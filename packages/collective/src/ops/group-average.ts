@@ -90,7 +90,7 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
     this.aggregated = true;
     const { rank, members } = this.group;
     this.digests.received = this.parts.map((p) => modelDigest(p));
-    const { aggregate, refused } = combinePart(this.parts, this.partLength(rank), this.opts.rule, { trimFraction: this.opts.trimFraction, f16: this.dtype === 'f16' });
+    const { aggregate, refused } = combinePart(this.parts, this.partLength(rank), this.opts.rule, { trimFraction: this.opts.trimFraction, weights: this.opts.weights, f16: this.dtype === 'f16' });
     this.refused = refused.map((r) => ({ member: members[r.index], reason: r.reason }));
     if (!aggregate) {
       this.fail(new CollectiveError('bad_frame', `every contribution to part ${rank} was refused: ${this.refused.map((r) => `${r.member}: ${r.reason}`).join('; ')}`));

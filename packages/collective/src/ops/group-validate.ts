@@ -58,7 +58,7 @@ export class GroupValidateRun extends GroupPartsRun<PartValidation[]> {
   }
 
   private recompute(c: Check): PartValidation {
-    const { aggregate, refused } = combinePart(c.contributions, this.partLength(c.part), this.opts.rule, { trimFraction: this.opts.trimFraction, f16: this.dtype === 'f16' });
+    const { aggregate, refused } = combinePart(c.contributions, this.partLength(c.part), this.opts.rule, { trimFraction: this.opts.trimFraction, weights: this.opts.weights, f16: this.dtype === 'f16' });
     return {
       part: c.part,
       received: c.contributions.map((x) => modelDigest(x)),
