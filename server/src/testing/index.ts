@@ -1,5 +1,10 @@
 // What tests, benchmarks and launchers outside the server package use: a real server on a loopback
-// port with a fresh data directory, and simulated volunteers that follow the protocol.
+// port with a fresh data directory, simulated volunteers that follow the protocol, and the job
+// coordinator with its store for simulations that drive its clock (`npm run simulate`).
 export * from './sim-volunteer';
+export { JobCoordinator } from '../coordinator/job-coordinator';
+export type { Clock, CoordinatorDeps } from '../coordinator/types';
+export { SqliteStore } from '../store/sqlite';
+export type { JobRecord } from '../store/store';
 export * from './test-server';
 export * from './redis-server';
