@@ -36,7 +36,10 @@ let current: { id: string; points: MetricPoint[]; workers: WorkerRow[] } | null 
 const isActive = (j: JobSummary) => j.state === 'running' || j.state === 'waiting';
 
 async function api(path: string, init: RequestInit = {}): Promise<Response> {
-  return fetch(path, { ...init, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(init.headers ?? {}) } });
+  // A form (an image upload) sets its own multipart content type, boundary included.
+  const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+  if (!(init.body instanceof FormData)) headers['content-type'] = 'application/json';
+  return fetch(path, { ...init, headers: { ...headers, ...(init.headers as Record<string, string> | undefined) } });
 }
 
 // ---------- sign-in and the live connection ----------
