@@ -101,7 +101,7 @@ test('volunteer page, credit, contributor page and a finished job on the dashboa
   await waitFor('the worker rows', async () => (await d.$$('#workers tbody tr[data-state="left"]')).length === 2, 10_000, 100);
   assert.equal(await d.isVisible('#stop'), false, 'a finished job has no Stop button');
   assert.match(await figure(d, 'bytes on the wire (all workers)'), /^\d+(\.\d+)? (kB|MB)$/);
-  const sent = await d.$$eval('#workers tbody tr td:nth-child(7)', (tds) => tds.map((td) => td.textContent));
+  const sent = await d.$$eval('#workers tbody tr td[data-sent]', (tds) => tds.map((td) => td.textContent));
   assert.ok(sent.every((t) => /^\d+(\.\d+)? (kB|MB)$/.test(t ?? '') && !/^0(\.0)? MB$/.test(t ?? '')), `sizes in units that fit: ${sent}`);
   await shot(d, 'dashboard-finished-job');
   for (const p of [ada, bob, pub, dash]) assert.deepEqual(p.errors, []);

@@ -297,7 +297,7 @@ function renderWorkers(): void {
     const left = w.state === 'left';
     return `<tr class="${left ? 'left' : ''}" data-state="${esc(w.state)}"><td>${esc(w.contributor)}<br><span class="muted">${esc(w.volunteerId)}</span></td><td>${esc(w.adapter)}</td>
     <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}${w.hidden && !left ? ' · background tab' : ''}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
-    <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td><td class="num">${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
+    <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td><td class="num" data-sent>${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
     <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td><td class="num" data-faults>${w.faults ?? '—'}</td><td data-reputation>${reputation(w.reputation)}</td></tr>`;
   });
   const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';
