@@ -160,10 +160,14 @@ export function coordinateMedian(xs: readonly Float32Array[]): Float32Array {
   return perCoordinate(xs, (column) => (n % 2 ? column[n >> 1] : (column[n / 2 - 1] + column[n / 2]) / 2));
 }
 
-/** CenteredClip from the coordinate-wise median; see CLIP_RADIUS_FACTOR. */
-export function centeredClip(xs: readonly Float32Array[], { radiusFactor = CLIP_RADIUS_FACTOR, iterations = CLIP_ITERATIONS } = {}): Float32Array {
+/**
+ * CenteredClip from the coordinate-wise median; see CLIP_RADIUS_FACTOR. With `weights` (paced rounds):
+ * from the weighted median, v ← v + Σ w_j clip(x_j − v, τ) / Σ w (without, every w_j is 1: the same bits).
+ */
+export function centeredClip(xs: readonly Float32Array[], { radiusFactor = CLIP_RADIUS_FACTOR, iterations = CLIP_ITERATIONS, weights }: { radiusFactor?: number; iterations?: number; weights?: readonly number[] } = {}): Float32Array {
   const n = xs[0].length;
-  const v = Float64Array.from(coordinateMedian(xs));
+  const total = weights ? weights.reduce((a, b) => a + b, 0) : xs.length;
+  const v = Float64Array.from(weights ? weightedQuantiles(xs, weights, 0.5) : coordinateMedian(xs));
   const step = new Float64Array(n);
   const distances = new Array<number>(xs.length);
   for (let it = 0; it < iterations; it++) {
@@ -176,10 +180,10 @@ export function centeredClip(xs: readonly Float32Array[], { radiusFactor = CLIP_
     if (!(tau > 0)) break; // most contributions sit on v already
     step.fill(0);
     xs.forEach((x, j) => {
-      const scale = Math.min(1, tau / distances[j]);
+      const scale = (weights ? weights[j] : 1) * Math.min(1, tau / distances[j]);
       for (let i = 0; i < n; i++) step[i] += (x[i] - v[i]) * scale;
     });
-    for (let i = 0; i < n; i++) v[i] += step[i] / xs.length;
+    for (let i = 0; i < n; i++) v[i] += step[i] / total;
   }
   return Float32Array.from(v);
 }
@@ -190,7 +194,7 @@ function weightedAggregate(rule: Aggregation, xs: readonly Float32Array[], w: re
     case 'mean': return weightedMean(xs, w);
     case 'median': return weightedQuantiles(xs, w, 0.5);
     case 'trimmed-mean': return weightedQuantiles(xs, w, Math.min(trim, 0.5));
-    case 'centered-clip': return weightedCenteredClip(xs, w);
+    case 'centered-clip': return centeredClip(xs, { weights: w });
     default: throw new Error(`unknown aggregation ${String(rule)}`);
   }
 }
@@ -241,30 +245,6 @@ function weightedQuantiles(xs: readonly Float32Array[], w: readonly number[], tr
     out[i] = s / mass;
   }
   return out;
-}
-
-/** CenteredClip with weights: from the weighted median, v ← v + Σ w_j clip(x_j − v, τ) / Σ w. */
-function weightedCenteredClip(xs: readonly Float32Array[], w: readonly number[], radiusFactor = CLIP_RADIUS_FACTOR, iterations = CLIP_ITERATIONS): Float32Array {
-  const n = xs[0].length, total = w.reduce((a, b) => a + b, 0);
-  const v = Float64Array.from(weightedQuantiles(xs, w, 0.5));
-  const step = new Float64Array(n);
-  const distances = new Array<number>(xs.length);
-  for (let it = 0; it < iterations; it++) {
-    xs.forEach((x, j) => {
-      let s = 0;
-      for (let i = 0; i < n; i++) s += (x[i] - v[i]) ** 2;
-      distances[j] = Math.sqrt(s);
-    });
-    const tau = radiusFactor * median(distances);
-    if (!(tau > 0)) break;
-    step.fill(0);
-    xs.forEach((x, j) => {
-      const scale = w[j] * Math.min(1, tau / distances[j]);
-      for (let i = 0; i < n; i++) step[i] += (x[i] - v[i]) * scale;
-    });
-    for (let i = 0; i < n; i++) v[i] += step[i] / total;
-  }
-  return Float32Array.from(v);
 }
 
 function perCoordinate(xs: readonly Float32Array[], reduceSorted: (column: Float64Array) => number): Float32Array {
