@@ -41,7 +41,9 @@ test('honest members: units are replicated, the deltas agree, and both members a
 
 test('a member whose hardware computes wrongly is outvoted by a third member and loses reputation; the honest ones do not', async () => {
   const faulty = (honest: Float32Array) => honest.map((v, i) => v * 1.5 + (i % 7) * 1e-3);
-  const { id, sims } = await job([{}, {}, {}, { replica: faulty }]);
+  // A long honest record first: one fault must still put it back on probation.
+  await testServer().store.addReputation('long-honest-record-1', { verified: 100 });
+  const { id, sims } = await job([{}, {}, {}, { replica: faulty, clientId: 'long-honest-record-1' }]);
   const bad = sims[3];
   await waitFor('its fault is on record', async () => (await workersOf(id)).find((w) => w.volunteerId === bad.volunteerId)?.reputation?.faults === 1, 90_000, 100);
   const rows = await workersOf(id);

@@ -13,14 +13,14 @@ export const VALIDATED_PART_SHARE = 0.21;
 /**
  * An identity is on probation until this many of its parts (as owner) or recomputations (as
  * validator) were confirmed by a check: BOINC trusts a host after 10 valid results. A probationer's
- * part is drawn before anyone else's, so a new liar is caught in its first rounds.
+ * part is drawn before anyone else's, so a new liar is caught in its first rounds. A fault starts the
+ * count again however long the record before it: an identity caught once is on probation again (a
+ * fixed deduction per fault would let a long honest record absorb faults).
  */
 export const PROBATION_VERIFIED = 10;
-/** Confirmations one fault takes back: an identity caught once is on probation again. */
-export const FAULT_WEIGHT = 10;
 
-export function onProbation(r: { verified: number; faults: number }): boolean {
-  return r.verified - FAULT_WEIGHT * r.faults < PROBATION_VERIFIED;
+export function onProbation(r: { verifiedSinceFault: number }): boolean {
+  return r.verifiedSinceFault < PROBATION_VERIFIED;
 }
 
 /** A part of a group round to recompute, and the member that recomputes it (never the part's owner). */

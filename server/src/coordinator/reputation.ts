@@ -15,23 +15,24 @@ export class Reputations {
   /** What the store held for an identity when it joined (null: never seen). Kept if already known here. */
   know(identity: string, stored: ReputationRecord | null | undefined): void {
     if (this.known.has(identity)) return;
-    this.known.set(identity, stored ? { ...stored } : { clientId: identity, verified: 0, faults: 0, lastFault: null, lastFaultAt: null });
+    this.known.set(identity, stored ? { ...stored } : { clientId: identity, verified: 0, verifiedSinceFault: 0, faults: 0, lastFault: null, lastFaultAt: null });
   }
 
   verified(identity: string): void {
     const r = this.record(identity);
     r.verified += 1;
+    r.verifiedSinceFault += 1;
     this.save(identity, { verified: 1 });
   }
 
   fault(identity: string, reason: string, at: number): void {
     const r = this.record(identity);
-    Object.assign(r, { faults: r.faults + 1, lastFault: reason, lastFaultAt: at });
+    Object.assign(r, { faults: r.faults + 1, verifiedSinceFault: 0, lastFault: reason, lastFaultAt: at });
     this.save(identity, { fault: { reason, at } });
   }
 
   onProbation(identity: string): boolean {
-    return onProbation(this.known.get(identity) ?? { verified: 0, faults: 0 });
+    return onProbation(this.known.get(identity) ?? { verifiedSinceFault: 0 });
   }
 
   row(identity: string): WorkerRow['reputation'] {

@@ -113,14 +113,15 @@ export class RedisStore implements Store {
     for (const id of new Set(clientIds)) {
       const h = await this.r.hGetAll(`tf:rep:${id}`);
       if (h.verified === undefined) continue;
-      out.set(id, { clientId: id, verified: Number(h.verified), faults: Number(h.faults ?? 0), lastFault: h.lastFault ?? null, lastFaultAt: h.lastFaultAt === undefined ? null : Number(h.lastFaultAt) });
+      out.set(id, { clientId: id, verified: Number(h.verified), verifiedSinceFault: Number(h.verifiedSinceFault ?? 0), faults: Number(h.faults ?? 0), lastFault: h.lastFault ?? null, lastFaultAt: h.lastFaultAt === undefined ? null : Number(h.lastFaultAt) });
     }
     return out;
   }
   async addReputation(clientId: string, change: ReputationChange): Promise<void> {
     const key = `tf:rep:${clientId}`;
     const m = this.r.multi().hIncrBy(key, 'verified', change.verified ?? 0).hIncrBy(key, 'faults', change.fault ? 1 : 0);
-    if (change.fault) m.hSet(key, { lastFault: change.fault.reason, lastFaultAt: String(change.fault.at) });
+    if (change.fault) m.hSet(key, { lastFault: change.fault.reason, lastFaultAt: String(change.fault.at), verifiedSinceFault: '0' });
+    m.hIncrBy(key, 'verifiedSinceFault', change.verified ?? 0);
     await m.exec();
   }
   async getSetting(key: string): Promise<string | null> {

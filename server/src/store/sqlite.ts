@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS contributors (
 CREATE INDEX IF NOT EXISTS contributors_client ON contributors (client_id);
 CREATE TABLE IF NOT EXISTS volunteers (client_id TEXT PRIMARY KEY, display_name TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reputation (
-  client_id TEXT PRIMARY KEY, verified INTEGER NOT NULL, faults INTEGER NOT NULL, last_fault TEXT, last_fault_at INTEGER
+  client_id TEXT PRIMARY KEY, verified INTEGER NOT NULL, faults INTEGER NOT NULL, last_fault TEXT, last_fault_at INTEGER,
+  verified_since_fault INTEGER NOT NULL DEFAULT 0
 );
 `;
 
@@ -140,6 +141,9 @@ export class SqliteStore implements Store {
     if (!columns.some((c) => c.name === 'kind')) this.db.transaction(() => this.db.exec(MIGRATE_METRICS))();
     else if (!columns.some((c) => c.name === 'vouchers')) this.db.exec('ALTER TABLE metrics ADD COLUMN vouchers INTEGER');
     this.db.exec(METRICS_KEY);
+    // Reputations stored before probation counted from the last fault start it again: the cautious side.
+    const reputationColumns = this.db.prepare("SELECT name FROM pragma_table_info('reputation')").all() as { name: string }[];
+    if (!reputationColumns.some((c) => c.name === 'verified_since_fault')) this.db.exec('ALTER TABLE reputation ADD COLUMN verified_since_fault INTEGER NOT NULL DEFAULT 0');
   }
 
   /** Prepared once per SQL text: preparing costs more than most of these queries. */
@@ -274,18 +278,20 @@ export class SqliteStore implements Store {
     const out = new Map<string, ReputationRecord>();
     const st = this.sql('SELECT * FROM reputation WHERE client_id = ?');
     for (const id of new Set(clientIds)) {
-      const row = st.get(id) as { client_id: string; verified: number; faults: number; last_fault: string | null; last_fault_at: number | null } | undefined;
-      if (row) out.set(id, { clientId: row.client_id, verified: row.verified, faults: row.faults, lastFault: row.last_fault, lastFaultAt: row.last_fault_at });
+      const row = st.get(id) as { client_id: string; verified: number; verified_since_fault: number; faults: number; last_fault: string | null; last_fault_at: number | null } | undefined;
+      if (row) out.set(id, { clientId: row.client_id, verified: row.verified, verifiedSinceFault: row.verified_since_fault, faults: row.faults, lastFault: row.last_fault, lastFaultAt: row.last_fault_at });
     }
     return out;
   }
 
   async addReputation(clientId: string, change: ReputationChange): Promise<void> {
     const faults = change.fault ? 1 : 0;
-    this.sql(`INSERT INTO reputation (client_id, verified, faults, last_fault, last_fault_at) VALUES (?, ?, ?, ?, ?)
+    const verified = change.verified ?? 0;
+    this.sql(`INSERT INTO reputation (client_id, verified, verified_since_fault, faults, last_fault, last_fault_at) VALUES (?, ?, ?, ?, ?, ?)
       ON CONFLICT (client_id) DO UPDATE SET verified = verified + excluded.verified, faults = faults + excluded.faults,
+      verified_since_fault = CASE WHEN excluded.faults > 0 THEN excluded.verified_since_fault ELSE verified_since_fault + excluded.verified_since_fault END,
       last_fault = COALESCE(excluded.last_fault, last_fault), last_fault_at = COALESCE(excluded.last_fault_at, last_fault_at)`)
-      .run(clientId, change.verified ?? 0, faults, change.fault?.reason ?? null, change.fault?.at ?? null);
+      .run(clientId, verified, verified, faults, change.fault?.reason ?? null, change.fault?.at ?? null);
   }
 
   async getSetting(key: string): Promise<string | null> {

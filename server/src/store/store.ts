@@ -35,12 +35,17 @@ export interface ContributorRecord extends CreditTotals {
 export interface ReputationRecord {
   clientId: string;
   verified: number;
+  /** Confirmations since its last fault (all of them if it has none): what ends probation. */
+  verifiedSinceFault: number;
   faults: number;
   lastFault: string | null;
   lastFaultAt: number | null;
 }
 
-/** A change to a reputation: added to what is stored (several jobs may add to one identity at once). */
+/**
+ * A change to a reputation: added to what is stored (several jobs may add to one identity at once);
+ * a fault also sets `verifiedSinceFault` back to 0.
+ */
 export interface ReputationChange {
   verified?: number;
   fault?: { reason: string; at: number };
