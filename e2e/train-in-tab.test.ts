@@ -38,16 +38,17 @@ test('a tab trains the MLP on full Fashion-MNIST to ≥ 85% test accuracy', { ti
   assert.ok(r.testAccuracy >= 0.85, `MLP test accuracy ${r.testAccuracy}`);
 });
 
-test('a tab trains the small CNN on Fashion-MNIST to ≥ 80% test accuracy in half an epoch', { timeout: 20 * 60_000 }, async () => {
-  // Scaled down for the suite's 30-minute budget: one epoch (468 steps, ~3.8 min here) measured
-  // 85.9%, two 87.7%; half an epoch shows the same real path learning.
-  const r = await trainInTab('cnn-fashion', 1, 234);
+test('a tab trains the small CNN on Fashion-MNIST to ≥ 78% test accuracy in a quarter epoch', { timeout: 20 * 60_000 }, async () => {
+  // Scaled down for the suite's time budget: one epoch (468 steps, ~3.8 min here) measured 85.9%,
+  // two 87.7%, half an epoch 84.1%; a quarter shows the same real path learning (chance is 10%).
+  const r = await trainInTab('cnn-fashion', 1, 117);
   assert.equal(r.testCount, 10000);
-  assert.ok(r.testAccuracy >= 0.80, `CNN test accuracy ${r.testAccuracy}`);
+  assert.ok(r.testAccuracy >= 0.78, `CNN test accuracy ${r.testAccuracy}`);
 });
 
 test('a tab trains the char transformer and its loss falls well below chance', { timeout: 15 * 60_000 }, async () => {
-  const r = await trainInTab('transformer-char', 1);
+  // 96 of the epoch's 140 steps (the whole epoch measured loss 3.24 → 0.87, test loss 0.83).
+  const r = await trainInTab('transformer-char', 1, 96);
   const chance = Math.log(30); // uniform over the 30-character charset
   const first = r.losses.slice(0, 5).reduce((a, b) => a + b, 0) / 5;
   const last = r.losses.slice(-5).reduce((a, b) => a + b, 0) / 5;
