@@ -6,7 +6,8 @@
 // sync time beside the actual, and the job trains on more samples per second than with fixed H, where
 // every sync waits on the slow member. (In one Node process a member's wall time includes the others'
 // compute, so the slow member measures slower than 4×.) An untrusted paced job weighs the members in
-// its robust rule (owners, validators and the server alike) and its group rounds commit as usual.
+// its robust rule (owners, validators and the server alike) and its group rounds commit as usual. A
+// paced ddp job gives members micro-batches of the global batch instead of local steps.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
@@ -24,9 +25,9 @@ const SLOWDOWNS = [1, 1, 4];
 const SYNCS = 10;
 
 /** Runs a job with the three volunteers to `syncs` syncs; its samples per second after the first 4 (which measure the paces), its rounds and workers. */
-async function run(pacing: 'fixed' | 'paced', trust: 'trusted' | 'untrusted' = 'trusted', syncs = SYNCS) {
+async function run(pacing: 'fixed' | 'paced', trust: 'trusted' | 'untrusted' = 'trusted', syncs = SYNCS, strategy: 'localsgd' | 'ddp' = 'localsgd') {
   const job = await server.createJob({
-    name: pacing, trust, strategy: 'localsgd', H: 8, pacing, hyperparameters: { lr: 0.05, batchSize: 32 },
+    name: pacing, trust, strategy, H: strategy === 'ddp' ? 1 : 8, pacing, hyperparameters: { lr: 0.05, batchSize: 32 },
     minWorkers: 3, maxWorkers: 3, targetSteps: 1_000_000, evalEverySteps: 1_000_000, checkpointEvery: 1_000,
   });
   const net = new MemoryNetwork();
@@ -74,6 +75,18 @@ test('a paced job gives each member the steps its pace allows, weighs them by sa
   // Fixed H: the fast members idle while the slow one does its 8 steps; paced, they train meanwhile
   // (1.4–1.6× the samples per second measured here; the figure is the benchmark's to hold, not this test's).
   assert.ok(paced.samplesPerSec > fixed.samplesPerSec, `paced ${paced.samplesPerSec} vs fixed ${fixed.samplesPerSec} samples/s`);
+});
+
+test('a paced ddp job splits the global batch in micro-batches by pace: the slow member computes fewer, one optimizer step per sync, one model', { timeout: 300_000 }, async () => {
+  const paced = await run('paced', 'trusted', 8, 'ddp');
+  const [fastA, fastB, slow] = paced.workers.map((w) => w.pace!);
+  console.log(`paced ddp: micro-batches ${fastA.steps}, ${fastB.steps}, ${slow.steps}; ${paced.workers.map((w) => `${w.pace!.msPerStep} ms/micro-batch`).join(', ')}`);
+  assert.ok(slow.steps < Math.min(fastA.steps, fastB.steps), 'the slow member computes its gradient on fewer micro-batches');
+  // The global batch stays about members × batchSize: 3 × 4 micro-batches (rounding moves it by a few).
+  const total = fastA.steps + fastB.steps + slow.steps;
+  assert.ok(total >= 9 && total <= 15, `${total} micro-batches in the global batch`);
+  assert.equal(paced.job.step, paced.job.seq, 'one optimizer step per sync');
+  assert.ok(paced.rounds.every((r) => !/mismatch/.test(r.detail)), paced.rounds.map((r) => r.detail).join('; '));
 });
 
 test('an untrusted paced job weighs members in its robust rule: owners and validators agree, nobody is evicted', { timeout: 300_000 }, async () => {

@@ -31,6 +31,28 @@ export function gather(ds: Dataset, indices: ArrayLike<number>): Batch {
   return { x, y, size: n };
 }
 
+/** Examples [from, to) of a batch. */
+export function sliceBatch(b: Batch, from: number, to: number): Batch {
+  const F = b.x.length / b.size, L = b.y.length / b.size;
+  return { x: b.x.slice(from * F, to * F), y: b.y.slice(from * L, to * L), size: to - from };
+}
+
+/** One batch of the examples of `parts`, in order. */
+export function concatBatches(parts: Batch[]): Batch {
+  if (parts.length === 1) return parts[0];
+  const size = parts.reduce((n, b) => n + b.size, 0);
+  const x = parts[0].x instanceof Int32Array ? new Int32Array(parts.reduce((n, b) => n + b.x.length, 0)) : new Float32Array(parts.reduce((n, b) => n + b.x.length, 0));
+  const y = new Int32Array(parts.reduce((n, b) => n + b.y.length, 0));
+  let xo = 0, yo = 0;
+  for (const b of parts) {
+    x.set(b.x, xo);
+    y.set(b.y, yo);
+    xo += b.x.length;
+    yo += b.y.length;
+  }
+  return { x, y, size };
+}
+
 /**
  * This worker's share of the examples: a seeded permutation dealt round-robin by rank, so shards are
  * disjoint, cover the set, and are the same on every machine for the same (seed, world size).

@@ -1,7 +1,7 @@
 // The model side of a worker: a model with its flat parameters on a backend, the inner optimizer, and
 // this worker's data shard. Sync strategies drive it through these calls; in a browser it lives in
 // the engine Web Worker (so every method takes and returns plain transferable values).
-import { epochBatches, gather, sequentialBatches, type Dataset } from '@tabfleet/data';
+import { concatBatches, epochBatches, gather, sequentialBatches, sliceBatch, type Dataset } from '@tabfleet/data';
 import { createModel, createOptimizer, evaluate, planMemory, recordGradientStep, recordTrainStep, type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type RecomputeMode } from '@tabfleet/nn';
 import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32 } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
@@ -62,6 +62,11 @@ export class ModelEngine {
     return this.model.store.length;
   }
 
+  /** Examples per optimizer step (the job's batch). */
+  get batchSize(): number {
+    return this.opts.batchSize;
+  }
+
   private epochIterator(): Iterator<Batch> {
     const { train, shard, batchSize, dataSeed, shuffle } = this.opts;
     if (shuffle === false) return inOrder(train, shard, batchSize);
@@ -77,8 +82,13 @@ export class ModelEngine {
     return this.peeked;
   }
 
-  /** The next batch of the shard, starting a new (reshuffled) epoch when one runs out. */
+  /** The next batch of the shard, starting a new (reshuffled) epoch when one runs out; one step. */
   private nextBatch(): Batch {
+    this.step++;
+    return this.drawBatch();
+  }
+
+  private drawBatch(): Batch {
     let b = this.nextBatchPeek();
     if (!b) {
       this.epoch++;
@@ -86,8 +96,27 @@ export class ModelEngine {
       b = this.nextBatchPeek()!;
     }
     this.peeked = null;
-    this.step++;
     return b;
+  }
+
+  /** Examples of a batch that a paced ddp step used only in part: the next step starts with them. */
+  private carried: Batch | null = null;
+
+  /** The next `n` examples of the shard, across batches (paced ddp's steps are micro-batches); one step. */
+  private nextExamples(n: number): Batch {
+    this.step++;
+    const parts: Batch[] = [];
+    for (let have = 0; have < n; ) {
+      const b = this.carried ?? this.drawBatch();
+      this.carried = null;
+      const need = n - have;
+      if (b.size > need) {
+        parts.push(sliceBatch(b, 0, need));
+        this.carried = sliceBatch(b, need, b.size);
+      } else parts.push(b);
+      have += Math.min(need, b.size);
+    }
+    return concatBatches(parts);
   }
 
   /**
@@ -165,10 +194,14 @@ export class ModelEngine {
     return { loss: sum / Math.max(n, 1), samples: n * this.opts.batchSize, steps: n, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
-  /** Forward and backward on the next batch; the gradient stays in the flat gradient buffer. */
-  async computeGradients(): Promise<LocalWork> {
+  /**
+   * Forward and backward on the next batch, or on the next `examples` examples (paced ddp); the
+   * gradient (their mean) stays in the flat gradient buffer.
+   */
+  async computeGradients(examples = this.opts.batchSize): Promise<LocalWork> {
     const t0 = performance.now();
-    const loss = recordGradientStep(this.model, this.nextBatch(), undefined, this.microBatch);
+    const batch = examples === this.opts.batchSize && !this.carried ? this.nextBatch() : this.nextExamples(examples);
+    const loss = recordGradientStep(this.model, batch, undefined, Math.min(this.microBatch, batch.size));
     let value: number;
     try {
       value = (await loss.data())[0];
@@ -176,7 +209,7 @@ export class ModelEngine {
       dispose(loss);
     }
     const sleptMs = await this.slowDown(t0);
-    return { loss: value, samples: this.opts.batchSize, steps: 1, ...(sleptMs === undefined ? {} : { sleptMs }) };
+    return { loss: value, samples: batch.size, steps: 1, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
   get gradientStorage(): Storage {

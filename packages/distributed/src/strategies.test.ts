@@ -89,3 +89,38 @@ for (const c of lateJoinCases) {
     await assert.rejects(runSyncs(await withJoiner(false), new MemoryNetwork(), { syncs: 3 }), /members disagree/, 'without that state the joiner would diverge');
   });
 }
+
+test('paced ddp: a gradient on micro-batches reads the shard in order across batches, and equals the gradient on those examples', async () => {
+  const backend = new CpuBackend();
+  const data = gaussianBlobs(128, 784, 10, 5);
+  const shard = Int32Array.from({ length: 128 }, (_, i) => i);
+  const make = (batchSize: number) => new ModelEngine(backend, { preset: PRESETS['mlp-fashion'], seed: 2, optimizer: sgd, batchSize, train: data, test: data, shard, dataSeed: 0, shuffle: false });
+  const paced = make(32);
+  const s = createStrategy(paced, { strategy: 'ddp', H: 1, compression: 'none', outerLr: 0.7, outerMomentum: 0.9 });
+  await s.reset();
+  // 5 micro-batches of 8: the first batch of 32 and 8 examples of the second; then 3: the other 24.
+  assert.equal((await s.local(5)).samples, 40);
+  const first = await paced.readGradients();
+  assert.equal((await s.local(3)).samples, 24);
+  const second = await paced.readGradients();
+  assert.equal(paced.step, 2, 'one step per gradient');
+  // The same examples in batches of 40 and 24 from a plain engine (its batches are in shard order too).
+  // Equal up to rounding: the paced engine sums 40 examples as 32 + 8.
+  const close = (a: Float32Array, b: Float32Array, what: string) => {
+    const worst = a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+    assert.ok(a.length === b.length && worst < 1e-6, `${what}: differs by up to ${worst}`);
+  };
+  const reference = make(40);
+  await reference.computeGradients();
+  close(first, await reference.readGradients(), 'examples 0..39');
+  const rest = make(8);
+  for (let i = 0; i < 5; i++) await rest.computeGradients(); // examples 0..39
+  await rest.computeGradients(24); // 40..63
+  close(second, await rest.readGradients(), 'examples 40..63');
+  // Another order of examples gives another gradient: the check can fail.
+  const shifted = make(8);
+  await shifted.computeGradients(24);
+  const other = await shifted.readGradients();
+  assert.ok(other.some((v, i) => Math.abs(v - second[i]) > 1e-4));
+  await assert.rejects(s.local(0), /whole number of micro-batches/);
+});

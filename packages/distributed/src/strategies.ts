@@ -7,7 +7,7 @@
 //   localsgd  H inner steps, then average the parameter deltas since the last sync (Stich).
 //   diloco    H inner AdamW steps, then an outer Nesterov step on the mean delta (Douillard et al.).
 // Payloads go on the wire as f32, f16 or DGC-sparse (index, f16 value) lists with error feedback.
-import { checksumOf } from '@tabfleet/protocol';
+import { checksumOf, DDP_MICRO_BATCHES } from '@tabfleet/protocol';
 import type { Storage } from '@tabfleet/tensor';
 import type { LocalWork, ModelEngine } from './engine';
 
@@ -43,7 +43,8 @@ export interface SyncStrategy {
   readonly stepsPerSync: number;
   /**
    * The local work before the next sync: H steps, or `steps` in a paced round (LocalSGD and DiLoCo:
-   * as many as fit the member's pace in the round's time budget; DDP always computes one gradient).
+   * as many as fit the member's pace in the round's time budget; DDP: one gradient, on `steps`
+   * micro-batches).
    */
   local(steps?: number): Promise<LocalWork>;
   payload(): Promise<Payload>;
@@ -153,9 +154,11 @@ class Ddp extends Base {
   readonly stepsPerSync = 1;
   private paramsChecksum = '';
 
-  async local(steps = 1): Promise<LocalWork> {
-    if (steps !== 1) throw new Error('ddp computes one gradient per sync; paced DDP rounds are not built yet');
-    return this.engine.computeGradients();
+  /** One gradient per sync: on the job's batch, or (paced) on `steps` micro-batches of it (DDP_MICRO_BATCHES per batch). */
+  async local(steps?: number): Promise<LocalWork> {
+    if (steps === undefined) return this.engine.computeGradients();
+    if (!Number.isInteger(steps) || steps < 1) throw new Error(`paced ddp takes a whole number of micro-batches, not ${steps}`);
+    return this.engine.computeGradients((steps * this.engine.batchSize) / DDP_MICRO_BATCHES);
   }
 
   protected async vector() {

@@ -102,9 +102,16 @@ export type GptConfig = z.output<typeof gptConfigSchema>;
 export const INNER_OPTIMIZERS = ['sgd', 'adamw', 'lamb'] as const;
 /**
  * `fixed`: every member does H local steps per sync. `paced`: each does as many as fit the round's
- * time budget at its measured pace, and its contribution is weighted by its samples.
+ * time budget at its measured pace, and its contribution is weighted by its samples. In a paced ddp
+ * job the steps are micro-batches (see DDP_MICRO_BATCHES) that together make the job's global batch.
  */
 export const PACINGS = ['fixed', 'paced'] as const;
+/**
+ * Paced ddp: the job's batch is split into this many micro-batches, a member at the average pace
+ * computes its gradient over this many of them, faster members over more and slower over fewer, so
+ * the members' batches add up to about members × batchSize, the global batch of a fixed ddp job.
+ */
+export const DDP_MICRO_BATCHES = 4;
 /** Activation recompute: `auto` lets each tab turn it on when its batch would not fit its GPU memory otherwise. */
 export const RECOMPUTE_MODES = ['auto', 'on', 'off'] as const;
 
@@ -211,7 +218,10 @@ export const jobSpecSchema = z
       }
     }
     if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });
-    if (s.pacing === 'paced' && s.strategy === 'ddp') ctx.addIssue({ code: 'custom', path: ['pacing'], message: 'paced rounds vary the local steps of localsgd and diloco; ddp takes one step per sync' });
+    if (s.pacing === 'paced' && s.strategy === 'ddp') {
+      if (s.hyperparameters.batchSize % DDP_MICRO_BATCHES !== 0) ctx.addIssue({ code: 'custom', path: ['hyperparameters', 'batchSize'], message: `paced ddp splits the batch into ${DDP_MICRO_BATCHES} micro-batches: batchSize must be a multiple of ${DDP_MICRO_BATCHES}` });
+      if (s.roundBudgetMs !== undefined) ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'a paced ddp round lasts as long as the members take for the global batch at their paces: it has no budget to set' });
+    }
     if (s.roundBudgetMs !== undefined && s.pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'only a paced job has a round budget' });
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });

@@ -36,7 +36,7 @@ import type { ActiveRound } from './round';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
-import { nextPace, roundBudgetMs, stepsFor, SyncTimeModel } from './pacing';
+import { nextPace, nominalSteps, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -286,7 +286,7 @@ export class JobCoordinator {
     const member: Member = {
       ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
       status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
-      leftOutSince: null, stale: false, msPerStep: null, steps: this.job.spec.H, share: null,
+      leftOutSince: null, stale: false, msPerStep: null, steps: nominalSteps(this.job.spec), share: null,
     };
     this.members.set(v.volunteerId, member);
     this.reputations.know(identity, v.reputation);
@@ -437,7 +437,8 @@ export class JobCoordinator {
     m.steps = this.plannedSteps(m);
     this.changedWorkers();
     this.tryBegin();
-    return { admitted: true, steps: m.steps };
+    // Steps only in a paced job: otherwise every member does the job's H (ddp: one gradient on its batch).
+    return { admitted: true, ...(this.job.spec.pacing === 'paced' ? { steps: m.steps } : {}) };
   }
 
   private onReady(m: Member, e: VolunteerEventParsed<'round:ready'>): object {
@@ -476,7 +477,7 @@ export class JobCoordinator {
       if (misfit) throw new ProtocolError('bad_request', misfit);
     }
     // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
-    m.msPerStep = nextPace(m.msPerStep, e.metrics.computeMs ?? e.metrics.wallMs, r.steps?.[m.volunteerId] ?? this.job.spec.H);
+    m.msPerStep = nextPace(m.msPerStep, e.metrics.computeMs ?? e.metrics.wallMs, r.steps?.[m.volunteerId] ?? nominalSteps(this.job.spec));
     r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
     if (r.results.size === r.members.length) {
       if (r.mode === 'group') this.groupChecks.resultsIn(r);
@@ -782,9 +783,10 @@ export class JobCoordinator {
     const now = this.deps.clock.now();
     const seq = this.job.seq + 1;
     // Every member took the steps the server gave it since the last sync (H, or paced: the mean of
-    // theirs): that is the count, not their word.
+    // theirs; ddp: one optimizer step whatever its micro-batches): that is the count, not their word.
     const steps = this.job.spec.pacing === 'paced' ? Object.fromEntries(ring.map((m) => [m.volunteerId, m.steps])) : null;
-    const step = this.job.step + (steps ? Math.round(ring.reduce((a, m) => a + m.steps, 0) / ring.length) : this.job.spec.H);
+    const paced = steps && this.job.spec.strategy !== 'ddp';
+    const step = this.job.step + (paced ? Math.round(ring.reduce((a, m) => a + m.steps, 0) / ring.length) : this.job.spec.H);
     const mode = this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
     const joinersWaiting = [...this.members.values()].some((m) => m.phase === 'loading');
     const final = step >= targetStepsOf(this.job.spec) || this.finishing;
@@ -892,9 +894,9 @@ export class JobCoordinator {
     for (const id of r.members) {
       const m = this.members.get(id);
       if (!m) continue;
-      // Counted from what the server saw: the steps it gave of the job's batch size, and the time from being handed work to being ready.
+      // Counted from what the server saw: the steps it gave (of the job's batch, or paced ddp's micro-batches), and the time from being handed work to being ready.
       const steps = r.steps?.[id] ?? this.job.spec.H;
-      this.contributors.credit(m.identity, steps * this.job.spec.hyperparameters.batchSize, m.workMs, now);
+      this.contributors.credit(m.identity, steps * samplesPerStep(this.job.spec), m.workMs, now);
       const share = r.steps ? steps / Object.values(r.steps).reduce((a, b) => a + b, 0) : null;
       Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share });
     }

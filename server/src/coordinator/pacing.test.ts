@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { jobSpecSchema } from '@tabfleet/protocol';
-import { EXCHANGE_BUDGET_FACTOR, MAX_STEPS_FACTOR, nextPace, roundBudgetMs, stepsFor, SyncTimeModel } from './pacing';
+import { DDP_MICRO_BATCHES, jobSpecSchema } from '@tabfleet/protocol';
+import { EXCHANGE_BUDGET_FACTOR, MAX_STEPS_FACTOR, nextPace, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
 
 const spec = (o: object = {}) => jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', pacing: 'paced', hyperparameters: { lr: 0.1, batchSize: 32 }, targetSteps: 100, ...o });
 
@@ -19,6 +19,26 @@ test('paced steps: H steps of the fastest member fill the budget; slower members
   // A slow exchange lengthens the default budget, so it stays a tenth of the sync.
   assert.equal(roundBudgetMs(s, [10, 20], 50), EXCHANGE_BUDGET_FACTOR * 50);
   assert.equal(roundBudgetMs(s, [10, 20], 5), 80);
+});
+
+test('paced ddp: members split the global batch in micro-batches by their speed, and a fixed ddp job is untouched', () => {
+  const s = spec({ strategy: 'ddp', H: 1 });
+  assert.equal(samplesPerStep(s), 32 / DDP_MICRO_BATCHES);
+  assert.equal(roundBudgetMs(s, [10, 10, null]), null, 'all do the nominal micro-batches until every pace is known');
+  assert.equal(stepsFor(s, 10, null), DDP_MICRO_BATCHES);
+  // Paces 10, 10, 40 ms per micro-batch: 12 micro-batches in the time T with T/10 + T/10 + T/40 = 12.
+  const budget = roundBudgetMs(s, [10, 10, 40])!;
+  const steps = [10, 10, 40].map((p) => stepsFor(s, p, budget));
+  assert.deepEqual(steps, [5, 5, 1]);
+  assert.ok(Math.abs(steps.reduce((a, b) => a + b, 0) - 3 * DDP_MICRO_BATCHES) <= 1, 'the global batch stays members × batchSize');
+  const fixed = spec({ strategy: 'ddp', H: 1, pacing: 'fixed' });
+  assert.equal(stepsFor(fixed, 10, 100), 1);
+  assert.equal(samplesPerStep(fixed), 32);
+  // What a paced ddp spec must be.
+  const bad = jobSpecSchema.safeParse({ ...s, hyperparameters: { lr: 0.1, batchSize: 30 } });
+  assert.ok(!bad.success && /multiple of 4/.test(bad.error.message), 'the batch splits into whole micro-batches');
+  const budgeted = jobSpecSchema.safeParse({ ...s, roundBudgetMs: 500 });
+  assert.ok(!budgeted.success && /no budget to set/.test(budgeted.error.message));
 });
 
 test('the sync-time model predicts the slowest member\'s work plus the exchange, and scores itself', () => {
@@ -39,8 +59,7 @@ test('a member\'s pace follows its newest measurements', () => {
   assert.equal(nextPace(50, 800, 8), 75);
 });
 
-test('pacing is refused where it cannot vary the steps', () => {
-  assert.throws(() => spec({ strategy: 'ddp', H: 1 }), /ddp takes one step per sync/);
+test('a round budget is refused where pacing does not use one', () => {
   assert.equal(spec({ trust: 'untrusted' }).pacing, 'paced', 'untrusted jobs weigh members in their robust rules');
   assert.throws(() => spec({ pacing: 'fixed', roundBudgetMs: 500 }), /only a paced job has a round budget/);
 });

@@ -7,7 +7,12 @@
 // (the sync then waits for that step). Not "at least one step of the slowest": one member's noisy
 // measurement would then set everyone's work.
 // SyncTimeModel predicts each sync's time from the same measurements and keeps how wrong it was.
-import type { JobSpec } from '@tabfleet/protocol';
+//
+// Paced ddp: a member's steps are micro-batches of batchSize ÷ DDP_MICRO_BATCHES examples, and the
+// round's budget is the time in which the members together compute N × DDP_MICRO_BATCHES of them
+// (each at its own pace), so the global batch stays what a fixed ddp job's is and each member's share
+// of it follows its speed.
+import { DDP_MICRO_BATCHES, type JobSpec } from '@tabfleet/protocol';
 
 /** Weight of the newest measurement in a member's time per step (an exponentially weighted mean). */
 const PACE_WEIGHT = 0.5;
@@ -23,11 +28,29 @@ export function nextPace(previous: number | null, wallMs: number, steps: number)
 /** The default budget keeps the exchange (median round time) at most a tenth of a sync's time. */
 export const EXCHANGE_BUDGET_FACTOR = 9;
 
+/** A member's steps per sync before its pace is known, and in a fixed job: H, or paced ddp's micro-batches. */
+export function nominalSteps(spec: JobSpec): number {
+  return pacedDdp(spec) ? DDP_MICRO_BATCHES : spec.H;
+}
+
+const pacedDdp = (spec: JobSpec) => spec.pacing === 'paced' && spec.strategy === 'ddp';
+
+/** Examples in one of a member's steps: the job's batch, or paced ddp's micro-batch. */
+export function samplesPerStep(spec: JobSpec): number {
+  const b = spec.hyperparameters.batchSize;
+  return pacedDdp(spec) ? b / DDP_MICRO_BATCHES : b;
+}
+
 /** The local compute time a sync aims at, or null before any member's pace is measured. */
 export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeMs: number | null = null): number | null {
   if (spec.roundBudgetMs !== undefined) return spec.roundBudgetMs;
   const known = paces.filter((p): p is number => p !== null);
   if (!known.length) return null;
+  if (spec.strategy === 'ddp') {
+    // Until every member is measured, all do the nominal micro-batches (a guess would skew the global batch).
+    if (known.length < paces.length) return null;
+    return (DDP_MICRO_BATCHES * known.length) / known.reduce((a, p) => a + 1 / p, 0);
+  }
   return Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
 }
 
@@ -72,8 +95,9 @@ export class SyncTimeModel {
   }
 }
 
-/** Local steps for a member of pace `msPerStep` (H while either is unknown, or in a fixed-pace job). */
+/** Local steps for a member of pace `msPerStep` (nominal while either is unknown, or in a fixed-pace job). */
 export function stepsFor(spec: JobSpec, msPerStep: number | null, budgetMs: number | null): number {
-  if (spec.pacing !== 'paced' || msPerStep === null || budgetMs === null) return spec.H;
-  return Math.min(MAX_STEPS_FACTOR * spec.H, Math.max(1, Math.round(budgetMs / msPerStep)));
+  const nominal = nominalSteps(spec);
+  if (spec.pacing !== 'paced' || msPerStep === null || budgetMs === null) return nominal;
+  return Math.min(MAX_STEPS_FACTOR * nominal, Math.max(1, Math.round(budgetMs / msPerStep)));
 }
