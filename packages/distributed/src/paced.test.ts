@@ -18,6 +18,9 @@ const job: JobSetup = {
 };
 
 test('paced LocalSGD: a worker 4× slower does fewer steps in the budget, and the mean weighs deltas by samples', async () => {
+  // JIT warm-up on a throwaway worker first: the fast worker's first sync sets the budget and its
+  // pace, and a cold first measurement (up to 3× slow) made the 4× slower one look only 1.6× slower.
+  await mlpWorkers(new CpuBackend(), { ...job, workers: 1 })[0].engine.trainSteps(8);
   const workers = mlpWorkers(new CpuBackend(), { ...job, slowdowns: [1, 4] });
   await startWorkers(workers);
   const own: Float32Array[][] = [];
