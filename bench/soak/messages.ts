@@ -6,6 +6,9 @@ export interface SoakServerArgs {
   dataDir: string;
   token: string;
   timing: NonNullable<ServerOptions['timing']>;
+  /** A node of several sharing this Redis (bench/soak/node-kill.test.ts), instead of SQLite in dataDir. */
+  redisUrl?: string;
+  nodeId?: string;
 }
 
 export type ToSoakServer = { type: 'stats' };

@@ -1,5 +1,5 @@
 // The server node of the soak, forked by bench/soak.ts (and killed with SIGKILL in the middle of each
-// run): `startServer()` as server/src/main.ts runs it, on 127.0.0.1 at the given port and data
+// run; node-kill.test.ts forks two on one Redis): `startServer()` as server/src/main.ts runs it, on 127.0.0.1 at the given port and data
 // directory, with short round timings (main.ts has no timing flags) and no per-address limits (every
 // simulated volunteer connects from 127.0.0.1). An IPC channel reports this process's memory after a
 // forced GC (`--expose-gc`). It exits when its parent goes away.
@@ -16,7 +16,7 @@ process.on('disconnect', () => process.exit(0));
 
 try {
   const server = await startServer({
-    port: args.port, host: '127.0.0.1', dataDir: args.dataDir, token: args.token, timing: args.timing,
+    port: args.port, host: '127.0.0.1', dataDir: args.dataDir, token: args.token, timing: args.timing, redisUrl: args.redisUrl, nodeId: args.nodeId,
     addressLimits: { connections: 100_000, jobShare: 1 },
     // Joiners fetch a checkpoint each, all from one address.
     httpRateLimit: { perSecond: 100_000, burst: 100_000 },

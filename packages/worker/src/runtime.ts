@@ -78,6 +78,8 @@ const DEADLINE_MARGIN_MS = 1_000;
 const HEARTBEAT_MS = 2_000;
 /** How long a ring link may take to open before the member reports itself unreachable. */
 const CONNECT_TIMEOUT_MS = 15_000;
+/** A work request that failed for a passing reason is sent again after this long. */
+const WORK_REQUEST_RETRY_MS = 5_000;
 
 export class VolunteerRuntime {
   readonly status: RuntimeStatus = {
@@ -210,12 +212,22 @@ export class VolunteerRuntime {
   }
 
   private requestWork(): void {
+    // A server error or no answer can pass (the job's server node went away and another adopts it):
+    // asked again later. A refusal for cause (unknown job, rate limit) is shown and not retried.
+    const retry = () => setTimeout(() => {
+      if (!this.stopped && this.holds.size === 0 && !this.assignment && this.opts.socket.connected) this.requestWork();
+    }, WORK_REQUEST_RETRY_MS);
     void this.emit('work:request', this.opts.jobId ? { jobId: this.opts.jobId } : {}).then(
       (a) => {
-        if (!a.ok) this.setStatus({ lastError: `work:request refused: ${a.error.message}` });
-        else if (!a.assigned) this.log('no job needs workers yet; waiting to be offered one');
+        if (!a.ok) {
+          this.setStatus({ lastError: `work:request refused: ${a.error.message}` });
+          if (a.error.code === 'internal') retry();
+        } else if (!a.assigned) this.log('no job needs workers yet; waiting to be offered one');
       },
-      (e) => this.log(`work:request: ${(e as Error).message}`),
+      (e) => {
+        this.log(`work:request: ${(e as Error).message}`);
+        retry();
+      },
     );
   }
 

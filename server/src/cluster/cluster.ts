@@ -13,6 +13,16 @@ export type HubCall =
 
 export type HubReply = { ok: true; value: unknown } | { ok: false; error: { code: string; message: string } };
 
+/**
+ * What every node hears: a job was created (idle volunteers may take it), or a job's coordinator was
+ * started on a node (at its start, or adopting it from a node that went away): volunteers that were
+ * members of it under the old coordinator are members no more, and must join again.
+ */
+export interface ClusterNews {
+  kind: 'job-created' | 'job-loaded';
+  jobId: string;
+}
+
 export interface Cluster {
   readonly nodeId: string;
   /** False when this node is the only one (no other node can own a job). */
@@ -26,15 +36,15 @@ export interface Cluster {
   call(nodeId: string, call: HubCall): Promise<HubReply>;
   /** Serves calls from other nodes. */
   serve(handler: (call: HubCall) => Promise<HubReply>): void;
-  /** Tells every node (including this one) something happened, e.g. a job was created. */
-  broadcast(message: { kind: 'job-created'; jobId: string }): Promise<void>;
-  onBroadcast(handler: (message: { kind: 'job-created'; jobId: string }) => void): void;
+  /** Tells every node (including this one) something happened. */
+  broadcast(message: ClusterNews): Promise<void>;
+  onBroadcast(handler: (message: ClusterNews) => void): void;
   close(): Promise<void>;
 }
 
 export class LocalCluster implements Cluster {
   readonly multiNode = false;
-  private broadcastHandlers: ((m: { kind: 'job-created'; jobId: string }) => void)[] = [];
+  private broadcastHandlers: ((m: ClusterNews) => void)[] = [];
   constructor(readonly nodeId: string) {}
   async claim(): Promise<boolean> {
     return true;
@@ -47,10 +57,10 @@ export class LocalCluster implements Cluster {
     throw new Error('a single-node cluster has no other node to call');
   }
   serve(): void {}
-  async broadcast(message: { kind: 'job-created'; jobId: string }): Promise<void> {
+  async broadcast(message: ClusterNews): Promise<void> {
     for (const h of this.broadcastHandlers) h(message);
   }
-  onBroadcast(handler: (message: { kind: 'job-created'; jobId: string }) => void): void {
+  onBroadcast(handler: (message: ClusterNews) => void): void {
     this.broadcastHandlers.push(handler);
   }
   async close(): Promise<void> {}

@@ -62,7 +62,11 @@ export class JobHub {
         continue;
       }
       if (await this.cluster.claim(job.id)) {
-        if (!owned) this.coordinators.set(job.id, await JobCoordinator.load(job, this.deps));
+        if (!owned) {
+          this.coordinators.set(job.id, await JobCoordinator.load(job, this.deps));
+          // Adopted (or resumed): a coordinator that died with its node held the members; they join again.
+          await this.cluster.broadcast({ kind: 'job-loaded', jobId: job.id });
+        }
       } else if (owned) {
         this.deps.log(`job ${job.id}: lease lost to another node`);
         owned.release();
@@ -74,6 +78,11 @@ export class JobHub {
   /** Runs `fn` whenever any node creates a job. */
   onJobCreated(fn: (jobId: string) => void): void {
     this.cluster.onBroadcast((m) => m.kind === 'job-created' && fn(m.jobId));
+  }
+
+  /** Runs `fn` whenever a node starts a coordinator for an existing job (its members under the old one must join again). */
+  onJobLoaded(fn: (jobId: string) => void): void {
+    this.cluster.onBroadcast((m) => m.kind === 'job-loaded' && fn(m.jobId));
   }
 
   /** Resolves once every store write queued by this node's coordinators has landed. */

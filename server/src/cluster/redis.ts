@@ -8,7 +8,7 @@ import { createClient } from 'redis';
 import type { Server } from 'socket.io';
 import { RedisStore } from '../store/redis';
 import type { Store } from '../store/store';
-import { decodeCall, encodeCall, type Cluster, type HubCall, type HubReply } from './cluster';
+import { decodeCall, encodeCall, type Cluster, type ClusterNews, type HubCall, type HubReply } from './cluster';
 import { OWNERSHIP_SWEEP_MS } from './hub';
 
 type Client = ReturnType<typeof createClient>;
@@ -20,7 +20,7 @@ const CALL_TIMEOUT_MS = 15_000;
 export class RedisCluster implements Cluster {
   readonly multiNode = true;
   private handler: ((call: HubCall) => Promise<HubReply>) | null = null;
-  private broadcastHandlers: ((m: { kind: 'job-created'; jobId: string }) => void)[] = [];
+  private broadcastHandlers: ((m: ClusterNews) => void)[] = [];
   private readonly pending = new Map<string, { resolve(r: HubReply): void; timer: NodeJS.Timeout }>();
   private closed = false;
 
@@ -98,11 +98,11 @@ export class RedisCluster implements Cluster {
     p.resolve(reply);
   }
 
-  async broadcast(message: { kind: 'job-created'; jobId: string }): Promise<void> {
+  async broadcast(message: ClusterNews): Promise<void> {
     await this.r.publish('tf:broadcast', JSON.stringify(message));
   }
 
-  onBroadcast(handler: (message: { kind: 'job-created'; jobId: string }) => void): void {
+  onBroadcast(handler: (message: ClusterNews) => void): void {
     this.broadcastHandlers.push(handler);
   }
 

@@ -194,6 +194,20 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     }
   };
   hub.onJobCreated(() => void offerIdle());
+  // A job's coordinator started anew on some node (its old one died with its node, or lost the lease):
+  // this node's volunteers in it are members of nothing now. Told so, they ask for work again and
+  // join as joiners do (the job's latest checkpoint).
+  hub.onJobLoaded((jobId) => {
+    for (const socket of nsp.sockets.values()) {
+      const d = socket.data as VolunteerData;
+      if (d.jobId !== jobId) continue;
+      d.jobId = null;
+      const reason = 'its coordinator moved to another server node: ask for work again to rejoin';
+      // Had it joined the new coordinator already (in the moment before this news), it leaves that too.
+      hub.leave(jobId, d.volunteerId, reason).catch(() => {});
+      socket.emit('job:end', { jobId, reason });
+    }
+  });
   const timer = setInterval(() => void offerIdle(), IDLE_OFFER_INTERVAL_MS);
   timer.unref();
   return { namespace: nsp, close: () => clearInterval(timer) };

@@ -172,6 +172,8 @@ export interface SimOptions {
   displayName?: string;
   /** Reconnect after the server goes away (restart tests). */
   reconnect?: boolean;
+  /** After `job:end`, ask for work again (as the worker runtime does): it then joins the job anew. */
+  rejoin?: boolean;
   /** What it reports when asked to evaluate (default `simEvaluation`; a liar reports something else). */
   evaluate?: (seq: number, params: Float32Array) => { accuracy: number | null; loss: number | null; checksum?: string };
   /** The step it claims in `round:result` (default: its own count, honestly). */
@@ -221,6 +223,8 @@ export class SimVolunteer {
   /** What it loaded: the per-sync checksum (as in round results) and the digest the server checks. */
   loadedFrom: { seq: number; url: string | null; checksum: string; digest: string }[] = [];
   ended: string | null = null;
+  /** Every `job:end` reason it got (with `rejoin`, `ended` is cleared as it asks again). */
+  readonly endings: string[] = [];
   /** Called when the round begins; return a failure code to report `round:failed` instead of a result. */
   failRound: ((r: RoundBegin) => 'peer_lost' | 'unreachable' | null) | null = null;
   /** When set, the volunteer stops at the barrier (never reports ready). */
@@ -281,8 +285,17 @@ export class SimVolunteer {
     });
     this.socket.on('evidence:request', (e) => this.bg(this.onEvidenceRequest(e)));
     this.socket.on('checkpoint:request', (r) => this.bg(this.upload(r.jobId, r.seq)));
-    this.socket.on('job:end', (e) => {
+    this.socket.on('job:end', (e: { jobId: string; reason: string }) => {
       this.ended = e.reason;
+      this.endings.push(e.reason);
+      if (!this.opts.rejoin) return;
+      this.pending = null;
+      this.heldRound = null;
+      setTimeout(() => {
+        if (this.closed) return;
+        this.ended = null;
+        this.bg(this.request(e.jobId));
+      }, 200);
     });
   }
 
