@@ -3,8 +3,9 @@
 // Ring (or Group) collectives on MemoryTransports (with whatever link faults or caps the network has),
 // every member prepares the result, the checksums are compared, and all commit. A `tamper` hook may
 // replace what members send (attackers): they stay real workers that train and adopt the result.
-import { Group, MemoryNetwork, Ring } from '@tabfleet/collective';
-import type { Aggregation } from '@tabfleet/protocol';
+// Grouped runs (Moshpit) average in small groups that change every sync, with members that may leave.
+import { Group, MemoryNetwork, Ring, type MemoryTransport } from '@tabfleet/collective';
+import { moshpitGroups, type Aggregation } from '@tabfleet/protocol';
 import type { ModelEngine } from './engine';
 import { exchange, groupExchange, scalePayload } from './exchange';
 import type { Payload, SyncStrategy } from './strategies';
@@ -38,6 +39,24 @@ export interface SyncReport {
   stepsMs: number[];
   /** What the pace predicted each worker's local steps would take (paced syncs after the first; else null). */
   predictedLocalMs: number[] | null;
+  /** Grouped runs: this sync's groups (worker ids) and the attempts each took (2: a member left, the rest re-ran). */
+  groups?: string[][];
+  groupAttempts?: number[];
+  /** With `consensus`: max over members of ‖θᵢ − θ̄‖ / ‖θ̄‖ after the sync (θ̄: the members' mean). */
+  consensus?: number;
+  /** Workers taking part (grouped runs lose departed ones). */
+  ids: string[];
+}
+
+/**
+ * Moshpit averaging (protocol's moshpit.ts): each sync, members average inside groups of at most
+ * `size` that change every sync, so members' models differ between groups and meet the global mean
+ * through the rotation. LocalSGD only: members exchange their parameters (not deltas from bases that
+ * differ across groups), and each adopts its group's mean.
+ */
+export interface Grouping {
+  size: number;
+  seed?: number;
 }
 
 /**
@@ -70,6 +89,11 @@ export interface RunOptions {
    */
   tamper?: Tamper;
   pace?: Pacing;
+  groups?: Grouping;
+  /** Grouped runs: workers (ids) that leave during a sync; their group's ring fails at `deadlineMs` and re-runs without them, the other groups' rounds go on. */
+  departures?: Record<number, string[]>;
+  /** Report the consensus distance after every sync (reads every member's parameters). */
+  consensus?: boolean;
 }
 
 export async function startWorkers(workers: SimWorker[]): Promise<void> {
@@ -77,19 +101,29 @@ export async function startWorkers(workers: SimWorker[]): Promise<void> {
 }
 
 /** Runs syncs until `syncs` are done or `onSync` says stop; returns the reports. */
-export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: RunOptions): Promise<SyncReport[]> {
-  const ids = workers.map((w) => w.id);
-  const transports = ids.map((id) => net.endpointOf(id) ?? net.endpoint(id));
+export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOptions): Promise<SyncReport[]> {
+  let workers = all;
+  const transportOf = (id: string) => net.endpointOf(id) ?? net.endpoint(id);
   const reports: SyncReport[] = [];
   if (opts.pace && opts.group) throw new Error('paced rounds weigh members in the ring\'s mean; robust group rules do not weigh members yet');
+  if (opts.groups && (opts.pace || opts.group || opts.tamper || workers.some((w) => w.strategy.name !== 'localsgd'))) {
+    throw new Error('grouped (Moshpit) runs average LocalSGD parameters in rings: not paced, robust, tampered, ddp or diloco');
+  }
+  if (opts.departures && !opts.groups) throw new Error('departures are simulated in grouped runs');
   // Each member's measured ms per local step (paced rounds).
-  const msPerStep: (number | null)[] = workers.map(() => null);
+  const msPerStep = new Map<string, number>();
   for (let seq = 1; seq <= opts.syncs; seq++) {
+    // Groups are formed over the members at the sync's start; those leaving during it take no part.
+    const formedOver = workers.map((w) => w.id);
+    const leaving = new Set(opts.departures?.[seq] ?? []);
+    workers = workers.filter((w) => !leaving.has(w.id));
+    const ids = workers.map((w) => w.id);
+    const transports = ids.map(transportOf);
     let loss = 0;
     const own: Payload[] = [];
     const localMs: number[] = [];
-    const steps = workers.map((w, i) => stepsOf(w, msPerStep[i], opts.pace));
-    const predictedLocalMs = opts.pace && msPerStep.every((m) => m !== null) ? steps.map((n, i) => n * msPerStep[i]!) : null;
+    const steps = workers.map((w) => stepsOf(w, msPerStep.get(w.id) ?? null, opts.pace));
+    const predictedLocalMs = opts.pace && workers.every((w) => msPerStep.has(w.id)) ? steps.map((n, i) => n * msPerStep.get(ids[i])!) : null;
     const samples: number[] = [];
     const stepsMs: number[] = [];
     for (const [i, w] of workers.entries()) {
@@ -102,7 +136,8 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
       samples.push(work.samples);
       own.push(await w.strategy.payload());
       localMs.push(performance.now() - t);
-      msPerStep[i] = msPerStep[i] === null ? measured : PACE_SMOOTHING * measured + (1 - PACE_SMOOTHING) * msPerStep[i]!;
+      const previous = msPerStep.get(w.id);
+      msPerStep.set(w.id, previous === undefined ? measured : PACE_SMOOTHING * measured + (1 - PACE_SMOOTHING) * previous);
     }
     const tampered = opts.tamper ? await opts.tamper(own, seq) : own;
     if (tampered.length !== workers.length) throw new Error(`tamper returned ${tampered.length} payloads for ${workers.length} workers`);
@@ -111,30 +146,103 @@ export async function runSyncs(workers: SimWorker[], net: MemoryNetwork, opts: R
     const payloads = opts.pace ? tampered.map((p, i) => scalePayload(p, (workers.length * samples[i]) / totalSamples)) : tampered;
     const collectiveOpts = (i: number) => ({ transport: transports[i], members: ids, self: ids[i], jobId: opts.jobId ?? 'sim', round: seq, deadlineMs: opts.deadlineMs ?? 120_000 });
     const group = opts.group;
-    const rings = ids.map((_, i) => (group ? new Group(collectiveOpts(i)) : new Ring(collectiveOpts(i))));
     const t0 = performance.now();
-    const results = await Promise.all(rings.map((r, i) => (r instanceof Group ? groupExchange(r, payloads[i], group!) : exchange(r as Ring, payloads[i]).then((mean) => ({ mean, refused: [] })))));
+    let rings: (Ring | Group)[] = [];
+    let results: { mean: Float32Array; refused: { member: string }[] }[];
+    let grouped: GroupedExchange | null = null;
+    if (opts.groups) {
+      grouped = await groupedExchange(workers, transports, payloads, formedOver, seq, opts.groups, opts);
+      results = grouped.means.map((mean) => ({ mean, refused: [] }));
+    } else {
+      rings = ids.map((_, i) => (group ? new Group(collectiveOpts(i)) : new Ring(collectiveOpts(i))));
+      results = await Promise.all(rings.map((r, i) => (r instanceof Group ? groupExchange(r, payloads[i], group!) : exchange(r as Ring, payloads[i]).then((mean) => ({ mean, refused: [] })))));
+    }
     const exchangeMs = performance.now() - t0;
     const checksums: string[] = [];
     const applyMs: number[] = [];
     for (const [i, w] of workers.entries()) {
       const t = performance.now();
-      checksums.push(await w.strategy.prepare(results[i].mean));
+      checksums.push(await (grouped ? w.strategy.prepareParams!(results[i].mean) : w.strategy.prepare(results[i].mean)));
       applyMs.push(performance.now() - t);
     }
-    if (new Set(checksums).size !== 1) throw new Error(`members disagree after sync ${seq}: ${checksums.join(', ')}`);
+    // Every member of a group (of the job, ungrouped) adopts the same model.
+    for (const g of grouped?.groups ?? [ids]) {
+      const agreed = new Set(g.filter((id) => ids.includes(id)).map((id) => checksums[ids.indexOf(id)]));
+      if (agreed.size > 1) throw new Error(`members disagree after sync ${seq}: ${[...agreed].join(', ')}`);
+    }
     for (const [i, w] of workers.entries()) {
       const t = performance.now();
       await w.strategy.commit();
       applyMs[i] += performance.now() - t;
     }
     const refused = [...new Set(results.flatMap((r) => r.refused.map((x) => x.member)))].sort();
-    const report = { seq, step: workers[0].engine.step, loss, bytesSent: rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, localMs, applyMs, refused, steps, stepsMs, predictedLocalMs };
+    const report: SyncReport = {
+      seq, step: workers[0].engine.step, loss, bytesSent: grouped?.bytesSent ?? rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, localMs, applyMs,
+      refused, steps, stepsMs, predictedLocalMs, ids,
+      ...(grouped ? { groups: grouped.groups, groupAttempts: grouped.attempts } : {}),
+      ...(opts.consensus ? { consensus: await consensusDistance(workers) } : {}),
+    };
     for (const r of rings) r.close();
     reports.push(report);
     if (await opts.onSync?.(report)) break;
   }
   return reports;
+}
+
+interface GroupedExchange {
+  /** Per worker (in order): its group's mean parameters (what `prepareParams` takes). */
+  means: Float32Array[];
+  groups: string[][];
+  attempts: number[];
+  bytesSent: number[];
+}
+
+/**
+ * One grouped sync: the Moshpit groups of this sync over `formedOver` (the members when it began);
+ * every group runs its own ring over its members' parameters (base − delta), at once. A group with a
+ * member that left fails at the deadline and re-runs with the rest; no other group waits for it.
+ */
+async function groupedExchange(workers: SimWorker[], transports: MemoryTransport[], payloads: Payload[], formedOver: string[], seq: number, grouping: Grouping, opts: RunOptions): Promise<GroupedExchange> {
+  const index = new Map(workers.map((w, i) => [w.id, i]));
+  const params = workers.map((w, i) => {
+    const p = payloads[i];
+    if (p.kind !== 'dense') throw new Error('grouped runs exchange dense parameters');
+    const base = w.strategy.replay!.committedParams();
+    return base.map((b, k) => b - p.values[k]);
+  });
+  const means: Float32Array[] = new Array(workers.length);
+  const bytesSent = workers.map(() => 0);
+  const groups = moshpitGroups(formedOver, seq - 1, grouping.size, grouping.seed);
+  const attempts = await Promise.all(groups.map(async (members) => {
+    for (let attempt = 1; ; attempt++) {
+      const present = members.filter((id) => index.has(id));
+      const ringMembers = attempt === 1 ? members : present;
+      if (ringMembers.length === 1) {
+        means[index.get(ringMembers[0])!] = params[index.get(ringMembers[0])!];
+        return attempt;
+      }
+      const rings = present.map((id) => new Ring({ transport: transports[index.get(id)!], members: ringMembers, self: id, jobId: opts.jobId ?? 'sim', round: seq * 16 + attempt, deadlineMs: opts.deadlineMs ?? 120_000 }));
+      const outcomes = await Promise.allSettled(rings.map((r, k) => exchange(r, { kind: 'dense', dtype: payloads[index.get(present[k])!].dtype, values: params[index.get(present[k])!] })));
+      rings.forEach((r, k) => (bytesSent[index.get(present[k])!] += r.counters.bytesOut));
+      for (const r of rings) r.close();
+      const failed = outcomes.find((o) => o.status === 'rejected');
+      if (!failed) {
+        outcomes.forEach((o, k) => (means[index.get(present[k])!] = (o as PromiseFulfilledResult<Float32Array>).value));
+        return attempt;
+      }
+      if (attempt > 1 || present.length === members.length) throw (failed as PromiseRejectedResult).reason;
+    }
+  }));
+  return { means, groups, attempts, bytesSent };
+}
+
+/** max over members of ‖θᵢ − θ̄‖ / ‖θ̄‖, θ̄ the members' mean parameters. */
+async function consensusDistance(workers: SimWorker[]): Promise<number> {
+  const all = await Promise.all(workers.map((w) => w.engine.readParams()));
+  const mean = new Float32Array(all[0].length);
+  for (const p of all) for (let k = 0; k < mean.length; k++) mean[k] += p[k] / all.length;
+  const norm = Math.sqrt(mean.reduce((a, v) => a + v * v, 0));
+  return Math.max(...all.map((p) => Math.sqrt(p.reduce((a, v, k) => a + (v - mean[k]) ** 2, 0)) / norm));
 }
 
 /** Local steps of one member this sync: H, or what fits its pace in the budget (H until it has one). */

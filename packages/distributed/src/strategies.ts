@@ -49,6 +49,8 @@ export interface SyncStrategy {
   local(steps?: number): Promise<LocalWork>;
   payload(): Promise<Payload>;
   prepare(mean: Float32Array): Promise<string>;
+  /** LocalSGD in grouped (Moshpit) syncs: the group's mean parameters become the sync's result, as `prepare` does. */
+  prepareParams?(mean: Float32Array): Promise<string>;
   commit(): Promise<void>;
   discard(): void;
   /**
@@ -243,8 +245,13 @@ class LocalSgd extends Periodic {
   async prepare(mean: Float32Array): Promise<string> {
     const next = new Float32Array(mean.length);
     for (let i = 0; i < next.length; i++) next[i] = this.base[i] - mean[i];
-    this.next = next;
-    return checksumOf(next);
+    return this.prepareParams(next);
+  }
+
+  async prepareParams(mean: Float32Array): Promise<string> {
+    if (mean.length !== this.engine.length) throw new Error(`mean has ${mean.length} values, the model ${this.engine.length}`);
+    this.next = mean;
+    return checksumOf(mean);
   }
 }
 

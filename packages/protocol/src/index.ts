@@ -11,3 +11,4 @@ export * from './robust';
 export * from './fp16';
 export * from './validation';
 export * from './replication';
+export * from './moshpit';

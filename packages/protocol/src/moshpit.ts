@@ -1,0 +1,57 @@
+// Moshpit averaging (Ryabinin et al., "Moshpit SGD", NeurIPS 2021): members sit at the points of a
+// grid whose sides are at most the group size; round r averages inside the groups of members that
+// share every coordinate but axis r mod d. Why it mixes: averaging along one axis makes every line
+// along that axis constant, and averaging along the next axis then averages those constants, so
+// after d rounds (one per axis) with a full grid every member holds the global average exactly,
+// with groups of `size` and d = ⌈log_size N⌉ (N = 10,000 in groups of 16: 4 rounds). Members are
+// placed at random grid points (a fresh draw every d rounds, an "epoch"), so an unfilled grid and
+// local steps between rounds still mix across the job. Shared here so the in-process runner, the
+// simulator and the server form groups alike.
+import { mulberry32 } from './random';
+
+/** Sides of the grid for n members in groups of at most `size`: size, size, …, the rest. */
+export function moshpitGrid(n: number, size: number): number[] {
+  if (!(Number.isInteger(size) && size >= 2)) throw new Error(`group size ${size}: need an integer of at least 2`);
+  const dims: number[] = [];
+  let rest = Math.max(1, n);
+  while (rest > size) {
+    dims.push(size);
+    rest = Math.ceil(rest / size);
+  }
+  dims.push(rest);
+  return dims;
+}
+
+/**
+ * The groups of round `round` (0-based) for `members` in groups of at most `size`: members of a
+ * group share every grid coordinate but the round's axis. Deterministic in (members, round, size,
+ * seed), so every party that knows them computes the same groups.
+ */
+export function moshpitGroups<T>(members: readonly T[], round: number, size: number, seed = 1): T[][] {
+  const dims = moshpitGrid(members.length, size);
+  const d = dims.length;
+  const cells = dims.reduce((a, b) => a * b, 1);
+  // A fresh placement every d rounds: a seeded shuffle of the grid's cells, the first n taken.
+  const rand = mulberry32((seed * 0x9e3779b1 + Math.floor(round / d)) >>> 0);
+  const order = Array.from({ length: cells }, (_, i) => i);
+  for (let i = cells - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  const axis = round % d;
+  const groups = new Map<number, T[]>();
+  members.forEach((m, i) => {
+    // The cell's coordinates with the round's axis zeroed: the group key.
+    let cell = order[i], key = 0, stride = 1;
+    for (let k = 0; k < d; k++) {
+      const c = cell % dims[k];
+      cell = Math.floor(cell / dims[k]);
+      if (k !== axis) key += c * stride;
+      stride *= dims[k];
+    }
+    const g = groups.get(key);
+    if (g) g.push(m);
+    else groups.set(key, [m]);
+  });
+  return [...groups.values()];
+}
