@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
-import { ringAllreduceMs, simulate } from './simulate';
+import { consensusRounds, ringAllreduceMs, simulate } from './simulate';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-simulate-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,6 +20,7 @@ test('npm run simulate -- --quick writes a complete JSON', { timeout: 4 * 60_000
   assert.deepEqual(r.results.map((x: any) => [x.scenario.members, x.scenario.churnPer10Min]), [[16, 0], [16, 0.2], [64, 0], [64, 0.2]]);
   for (const x of r.results) assert.ok(x.syncs > 5 && x.utilization > 0 && x.utilization < 1, JSON.stringify(x));
   assert.equal(r.summary.sync_p99_ms_n16, r.results[0].syncMs.p99);
+  assert.deepEqual(r.consensus.results.map((c: any) => [c.members, c.churnPer10Min, c.roundsTo1Percent]), [[16, 0, 1], [16, 0.2, 1], [64, 0, 2], [64, 0.2, 2]]);
 });
 
 test('without churn a simulated sync lasts the slowest member\'s steps plus the ring allreduce', async () => {
@@ -31,4 +32,14 @@ test('without churn a simulated sync lasts the slowest member\'s steps plus the 
   assert.ok(Math.abs(r.utilization - (8 * 50) / expected) < 0.05, `utilization ${r.utilization}`);
   const big = await simulate({ ...s, members: 1_024 });
   assert.match(big.refused ?? '', /at most 256 members/);
+});
+
+test('Moshpit consensus: one group is one round; 10,000 members in groups of 16 are within 1% in at most 2·log2(N/16) rounds, with departures too', () => {
+  assert.equal(consensusRounds(16, 0), 1);
+  const n10k = consensusRounds(10_000, 0)!;
+  assert.ok(n10k >= 4 && n10k <= 2 * Math.log2(10_000 / 16), `${n10k} rounds`);
+  // A fifth of the members leaving every round (far beyond 5% per 10 minutes) slows it, and joiners
+  // that load a member's model do not undo it.
+  const churned = consensusRounds(10_000, 0.2);
+  assert.ok(churned !== null && churned >= n10k && churned <= 2 * Math.log2(10_000 / 16), `${churned} rounds with churn`);
 });

@@ -5,13 +5,15 @@
 // latency, 2(N−1) hops), and volunteers leave as a Poisson process (each departure replaced by a
 // joiner). Simulated time runs as fast as the coordinator handles its events. It reports the sync
 // time distribution, utilization (members' compute ÷ their time in the job), syncs committed and
-// aborted, and the server's CPU per round. Limits: a job is one ring of at most 256 members (groups
-// across a job are not built), so N = 1,024 and 10,000 are refused and reported as such.
+// aborted, and the server's CPU per round. Limits: a job is one ring of at most 256 members (the
+// coordinator does not run groups yet), so N = 1,024 and 10,000 are refused and reported as such.
+// Consensus is measured apart from the coordinator, on the grouping the server is to use (protocol's
+// moshpitGroups): synthetic member vectors averaged in Moshpit groups of 16, with departures.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
-import { capabilitiesSchema, jobSpecSchema, LIMITS, modelDigest, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { capabilitiesSchema, jobSpecSchema, LIMITS, modelDigest, moshpitGroups, mulberry32, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
 import { checkpointOf, initialParams, JobCoordinator, SIM_CAPABILITIES, SqliteStore, type Clock, type CoordinatorDeps, type JobRecord } from '@tabfleet/server/testing';
 import type { BenchOptions } from './run';
 import { machineInfo } from './machine';
@@ -286,6 +288,43 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   };
 }
 
+/** Moshpit groups at scale: members per group. */
+export const CONSENSUS_GROUP = 16;
+/** Dimensions of the synthetic vector that stands in for a member's model. */
+const CONSENSUS_DIMS = 8;
+
+/**
+ * Rounds of Moshpit averaging (groups of CONSENSUS_GROUP) until every member is within 1% of the
+ * members' mean, relative to the spread at the start: members start from independent random vectors
+ * (no local steps between rounds), and each round a member leaves with probability `leaveP` before
+ * averaging (its group averages without it) and is replaced by a joiner that loads a random member's
+ * vector, as joiners load a checkpoint. Null if not within 100 rounds.
+ */
+export function consensusRounds(n: number, leaveP: number, seed = 1): number | null {
+  const rand = mulberry32(seed);
+  let xs = Array.from({ length: n }, () => Float64Array.from({ length: CONSENSUS_DIMS }, () => rand()));
+  const distance = () => {
+    const mean = new Float64Array(CONSENSUS_DIMS);
+    for (const x of xs) for (let k = 0; k < CONSENSUS_DIMS; k++) mean[k] += x[k] / n;
+    return Math.max(...xs.map((x) => Math.hypot(...x.map((v, k) => v - mean[k]))));
+  };
+  const start = distance();
+  for (let round = 0; round < 100; round++) {
+    const present = xs.map(() => rand() >= leaveP);
+    for (const group of moshpitGroups(xs.map((_, i) => i), round, CONSENSUS_GROUP, seed)) {
+      const stay = group.filter((i) => present[i]);
+      if (!stay.length) continue;
+      const mean = new Float64Array(CONSENSUS_DIMS);
+      for (const i of stay) for (let k = 0; k < CONSENSUS_DIMS; k++) mean[k] += xs[i][k] / stay.length;
+      for (const i of stay) xs[i] = mean.slice();
+    }
+    const stayed = xs.filter((_, i) => present[i]);
+    xs = xs.map((x, i) => (present[i] || !stayed.length ? x : stayed[Math.floor(rand() * stayed.length)].slice()));
+    if (distance() <= 0.01 * start) return round + 1;
+  }
+  return null;
+}
+
 /** The scenarios: N × churn, on 10 Mbit/s links with 40 ms latency and 45 ms steps (SwiftShader's MLP step). */
 export function scenarios(quick: boolean): Scenario[] {
   const sizes = quick ? [16, 64] : [16, 256, 1_024, 10_000];
@@ -308,17 +347,28 @@ export async function run(opts: BenchOptions): Promise<void> {
   const at = (n: number, churn: number) => results.find((r) => r.scenario.members === n && r.scenario.churnPer10Min === churn && r.scenario.pacing === 'fixed' && !r.refused);
   const base16 = at(16, 0);
   const n10k = at(10_000, 0.05);
+  // Departures per round: churn per 10 minutes over the rounds in 10 minutes (a group's sync at N = 16).
+  const roundMs = base16?.syncMs?.p50 ?? 1_000;
+  const consensus = [...new Set(scenarios(opts.quick).map((s) => s.members))].flatMap((members) => [...new Set(scenarios(opts.quick).map((s) => s.churnPer10Min))].map((churnPer10Min) => {
+    const leaveP = (churnPer10Min * roundMs) / 600_000;
+    const rounds = consensusRounds(members, leaveP);
+    console.log(`consensus: N=${members}, churn ${churnPer10Min * 100}%/10 min (${(100 * leaveP).toFixed(3)}% per round): ${rounds ?? '> 100'} rounds to 1%`);
+    return { members, churnPer10Min, leavePerRound: leaveP, roundsTo1Percent: rounds };
+  }));
+  const consensusAt = (n: number, churn: number) => consensus.find((c) => c.members === n && c.churnPer10Min === churn)?.roundsTo1Percent ?? null;
   const file = opts.out ?? join(repoRoot, 'bench', 'results', 'scale.json');
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify({
     benchmark: 'scale', machine: machineInfo(), quick: opts.quick,
     setup: { linkModel: 'every link 10 Mbit/s, 40 ms one way; ring allreduce 2(N−1) hops of 1/N of the model', model: 'mlp-fashion (814 KB)', H: 8, stepMs: 'lognormal, median 45 ms, sigma 0.25 between members and steps', churn: 'Poisson departures, each replaced after 1 s' },
     results,
+    consensus: { groupSize: CONSENSUS_GROUP, definition: 'rounds of Moshpit averaging until max over members of ‖xᵢ − x̄‖ ≤ 1% of its value at the start (independent random 8-dim vectors, no local steps); departures before each round, replaced by joiners loading a random member\'s vector', results: consensus },
     summary: {
-      /** Not measurable yet: a job is one ring of at most 256 members. */
+      /** Not measurable yet: a job is one ring of at most 256 members (the coordinator does not run groups). */
       round_p99_ratio_n10000: n10k && base16?.syncMs ? n10k.syncMs!.p99 / base16.syncMs.p99 : null,
       utilization_n10000: n10k?.utilization ?? null,
-      consensus_rounds_n10000: null,
+      /** Goal ≤ 2·log2(N / group) = 18.6 at N = 10,000 in groups of 16. */
+      consensus_rounds_n10000: consensusAt(10_000, 0.05),
       sim_vs_real_error: null,
       sync_p99_ms_n16: base16?.syncMs?.p99 ?? null,
       utilization_n16: base16?.utilization ?? null,
