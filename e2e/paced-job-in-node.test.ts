@@ -25,12 +25,11 @@ const SLOWDOWNS = [1, 1, 4];
 const SYNCS = 10;
 
 /** Runs a job with the three volunteers to `syncs` syncs; its samples per second after the first 4 (which measure the paces), its rounds and workers. */
-async function run(pacing: 'fixed' | 'paced', trust: 'trusted' | 'untrusted' = 'trusted', syncs = SYNCS, strategy: 'localsgd' | 'ddp' = 'localsgd') {
+async function run(pacing: 'fixed' | 'paced' | 'auto', trust: 'trusted' | 'untrusted' = 'trusted', syncs = SYNCS, strategy: 'localsgd' | 'ddp' = 'localsgd', net = new MemoryNetwork()) {
   const job = await server.createJob({
     name: pacing, trust, strategy, H: strategy === 'ddp' ? 1 : 8, pacing, hyperparameters: { lr: 0.05, batchSize: 32 },
     minWorkers: 3, maxWorkers: 3, targetSteps: 1_000_000, evalEverySteps: 1_000_000, checkpointEvery: 1_000,
   });
-  const net = new MemoryNetwork();
   const vols = SLOWDOWNS.map((slowdown) => nodeVolunteer(server.url, net, { jobId: job.id, slowdown }));
   try {
     const summary = async () => (await server.api(`/api/jobs/${job.id}`)).body as { job: JobSummary; workers: WorkerRow[] };
@@ -87,6 +86,24 @@ test('a paced ddp job splits the global batch in micro-batches by pace: the slow
   assert.ok(total >= 9 && total <= 15, `${total} micro-batches in the global batch`);
   assert.equal(paced.job.step, paced.job.seq, 'one optimizer step per sync');
   assert.ok(paced.rounds.every((r) => !/mismatch/.test(r.detail)), paced.rounds.map((r) => r.detail).join('; '));
+});
+
+test('an auto job on slow links picks the largest H and fp16 payloads from what it measured, and its members still agree', { timeout: 300_000 }, async () => {
+  // 2 MB/s links: a ring of 3 moves 2·2/3 of the MLP's 814 KB per member, ~0.55 s at fp32 and ~0.27 s
+  // at fp16, against steps of ~40 ms: H would have to be ≥ 120 (fp32) or ≥ 60 (fp16) to keep the
+  // exchange a tenth of the sync, beyond the largest candidate (4 × H = 32): 32 steps, at the precision
+  // measured faster. fp16 is tried once fp32 is measured (predicted at half its time); what a round
+  // takes here also holds the slowed member's apply and this machine's load, so which precision ends
+  // up measured faster is not asserted.
+  const auto = await run('auto', 'trusted', 6, 'localsgd', new MemoryNetwork({ faults: { bandwidth: 2e6 } }));
+  const a = auto.job.syncTime!.auto!;
+  console.log(`auto: H ${a.H}, ${a.dtype}; exchange measured f32 ${a.exchangeMs.f32?.toFixed(0)} ms, f16 ${a.exchangeMs.f16?.toFixed(0)} ms; steps ${auto.workers.map((w) => w.pace!.steps).join(', ')}`);
+  assert.equal(a.H, 32);
+  assert.ok(a.exchangeMs.f32 !== null && a.exchangeMs.f16 !== null, 'syncs ran at both precisions');
+  assert.equal(a.dtype, a.exchangeMs.f16 < a.exchangeMs.f32 ? 'f16' : 'f32', 'the precision measured faster');
+  assert.ok(Math.max(...auto.workers.map((w) => w.pace!.steps)) >= 24, 'the fastest members do about H steps');
+  // fp16 rounds included, every member applied the same model.
+  assert.ok(auto.rounds.length >= 6 && auto.rounds.every((r) => !/mismatch/.test(r.detail)), auto.rounds.map((r) => r.detail).join('; '));
 });
 
 test('an untrusted paced job weighs members in its robust rule: owners and validators agree, nobody is evicted', { timeout: 300_000 }, async () => {

@@ -281,6 +281,11 @@ function syncTimeText(j: JobSummary): string {
   if (t.nextPredictedMs !== null) parts.push(`next sync predicted ${formatDuration(t.nextPredictedMs)}`);
   if (t.last) parts.push(`last predicted ${formatDuration(t.last.predictedMs)}, took ${formatDuration(t.last.actualMs)}`);
   if (t.medianError !== null) parts.push(`median error ${(100 * t.medianError).toFixed(0)}%`);
+  if (t.auto) {
+    const e = t.auto.exchangeMs;
+    const measured = [e.f32 === null ? '' : `fp32 ${formatDuration(e.f32)}`, e.f16 === null ? '' : `fp16 ${formatDuration(e.f16)}`].filter(Boolean).join(', ');
+    parts.push(`auto: H ${t.auto.H} at ${t.auto.dtype === 'f16' ? 'fp16' : 'fp32'}${measured ? ` (exchange measured ${measured})` : ''}`);
+  }
   return `Sync time: ${parts.join('; ')}.`;
 }
 

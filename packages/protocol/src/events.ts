@@ -256,6 +256,8 @@ export interface RoundBegin {
   evaluators: string[];
   /** Paced jobs: the local steps each member did for this sync; each sends N·w/W times its payload, so the mean is weighted by samples. */
   steps?: Record<string, number>;
+  /** `auto` jobs' ring rounds: the precision members send their dense payloads in (absent: the job's). */
+  dtype?: 'f32' | 'f16';
 }
 
 export interface VolunteerServerEvents {

@@ -104,8 +104,11 @@ export const INNER_OPTIMIZERS = ['sgd', 'adamw', 'lamb'] as const;
  * `fixed`: every member does H local steps per sync. `paced`: each does as many as fit the round's
  * time budget at its measured pace, and its contribution is weighted by its samples. In a paced ddp
  * job the steps are micro-batches (see DDP_MICRO_BATCHES) that together make the job's global batch.
+ * `auto`: paced, and the server also picks each sync's steps (an H for the fastest member, at most
+ * 4 × the job's H) and the ring's payload precision (fp32, or fp16 in a trusted job without
+ * compression) from the measured paces and exchange times (the server's pacing.ts, AutoSync).
  */
-export const PACINGS = ['fixed', 'paced'] as const;
+export const PACINGS = ['fixed', 'paced', 'auto'] as const;
 /**
  * Paced ddp: the job's batch is split into this many micro-batches, a member at the average pace
  * computes its gradient over this many of them, faster members over more and slower over fewer, so
@@ -218,11 +221,11 @@ export const jobSpecSchema = z
       }
     }
     if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });
-    if (s.pacing === 'paced' && s.strategy === 'ddp') {
+    if (s.pacing !== 'fixed' && s.strategy === 'ddp') {
       if (s.hyperparameters.batchSize % DDP_MICRO_BATCHES !== 0) ctx.addIssue({ code: 'custom', path: ['hyperparameters', 'batchSize'], message: `paced ddp splits the batch into ${DDP_MICRO_BATCHES} micro-batches: batchSize must be a multiple of ${DDP_MICRO_BATCHES}` });
       if (s.roundBudgetMs !== undefined) ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'a paced ddp round lasts as long as the members take for the global batch at their paces: it has no budget to set' });
     }
-    if (s.roundBudgetMs !== undefined && s.pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'only a paced job has a round budget' });
+    if (s.roundBudgetMs !== undefined && s.pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: s.pacing === 'auto' ? 'an auto job\'s budget is chosen by the server' : 'only a paced job has a round budget' });
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
     }
@@ -280,7 +283,13 @@ export interface JobSummary {
    * exchange) beside what happened: the next sync's prediction, the last sync's prediction and actual
    * time, and the median relative error so far (null until measured).
    */
-  syncTime?: { nextPredictedMs: number | null; last: { predictedMs: number; actualMs: number } | null; medianError: number | null };
+  syncTime?: {
+    nextPredictedMs: number | null;
+    last: { predictedMs: number; actualMs: number } | null;
+    medianError: number | null;
+    /** `auto` jobs: the next sync's H (of the fastest member) and payload precision, and the exchange times they were chosen from. */
+    auto?: { H: number; dtype: 'f32' | 'f16'; exchangeMs: { f32: number | null; f16: number | null } } | null;
+  };
 }
 
 export interface MetricPoint {

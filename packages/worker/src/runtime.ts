@@ -302,6 +302,8 @@ export class VolunteerRuntime {
       const total = Object.values(r.steps).reduce((a, b) => a + b, 0);
       payload = scalePayload(payload, (r.members.length * (r.steps[this.status.volunteerId!] ?? 0)) / total);
     }
+    // An auto job's server may ask for fp16 on the wire (a ring of dense payloads).
+    if (r.dtype && r.mode === 'ring' && payload.kind === 'dense') payload = { ...payload, dtype: r.dtype };
     this.roundBytes = { sent: 0, received: 0 };
     let mean: Float32Array;
     let group: GroupReport | undefined;

@@ -36,7 +36,7 @@ import type { ActiveRound } from './round';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
-import { nextPace, nominalSteps, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
+import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -123,6 +123,8 @@ export class JobCoordinator {
   private readonly pace = new Pace();
   private readonly syncTime = new SyncTimeModel();
   private syncTimeMembers = '';
+  /** `auto` LocalSGD and DiLoCo jobs: the next sync's H and payload precision (paced ddp has no H to choose). */
+  private readonly autoSync: AutoSync | null;
   private readonly penalties = new Penalties();
   private readonly groupChecks: GroupRoundChecks;
   private readonly replication: Replication;
@@ -146,6 +148,9 @@ export class JobCoordinator {
   ) {
     this.nextRoundId = lastRoundId + 1;
     this.latestCheckpoint = latestCheckpoint;
+    const spec = job.spec;
+    // fp16 only where the ring moves the dense payload as sent: trusted jobs without compression.
+    this.autoSync = spec.pacing === 'auto' && spec.strategy !== 'ddp' ? new AutoSync(spec, spec.trust === 'trusted' && spec.compression === 'none' ? ['f32', 'f16'] : ['f32']) : null;
     this.contributors = new ContributorLedger(job.id, deps.clock, (records) => this.persist(() => deps.store.saveContributors(records)));
     // The helpers' hosts read the job as it is when they call (it is replaced on every change).
     const current = () => this.job;
@@ -245,7 +250,10 @@ export class JobCoordinator {
       id: this.job.id, name: this.job.name, spec: this.job.spec, state: this.job.state, createdAt: this.job.createdAt,
       updatedAt: this.job.updatedAt, seq: this.job.seq, step: this.job.step, workers: this.members.size,
       latestCheckpoint: this.latestCheckpoint, latestAccuracy: this.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
-      syncTime: { nextPredictedMs: this.syncTime.next, last: this.syncTime.last, medianError: this.syncTime.medianError },
+      syncTime: {
+        nextPredictedMs: this.syncTime.next, last: this.syncTime.last, medianError: this.syncTime.medianError,
+        ...(this.autoSync ? { auto: this.autoSync.choice && { ...this.autoSync.choice, exchangeMs: { ...this.autoSync.exchangeMs } } } : {}),
+      },
     };
   }
 
@@ -257,7 +265,7 @@ export class JobCoordinator {
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
       lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading', faults: this.penalties.offences(m.identity),
       reputation: this.reputations.row(m.identity),
-      pace: this.job.spec.pacing === 'paced' ? { msPerStep: m.msPerStep === null ? null : Math.round(m.msPerStep * 10) / 10, steps: m.steps, share: m.share } : null,
+      pace: isPaced(this.job.spec) ? { msPerStep: m.msPerStep === null ? null : Math.round(m.msPerStep * 10) / 10, steps: m.steps, share: m.share } : null,
     }));
     const present = new Set([...this.members.values()].map((m) => m.identity));
     const departed = this.contributors.absent(present).map((c) => departedRow(c, this.contributors.name(c.clientId), this.penalties.offences(c.clientId), this.reputations.row(c.clientId)));
@@ -438,7 +446,7 @@ export class JobCoordinator {
     this.changedWorkers();
     this.tryBegin();
     // Steps only in a paced job: otherwise every member does the job's H (ddp: one gradient on its batch).
-    return { admitted: true, ...(this.job.spec.pacing === 'paced' ? { steps: m.steps } : {}) };
+    return { admitted: true, ...(isPaced(this.job.spec) ? { steps: m.steps } : {}) };
   }
 
   private onReady(m: Member, e: VolunteerEventParsed<'round:ready'>): object {
@@ -784,10 +792,11 @@ export class JobCoordinator {
     const seq = this.job.seq + 1;
     // Every member took the steps the server gave it since the last sync (H, or paced: the mean of
     // theirs; ddp: one optimizer step whatever its micro-batches): that is the count, not their word.
-    const steps = this.job.spec.pacing === 'paced' ? Object.fromEntries(ring.map((m) => [m.volunteerId, m.steps])) : null;
+    const steps = isPaced(this.job.spec) ? Object.fromEntries(ring.map((m) => [m.volunteerId, m.steps])) : null;
     const paced = steps && this.job.spec.strategy !== 'ddp';
     const step = this.job.step + (paced ? Math.round(ring.reduce((a, m) => a + m.steps, 0) / ring.length) : this.job.spec.H);
     const mode = this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
+    const dtype = mode === 'ring' && this.autoSync?.choice?.dtype === 'f16' ? ('f16' as const) : undefined;
     const joinersWaiting = [...this.members.values()].some((m) => m.phase === 'loading');
     const final = step >= targetStepsOf(this.job.spec) || this.finishing;
     const wantCheckpoint = joinersWaiting || final || this.checkpointOwed || seq % this.job.spec.checkpointEvery === 0;
@@ -803,13 +812,13 @@ export class JobCoordinator {
     this.round = {
       roundId, seq, mode, members, uploader: wantCheckpoint ? byTrust[0].volunteerId : null,
       evaluators: evaluate ? byTrust.slice(0, EVALUATORS).map((m) => m.volunteerId) : [], step,
-      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null, steps,
+      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null, steps, dtype,
       cancelDeadline: this.deps.clock.after(timeoutMs, () => this.deadlinePassed(roundId)),
     };
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
     this.saveRound(this.round, 'running', '');
-    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, began: now, deadline, quorum: members.length, uploader: this.round.uploader, evaluators: this.round.evaluators, ...(steps ? { steps } : {}) });
+    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, began: now, deadline, quorum: members.length, uploader: this.round.uploader, evaluators: this.round.evaluators, ...(steps ? { steps } : {}), ...(dtype ? { dtype } : {}) });
     this.deps.count('rounds_begun', { mode });
   }
 
@@ -875,6 +884,7 @@ export class JobCoordinator {
     const checksums = new Set(results.map((x) => x.checksum));
     const step = r.step;
     this.pace.record('round', now - r.startedAt);
+    if (r.mode === 'ring') this.autoSync?.measured(r.dtype ?? 'f32', now - r.startedAt);
     this.job = { ...this.job, seq: r.seq, step, updatedAt: now };
     this.ringFailures = 0;
     this.starNext = false;
@@ -900,7 +910,8 @@ export class JobCoordinator {
       const share = r.steps ? steps / Object.values(r.steps).reduce((a, b) => a + b, 0) : null;
       Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share });
     }
-    // The next sync's steps, from the paces measured in this one.
+    // The next sync's steps, from the paces measured in this one (auto: and its H and precision).
+    this.autoSync?.choose(this.fastestPace());
     const nextSteps: Record<string, number> = {};
     for (const id of r.members) {
       const m = this.members.get(id);
@@ -909,13 +920,14 @@ export class JobCoordinator {
     // Scored only across syncs of the same members: a member joining or left out changes what a sync waits for.
     if (this.syncTimeMembers !== r.members.join(',')) this.syncTime.reset();
     this.syncTimeMembers = r.members.join(',');
-    this.syncTime.committed(now, r.members.flatMap((id) => this.members.get(id) ?? []).map((m) => ({ steps: m.steps, msPerStep: m.msPerStep })), this.pace.median('round'));
+    const exchangeMs = this.autoSync?.choice ? this.autoSync.predictedExchangeMs(this.autoSync.choice.dtype) : this.pace.median('round');
+    this.syncTime.committed(now, r.members.flatMap((id) => this.members.get(id) ?? []).map((m) => ({ steps: m.steps, msPerStep: m.msPerStep })), exchangeMs);
     // Members left out of this sync hold work for the model before it: dropped (see docs/protocol.md).
     const leftOut = [...this.members.values()].filter((m) => !r.members.includes(m.volunteerId) && m.phase !== 'loading');
     for (const m of leftOut) m.stale = true;
     // Before the commit, so a member given a unit trains it as the next sync's work.
     this.replication.schedule(r.seq, r.members);
-    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(this.job.spec.pacing === 'paced' ? { steps: nextSteps } : {}) });
+    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(isPaced(this.job.spec) ? { steps: nextSteps } : {}) });
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
@@ -1006,8 +1018,17 @@ export class JobCoordinator {
 
   /** A member's local steps for its next work: H, or paced, what fits the round's budget at its pace. */
   private plannedSteps(m: Member): number {
-    const budget = roundBudgetMs(this.job.spec, [...this.members.values()].map((x) => x.msPerStep), this.pace.median('round'));
+    const fastest = this.fastestPace();
+    const budget = this.autoSync?.choice && fastest !== null
+      ? this.autoSync.choice.H * fastest
+      : roundBudgetMs(this.job.spec, [...this.members.values()].map((x) => x.msPerStep), this.pace.median('round'));
     return stepsFor(this.job.spec, m.msPerStep, budget);
+  }
+
+  /** The smallest measured time per step among the members, or null before any is measured. */
+  private fastestPace(): number | null {
+    const known = [...this.members.values()].flatMap((x) => (x.msPerStep === null ? [] : [x.msPerStep]));
+    return known.length ? Math.min(...known) : null;
   }
 
   private fits(v: VolunteerInfo): boolean {

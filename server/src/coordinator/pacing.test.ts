@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DDP_MICRO_BATCHES, jobSpecSchema } from '@tabfleet/protocol';
-import { EXCHANGE_BUDGET_FACTOR, MAX_STEPS_FACTOR, nextPace, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
+import { AutoSync, EXCHANGE_BUDGET_FACTOR, MAX_STEPS_FACTOR, nextPace, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
 
 const spec = (o: object = {}) => jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', pacing: 'paced', hyperparameters: { lr: 0.1, batchSize: 32 }, targetSteps: 100, ...o });
 
@@ -57,6 +57,36 @@ test('the sync-time model predicts the slowest member\'s work plus the exchange,
 test('a member\'s pace follows its newest measurements', () => {
   assert.equal(nextPace(null, 400, 8), 50);
   assert.equal(nextPace(50, 800, 8), 75);
+});
+
+test('auto: the smallest H whose exchange is at most a tenth of the sync, fp16 when it allows a smaller H, fp32 on a tie', () => {
+  const s = spec({ pacing: 'auto' });
+  const auto = new AutoSync(s, ['f32', 'f16']);
+  assert.deepEqual(auto.choose(10), { H: 8, dtype: 'f32' }, 'nothing measured: the job\'s H');
+  // Exchange 50 ms at fp32, steps of 10 ms: H ≥ 9 × 50 / 10 = 45, beyond the largest candidate (4 × H
+  // = 32); fp16 is predicted at 25 ms: H ≥ 22.5 → 32, which fits: fp16.
+  auto.measured('f32', 50);
+  assert.deepEqual(auto.choose(10), { H: 32, dtype: 'f16' });
+  // Slower still (fp32 100 ms, fp16 50 ms): nothing fits; the largest H at the faster precision.
+  const slow = new AutoSync(s, ['f32', 'f16']);
+  slow.measured('f32', 100);
+  assert.deepEqual(slow.choose(10), { H: 32, dtype: 'f16' });
+  // Exchange 20 ms: fp32 needs H ≥ 18 → 32; fp16 (10 ms) H ≥ 9 → 16: fp16 wins.
+  const mid = new AutoSync(s, ['f32', 'f16']);
+  mid.measured('f32', 20);
+  assert.deepEqual(mid.choose(10), { H: 16, dtype: 'f16' });
+  // Measured at fp16 it took as long as fp32 (latency-bound; EWMA of 20 and 20): the measurement wins.
+  mid.measured('f16', 20);
+  assert.deepEqual(mid.choose(10), { H: 32, dtype: 'f32' });
+  // Fast links: H 1 suffices.
+  const fast = new AutoSync(s, ['f32', 'f16']);
+  fast.measured('f32', 1);
+  assert.deepEqual(fast.choose(100), { H: 1, dtype: 'f32' });
+  // Only fp32 allowed (untrusted or compressed jobs).
+  const f32 = new AutoSync(s, ['f32']);
+  f32.measured('f32', 20);
+  assert.equal(f32.choose(10).dtype, 'f32');
+  assert.throws(() => spec({ pacing: 'auto', roundBudgetMs: 500 }), /chosen by the server/);
 });
 
 test('a round budget is refused where pacing does not use one', () => {

@@ -33,7 +33,9 @@ export function nominalSteps(spec: JobSpec): number {
   return pacedDdp(spec) ? DDP_MICRO_BATCHES : spec.H;
 }
 
-const pacedDdp = (spec: JobSpec) => spec.pacing === 'paced' && spec.strategy === 'ddp';
+/** Paced (`paced` or `auto`): members' steps follow their measured paces. */
+export const isPaced = (spec: JobSpec) => spec.pacing !== 'fixed';
+const pacedDdp = (spec: JobSpec) => isPaced(spec) && spec.strategy === 'ddp';
 
 /** Examples in one of a member's steps: the job's batch, or paced ddp's micro-batch. */
 export function samplesPerStep(spec: JobSpec): number {
@@ -98,6 +100,62 @@ export class SyncTimeModel {
 /** Local steps for a member of pace `msPerStep` (nominal while either is unknown, or in a fixed-pace job). */
 export function stepsFor(spec: JobSpec, msPerStep: number | null, budgetMs: number | null): number {
   const nominal = nominalSteps(spec);
-  if (spec.pacing !== 'paced' || msPerStep === null || budgetMs === null) return nominal;
+  if (!isPaced(spec) || msPerStep === null || budgetMs === null) return nominal;
   return Math.min(MAX_STEPS_FACTOR * nominal, Math.max(1, Math.round(budgetMs / msPerStep)));
+}
+
+export type PayloadPrecision = 'f32' | 'f16';
+
+/** auto: communication takes at most this share of a sync (the exchange ≤ a tenth, as the paced default). */
+export const AUTO_EXCHANGE_SHARE = 0.1;
+/** Weight of the newest exchange time measured at a precision. */
+const EXCHANGE_WEIGHT = 0.5;
+
+/**
+ * `auto` jobs (PAI's performance estimation, applied to one knob pair): from the fastest member's
+ * pace and the exchange times measured at each payload precision, the H of the next sync (steps of
+ * the fastest member; the others do what fits in its time) and the precision. For each precision the
+ * smallest H among 1, 2, 4, … up to 4 × the job's H whose sync spends at most AUTO_EXCHANGE_SHARE on
+ * the exchange; the precision with the smaller H wins, fp32 on a tie (fp16 costs precision for
+ * nothing then). When no H fits either, the largest H at the precision with the faster exchange
+ * (links too slow for the bound: spend as little of each sync on them as allowed). A precision not measured yet is predicted from the other as bandwidth-bound (fp16
+ * moves half the bytes: half the time); the prediction is checked when a sync runs at it.
+ */
+export class AutoSync {
+  readonly exchangeMs: Record<PayloadPrecision, number | null> = { f32: null, f16: null };
+  choice: { H: number; dtype: PayloadPrecision } | null = null;
+
+  constructor(private readonly spec: JobSpec, private readonly precisions: readonly PayloadPrecision[]) {}
+
+  /** A ring round at `dtype` took `ms` from its begin to its commit (its exchange and apply). */
+  measured(dtype: PayloadPrecision, ms: number): void {
+    const previous = this.exchangeMs[dtype];
+    this.exchangeMs[dtype] = previous === null ? ms : EXCHANGE_WEIGHT * ms + (1 - EXCHANGE_WEIGHT) * previous;
+  }
+
+  /** The exchange predicted at `dtype`: measured, else from the other precision. */
+  predictedExchangeMs(dtype: PayloadPrecision): number | null {
+    const own = this.exchangeMs[dtype];
+    if (own !== null) return own;
+    const f32 = this.exchangeMs.f32, f16 = this.exchangeMs.f16;
+    return dtype === 'f16' ? (f32 === null ? null : f32 / 2) : f16 === null ? null : f16 * 2;
+  }
+
+  /** Chooses the next sync's H and precision (the job's H at fp32 until a pace and an exchange are known). */
+  choose(fastestMsPerStep: number | null): { H: number; dtype: PayloadPrecision } {
+    const maxH = MAX_STEPS_FACTOR * nominalSteps(this.spec);
+    const candidates: number[] = [];
+    for (let h = 1; h <= maxH; h *= 2) candidates.push(h);
+    let best: { H: number; dtype: PayloadPrecision; exchangeMs: number; fits: boolean } | null = null;
+    for (const dtype of this.precisions) {
+      const e = this.predictedExchangeMs(dtype);
+      if (e === null || fastestMsPerStep === null) continue;
+      const H = candidates.find((h) => e <= AUTO_EXCHANGE_SHARE * (h * fastestMsPerStep + e));
+      const option = { H: H ?? maxH, dtype, exchangeMs: e, fits: H !== undefined };
+      const better = !best || (option.fits && (!best.fits || option.H < best.H)) || (!option.fits && !best.fits && option.exchangeMs < best.exchangeMs);
+      if (better) best = option;
+    }
+    this.choice = best ? { H: best.H, dtype: best.dtype } : { H: nominalSteps(this.spec), dtype: 'f32' };
+    return this.choice;
+  }
 }

@@ -31,5 +31,7 @@ export interface ActiveRound {
   disputes: Map<number, Dispute & { evidence: Map<string, Float32Array> }> | null;
   /** Paced jobs: the local steps each member did for this sync (the weights of its average). */
   steps: Record<string, number> | null;
+  /** `auto` jobs' ring rounds at fp16 (else the job's precision). */
+  dtype?: 'f16';
   cancelDeadline: () => void;
 }
