@@ -1,0 +1,60 @@
+// The runtime asks for work again after a passing failure (a server error, no answer: the job's
+// server node went away and another is adopting it), and not after a refusal for cause. The socket is
+// a fake that answers `work:request` as told (fault injection); the real path is
+// bench/soak/node-kill.test.ts, whose simulated volunteers ask again the same way.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Socket } from 'socket.io-client';
+import { VolunteerRuntime } from './runtime';
+
+function fakeSocket(answers: object[]) {
+  const handlers = new Map<string, (payload: unknown) => void>();
+  const requests: number[] = [];
+  const socket = {
+    connected: true,
+    on(name: string, fn: (payload: unknown) => void) {
+      handlers.set(name, fn);
+      return socket;
+    },
+    emit() {
+      return socket;
+    },
+    disconnect() {
+      socket.connected = false;
+      return socket;
+    },
+    timeout() {
+      return {
+        emitWithAck: async (name: string) => {
+          if (name !== 'work:request') return { ok: true };
+          requests.push(Date.now());
+          const answer = answers.shift();
+          if (!answer) return new Promise(() => {}); // never answers
+          return answer;
+        },
+      };
+    },
+  };
+  const welcome = () => handlers.get('welcome')!({ volunteerId: 'v-1', protocol: 1, serverTime: Date.now(), displayName: null });
+  return { socket: socket as unknown as Socket, requests, welcome };
+}
+
+const runtimeOn = (socket: Socket) => new VolunteerRuntime({ socket, serverUrl: 'http://127.0.0.1:1', engine: {} as never, createTransport: () => ({ close() {} }) as never });
+
+test('a work request that fails with a server error is sent again; a refusal for cause is not', { timeout: 30_000 }, async () => {
+  const failing = fakeSocket([{ ok: false, error: { code: 'internal', message: 'node-a did not answer' } }, { ok: true, assigned: false }]);
+  const r = runtimeOn(failing.socket);
+  failing.welcome();
+  await new Promise((resolve) => setTimeout(resolve, 6_000));
+  assert.equal(failing.requests.length, 2, 'asked again once, then waited to be offered work');
+  assert.ok(failing.requests[1] - failing.requests[0] >= 4_500);
+  r.stop();
+
+  const refused = fakeSocket([{ ok: false, error: { code: 'unknown_job', message: 'no job job-x' } }]);
+  const r2 = runtimeOn(refused.socket);
+  refused.welcome();
+  await new Promise((resolve) => setTimeout(resolve, 6_000));
+  assert.equal(refused.requests.length, 1);
+  assert.match(r2.status.lastError ?? '', /no job job-x/);
+  r2.stop();
+});
