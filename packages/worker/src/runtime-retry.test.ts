@@ -39,21 +39,22 @@ function fakeSocket(answers: object[]) {
   return { socket: socket as unknown as Socket, requests, welcome };
 }
 
-const runtimeOn = (socket: Socket) => new VolunteerRuntime({ socket, serverUrl: 'http://127.0.0.1:1', engine: {} as never, createTransport: () => ({ close() {} }) as never });
+const RETRY_MS = 300;
+const runtimeOn = (socket: Socket) => new VolunteerRuntime({ socket, serverUrl: 'http://127.0.0.1:1', engine: {} as never, createTransport: () => ({ close() {} }) as never, workRetryMs: RETRY_MS });
 
-test('a work request that fails with a server error is sent again; a refusal for cause is not', { timeout: 30_000 }, async () => {
+test('a work request that fails with a server error is sent again; a refusal for cause is not', { timeout: 10_000 }, async () => {
   const failing = fakeSocket([{ ok: false, error: { code: 'internal', message: 'node-a did not answer' } }, { ok: true, assigned: false }]);
   const r = runtimeOn(failing.socket);
   failing.welcome();
-  await new Promise((resolve) => setTimeout(resolve, 6_000));
+  await new Promise((resolve) => setTimeout(resolve, 4 * RETRY_MS));
   assert.equal(failing.requests.length, 2, 'asked again once, then waited to be offered work');
-  assert.ok(failing.requests[1] - failing.requests[0] >= 4_500);
+  assert.ok(failing.requests[1] - failing.requests[0] >= RETRY_MS - 50);
   r.stop();
 
   const refused = fakeSocket([{ ok: false, error: { code: 'unknown_job', message: 'no job job-x' } }]);
   const r2 = runtimeOn(refused.socket);
   refused.welcome();
-  await new Promise((resolve) => setTimeout(resolve, 6_000));
+  await new Promise((resolve) => setTimeout(resolve, 4 * RETRY_MS));
   assert.equal(refused.requests.length, 1);
   assert.match(r2.status.lastError ?? '', /no job job-x/);
   r2.stop();

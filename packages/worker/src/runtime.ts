@@ -70,6 +70,8 @@ export interface RuntimeOptions {
   onStatus?: (s: RuntimeStatus) => void;
   /** Pause between local steps (the page's "how hard" slider), ms per sync. */
   throttleMs?: () => number;
+  /** After a work request failed for a passing reason, ask again this much later (default WORK_REQUEST_RETRY_MS). */
+  workRetryMs?: number;
 }
 
 /** Margin kept before the server's deadline so the failure report arrives in time. */
@@ -216,7 +218,7 @@ export class VolunteerRuntime {
     // asked again later. A refusal for cause (unknown job, rate limit) is shown and not retried.
     const retry = () => setTimeout(() => {
       if (!this.stopped && this.holds.size === 0 && !this.assignment && this.opts.socket.connected) this.requestWork();
-    }, WORK_REQUEST_RETRY_MS);
+    }, this.opts.workRetryMs ?? WORK_REQUEST_RETRY_MS);
     void this.emit('work:request', this.opts.jobId ? { jobId: this.opts.jobId } : {}).then(
       (a) => {
         if (!a.ok) {
