@@ -92,6 +92,13 @@ test('the job survives a SIGKILL of the node that runs it: the other node adopts
   const [onA1, onB1, onA2, onB2] = await Promise.all(ids.map((id, i) => volunteer(i % 2 ? b.url : a.url, id)));
   const newest = () => Math.max(0, ...sims.map((s) => s.committed.at(-1) ?? 0));
   await waitFor('5 syncs on both nodes', () => [onA1, onB1, onA2, onB2].every((s) => (s.committed.at(-1) ?? 0) >= 5), 60_000, 20);
+  // Killed between two commits of the stored history, with the volunteers training: node a tells them
+  // of a commit before its write reaches Redis, and a commit announced but not yet stored when the node
+  // dies is re-done from the checkpoint (the soak's rolled-back case, not what this test looks at).
+  // So no new round begins (the volunteers hold at the barrier) until what they saw is stored.
+  for (const s of [onA1, onB1, onA2, onB2]) s.holdReady = true;
+  const storedCommits = async () => ((await api(b.url, `/api/jobs/${jobId}/rounds`)).rounds as { seq: number; outcome: string }[]).filter((r) => r.outcome === 'committed').map((r) => r.seq);
+  await waitFor('the commits seen are stored', async () => Math.max(0, ...(await storedCommits())) >= newest(), 10_000, 50);
 
   // SIGKILL of node a: no goodbye, its lease in Redis runs out.
   collectLoads();
@@ -102,6 +109,8 @@ test('the job survives a SIGKILL of the node that runs it: the other node adopts
   epoch++;
   onA1.close();
   onA2.close();
+  // Node b's volunteers train on when told to rejoin (with the model they load).
+  for (const s of [onB1, onB2]) s.holdReady = false;
   await Promise.all([volunteer(b.url, ids[0]), volunteer(b.url, ids[2])]);
   await waitFor('node b adopts the job and commits 5 more syncs', () => newest() >= killedSeq + 5 && onB1.endings.some((r) => /another server node/.test(r)), 90_000, 50);
   collectLoads();
@@ -119,6 +128,7 @@ test('the job survives a SIGKILL of the node that runs it: the other node adopts
   assert.ok(x.loadsChecked > 0, 'the rejoining volunteers loaded the checkpoint node b resumed from');
   assert.ok(resumedSeq >= killedSeq - 2, `a checkpoint every 2 syncs: at most 2 re-done (resumed ${resumedSeq}, killed at ${killedSeq})`);
   assert.deepEqual([x.metrics.syncMissing, x.metrics.syncExtra], [0, 0], JSON.stringify(x.metrics));
-  // Node b's volunteers had events in flight to the dead node's coordinator: those time out, nothing else fails.
-  for (const s of sims) assert.deepEqual(s.errors.filter((e) => !/timed out/.test(e)), [], s.volunteerId);
+  // Events in flight to the dead node's coordinator time out, and those on its own sockets are cut
+  // off; nothing else fails.
+  for (const s of sims) assert.deepEqual(s.errors.filter((e) => !/timed out|socket has been disconnected/.test(e)), [], s.volunteerId);
 });
