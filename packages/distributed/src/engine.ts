@@ -200,7 +200,7 @@ export class ModelEngine {
    */
   async computeGradients(examples = this.opts.batchSize): Promise<LocalWork> {
     const t0 = performance.now();
-    const batch = examples === this.opts.batchSize && !this.carried ? this.nextBatch() : this.nextExamples(examples);
+    const batch = this.nextExamples(examples);
     const loss = recordGradientStep(this.model, batch, undefined, Math.min(this.microBatch, batch.size));
     let value: number;
     try {
