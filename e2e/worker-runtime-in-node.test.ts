@@ -129,3 +129,20 @@ test('a volunteer lost mid-round: the round re-runs with the survivors, no step 
     await cleanUp(created.id, vols);
   }
 });
+
+test('eight volunteers behind one address join at once: those past the server\'s shard downloads per address wait their turn and every one trains', { timeout: 180_000 }, async () => {
+  // The server serves 4 shard downloads at a time per address and refuses more with 429 and a
+  // Retry-After; tabs of one browser, or behind one NAT, join together. (Before the runtime asked
+  // again, the refused ones sat in "loading" with the error, and a job that needed them never started.)
+  const created = await server.createJob({ ...job, dataset: 'fashion-mnist', H: 2, minWorkers: 8, maxWorkers: 8, targetSteps: 4, evalEverySteps: 1_000, checkpointEvery: 1_000 });
+  const net = new MemoryNetwork();
+  const vols = Array.from({ length: 8 }, () => nodeVolunteer(server.url, net));
+  try {
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
+    const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { outcome: string; members: string[] }[];
+    assert.deepEqual(rounds.filter((r) => r.outcome === 'committed').map((r) => r.members.length), [8, 8]);
+    for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+  } finally {
+    await cleanUp(created.id, vols);
+  }
+});

@@ -19,10 +19,25 @@ export function innerOptimizer(spec: JobSpec): OptimizerConfig {
   return { kind: 'sgd', lr: h.lr, momentum, nesterov: momentum > 0, weightDecay: h.weightDecay };
 }
 
+/** How long a tab keeps asking for a file the server refuses for now (429, 503) before it gives up. */
+const DOWNLOAD_RETRY_FOR_MS = 120_000;
+
+/**
+ * A file from the server. Refusals that pass are asked again after the server's Retry-After (or a
+ * backoff) with jitter: tabs behind one address that join at once exceed the shard downloads the
+ * server serves per address, and the later ones wait their turn instead of failing their job.
+ */
 async function fetchBytes(url: string): Promise<Uint8Array> {
-  const res = await fetch(url);
-  if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status} ${await res.text().catch(() => '')}`.trim());
-  return new Uint8Array(await res.arrayBuffer());
+  const giveUpAt = Date.now() + DOWNLOAD_RETRY_FOR_MS;
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch(url);
+    if (res.ok) return new Uint8Array(await res.arrayBuffer());
+    const body = await res.text().catch(() => '');
+    if ((res.status !== 429 && res.status !== 503) || Date.now() >= giveUpAt) throw new Error(`GET ${url}: HTTP ${res.status} ${body}`.trim());
+    const retryAfterMs = 1000 * Number(res.headers.get('retry-after') ?? NaN);
+    const waitMs = Number.isFinite(retryAfterMs) ? retryAfterMs : Math.min(4_000, 250 * 2 ** attempt);
+    await new Promise((r) => setTimeout(r, waitMs * (0.5 + Math.random())));
+  }
 }
 
 /** This worker's training shard and the test set, as the job's dataset says. */

@@ -8,14 +8,19 @@ const STATUS: Record<ErrorCode, number> = {
   not_neighbour: 403, stale_round: 409, rate_limited: 429, conflict: 409, bad_tensor: 400, capacity: 503, internal: 500,
 };
 
-export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' }).end(text);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store', ...headers }).end(text);
 }
+
+/** Seconds a client waits before asking again after a refusal that passes (429, 503). */
+export const RETRY_AFTER_SECONDS = 1;
 
 export function sendError(res: ServerResponse, e: unknown): void {
   const err = e instanceof ProtocolError ? e : new ProtocolError('internal', 'internal error');
-  sendJson(res, STATUS[err.code], { error: err.toBody() });
+  const status = STATUS[err.code];
+  const passes = (status === 429 || status === 503) && !res.hasHeader('retry-after'); // a limiter may have said how long
+  sendJson(res, status, { error: err.toBody() }, passes ? { 'retry-after': String(RETRY_AFTER_SECONDS) } : {});
 }
 
 export function sendBytes(res: ServerResponse, contentType: string, bytes: Uint8Array, filename?: string): void {
