@@ -1,13 +1,14 @@
 // `npm run simulate -- --quick` end to end into a temporary file: every scenario ran through the real
-// coordinator, and with no churn a sync takes what the model says it must: the slowest member's H
-// steps plus a ring allreduce of 2(N−1) hops on the modeled links.
+// coordinator, the simulator was checked against real volunteers, and with no churn a sync takes what
+// the model says it must: the slowest member's H steps plus a ring allreduce on the modeled links.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
-import { consensusRounds, ringAllreduceMs, simulate } from './simulate';
+import { consensusRounds } from './simulate';
+import { ringAllreduceMs, simulate } from './simulator';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-simulate-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,6 +21,14 @@ test('npm run simulate -- --quick writes a complete JSON', { timeout: 4 * 60_000
   assert.deepEqual(r.results.map((x: any) => [x.scenario.members, x.scenario.churnPer10Min]), [[16, 0], [16, 0.2], [64, 0], [64, 0.2]]);
   for (const x of r.results) assert.ok(x.syncs > 5 && x.utilization > 0 && x.utilization < 1, JSON.stringify(x));
   assert.equal(r.summary.sync_p99_ms_n16, r.results[0].syncMs.p99);
+  // The check against real volunteers (N = 4 when quick): the ring's bytes are the link model's to
+  // within the frames' rounding; the round time's error is the benchmark's figure, bounded loosely here.
+  const [v] = r.validation.results;
+  assert.equal(r.validation.results.length, 1);
+  assert.equal(v.members, 4);
+  assert.ok(v.error.bytesSentPerRound < 0.01, `bytes per round: real ${v.real.bytesSentPerRound}, simulated ${v.simulated.bytesSentPerRound}`);
+  assert.ok(v.error.roundMs < 0.5, `round time: real ${v.real.roundMs} ms, simulated ${v.simulated.roundMs} ms`);
+  assert.equal(r.summary.sim_vs_real_error, v.error.roundMs);
   assert.deepEqual(r.consensus.results.map((c: any) => [c.members, c.churnPer10Min, c.roundsTo1Percent]), [[16, 0, 1], [16, 0.2, 1], [64, 0, 2], [64, 0.2, 2]]);
 });
 
