@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { capabilitiesSchema, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { capabilitiesSchema, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
 import { checkpointOf, initialParams, JobCoordinator, SIM_CAPABILITIES, SqliteStore, type Clock, type CoordinatorDeps, type JobRecord } from '@tabfleet/server/testing';
 import { distribution } from './stats';
 
@@ -64,18 +64,6 @@ class SimClock implements Clock {
     }
     return top;
   }
-}
-
-/** A deterministic generator (mulberry32), so a scenario is the same run twice. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
 }
 
 export interface Scenario {
@@ -161,7 +149,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const dir = mkdtempSync(join(tmpdir(), 'tabfleet-sim-'));
   const store = new SqliteStore(dir);
   const clock = new SimClock();
-  const random = rng(s.seed);
+  const random = mulberry32(s.seed); // seeded: a scenario is the same run twice
   const spec: JobSpec = jobSpecSchema.parse({ ...SPEC_BASE, pacing: s.pacing, minWorkers: Math.max(1, Math.floor(s.members / 2)), maxWorkers: s.members });
   const flat = initialParams('mlp-fashion', 1);
   const digest = modelDigest(flat);
