@@ -24,7 +24,7 @@ test('npm run bench -- groups --quick writes a complete JSON', { timeout: 8 * 60
   // One ring: every member holds the same model. Groups: members differ across groups.
   assert.ok(ring.consensus.every((c: number) => c < 1e-6), `ring consensus ${ring.consensus}`);
   assert.ok(moshpit.consensus.every((c: number) => c > 1e-6), `grouped consensus ${moshpit.consensus}`);
-  // Chance is 10%; two syncs of 8 steps on 32 members already learn.
+  // Chance is 10%; two syncs of 4 steps (quick) on 32 members already learn (74–76% measured).
   for (const x of [ring, moshpit, departure]) assert.ok(x.meanModelTestAccuracy > 0.5 && x.memberTestAccuracy > 0.5, `${x.variant}: ${x.meanModelTestAccuracy}, ${x.memberTestAccuracy}`);
   assert.ok(r.summary.grouped_bytes_ratio < 1, 'a member of a group of 8 sends less than one of a ring of 32');
   assert.equal(r.summary.departure_groups_rerun, 1, 'only the leaver\'s group re-ran');

@@ -18,7 +18,9 @@ import { median, spread } from './stats';
 
 const WORKERS = 32;
 const GROUP = 8;
+/** Local steps per sync (quick: 4, a smoke test of the same path). */
 const H = 8;
+const QUICK_H = 4;
 const BATCH = 32;
 
 type Variant = 'ring' | 'moshpit' | 'moshpit-departure';
@@ -39,18 +41,21 @@ interface RunResult {
 }
 
 /** The members' mean parameters, evaluated on the test set (written into the first member, which is done). */
-async function meanModelAccuracy(workers: SimWorker[]): Promise<number> {
+async function meanModelAccuracy(workers: SimWorker[], examples: number): Promise<number> {
   const all = await Promise.all(workers.map((w) => w.engine.readParams()));
   const mean = new Float32Array(all[0].length);
   for (const p of all) for (let k = 0; k < mean.length; k++) mean[k] += p[k] / all.length;
   workers[0].engine.writeParams(mean);
-  return (await workers[0].engine.evaluate()).accuracy;
+  return (await workers[0].engine.evaluate(examples)).accuracy;
 }
 
 export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'groups.quick.json' : 'groups.json');
   const seeds = opts.quick ? [1] : [1, 2, 3];
   const syncs = opts.quick ? 2 : 16;
+  const h = opts.quick ? QUICK_H : H;
+  // Test accuracy on the whole test set (quick: its first 2,000 examples).
+  const testExamples = opts.quick ? 2_000 : Infinity;
   const log = (s: string) => console.log(`[groups] ${s}`);
   const t0 = performance.now();
   const backend = await createNodeGpuBackend();
@@ -62,7 +67,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       if (variant === 'moshpit-departure' && seed !== seeds[0]) continue;
       const workers = mlpWorkers(backend, {
         workers: WORKERS, data, batchSize: BATCH, seed, optimizer: { kind: 'sgd', lr: 0.05, momentum: 0.9, nesterov: true },
-        strategy: { strategy: 'localsgd', H, compression: 'none', outerLr: 1, outerMomentum: 0 },
+        strategy: { strategy: 'localsgd', H: h, compression: 'none', outerLr: 1, outerMomentum: 0 },
       });
       await startWorkers(workers);
       const departedAt = variant === 'moshpit-departure' ? Math.max(1, Math.floor(syncs / 2)) : null;
@@ -73,9 +78,9 @@ export async function run(opts: BenchOptions): Promise<void> {
         onSync: (r) => void log(`${variant} seed ${seed}: sync ${r.seq}, consensus ${r.consensus!.toExponential(2)}${r.groupAttempts ? `, group attempts ${r.groupAttempts.join('')}` : ''}`),
       });
       const staying = workers.filter((w) => reports.at(-1)!.ids.includes(w.id));
-      const member = (await staying[1].engine.evaluate()).accuracy;
-      const meanModel = await meanModelAccuracy(staying);
-      const samples = reports.reduce((n, r) => n + r.ids.length * H * BATCH, 0);
+      const member = (await staying[1].engine.evaluate(testExamples)).accuracy;
+      const meanModel = await meanModelAccuracy(staying, testExamples);
+      const samples = reports.reduce((n, r) => n + r.ids.length * h * BATCH, 0);
       results.push({
         variant, seed, syncs: reports.length, samples, meanModelTestAccuracy: meanModel, memberTestAccuracy: member,
         consensus: reports.map((r) => r.consensus!), bytesPerMember: median(reports.map((r) => r.bytesSent.reduce((a, b) => a + b, 0) / r.ids.length)) * reports.length,
@@ -89,7 +94,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const attemptsAtDeparture = departure.groupAttempts[departure.departedAt! - 1];
   const report = {
     benchmark: 'groups', quick: opts.quick, date: new Date().toISOString(), machine: machineInfo(), adapter: backend.description,
-    setup: { workers: WORKERS, groupSize: GROUP, grid: [GROUP, WORKERS / GROUP], H, batch: BATCH, syncs, seeds, strategy: 'localsgd', lr: 0.05 },
+    setup: { workers: WORKERS, groupSize: GROUP, grid: [GROUP, WORKERS / GROUP], H: h, batch: BATCH, syncs, seeds, strategy: 'localsgd', lr: 0.05 },
     results,
     spreads: Object.fromEntries(['ring', 'moshpit'].map((v) => [v, { meanModelTestAccuracy: spread(of(v as Variant).map((r) => r.meanModelTestAccuracy)), memberTestAccuracy: spread(of(v as Variant).map((r) => r.memberTestAccuracy)) }])),
     summary: {
