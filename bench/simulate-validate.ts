@@ -13,10 +13,7 @@ import { nodeVolunteer } from '@tabfleet/worker/testing';
 import { simulate, SPEC_BASE, type Scenario } from './simulator';
 import { distribution, median } from './stats';
 
-export interface Link {
-  bandwidthBytesPerSec: number;
-  latencyMs: number;
-}
+export type Link = Pick<Scenario, 'bandwidthBytesPerSec' | 'latencyMs'>;
 
 interface Figures {
   /** Median round time (begin to commit) and sync time (commit to commit), ms; bytes each member sent per round. */

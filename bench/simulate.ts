@@ -51,11 +51,14 @@ export function consensusRounds(n: number, leaveP: number, seed = 1): number | n
   return null;
 }
 
+/** Every link of the scenarios and of the check against real volunteers: 10 Mbit/s, 40 ms one way. */
+const LINK = { bandwidthBytesPerSec: 1.25e6, latencyMs: 40 };
+
 /** The scenarios: N × churn, on 10 Mbit/s links with 40 ms latency and 45 ms steps (SwiftShader's MLP step). */
 export function scenarios(quick: boolean): Scenario[] {
   const sizes = quick ? [16, 64] : [16, 256, 1_024, 10_000];
   const churns = quick ? [0, 0.2] : [0, 0.05, 0.2];
-  const base = { durationMs: quick ? 120_000 : 1_800_000, stepMs: 45, stepSigma: 0.25, bandwidthBytesPerSec: 1.25e6, latencyMs: 40, seed: 1 };
+  const base = { durationMs: quick ? 120_000 : 1_800_000, stepMs: 45, stepSigma: 0.25, ...LINK, seed: 1 };
   const pacings = quick ? (['fixed'] as const) : (['fixed', 'paced'] as const);
   return sizes.flatMap((members) => churns.flatMap((churnPer10Min) => pacings.map((pacing) => ({ ...base, members, churnPer10Min, pacing }))));
 }
@@ -83,7 +86,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   }));
   // The simulator against the real system (simulate-validate.ts): real volunteers at N = 4–16 on the same link model.
   const validation: Validation[] = [];
-  for (const members of opts.quick ? [4] : [4, 8, 16]) validation.push(await validateAt(members, opts.quick ? 3 : 8, { bandwidthBytesPerSec: 1.25e6, latencyMs: 40 }));
+  for (const members of opts.quick ? [4] : [4, 8, 16]) validation.push(await validateAt(members, opts.quick ? 3 : 8, LINK));
   const consensusAt = (n: number, churn: number) => consensus.find((c) => c.members === n && c.churnPer10Min === churn)?.roundsTo1Percent ?? null;
   const file = opts.out ?? join(repoRoot, 'bench', 'results', 'scale.json');
   mkdirSync(dirname(file), { recursive: true });

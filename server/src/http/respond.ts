@@ -14,7 +14,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 /** Seconds a client waits before asking again after a refusal that passes (429, 503). */
-export const RETRY_AFTER_SECONDS = 1;
+const RETRY_AFTER_SECONDS = 1;
 
 export function sendError(res: ServerResponse, e: unknown): void {
   const err = e instanceof ProtocolError ? e : new ProtocolError('internal', 'internal error');
