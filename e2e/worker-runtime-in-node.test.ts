@@ -146,3 +146,47 @@ test('eight volunteers behind one address join at once: those past the server\'s
     await cleanUp(created.id, vols);
   }
 });
+
+test('a Moshpit job of six volunteers in groups of three: every group is its own ring, groups change every sync (3 × 2 grid), and a volunteer lost from one group does not abort the other', { timeout: 180_000 }, async () => {
+  const created = await server.createJob({ ...job, trust: 'trusted', groupSize: 3, minWorkers: 4, maxWorkers: 6, targetSteps: 24 });
+  const net = new MemoryNetwork();
+  const vols = Array.from({ length: 6 }, () => nodeVolunteer(server.url, net));
+  const mismatchesBefore = await counter('checksum_mismatches');
+  try {
+    // When sync 2's groups begin, one member drops without a word.
+    const lost = vols[5];
+    const groupsOfSync2: string[][] = [];
+    for (const v of vols) v.socket.on('round:begin', (r: { seq: number; members: string[] }) => r.seq === 2 && groupsOfSync2.push(r.members));
+    const dropped = new Promise<void>((resolve) => lost.socket.on('round:begin', (r: { seq: number }) => {
+      if (r.seq !== 2) return;
+      lost.socket.disconnect();
+      net.kill(lost.runtime.status.volunteerId!);
+      resolve();
+    }));
+    await Promise.race([dropped, new Promise((_, reject) => setTimeout(() => reject(new Error('the groups of sync 2 never began')), 90_000).unref())]);
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
+    const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
+    assert.equal(done.step, 24);
+    const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { seq: number; outcome: string; detail: string; members: string[] }[];
+    const committed = rounds.filter((r) => r.outcome === 'committed');
+    assert.deepEqual(committed.map((r) => r.seq), [1, 2, 3, 4, 5, 6], 'every sync committed once, in order');
+    assert.match(committed[0].detail, /^2 of 2 groups committed$/);
+    const lostId = lost.runtime.status.volunteerId!;
+    const lostGroup = groupsOfSync2.find((g) => g.includes(lostId))!;
+    // Six members on a 3 × 2 grid: sync 1 averages in 2 groups of 3, sync 2 along the other axis in 3 groups of 2.
+    const groups2 = new Set(groupsOfSync2.map((g) => g.join()));
+    assert.equal(groups2.size, 3);
+    assert.equal(committed[1].detail, '2 of 3 groups committed', 'sync 2: the lost member\'s group failed, the others committed');
+    // The survivors of the failed group brought their work to sync 3 and trained on to the end.
+    for (const v of vols.slice(0, 5)) {
+      assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+      assert.ok(v.runtime.status.syncs >= (lostGroup.includes(v.runtime.status.volunteerId!) ? 5 : 6), `${v.runtime.status.volunteerId} applied ${v.runtime.status.syncs} syncs`);
+    }
+    assert.equal((await counter('checksum_mismatches')) - mismatchesBefore, 0, 'inside each group every member adopted the same parameters');
+    const metrics = (await server.api(`/api/jobs/${created.id}/metrics`)).body.points as { accuracy: number | null }[];
+    assert.ok(metrics.some((p) => p.accuracy !== null && p.accuracy > 0.5), 'the uploader\'s group evaluated its model');
+    assert.equal(done.latestCheckpoint.seq, 6, 'the final model is checkpointed');
+  } finally {
+    await cleanUp(created.id, vols);
+  }
+});

@@ -258,6 +258,11 @@ export interface RoundBegin {
   steps?: Record<string, number>;
   /** `auto` jobs' ring rounds: the precision members send their dense payloads in (absent: the job's). */
   dtype?: 'f32' | 'f16';
+  /**
+   * Moshpit jobs (`groupSize`): `members` is this member's group only; the group's ring averages the
+   * members' parameters (not deltas), which each adopts. Every group of a sync has its own roundId.
+   */
+  grouped?: true;
 }
 
 export interface VolunteerServerEvents {

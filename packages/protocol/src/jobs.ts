@@ -173,8 +173,14 @@ export const jobSpecSchema = z
     pacing: z.enum(PACINGS).default('fixed'),
     /** Paced jobs: the local compute time each sync aims at; default H steps of the fastest member. */
     roundBudgetMs: z.number().int().min(50).max(600_000).optional(),
-    minWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerJob).default(1),
-    maxWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerJob).default(8),
+    minWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerGroupedJob).default(1),
+    maxWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerGroupedJob).default(8),
+    /**
+     * Moshpit averaging (protocol's moshpit.ts): each sync the members average their parameters in
+     * rings of at most this many, regrouped every sync, so a job may grow past one ring. Trusted
+     * LocalSGD jobs with fixed H and no compression; absent: the whole job is one ring or group.
+     */
+    groupSize: z.number().int().min(2).max(LIMITS.maxWorkersPerJob).optional(),
     /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
     targetSteps: z.number().int().min(1).max(10_000_000).optional(),
     targetEpochs: finite.gt(0).max(10_000).optional(),
@@ -226,6 +232,13 @@ export const jobSpecSchema = z
       if (s.roundBudgetMs !== undefined) ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'a paced ddp round lasts as long as the members take for the global batch at their paces: it has no budget to set' });
     }
     if (s.roundBudgetMs !== undefined && s.pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: s.pacing === 'auto' ? 'an auto job\'s budget is chosen by the server' : 'only a paced job has a round budget' });
+    if (s.groupSize === undefined && s.maxWorkers > LIMITS.maxWorkersPerJob) {
+      ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `a job in one ring holds at most ${LIMITS.maxWorkersPerJob} members; set groupSize to average in Moshpit groups (up to ${LIMITS.maxWorkersPerGroupedJob.toLocaleString('en')} members)` });
+    }
+    if (s.groupSize !== undefined) {
+      const why = s.trust !== 'trusted' ? 'trusted jobs (untrusted ones average in one checked group)' : s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)` : s.pacing !== 'fixed' ? 'fixed H (pacing: fixed)' : s.compression !== 'none' ? 'dense parameters (compression: none)' : null;
+      if (why) ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `Moshpit groups are built for ${why}` });
+    }
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
     }

@@ -23,7 +23,10 @@ export const LIMITS = {
   floodWindowMs: 10_000,
   /** Concurrent jobs that are not finished. */
   maxActiveJobs: 64,
+  /** Members of a job that is one ring (or one group). */
   maxWorkersPerJob: 256,
+  /** Members of a job that averages in Moshpit groups (`groupSize`): no round spans more than a group. */
+  maxWorkersPerGroupedJob: 10_000,
   /** Members of one averaging group (all-to-all links: N−1 data channels per tab); an untrusted job is one group. */
   maxGroupSize: 16,
   /** Rows returned by one metrics query. */

@@ -3,7 +3,7 @@ import * as Comlink from 'comlink';
 import { CpuBackend, WebGpuBackend, type Backend } from '@tabfleet/tensor';
 import { defaultGpuMemoryBytes } from '@tabfleet/nn';
 import type { Assignment, JobSpec, ReplicaTask, ReplicaUnit } from '@tabfleet/protocol';
-import { JobEngine, type JobEngineInfo } from './job-engine';
+import { JobEngine, type JobEngineInfo, type SyncOf } from './job-engine';
 import { Sampler, type SampleRequest } from './sampler';
 import { trainSolo, type Progress, type SoloTrainConfig, type TrainReport } from './solo';
 
@@ -89,11 +89,11 @@ export class EngineApi {
   local(steps?: number) {
     return this.jobEngine.local(steps);
   }
-  payload() {
-    return this.jobEngine.payload();
+  payload(of?: SyncOf) {
+    return this.jobEngine.payload(of);
   }
-  prepare(mean: Float32Array) {
-    return this.jobEngine.prepare(mean);
+  prepare(mean: Float32Array, of?: SyncOf) {
+    return this.jobEngine.prepare(mean, of);
   }
   commit() {
     return this.jobEngine.commit();

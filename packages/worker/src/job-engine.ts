@@ -9,6 +9,9 @@ import { DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, modelDigest, targetStepsOf, type 
 import type { Backend } from '@tabfleet/tensor';
 import { loadDataset } from './solo';
 
+/** What a round averages: deltas from the job's model, or (Moshpit groups) the parameters. */
+export type SyncOf = 'delta' | 'params';
+
 /** The inner optimizer a job's strategy uses. */
 export function innerOptimizer(spec: JobSpec): OptimizerConfig {
   const h = spec.hyperparameters;
@@ -150,12 +153,22 @@ export class JobEngine {
     return this.ready.strategy.local(steps);
   }
 
-  payload(): Promise<Payload> {
+  /**
+   * What this member sends: its strategy's payload (a delta from the job's model), or in Moshpit
+   * rounds its parameters themselves (members' models differ across groups, so deltas from their
+   * own bases would never meet).
+   */
+  async payload(of: SyncOf = 'delta'): Promise<Payload> {
+    if (of === 'params') return { kind: 'dense', dtype: 'f32', values: await this.ready.engine.readParams() };
     return this.ready.strategy.payload();
   }
 
-  prepare(mean: Float32Array): Promise<string> {
-    return this.ready.strategy.prepare(mean);
+  /** The state to adopt from the round's mean (of deltas, or of a Moshpit group's parameters); its checksum. */
+  prepare(mean: Float32Array, of: SyncOf = 'delta'): Promise<string> {
+    const { strategy } = this.ready;
+    if (of === 'delta') return strategy.prepare(mean);
+    if (!strategy.prepareParams) throw new Error(`a ${strategy.name} job does not average parameters in Moshpit groups`);
+    return strategy.prepareParams(mean);
   }
 
   commit(): Promise<void> {

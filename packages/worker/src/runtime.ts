@@ -6,7 +6,7 @@ import { CollectiveError, Group, Ring, type GroupAverageOptions, type Signaler, 
 import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import { cappedWeights, partRange, type Ack, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
-import type { JobEngineInfo } from './job-engine';
+import type { JobEngineInfo, SyncOf } from './job-engine';
 
 /** The engine calls the runtime makes: a JobEngine, or its comlink proxy in the Web Worker. */
 export interface EngineLike {
@@ -14,8 +14,8 @@ export interface EngineLike {
   loadModel(url: string | null, step: number): Promise<{ digest: string }>;
   /** `steps` local steps (paced jobs), else the job's H. */
   local(steps?: number): Promise<LocalWork>;
-  payload(): Promise<Payload>;
-  prepare(mean: Float32Array): Promise<string>;
+  payload(of?: SyncOf): Promise<Payload>;
+  prepare(mean: Float32Array, of?: SyncOf): Promise<string>;
   commit(): Promise<void>;
   discard(): void | Promise<void>;
   currentStep(): number | Promise<number>;
@@ -297,7 +297,8 @@ export class VolunteerRuntime {
   private async onRoundBegin(r: RoundBegin): Promise<void> {
     if (this.lastBegin?.roundId !== r.roundId) return; // superseded while queued
     this.setStatus({ roundId: r.roundId, peers: r.members.filter((m) => m !== this.status.volunteerId), state: 'syncing' });
-    let payload = this.payload ?? (await this.opts.engine.payload());
+    // Moshpit groups average parameters: read now, as this member holds them (a failed group's round leaves them as they were).
+    let payload = r.grouped ? await this.opts.engine.payload('params') : this.payload ?? (await this.opts.engine.payload());
     // Paced ring rounds: weighted by samples, so this member sends N·w/W times its payload (the mean is
     // then Σ w·x / W). Group rounds and the star pass the weights to their rules instead.
     if (r.steps && r.mode === 'ring') {
@@ -319,7 +320,7 @@ export class VolunteerRuntime {
       if (this.lastBegin?.roundId === r.roundId) await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code, message: (e as Error).message.slice(0, 500) });
       return;
     }
-    const checksum = await this.opts.engine.prepare(mean);
+    const checksum = await this.opts.engine.prepare(mean, r.grouped ? 'params' : 'delta');
     const step = await this.opts.engine.currentStep();
     const w = this.lastWork;
     await this.emit('round:result', {

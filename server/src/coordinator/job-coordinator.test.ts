@@ -207,3 +207,94 @@ test('when every member holding the global model leaves, joiners restart from th
   assert.equal(t.c.summary().seq, 0);
   await t.cleanup();
 });
+
+/** A Moshpit job: 6 members in groups of at most 3, each group its own ring. */
+const GROUPED = (spec: object) => ({ spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 6, maxWorkers: 6, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted', groupSize: 3, ...spec }) });
+const SIX = ['a', 'b', 'c', 'd', 'e', 'f'];
+
+test('Moshpit job: each group of a sync is a ring of its own, commits alone, and the groups change the next sync', async () => {
+  const t = await setup(GROUPED({}));
+  for (const id of SIX) t.add(id);
+  for (const id of SIX) t.loadAndReady(id);
+  const begins = SIX.map((id) => t.last(id, 'round:begin'));
+  const groups = [...new Map(begins.map((b) => [b.roundId, b.members as string[]])).values()];
+  assert.equal(groups.length, 2, 'two groups of three');
+  assert.deepEqual(groups.flat().sort(), SIX);
+  for (const b of begins) assert.equal(b.grouped, true);
+  // A member may signal only its neighbours in its own group's ring.
+  const [g0, g1] = groups;
+  const r0 = t.last(g0[0], 'round:begin').roundId;
+  assert.throws(() => t.c.handle(g0[0], 'signal', { jobId: 'job-t', roundId: r0, to: g1[0], data: { type: 'offer', sdp: 'x' } }), /not a ring neighbour/);
+  // The first group commits at once; the second is still running.
+  for (const id of g0) t.result(id, r0);
+  for (const id of g0) assert.equal(t.last(id, 'round:commit').roundId, r0);
+  for (const id of g1) assert.equal(t.last(id, 'round:commit'), undefined);
+  // Its members go back to training and are ready for sync 2 while the other group finishes sync 1.
+  for (const id of g0) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  const r1 = t.last(g1[0], 'round:begin').roundId;
+  for (const id of g1) t.result(id, r1);
+  for (const id of g1) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  const next = [...new Map(SIX.map((id) => t.last(id, 'round:begin')).map((b) => [b.roundId, b.members as string[]])).values()];
+  assert.ok(SIX.every((id) => t.last(id, 'round:begin').seq === 2));
+  assert.ok(next.every((g) => !groups.some((old) => old.join() === g.join())), 'sync 2 regroups (Moshpit: along the grid\'s other axis)');
+  await t.cleanup();
+});
+
+test('Moshpit job: a member lost from one group fails only that group; its survivors bring their work to the next sync', async () => {
+  const t = await setup(GROUPED({ minWorkers: 4 }));
+  for (const id of SIX) t.add(id);
+  for (const id of SIX) t.loadAndReady(id);
+  const begins = new Map(SIX.map((id) => [id, t.last(id, 'round:begin')]));
+  const [lost] = SIX;
+  const failing = begins.get(lost).members as string[];
+  const other = SIX.filter((id) => !failing.includes(id));
+  t.c.leave(lost, 'tab closed');
+  for (const id of failing.filter((x) => x !== lost)) {
+    const abort = t.last(id, 'round:abort');
+    assert.equal(abort.roundId, begins.get(lost).roundId);
+    assert.deepEqual(abort.lost, [lost]);
+  }
+  for (const id of other) assert.equal(t.last(id, 'round:abort'), undefined, 'the other group is not aborted');
+  const otherRound = begins.get(other[0]).roundId;
+  for (const id of other) t.result(id, otherRound);
+  for (const id of other) assert.equal(t.last(id, 'round:commit').seq, 1, 'the other group commits sync 1');
+  // The survivors never send ready again: they are at the barrier of sync 2 with the work they hold.
+  for (const id of other) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  const sync2 = SIX.slice(1).map((id) => t.last(id, 'round:begin'));
+  assert.ok(sync2.every((b) => b.seq === 2));
+  assert.deepEqual(sync2.flatMap((b) => b.members).filter((x, i, xs) => xs.indexOf(x) === i).sort(), SIX.slice(1), 'every member left is in sync 2, the failed group\'s too');
+  await t.cleanup();
+});
+
+test('Moshpit job: a group with a member silent past the deadline fails alone; the silent member is evicted, the other group committed', async () => {
+  const t = await setup(GROUPED({ minWorkers: 4 }));
+  for (const id of SIX) t.add(id);
+  for (const id of SIX) t.loadAndReady(id);
+  const [silent] = SIX;
+  const slowGroup = t.last(silent, 'round:begin').members as string[];
+  const other = SIX.filter((id) => !slowGroup.includes(id));
+  for (const id of other) t.result(id, t.last(id, 'round:begin').roundId);
+  for (const id of slowGroup.filter((x) => x !== silent)) t.result(id, t.last(id, 'round:begin').roundId);
+  t.clock.advance(1_000);
+  assert.match(t.last(silent, 'job:end').reason, /missed the deadline/);
+  for (const id of slowGroup.filter((x) => x !== silent)) {
+    assert.match(t.last(id, 'round:abort').reason, new RegExp(`deadline passed; silent: ${silent}`));
+    assert.equal(t.last(id, 'job:end'), undefined, 'members that answered stay');
+  }
+  for (const id of other) {
+    assert.equal(t.last(id, 'round:commit').seq, 1);
+    assert.equal(t.last(id, 'round:abort'), undefined);
+  }
+  await t.cleanup();
+});
+
+test('job spec: Moshpit groups only for trusted fixed-H LocalSGD without compression; past 256 members only with groups', () => {
+  const base = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', hyperparameters: { lr: 0.1, batchSize: 8 }, targetSteps: 10, trust: 'trusted' };
+  assert.equal(jobSpecSchema.parse({ ...base, groupSize: 8, maxWorkers: 10_000 }).maxWorkers, 10_000);
+  assert.throws(() => jobSpecSchema.parse({ ...base, maxWorkers: 257 }), /set groupSize/);
+  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, maxWorkers: 10_001 }), /maxWorkers/);
+  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, trust: 'untrusted', maxWorkers: 16 }), /Moshpit groups are built for trusted jobs/);
+  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, strategy: 'diloco' }), /built for localsgd/);
+  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, compression: 'dgc' }), /compression: none/);
+  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 1 }), /groupSize/);
+});

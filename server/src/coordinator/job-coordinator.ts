@@ -22,6 +22,7 @@ import {
   type CheckpointInfo,
   type JobSummary,
   type MetricPoint,
+  type RoundBegin,
   type VolunteerEventName,
   type VolunteerEventParsed,
   type WorkerRow,
@@ -32,6 +33,7 @@ import type { JobRecord, RoundRecord } from '../store/store';
 import { ContributorLedger, describeAdapter } from './contributors';
 import { reportFits } from './group-check';
 import { GroupRoundChecks } from './group-round';
+import { GroupedSync } from './grouped-sync';
 import type { ActiveRound } from './round';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
@@ -327,7 +329,12 @@ export class JobCoordinator {
     this.contributors.departed(m, reason, [...this.members.values()].some((x) => x.identity === m.identity));
     this.deps.log(`job ${this.job.id}: ${volunteerId} left (${reason})`);
     if (this.pendingUpload?.uploader === volunteerId && !this.pendingUpload.received) this.loseCheckpoint(`its uploader ${volunteerId} left`);
-    if (this.round?.members.includes(volunteerId)) this.abortRound(`member ${volunteerId} lost: ${reason}`, [volunteerId]);
+    const r = this.round;
+    if (r?.groups) {
+      // Only its group's ring needs it; the other groups go on.
+      const g = r.groups.groupOf(volunteerId);
+      if (g !== undefined && r.groups.state[g] === 'running') this.failGroup(r, g, `member ${volunteerId} lost: ${reason}`, [volunteerId]);
+    } else if (r?.members.includes(volunteerId)) this.abortRound(`member ${volunteerId} lost: ${reason}`, [volunteerId]);
     for (const ev of [...this.evaluations.values()]) {
       if (ev.evaluators.delete(volunteerId)) this.evaluationProgress(ev);
     }
@@ -458,7 +465,9 @@ export class JobCoordinator {
       this.tryBegin();
       return { waiting: false, reload: true };
     }
-    if (e.seq !== this.job.seq + 1) throw new ProtocolError('stale_round', `the next sync is ${this.job.seq + 1}, not ${e.seq}`);
+    // Moshpit members left out of syncs keep their work (their own model goes into a later group's average).
+    const grouped = this.job.spec.groupSize !== undefined;
+    if (grouped ? e.seq > this.job.seq + 1 : e.seq !== this.job.seq + 1) throw new ProtocolError('stale_round', `the next sync is ${this.job.seq + 1}, not ${e.seq}`);
     if (m.phase === 'ready') return { waiting: true };
     m.phase = 'ready';
     m.leftOutSince = null;
@@ -471,6 +480,12 @@ export class JobCoordinator {
 
   private currentRound(m: Member, roundId: number): ActiveRound {
     const r = this.round;
+    if (r?.groups) {
+      const g = r.groups.groupIn(m.volunteerId, roundId);
+      if (g === undefined) throw new ProtocolError(r.members.includes(m.volunteerId) ? 'stale_round' : 'not_member', `round ${roundId} is not ${m.volunteerId}'s group round`);
+      if (r.groups.state[g] !== 'running') throw new ProtocolError('stale_round', `group round ${roundId} has ${r.groups.state[g]}`);
+      return r;
+    }
     if (!r || r.roundId !== roundId) throw new ProtocolError('stale_round', `round ${roundId} is not the current round`);
     if (!r.members.includes(m.volunteerId)) throw new ProtocolError('not_member', `not a member of round ${roundId}`);
     return r;
@@ -487,7 +502,10 @@ export class JobCoordinator {
     // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
     m.msPerStep = nextPace(m.msPerStep, e.metrics.computeMs ?? e.metrics.wallMs, r.steps?.[m.volunteerId] ?? nominalSteps(this.job.spec));
     r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
-    if (r.results.size === r.members.length) {
+    if (r.groups) {
+      const g = r.groups.groupOf(m.volunteerId)!;
+      if (r.groups.groups[g].every((id) => r.results.has(id))) this.commitGroup(r, g);
+    } else if (r.results.size === r.members.length) {
       if (r.mode === 'group') this.groupChecks.resultsIn(r);
       else this.commit(r);
     }
@@ -509,7 +527,11 @@ export class JobCoordinator {
       this.tryBegin();
       return {};
     }
-    if (r.failures.size + [...r.results.keys()].filter((id) => !r.failures.has(id)).length === r.members.length) {
+    if (r.groups) {
+      const g = r.groups.groupOf(m.volunteerId)!;
+      const members = r.groups.groups[g];
+      if (members.every((id) => r.failures.has(id) || r.results.has(id))) this.failGroup(r, g, `failed: ${members.flatMap((id) => (r.failures.has(id) ? [`${id} ${r.failures.get(id)}`] : [])).join('; ')}`, []);
+    } else if (r.failures.size + [...r.results.keys()].filter((id) => !r.failures.has(id)).length === r.members.length) {
       this.ringFailures++;
       this.abortRound(`failed: ${[...r.failures].map(([id, why]) => `${id} ${why}`).join('; ')}`, []);
       this.tryBegin();
@@ -520,11 +542,12 @@ export class JobCoordinator {
   private onSignal(m: Member, e: VolunteerEventParsed<'signal'>): object {
     const r = this.currentRound(m, e.roundId);
     // A ring member talks to its two neighbours; a group member to every other member.
-    const peers = r.mode === 'ring' ? ringNeighbours(r.members, m.volunteerId) : r.mode === 'group' ? r.members.filter((id) => id !== m.volunteerId) : [];
+    const ring = r.groups ? r.groups.groups[r.groups.groupOf(m.volunteerId)!] : r.members;
+    const peers = r.mode === 'ring' ? ringNeighbours(ring, m.volunteerId) : r.mode === 'group' ? r.members.filter((id) => id !== m.volunteerId) : [];
     if (!peers.includes(e.to)) {
       throw new ProtocolError('not_neighbour', `${e.to} is not a ${r.mode === 'group' ? 'group member' : 'ring neighbour'} of ${m.volunteerId} in round ${r.roundId}`);
     }
-    this.deps.toVolunteer(e.to, 'signal', { jobId: this.job.id, roundId: r.roundId, from: m.volunteerId, data: e.data });
+    this.deps.toVolunteer(e.to, 'signal', { jobId: this.job.id, roundId: e.roundId, from: m.volunteerId, data: e.data });
     return {};
   }
 
@@ -795,7 +818,10 @@ export class JobCoordinator {
     const steps = isPaced(this.job.spec) ? Object.fromEntries(ring.map((m) => [m.volunteerId, m.steps])) : null;
     const paced = steps && this.job.spec.strategy !== 'ddp';
     const step = this.job.step + (paced ? Math.round(ring.reduce((a, m) => a + m.steps, 0) / ring.length) : this.job.spec.H);
-    const mode = this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
+    const groupSize = this.job.spec.groupSize;
+    const grouped = groupSize !== undefined ? new GroupedSync(ring.map((m) => m.volunteerId), seq, groupSize, this.job.spec.seed, this.nextRoundId) : null;
+    // Moshpit groups are rings of parameters, with no star path: a failing group fails alone.
+    const mode: RoundBegin['mode'] = grouped ? 'ring' : this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
     const dtype = mode === 'ring' && this.autoSync?.choice?.dtype === 'f16' ? ('f16' as const) : undefined;
     const joinersWaiting = [...this.members.values()].some((m) => m.phase === 'loading');
     const final = step >= targetStepsOf(this.job.spec) || this.finishing;
@@ -804,28 +830,43 @@ export class JobCoordinator {
     const evaluate = wantCheckpoint || Math.floor(step / every) > Math.floor(this.job.step / every);
     // Chosen at random, so no seat in the ring (the first joiner, shard 0) is always the one trusted;
     // members with no faults on record first.
-    const byTrust = shuffled(ring).sort((a, b) => this.penalties.offences(a.identity) - this.penalties.offences(b.identity));
+    const ranked = shuffled(ring).sort((a, b) => this.penalties.offences(a.identity) - this.penalties.offences(b.identity));
+    // Moshpit: the evaluators share the uploader's group, so they vouch for the model it uploads.
+    const byTrust = grouped ? ranked.filter((m) => grouped.groupOf(m.volunteerId) === grouped.groupOf(ranked[0].volunteerId)) : ranked;
     const members = ring.map((m) => m.volunteerId);
-    const roundId = this.nextRoundId++;
+    const roundId = grouped?.lastRoundId ?? this.nextRoundId;
+    this.nextRoundId = roundId + 1;
     const timeoutMs = this.pace.bound('round', this.deps.timing.roundTimeoutMs);
     const deadline = now + timeoutMs;
     this.round = {
       roundId, seq, mode, members, uploader: wantCheckpoint ? byTrust[0].volunteerId : null,
       evaluators: evaluate ? byTrust.slice(0, EVALUATORS).map((m) => m.volunteerId) : [], step,
-      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null, steps, dtype,
+      startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null, steps, dtype, groups: grouped,
       cancelDeadline: this.deps.clock.after(timeoutMs, () => this.deadlinePassed(roundId)),
     };
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
     this.saveRound(this.round, 'running', '');
-    this.deps.toVolunteer(members, 'round:begin', { jobId: this.job.id, roundId, seq, members, mode, began: now, deadline, quorum: members.length, uploader: this.round.uploader, evaluators: this.round.evaluators, ...(steps ? { steps } : {}), ...(dtype ? { dtype } : {}) });
+    const common = { jobId: this.job.id, seq, mode, began: now, deadline, uploader: this.round.uploader, evaluators: this.round.evaluators };
+    if (grouped) {
+      grouped.groups.forEach((g, i) => this.deps.toVolunteer(g, 'round:begin', { ...common, roundId: grouped.roundIdOf(i), members: g, quorum: g.length, grouped: true }));
+    } else {
+      this.deps.toVolunteer(members, 'round:begin', { ...common, roundId, members, quorum: members.length, ...(steps ? { steps } : {}), ...(dtype ? { dtype } : {}) });
+    }
     this.deps.count('rounds_begun', { mode });
   }
 
   private deadlinePassed(roundId: number): void {
     const r = this.round;
     if (!r || r.roundId !== roundId) return;
-    const silent = r.members.filter((id) => !r.failures.has(id) && this.owes(r, id));
+    const silent = r.members.filter((id) => !r.failures.has(id) && this.owes(r, id) && (!r.groups || r.groups.state[r.groups.groupOf(id)!] === 'running'));
+    if (r.groups) {
+      // Only the groups still running fail; their silent members are evicted.
+      for (const g of r.groups.running()) this.failGroup(r, g, `deadline passed; silent: ${r.groups.groups[g].filter((id) => silent.includes(id)).join(', ') || 'none'}`, silent);
+      for (const id of silent) this.evict(id, `missed the deadline of round ${r.groups.roundIdOf(r.groups.groupOf(id)!)}`);
+      this.tryBegin();
+      return;
+    }
     if (r.mode !== 'star') this.ringFailures++;
     this.abortRound(`deadline passed; silent: ${silent.join(', ') || 'none'}`, silent);
     for (const id of silent) this.evict(id, `missed the deadline of round ${roundId}`);
@@ -851,7 +892,11 @@ export class JobCoordinator {
     r.cancelDeadline();
     this.round = null;
     this.saveRound(r, 'aborted', reason);
-    this.deps.toVolunteer(r.members.filter((id) => !lost.includes(id)), 'round:abort', { jobId: this.job.id, roundId: r.roundId, reason, lost });
+    if (r.groups) {
+      for (const g of r.groups.running()) this.deps.toVolunteer(r.groups.groups[g].filter((id) => !lost.includes(id)), 'round:abort', { jobId: this.job.id, roundId: r.groups.roundIdOf(g), reason, lost });
+    } else {
+      this.deps.toVolunteer(r.members.filter((id) => !lost.includes(id)), 'round:abort', { jobId: this.job.id, roundId: r.roundId, reason, lost });
+    }
     this.deps.count('rounds_aborted');
     this.deps.log(`job ${this.job.id}: round ${r.roundId} (sync ${r.seq}) aborted: ${reason}`);
   }
@@ -952,6 +997,94 @@ export class JobCoordinator {
     } else {
       this.tryBegin();
     }
+  }
+
+  /**
+   * A Moshpit group has every result: it commits at once and its members go back to training. The
+   * first group to commit advances the job to the sync; the uploader's group opens the evaluation and
+   * the checkpoint (they are of its model).
+   */
+  private commitGroup(r: ActiveRound, g: number): void {
+    const gs = r.groups!;
+    gs.state[g] = 'committed';
+    const now = this.deps.clock.now();
+    const ids = gs.groups[g];
+    const checksums = new Set(ids.map((id) => r.results.get(id)!.checksum));
+    if (checksums.size > 1) {
+      this.deps.count('checksum_mismatches');
+      this.deps.log(`job ${this.job.id}: members of group round ${gs.roundIdOf(g)} disagree after sync ${r.seq}: ${[...checksums].join(', ')}`);
+    }
+    this.pace.record('round', now - r.startedAt);
+    if (this.job.seq < r.seq) {
+      this.job = { ...this.job, seq: r.seq, step: r.step, updatedAt: now };
+      this.ringFailures = 0;
+      this.persist(() => this.deps.store.updateJob(this.job));
+    }
+    for (const id of ids) {
+      const m = this.members.get(id);
+      if (!m) continue;
+      this.contributors.credit(m.identity, this.job.spec.H * samplesPerStep(this.job.spec), m.workMs, now);
+      Object.assign(m, { phase: 'admitted', lastRound: gs.roundIdOf(g), lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share: null });
+      m.steps = this.plannedSteps(m);
+    }
+    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step });
+    this.deps.count('groups_committed');
+    const evaluators = r.evaluators.filter((id) => ids.includes(id) && this.members.has(id));
+    if (evaluators.length) this.openEvaluation(r.seq, r.step, evaluators);
+    if (r.uploader && ids.includes(r.uploader) && this.members.has(r.uploader)) {
+      this.pendingUpload = { seq: r.seq, uploader: r.uploader, since: now, received: null, cancelTimer: this.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut()) };
+    }
+    this.changedWorkers();
+    if (gs.settled()) this.finishGroupedSync(r);
+  }
+
+  /** A Moshpit group cannot finish: it alone is aborted, and its members keep their work for the next sync. */
+  private failGroup(r: ActiveRound, g: number, reason: string, lost: string[]): void {
+    const gs = r.groups!;
+    gs.state[g] = 'failed';
+    this.deps.toVolunteer(gs.groups[g].filter((id) => !lost.includes(id) && this.members.has(id)), 'round:abort', { jobId: this.job.id, roundId: gs.roundIdOf(g), reason, lost });
+    this.deps.count('groups_failed');
+    this.deps.log(`job ${this.job.id}: group round ${gs.roundIdOf(g)} of sync ${r.seq} failed: ${reason}`);
+    if (gs.settled()) this.finishGroupedSync(r);
+  }
+
+  /** Every group of a Moshpit sync has settled: the sync is recorded, and the next one may begin. */
+  private finishGroupedSync(r: ActiveRound): void {
+    const gs = r.groups!;
+    r.cancelDeadline();
+    this.round = null;
+    const committed = gs.committed();
+    if (!committed.length) {
+      this.ringFailures++;
+      this.saveRound(r, 'aborted', `every group failed (${gs.groups.length})`);
+      this.deps.count('rounds_aborted');
+      this.tryBegin();
+      return;
+    }
+    const now = this.deps.clock.now();
+    this.saveRound(r, 'committed', gs.summary());
+    const results = committed.flatMap((id) => r.results.get(id) ?? []);
+    const losses = results.map((x) => x.metrics.loss).filter((x): x is number => x !== null);
+    const point: MetricPoint = {
+      seq: r.seq, step: r.step, time: now, loss: losses.length ? losses.reduce((a, b) => a + b, 0) / losses.length : null, accuracy: null,
+      samplesPerSec: results.reduce((sum, x) => sum + (x.metrics.wallMs > 0 ? (x.metrics.samples * 1000) / x.metrics.wallMs : 0), 0),
+      bytesSent: results.reduce((sum, x) => sum + x.metrics.bytesSent, 0), workers: committed.length,
+    };
+    this.persist(() => this.deps.store.addMetric(this.job.id, point));
+    this.deps.count('rounds_committed', { mode: 'grouped' });
+    this.deps.toDashboards(this.job.id, 'job:update', this.summary());
+    this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
+    // A checkpoint this sync was to give, whose group failed, is owed by the next.
+    if (r.uploader && !committed.includes(r.uploader)) this.checkpointOwed = true;
+    for (const m of this.members.values()) {
+      if (m.phase === 'loading' && m.loadSeq !== null && m.loadSeq < r.seq) {
+        m.loadSeq = null;
+        m.cancelLoadTimer?.();
+        m.cancelLoadTimer = null;
+      }
+    }
+    if (!this.pendingUpload && r.step >= targetStepsOf(this.job.spec)) this.stop(`reached ${r.step} steps`, 'done');
+    else this.tryBegin();
   }
 
   /** A checkpoint of `seq` is stored: joiners load it, and a finishing job ends. */

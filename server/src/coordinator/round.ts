@@ -1,6 +1,7 @@
 // A round in flight at a job's coordinator, as the coordinator and the group round's checks see it.
 import type { PartCheck, PartValidationReport, RoundBegin, VolunteerEventParsed, GroupReport } from '@tabfleet/protocol';
 import type { Dispute } from './group-validation';
+import type { GroupedSync } from './grouped-sync';
 
 export interface RoundResult {
   checksum: string;
@@ -33,5 +34,7 @@ export interface ActiveRound {
   steps: Record<string, number> | null;
   /** `auto` jobs' ring rounds at fp16 (else the job's precision). */
   dtype?: 'f16';
+  /** Moshpit jobs: the sync's groups, each a ring under its own round id (`roundId` is the last of them). */
+  groups: GroupedSync | null;
   cancelDeadline: () => void;
 }

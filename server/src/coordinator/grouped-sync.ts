@@ -1,0 +1,61 @@
+// One sync of a Moshpit job (a spec with `groupSize`; protocol's moshpit.ts forms the groups): the
+// members at the barrier split into the sync's groups, each a ring of its own under its own round id.
+// Groups settle one by one: a group commits as soon as all its members have their results (they go
+// back to training at once), and a group that loses a member fails alone (its members keep their work
+// and bring it to a later sync). The sync ends when every group has settled.
+import { moshpitGroups } from '@tabfleet/protocol';
+
+export type GroupState = 'running' | 'committed' | 'failed';
+
+export class GroupedSync {
+  readonly groups: string[][];
+  readonly state: GroupState[];
+  private readonly indexOf = new Map<string, number>();
+
+  /** `members` in a stable order (by shard); round ids `firstRoundId` … `firstRoundId + groups − 1`. */
+  constructor(members: readonly string[], seq: number, size: number, seed: number, readonly firstRoundId: number) {
+    this.groups = moshpitGroups(members, seq - 1, size, seed);
+    this.state = this.groups.map(() => 'running');
+    this.groups.forEach((g, i) => g.forEach((id) => this.indexOf.set(id, i)));
+  }
+
+  /**
+   * The sync's own round id (its record in the store) is its last group's, so a restarted server,
+   * which numbers rounds on from the highest id stored, never hands out a group's id again.
+   */
+  get lastRoundId(): number {
+    return this.firstRoundId + this.groups.length - 1;
+  }
+
+  roundIdOf(group: number): number {
+    return this.firstRoundId + group;
+  }
+
+  groupOf(member: string): number | undefined {
+    return this.indexOf.get(member);
+  }
+
+  /** The group `member` is in when `roundId` is that group's round, else undefined. */
+  groupIn(member: string, roundId: number): number | undefined {
+    const g = this.indexOf.get(member);
+    return g !== undefined && this.roundIdOf(g) === roundId ? g : undefined;
+  }
+
+  running(): number[] {
+    return this.state.flatMap((s, g) => (s === 'running' ? [g] : []));
+  }
+
+  settled(): boolean {
+    return this.state.every((s) => s !== 'running');
+  }
+
+  /** Members of the groups that committed. */
+  committed(): string[] {
+    return this.groups.flatMap((g, i) => (this.state[i] === 'committed' ? g : []));
+  }
+
+  summary(): string {
+    const failed = this.state.filter((s) => s === 'failed').length;
+    return `${this.groups.length - failed} of ${this.groups.length} groups committed`;
+  }
+}
