@@ -4,7 +4,8 @@
 // measured work times), model loads and ring allreduces take the time a link model gives them
 // (bandwidth, latency, frames pipelined around the ring), and volunteers leave as a Poisson process
 // (each departure replaced by a joiner). Simulated time runs as fast as the coordinator handles its
-// events. Limits: a job is one ring of at most 256 members (the coordinator does not run groups yet).
+// events. A scenario with `groupSize` is a Moshpit job: the coordinator splits each sync into groups
+// (grouped-sync.ts), each a ring of its own, so it may hold up to 10,000 members.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,6 +67,47 @@ class SimClock implements Clock {
   }
 }
 
+/** Dimensions of the synthetic vector that stands in for a member's model. */
+export const CONSENSUS_DIMS = 8;
+
+/** The members' synthetic vectors through the coordinator's groups: when they first come within 1% of their mean. */
+class Consensus {
+  reachedAt: number | null = null;
+  private start: number | null = null;
+  private lastSeq = 0;
+  private readonly checkpoints = new Map<number, Float64Array>();
+
+  /** At each sync's first round: the spread of the members' vectors since the sync before. */
+  syncBegins(seq: number, members: () => Float64Array[]): void {
+    if (seq <= this.lastSeq || this.reachedAt !== null) return;
+    this.lastSeq = seq;
+    const xs = members();
+    if (!xs.length) return;
+    const mean = new Float64Array(CONSENSUS_DIMS);
+    for (const x of xs) for (let k = 0; k < CONSENSUS_DIMS; k++) mean[k] += x[k] / xs.length;
+    const spread = Math.max(...xs.map((x) => Math.hypot(...x.map((v, k) => v - mean[k]))));
+    this.start ??= spread;
+    if (seq > 1 && spread <= 0.01 * this.start) this.reachedAt = seq - 1;
+  }
+
+  /** A group committed: its members adopt their mean. */
+  average(group: { x: Float64Array }[]): void {
+    if (!group.length) return;
+    const mean = new Float64Array(CONSENSUS_DIMS);
+    for (const m of group) for (let k = 0; k < CONSENSUS_DIMS; k++) mean[k] += m.x[k] / group.length;
+    for (const m of group) m.x = mean.slice();
+  }
+
+  checkpointed(seq: number, x: Float64Array): void {
+    this.checkpoints.set(seq, x.slice());
+  }
+
+  /** A joiner loaded the model of `seq`: the checkpoint's vector (the initial model: its own). */
+  loaded(seq: number, own: Float64Array): Float64Array {
+    return this.checkpoints.get(seq)?.slice() ?? own;
+  }
+}
+
 export interface Scenario {
   members: number;
   /** Share of members leaving per 10 minutes (each replaced by a joiner). */
@@ -83,6 +125,10 @@ export interface Scenario {
   seed: number;
   /** Measured times from a commit to the member's ready (its local work), drawn with replacement instead of the lognormal steps (fixed H). */
   workMs?: readonly number[];
+  /** Moshpit groups of at most this many (the job's `groupSize`); absent: the job is one ring. */
+  groupSize?: number;
+  /** Local steps per sync (paced: the nominal steps, capped at 4×); default SPEC_BASE's 8. */
+  H?: number;
 }
 
 export interface ScenarioResult {
@@ -91,13 +137,23 @@ export interface ScenarioResult {
   syncs: number;
   aborted: number;
   evictions: number;
-  /** Commit-to-commit time of syncs (ms), and round time (begin to commit). */
+  /**
+   * Commit-to-commit time of syncs as members see them (ms: each member's gaps between the commits it
+   * received), and round time (a ring's begin to its commit; in a Moshpit job, each group's).
+   */
   syncMs: ReturnType<typeof distribution> | null;
   roundMs: ReturnType<typeof distribution> | null;
-  /** Bytes each member sends per ring round (the link model's). */
+  /** Bytes each member sends per ring round (the link model's; a Moshpit job's: a full group's). */
   bytesSentPerRound: number;
   /** Members' local compute ÷ their time in the job. */
   utilization: number;
+  /**
+   * Syncs until every member's synthetic vector is within 1% of the members' mean (max distance,
+   * relative to that at the first sync), or null. Each member starts from an independent random
+   * 8-dim vector; a committed group's members adopt their mean; a joiner loads the vector of the
+   * checkpoint it loads (its uploader's). No local steps move the vectors.
+   */
+  consensusSyncs: number | null;
   /** Server CPU (user + system) per committed sync, ms; and wall time the simulation took. */
   serverCpuMsPerSync: number;
   wallMs: number;
@@ -144,23 +200,24 @@ export function ringAllreduceBytes(n: number, bytes: number): number {
 }
 
 export async function simulate(s: Scenario): Promise<ScenarioResult> {
-  const empty = { syncs: 0, aborted: 0, evictions: 0, syncMs: null, roundMs: null, bytesSentPerRound: 0, utilization: 0, serverCpuMsPerSync: 0, wallMs: 0 };
-  if (s.members > LIMITS.maxWorkersPerJob) return { scenario: s, refused: `a job holds at most ${LIMITS.maxWorkersPerJob} members in one ring; groups across a job are not built`, ...empty };
+  const empty = { syncs: 0, aborted: 0, evictions: 0, syncMs: null, roundMs: null, bytesSentPerRound: 0, utilization: 0, consensusSyncs: null, serverCpuMsPerSync: 0, wallMs: 0 };
+  if (s.members > LIMITS.maxWorkersPerJob && !s.groupSize) return { scenario: s, refused: `a job in one ring holds at most ${LIMITS.maxWorkersPerJob} members (give it a groupSize)`, ...empty };
   const dir = mkdtempSync(join(tmpdir(), 'tabfleet-sim-'));
   const store = new SqliteStore(dir);
   const clock = new SimClock();
   const random = mulberry32(s.seed); // seeded: a scenario is the same run twice
-  const spec: JobSpec = jobSpecSchema.parse({ ...SPEC_BASE, pacing: s.pacing, minWorkers: Math.max(1, Math.floor(s.members / 2)), maxWorkers: s.members });
+  const spec: JobSpec = jobSpecSchema.parse({ ...SPEC_BASE, pacing: s.pacing, minWorkers: Math.max(1, Math.floor(s.members / 2)), maxWorkers: s.members, H: s.H ?? SPEC_BASE.H, ...(s.groupSize ? { groupSize: s.groupSize } : {}) });
   const flat = initialParams('mlp-fashion', 1);
   const digest = modelDigest(flat);
   const modelBytes = flat.length * 4;
   const checkpoint = checkpointOf('mlp-fashion', flat);
   let aborted = 0, evictions = 0;
-  const commits: number[] = [], rounds: number[] = [];
+  const syncsCommitted = new Set<number>(), gaps: number[] = [], rounds: number[] = [];
 
   /** A simulated volunteer: its own step-time median, and what it is doing. */
-  interface Sim { id: string; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; seq: number; gone: boolean; cancelWork: (() => void) | null }
+  interface Sim { id: string; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array }
   const sims = new Map<string, Sim>();
+  const consensus = new Consensus();
   let nextId = 0;
   const lognormal = (median: number) => median * Math.exp(s.stepSigma * Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random()));
   const linkMs = (bytes: number) => s.latencyMs + (1000 * bytes) / s.bandwidthBytesPerSec;
@@ -185,13 +242,16 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       handle(m.id, 'round:ready', { jobId: job.id, seq: m.seq + 1, step: 0 });
     });
   };
-  // Each round's evaluators and uploader, who answer after its commit as a volunteer does.
-  const roundsBegun = new Map<number, { at: number; evaluators: string[]; uploader: string | null }>();
+  // Each round's (each group's) members, evaluators and uploader, who answer after its commit as a volunteer does.
+  const roundsBegun = new Map<number, { at: number; members: string[]; evaluators: string[]; uploader: string | null }>();
   const deps: CoordinatorDeps = {
     store, clock, timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 },
     toVolunteer: (to, event, payload) => {
       const x = payload as Record<string, any>;
-      if (event === 'round:begin') roundsBegun.set(x.roundId, { at: clock.now(), evaluators: x.evaluators, uploader: x.uploader });
+      if (event === 'round:begin') {
+        roundsBegun.set(x.roundId, { at: clock.now(), members: x.members, evaluators: x.evaluators, uploader: x.uploader });
+        consensus.syncBegins(x.seq, () => [...sims.values()].filter((m) => !m.gone).map((m) => m.x));
+      }
       if (event === 'round:commit') committed(x.roundId, x.seq);
       for (const id of Array.isArray(to) ? to : [to]) {
         const m = sims.get(id);
@@ -209,13 +269,18 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   };
 
   function committed(roundId: number, seq: number): void {
-    commits.push(clock.now());
+    syncsCommitted.add(seq);
     const r = roundsBegun.get(roundId);
     roundsBegun.delete(roundId);
     if (!r) return;
     rounds.push(clock.now() - r.at);
-    for (const id of r.evaluators) clock.after(linkMs(0), () => handle(id, 'metrics', { jobId: job.id, seq, checksum: digest, accuracy: 0.5, loss: 1 }));
-    if (r.uploader) clock.after(linkMs(modelBytes), () => handle(r.uploader!, 'checkpoint:upload', { jobId: job.id, seq, step: 0, data: checkpoint }));
+    consensus.average(r.members.flatMap((id) => sims.get(id) ?? []));
+    // Evaluators and the uploader answer once their own group has committed.
+    for (const id of r.evaluators.filter((x) => r.members.includes(x))) clock.after(linkMs(0), () => handle(id, 'metrics', { jobId: job.id, seq, checksum: digest, accuracy: 0.5, loss: 1 }));
+    if (r.uploader && r.members.includes(r.uploader)) {
+      consensus.checkpointed(seq, sims.get(r.uploader)!.x);
+      clock.after(linkMs(modelBytes), () => handle(r.uploader!, 'checkpoint:upload', { jobId: job.id, seq, step: 0, data: checkpoint }));
+    }
   }
 
   function deliver(m: Sim, event: keyof VolunteerServerEvents, x: Record<string, any>): void {
@@ -224,6 +289,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
         const ack = handle(m.id, 'model:loaded', { jobId: job.id, seq: x.seq, checksum: digest });
         if (ack?.admitted) {
           m.seq = x.seq;
+          m.x = consensus.loaded(x.seq, m.x);
           work(m, Number(ack.steps ?? spec.H));
         }
       });
@@ -231,6 +297,8 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       clock.after(ringAllreduceMs(x.members.length, modelBytes, s), () =>
         handle(m.id, 'round:result', { jobId: job.id, roundId: x.roundId, checksum: digest, step: 0, metrics: { loss: 1, samples: spec.H * 32, wallMs: m.lastWorkMs, computeMs: m.lastWorkMs, bytesSent: 0, bytesReceived: 0 } }));
     } else if (event === 'round:commit') {
+      if (m.lastCommitAt !== null) gaps.push(clock.now() - m.lastCommitAt);
+      m.lastCommitAt = clock.now();
       m.seq = x.seq;
       work(m, Number(x.steps?.[m.id] ?? spec.H));
     } else if (event === 'checkpoint:request') {
@@ -248,7 +316,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const join1 = () => {
     const id = `s${nextId++}`;
     // Each member's own median step time: volunteers differ by a lognormal factor too.
-    const m: Sim = { id, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, seq: 0, gone: false, cancelWork: null };
+    const m: Sim = { id, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()) };
     sims.set(id, m);
     try {
       c.join({ volunteerId: id, capabilities: caps, clientId: id });
@@ -294,12 +362,12 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   await c.flushed();
   await store.close();
   rmSync(dir, { recursive: true, force: true });
-  const gaps = commits.slice(1).map((t, i) => t - commits[i]);
+  const syncs = syncsCommitted.size;
   return {
-    scenario: s, syncs: commits.length, aborted, evictions,
+    scenario: s, syncs, aborted, evictions,
     syncMs: gaps.length ? distribution(gaps) : null, roundMs: rounds.length ? distribution(rounds) : null,
-    bytesSentPerRound: ringAllreduceBytes(s.members, modelBytes),
-    utilization: present > 0 ? busy / present : 0,
-    serverCpuMsPerSync: commits.length ? (cpu.user + cpu.system) / 1000 / commits.length : 0, wallMs,
+    bytesSentPerRound: ringAllreduceBytes(Math.min(s.members, s.groupSize ?? Infinity), modelBytes),
+    utilization: present > 0 ? busy / present : 0, consensusSyncs: consensus.reachedAt,
+    serverCpuMsPerSync: syncs ? (cpu.user + cpu.system) / 1000 / syncs : 0, wallMs,
   };
 }

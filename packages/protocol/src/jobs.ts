@@ -178,7 +178,7 @@ export const jobSpecSchema = z
     /**
      * Moshpit averaging (protocol's moshpit.ts): each sync the members average their parameters in
      * rings of at most this many, regrouped every sync, so a job may grow past one ring. Trusted
-     * LocalSGD jobs with fixed H and no compression; absent: the whole job is one ring or group.
+     * LocalSGD jobs, fixed or paced, without compression; absent: the whole job is one ring or group.
      */
     groupSize: z.number().int().min(2).max(LIMITS.maxWorkersPerJob).optional(),
     /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
@@ -236,7 +236,7 @@ export const jobSpecSchema = z
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `a job in one ring holds at most ${LIMITS.maxWorkersPerJob} members; set groupSize to average in Moshpit groups (up to ${LIMITS.maxWorkersPerGroupedJob.toLocaleString('en')} members)` });
     }
     if (s.groupSize !== undefined) {
-      const why = s.trust !== 'trusted' ? 'trusted jobs (untrusted ones average in one checked group)' : s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)` : s.pacing !== 'fixed' ? 'fixed H (pacing: fixed)' : s.compression !== 'none' ? 'dense parameters (compression: none)' : null;
+      const why = s.trust !== 'trusted' ? 'trusted jobs (untrusted ones average in one checked group)' : s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)` : s.pacing === 'auto' ? 'H fixed or paced by a time budget (pacing: fixed or paced)' : s.compression !== 'none' ? 'dense parameters (compression: none)' : null;
       if (why) ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `Moshpit groups are built for ${why}` });
     }
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {

@@ -11,6 +11,10 @@ export class GroupedSync {
   readonly groups: string[][];
   readonly state: GroupState[];
   private readonly indexOf = new Map<string, number>();
+  /** Paced jobs: the next work's budget, fixed at the sync's first commit so every group plans alike (undefined: not yet). */
+  budgetMs: number | null | undefined;
+  /** When the last group committed: the sync's exchange time is from its begin to then. */
+  lastCommitAt: number | null = null;
 
   /** `members` in a stable order (by shard); round ids `firstRoundId` … `firstRoundId + groups − 1`. */
   constructor(members: readonly string[], seq: number, size: number, seed: number, readonly firstRoundId: number) {

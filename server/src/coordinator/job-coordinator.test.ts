@@ -288,7 +288,55 @@ test('Moshpit job: a group with a member silent past the deadline fails alone; t
   await t.cleanup();
 });
 
-test('job spec: Moshpit groups only for trusted fixed-H LocalSGD without compression; past 256 members only with groups', () => {
+test('Moshpit job: a joiner mid-job holds no sync back, loading or training; its model may be a sync old, and it joins the sync after it is ready', async () => {
+  const t = await setup(GROUPED({ minWorkers: 2, maxWorkers: 7 }));
+  const syncAll = (seq: number) => {
+    for (const id of SIX) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq, step: seq });
+    for (const id of SIX) t.result(id, t.last(id, 'round:begin').roundId);
+  };
+  for (const id of SIX) t.add(id);
+  for (const id of SIX) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  syncAll(1);
+  t.add('late');
+  syncAll(2);
+  const r2 = t.last('a', 'round:begin');
+  const model = initialParams('mlp-fashion', 1);
+  t.evaluate(r2, model);
+  t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: checkpointOf('mlp-fashion', model) });
+  await t.c.flushed();
+  assert.equal(t.last('late', 'model:load').seq, 2);
+  // Sync 3 begins while the joiner loads (a one-ring job would hold it for the joiner's load).
+  syncAll(3);
+  assert.equal(t.last('a', 'round:begin').seq, 3);
+  assert.equal(t.c.summary().seq, 3);
+  // It loaded sync 2's model: admitted all the same, and sync 4 does not wait for its work.
+  assert.deepEqual(t.c.handle('late', 'model:loaded', { jobId: 'job-t', seq: 2, checksum: modelDigest(model) }), { admitted: true });
+  for (const id of SIX) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 4, step: 4 });
+  assert.equal(t.last('a', 'round:begin').seq, 4);
+  assert.equal(t.last('late', 'round:begin'), undefined);
+  for (const id of SIX) t.result(id, t.last(id, 'round:begin').roundId);
+  // Ready with work for sync 3 (its model's next): it takes part in sync 5.
+  t.c.handle('late', 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });
+  for (const id of SIX) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 5, step: 5 });
+  assert.equal(t.last('late', 'round:begin').seq, 5);
+  await t.cleanup();
+});
+
+test('paced Moshpit job: each group\'s begin carries the steps of its own members (the weights of its mean), and its commit their next steps', async () => {
+  const t = await setup(GROUPED({ pacing: 'paced', roundBudgetMs: 1_000, H: 4 }));
+  for (const id of SIX) t.add(id);
+  for (const id of SIX) t.loadAndReady(id);
+  const begin = t.last('a', 'round:begin');
+  assert.deepEqual(Object.keys(begin.steps).sort(), [...begin.members].sort());
+  for (const id of begin.members) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: begin.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 32, wallMs: 400, computeMs: 400, bytesSent: 0, bytesReceived: 0 } });
+  const commit = t.last('a', 'round:commit');
+  assert.deepEqual(Object.keys(commit.steps).sort(), [...begin.members].sort());
+  // It took 400 ms for its first sync's 4 steps: a 1 s budget fits 10.
+  assert.equal(commit.steps.a, 10);
+  await t.cleanup();
+});
+
+test('job spec: Moshpit groups only for trusted LocalSGD (fixed or paced) without compression; past 256 members only with groups', () => {
   const base = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', hyperparameters: { lr: 0.1, batchSize: 8 }, targetSteps: 10, trust: 'trusted' };
   assert.equal(jobSpecSchema.parse({ ...base, groupSize: 8, maxWorkers: 10_000 }).maxWorkers, 10_000);
   assert.throws(() => jobSpecSchema.parse({ ...base, maxWorkers: 257 }), /set groupSize/);
@@ -297,4 +345,6 @@ test('job spec: Moshpit groups only for trusted fixed-H LocalSGD without compres
   assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, strategy: 'diloco' }), /built for localsgd/);
   assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, compression: 'dgc' }), /compression: none/);
   assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 1 }), /groupSize/);
+  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, pacing: 'auto' }), /pacing: fixed or paced/);
+  assert.equal(jobSpecSchema.parse({ ...base, groupSize: 8, pacing: 'paced' }).groupSize, 8);
 });

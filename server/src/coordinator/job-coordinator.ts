@@ -108,6 +108,17 @@ const STORE_ATTEMPTS = 3;
 
 export class JobCoordinator {
   private readonly members = new Map<string, Member>();
+  /**
+   * Members by phase, and those left out of the coming sync (all admitted): kept beside the map so
+   * the barrier is counted, not scanned, on every event (a Moshpit job has up to 10,000 members).
+   * Phases and left-outs change only through setPhase and setLeftOut.
+   */
+  private readonly inPhase: Record<Phase, Set<Member>> = { loading: new Set(), admitted: new Set(), ready: new Set() };
+  private readonly leftOut = new Set<Member>();
+  /** Loading members not sent a model yet (loadSeq null): the rest of `inPhase.loading` have a load out. */
+  private readonly unsentLoads = new Set<Member>();
+  /** Data shards of the members: a joiner takes the lowest free one. */
+  private readonly shardsHeld = new Set<number>();
   private round: ActiveRound | null = null;
   private pendingUpload: PendingUpload | null = null;
   private nextRoundId: number;
@@ -289,9 +300,9 @@ export class JobCoordinator {
     if (!this.fits(v)) throw new ProtocolError('capacity', `this adapter cannot hold the ${this.job.spec.preset} model`);
     const refusal = this.refusal(v);
     if (refusal) throw new ProtocolError('rate_limited', `job ${this.job.id}: ${refusal}`);
-    const used = new Set([...this.members.values()].map((m) => m.shard));
     let shard = 0;
-    while (used.has(shard)) shard++;
+    while (this.shardsHeld.has(shard)) shard++;
+    this.shardsHeld.add(shard);
     const identity = v.clientId ?? v.volunteerId;
     const member: Member = {
       ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
@@ -299,6 +310,8 @@ export class JobCoordinator {
       leftOutSince: null, stale: false, msPerStep: null, steps: nominalSteps(this.job.spec), share: null,
     };
     this.members.set(v.volunteerId, member);
+    this.inPhase.loading.add(member);
+    this.unsentLoads.add(member);
     this.reputations.know(identity, v.reputation);
     this.contributors.joined(member);
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
@@ -325,6 +338,10 @@ export class JobCoordinator {
     if (!m) return;
     m.cancelLoadTimer?.();
     this.members.delete(volunteerId);
+    this.inPhase[m.phase].delete(m);
+    this.leftOut.delete(m);
+    this.unsentLoads.delete(m);
+    this.shardsHeld.delete(m.shard);
     this.replication.left(volunteerId);
     this.contributors.departed(m, reason, [...this.members.values()].some((x) => x.identity === m.identity));
     this.deps.log(`job ${this.job.id}: ${volunteerId} left (${reason})`);
@@ -387,6 +404,10 @@ export class JobCoordinator {
     for (const ev of [...this.evaluations.values()]) this.finishEvaluation(ev);
     const leaving = [...this.members.values()];
     this.members.clear();
+    for (const set of Object.values(this.inPhase)) set.clear();
+    this.leftOut.clear();
+    this.unsentLoads.clear();
+    this.shardsHeld.clear();
     for (const m of leaving) {
       m.cancelLoadTimer?.();
       this.contributors.departed(m, `job ${state}`, false);
@@ -440,16 +461,21 @@ export class JobCoordinator {
     m.cancelLoadTimer?.();
     m.cancelLoadTimer = null;
     this.pace.record('load', this.deps.clock.now() - m.loadSince);
-    if (e.seq !== this.job.seq) {
+    // A Moshpit member's model may be a sync old: the groups average it in like any other.
+    const grouped = this.job.spec.groupSize !== undefined;
+    if (e.seq !== this.job.seq && !grouped) {
       // A sync committed while it loaded; it needs the newer model.
-      m.loadSeq = null;
+      this.setLoadSeq(m, null);
       if (this.latestCheckpoint?.seq === this.job.seq && !this.round) this.sendLoad(m, this.job.seq);
       return { admitted: false };
     }
-    m.phase = 'admitted';
+    this.setPhase(m, 'admitted');
     m.workSince = this.deps.clock.now();
     m.status.state = 'training';
     m.steps = this.plannedSteps(m);
+    // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
+    // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
+    if (grouped && this.job.seq > 0) this.setLeftOut(m, m.workSince);
     this.changedWorkers();
     this.tryBegin();
     // Steps only in a paced job: otherwise every member does the job's H (ddp: one gradient on its batch).
@@ -469,8 +495,7 @@ export class JobCoordinator {
     const grouped = this.job.spec.groupSize !== undefined;
     if (grouped ? e.seq > this.job.seq + 1 : e.seq !== this.job.seq + 1) throw new ProtocolError('stale_round', `the next sync is ${this.job.seq + 1}, not ${e.seq}`);
     if (m.phase === 'ready') return { waiting: true };
-    m.phase = 'ready';
-    m.leftOutSince = null;
+    this.setPhase(m, 'ready');
     // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
     this.pace.record('work', m.workMs);
@@ -729,19 +754,21 @@ export class JobCoordinator {
     if (this.ended || this.round || this.pendingUpload) return;
     this.resumeIfOrphaned();
     this.evictSilent();
-    const all = [...this.members.values()];
     // Members left out of the coming sync are not waited for.
-    const admitted = all.filter((m) => m.phase !== 'loading' && m.leftOutSince === null);
-    if (admitted.length < this.job.spec.minWorkers) return;
-    if (admitted.some((m) => m.phase !== 'ready')) {
-      if (admitted.some((m) => m.phase === 'ready') && !this.cancelBarrier) {
+    const ready = this.inPhase.ready.size;
+    const training = this.inPhase.admitted.size - this.leftOut.size;
+    if (ready + training < this.job.spec.minWorkers) return;
+    if (training > 0) {
+      if (ready > 0 && !this.cancelBarrier) {
         this.cancelBarrier = this.deps.clock.after(this.pace.bound('work', this.deps.timing.barrierTimeoutMs), () => this.barrierExpired());
       }
       return;
     }
     // Joiners loading the current model are waited for, at the pace joiners usually load; after that
-    // the round goes on without them and they load the next checkpoint.
-    if (all.some((m) => m.phase === 'loading' && m.loadSeq !== null) && !this.joinerHoldExpired) {
+    // the round goes on without them and they load the next checkpoint. (Moshpit jobs past their first
+    // sync do not wait: joiners take a later sync.)
+    const joinersJoinLater = this.job.spec.groupSize !== undefined && this.job.seq > 0;
+    if (this.inPhase.loading.size > this.unsentLoads.size && !this.joinerHoldExpired && !joinersJoinLater) {
       this.cancelJoinerHold ??= this.deps.clock.after(this.pace.bound('load', this.deps.timing.loadTimeoutMs, FIRST_LOAD_GUESS_MS), () => {
         this.cancelJoinerHold = null;
         this.joinerHoldExpired = true;
@@ -754,14 +781,14 @@ export class JobCoordinator {
     this.cancelJoinerHold?.();
     this.cancelJoinerHold = null;
     this.joinerHoldExpired = false;
-    this.begin(admitted.sort((a, b) => a.shard - b.shard));
+    this.begin([...this.inPhase.ready].sort((a, b) => a.shard - b.shard));
   }
 
   /** Members left out of rounds that have not reported for the configured barrier timeout are evicted. */
   private evictSilent(): void {
     const now = this.deps.clock.now();
-    for (const m of [...this.members.values()]) {
-      if (m.leftOutSince !== null && now - m.workSince >= this.deps.timing.barrierTimeoutMs) this.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
+    for (const m of [...this.leftOut]) {
+      if (now - m.workSince >= this.deps.timing.barrierTimeoutMs) this.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
     }
   }
 
@@ -770,15 +797,14 @@ export class JobCoordinator {
    * back to its latest checkpoint (or the seed) and waiting joiners load that.
    */
   private resumeIfOrphaned(): void {
-    const members = [...this.members.values()];
-    if (members.length === 0 || members.some((m) => m.phase !== 'loading')) return;
+    if (this.members.size === 0 || this.inPhase.loading.size < this.members.size) return;
     const seq = this.latestCheckpoint?.seq ?? 0;
     if (seq !== this.job.seq) {
       this.deps.log(`job ${this.job.id}: every member that held sync ${this.job.seq} left; going back to ${seq ? `the checkpoint of sync ${seq}` : 'the initial model'}`);
       this.job = { ...this.job, seq, step: this.latestCheckpoint?.step ?? 0, updatedAt: this.deps.clock.now() };
       this.persist(() => this.deps.store.updateJob(this.job));
     }
-    for (const m of members) if (m.loadSeq === null) this.sendLoad(m, seq);
+    for (const m of [...this.unsentLoads]) this.sendLoad(m, seq);
   }
 
   /**
@@ -794,7 +820,7 @@ export class JobCoordinator {
       if (now - m.workSince >= this.deps.timing.barrierTimeoutMs) {
         this.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
       } else if (m.leftOutSince === null) {
-        m.leftOutSince = now;
+        this.setLeftOut(m, now);
         this.deps.count('members_left_out');
         this.deps.log(`job ${this.job.id}: ${m.volunteerId} is left out of sync ${this.job.seq + 1}: not ready ${Math.round(now - m.workSince)} ms after it was handed work`);
       }
@@ -804,7 +830,9 @@ export class JobCoordinator {
 
   /** A member whose work is stale goes back to loading: the job's model of the last sync, when a checkpoint of it exists. */
   private reload(m: Member): void {
-    Object.assign(m, { phase: 'loading', loadSeq: null, leftOutSince: null, stale: false });
+    this.setPhase(m, 'loading');
+    this.setLoadSeq(m, null);
+    m.stale = false;
     m.status.state = 'loading';
     if (!this.round && !this.pendingUpload && this.latestCheckpoint?.seq === this.job.seq) this.sendLoad(m, this.job.seq);
     this.changedWorkers();
@@ -823,7 +851,8 @@ export class JobCoordinator {
     // Moshpit groups are rings of parameters, with no star path: a failing group fails alone.
     const mode: RoundBegin['mode'] = grouped ? 'ring' : this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
     const dtype = mode === 'ring' && this.autoSync?.choice?.dtype === 'f16' ? ('f16' as const) : undefined;
-    const joinersWaiting = [...this.members.values()].some((m) => m.phase === 'loading');
+    // Moshpit joiners load whatever checkpoint they were sent (an older model is fine); others need this sync's.
+    const joinersWaiting = (grouped ? this.unsentLoads : this.inPhase.loading).size > 0;
     const final = step >= targetStepsOf(this.job.spec) || this.finishing;
     const wantCheckpoint = joinersWaiting || final || this.checkpointOwed || seq % this.job.spec.checkpointEvery === 0;
     const every = this.job.spec.evalEverySteps;
@@ -849,7 +878,8 @@ export class JobCoordinator {
     this.saveRound(this.round, 'running', '');
     const common = { jobId: this.job.id, seq, mode, began: now, deadline, uploader: this.round.uploader, evaluators: this.round.evaluators };
     if (grouped) {
-      grouped.groups.forEach((g, i) => this.deps.toVolunteer(g, 'round:begin', { ...common, roundId: grouped.roundIdOf(i), members: g, quorum: g.length, grouped: true }));
+      // Paced: each group weighs its members' parameters by the steps they took (the weights of its own mean only).
+      grouped.groups.forEach((g, i) => this.deps.toVolunteer(g, 'round:begin', { ...common, roundId: grouped.roundIdOf(i), members: g, quorum: g.length, grouped: true, ...(steps ? { steps: Object.fromEntries(g.map((id) => [id, steps[id]])) } : {}) }));
     } else {
       this.deps.toVolunteer(members, 'round:begin', { ...common, roundId, members, quorum: members.length, ...(steps ? { steps } : {}), ...(dtype ? { dtype } : {}) });
     }
@@ -953,14 +983,16 @@ export class JobCoordinator {
       const steps = r.steps?.[id] ?? this.job.spec.H;
       this.contributors.credit(m.identity, steps * samplesPerStep(this.job.spec), m.workMs, now);
       const share = r.steps ? steps / Object.values(r.steps).reduce((a, b) => a + b, 0) : null;
-      Object.assign(m, { phase: 'admitted', lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share });
+      this.setPhase(m, 'admitted');
+      Object.assign(m, { lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share });
     }
     // The next sync's steps, from the paces measured in this one (auto: and its H and precision).
     this.autoSync?.choose(this.fastestPace());
     const nextSteps: Record<string, number> = {};
+    const budget = this.stepBudget();
     for (const id of r.members) {
       const m = this.members.get(id);
-      if (m) nextSteps[id] = m.steps = this.plannedSteps(m);
+      if (m) nextSteps[id] = m.steps = this.plannedSteps(m, budget);
     }
     // Scored only across syncs of the same members: a member joining or left out changes what a sync waits for.
     if (this.syncTimeMembers !== r.members.join(',')) this.syncTime.reset();
@@ -983,7 +1015,7 @@ export class JobCoordinator {
     // Their load timer stops: they wait for the server now, and get a new one with the next model.
     for (const m of this.members.values()) {
       if (m.phase === 'loading' && m.loadSeq !== null && m.loadSeq < r.seq) {
-        m.loadSeq = null;
+        this.setLoadSeq(m, null);
         m.cancelLoadTimer?.();
         m.cancelLoadTimer = null;
       }
@@ -1014,20 +1046,26 @@ export class JobCoordinator {
       this.deps.count('checksum_mismatches');
       this.deps.log(`job ${this.job.id}: members of group round ${gs.roundIdOf(g)} disagree after sync ${r.seq}: ${[...checksums].join(', ')}`);
     }
-    this.pace.record('round', now - r.startedAt);
+    gs.lastCommitAt = now;
     if (this.job.seq < r.seq) {
       this.job = { ...this.job, seq: r.seq, step: r.step, updatedAt: now };
       this.ringFailures = 0;
       this.persist(() => this.deps.store.updateJob(this.job));
     }
+    // One budget for the whole sync: members that commit later must not plan by other paces.
+    const budget = (gs.budgetMs ??= this.stepBudget());
+    const groupSteps = r.steps && ids.reduce((a, id) => a + r.steps![id], 0);
+    const nextSteps: Record<string, number> = {};
     for (const id of ids) {
       const m = this.members.get(id);
       if (!m) continue;
-      this.contributors.credit(m.identity, this.job.spec.H * samplesPerStep(this.job.spec), m.workMs, now);
-      Object.assign(m, { phase: 'admitted', lastRound: gs.roundIdOf(g), lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share: null });
-      m.steps = this.plannedSteps(m);
+      const steps = r.steps?.[id] ?? this.job.spec.H;
+      this.contributors.credit(m.identity, steps * samplesPerStep(this.job.spec), m.workMs, now);
+      this.setPhase(m, 'admitted');
+      Object.assign(m, { lastRound: gs.roundIdOf(g), lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share: groupSteps ? steps / groupSteps : null });
+      nextSteps[id] = m.steps = this.plannedSteps(m, budget);
     }
-    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step });
+    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...(r.steps ? { steps: nextSteps } : {}) });
     this.deps.count('groups_committed');
     const evaluators = r.evaluators.filter((id) => ids.includes(id) && this.members.has(id));
     if (evaluators.length) this.openEvaluation(r.seq, r.step, evaluators);
@@ -1062,6 +1100,8 @@ export class JobCoordinator {
       return;
     }
     const now = this.deps.clock.now();
+    // The sync's exchange: its slowest group (the next deadline and a paced budget follow it).
+    this.pace.record('round', gs.lastCommitAt! - r.startedAt);
     this.saveRound(r, 'committed', gs.summary());
     const results = committed.flatMap((id) => r.results.get(id) ?? []);
     const losses = results.map((x) => x.metrics.loss).filter((x): x is number => x !== null);
@@ -1076,13 +1116,7 @@ export class JobCoordinator {
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
     // A checkpoint this sync was to give, whose group failed, is owed by the next.
     if (r.uploader && !committed.includes(r.uploader)) this.checkpointOwed = true;
-    for (const m of this.members.values()) {
-      if (m.phase === 'loading' && m.loadSeq !== null && m.loadSeq < r.seq) {
-        m.loadSeq = null;
-        m.cancelLoadTimer?.();
-        m.cancelLoadTimer = null;
-      }
-    }
+    // Joiners loading an older model go on loading it: a Moshpit member's model may be a sync old.
     if (!this.pendingUpload && r.step >= targetStepsOf(this.job.spec)) this.stop(`reached ${r.step} steps`, 'done');
     else this.tryBegin();
   }
@@ -1098,7 +1132,7 @@ export class JobCoordinator {
       this.stop(this.finishing ? `reached target accuracy ${this.job.spec.targetAccuracy}` : `reached ${this.job.step} steps`, 'done');
       return;
     }
-    if (seq === this.job.seq) for (const m of this.members.values()) if (m.phase === 'loading' && m.loadSeq === null) this.sendLoad(m, seq);
+    if (seq === this.job.seq) for (const m of [...this.unsentLoads]) this.sendLoad(m, seq);
     this.tryBegin();
   }
 
@@ -1136,7 +1170,7 @@ export class JobCoordinator {
   }
 
   private sendLoad(m: Member, seq: number): void {
-    m.loadSeq = seq;
+    this.setLoadSeq(m, seq);
     m.cancelLoadTimer?.();
     m.loadSince = this.deps.clock.now();
     m.cancelLoadTimer = this.deps.clock.after(this.pace.bound('load', this.deps.timing.loadTimeoutMs), () => {
@@ -1150,12 +1184,19 @@ export class JobCoordinator {
   // ---------- helpers ----------
 
   /** A member's local steps for its next work: H, or paced, what fits the round's budget at its pace. */
-  private plannedSteps(m: Member): number {
+  private plannedSteps(m: Member, budget?: number | null): number {
+    // Unpaced, or its pace not measured yet (a joiner): the nominal steps, with no budget to compute.
+    if (!isPaced(this.job.spec) || m.msPerStep === null) return nominalSteps(this.job.spec);
+    return stepsFor(this.job.spec, m.msPerStep, budget === undefined ? this.stepBudget() : budget);
+  }
+
+  /** A paced job's local compute time per sync (null: every member does H); computed over all members, so callers planning many members pass it once. */
+  private stepBudget(): number | null {
+    if (!isPaced(this.job.spec)) return null;
     const fastest = this.fastestPace();
-    const budget = this.autoSync?.choice && fastest !== null
+    return this.autoSync?.choice && fastest !== null
       ? this.autoSync.choice.H * fastest
       : roundBudgetMs(this.job.spec, [...this.members.values()].map((x) => x.msPerStep), this.pace.median('round'));
-    return stepsFor(this.job.spec, m.msPerStep, budget);
   }
 
   /** The smallest measured time per step among the members, or null before any is measured. */
@@ -1166,6 +1207,28 @@ export class JobCoordinator {
 
   private fits(v: VolunteerInfo): boolean {
     return v.capabilities.limits.maxStorageBufferBindingSize >= flatLengthOf(this.job.spec) * 4;
+  }
+
+  /** A member moves to `phase`; leaving 'admitted' ends its being left out. */
+  private setPhase(m: Member, phase: Phase): void {
+    this.inPhase[m.phase].delete(m);
+    m.phase = phase;
+    this.inPhase[phase].add(m);
+    if (phase === 'loading' && m.loadSeq === null) this.unsentLoads.add(m);
+    else this.unsentLoads.delete(m);
+    if (phase !== 'admitted') this.setLeftOut(m, null);
+  }
+
+  private setLoadSeq(m: Member, seq: number | null): void {
+    m.loadSeq = seq;
+    if (seq === null && m.phase === 'loading') this.unsentLoads.add(m);
+    else this.unsentLoads.delete(m);
+  }
+
+  private setLeftOut(m: Member, since: number | null): void {
+    m.leftOutSince = since;
+    if (since === null) this.leftOut.delete(m);
+    else this.leftOut.add(m);
   }
 
   private saveRound(r: ActiveRound, outcome: RoundRecord['outcome'], detail: string): void {
