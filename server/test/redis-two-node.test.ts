@@ -63,6 +63,33 @@ test('volunteers on two nodes form one ring, signal across nodes and commit roun
   for (const s of sims) s.close();
 });
 
+test('a Moshpit job with members on two nodes: each sync\'s groups (a 4 × 2 grid) span the nodes, commit alone, and agree inside', async () => {
+  const [a, b] = nodes;
+  const job = await b.createJob({ minWorkers: 8, maxWorkers: 8, trust: 'trusted', groupSize: 4 });
+  const oracle = new RingOracle();
+  const sims = Array.from({ length: 8 }, (_, i) => new SimVolunteer({ url: (i % 2 ? b : a).url, oracle }));
+  for (const s of sims) await s.connected();
+  for (const s of sims) assert.equal((await s.request(job.id)).ok, true);
+  await waitFor('3 syncs on both nodes', () => sims.every((s) => s.committed.length >= 3), 30_000);
+  const onA = new Set(sims.filter((_, i) => i % 2 === 0).map((s) => s.volunteerId));
+  for (const seq of [1, 2, 3]) {
+    const groups = new Map<number, SimVolunteer[]>();
+    for (const s of sims) {
+      const begin = s.events.find((e) => e.name === 'round:begin' && (e.payload as RoundBegin).seq === seq)!.payload as RoundBegin;
+      assert.equal(begin.grouped, true);
+      groups.set(begin.roundId, [...(groups.get(begin.roundId) ?? []), s]);
+    }
+    // Eight members on a 4 × 2 grid: odd syncs average along the axis of 4 (two groups), even ones along the axis of 2 (four).
+    assert.equal(groups.size, seq % 2 ? 2 : 4, `sync ${seq}: ${groups.size} groups`);
+    for (const members of groups.values()) assert.equal(new Set(members.map((s) => checksumOf(s.applied.get(seq)!))).size, 1, `sync ${seq}: one model per group`);
+    assert.ok([...groups.values()].some((g) => g.some((s) => onA.has(s.volunteerId)) && g.some((s) => !onA.has(s.volunteerId))), `sync ${seq}: a group spans both nodes`);
+  }
+  const rounds = (await a.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { seq: number; outcome: string; detail: string }[];
+  assert.deepEqual(rounds.filter((r) => r.seq <= 3).map((r) => [r.seq, r.outcome, r.detail]), [[1, 'committed', '2 of 2 groups committed'], [2, 'committed', '4 of 4 groups committed'], [3, 'committed', '2 of 2 groups committed']]);
+  for (const s of sims) s.close();
+  await b.api(`/api/jobs/${job.id}/stop`, { method: 'POST' }).catch(() => {});
+});
+
 test('a job whose node goes away is adopted by the other node', async () => {
   const [a, b] = nodes;
   const job = await b.createJob({ minWorkers: 1, maxWorkers: 2 });

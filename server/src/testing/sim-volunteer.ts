@@ -71,9 +71,10 @@ export class RingOracle {
 
   contribute(jobId: string, roundId: number, members: string[], id: string, values: Float32Array, group: GroupRule = null, ownerLie?: OwnerLie): Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }> {
     const key = `${jobId}/${roundId}`;
-    // The server runs one round of a job at a time: earlier rounds of this job (aborted with some
-    // contributions in) will never complete, so they are dropped rather than kept for ever.
-    for (const [k, old] of this.rounds) if (old.jobId === jobId && old.roundId < roundId) this.rounds.delete(k);
+    // A member that contributes to a new round has left its earlier ones (aborted with some
+    // contributions in): they will never complete, so they are dropped rather than kept for ever.
+    // (Rounds of other members may run beside it: a Moshpit sync's groups.)
+    for (const [k, old] of this.rounds) if (old.jobId === jobId && old.roundId < roundId && old.members.includes(id)) this.rounds.delete(k);
     let r = this.rounds.get(key);
     if (!r) this.rounds.set(key, (r = { jobId, roundId, members, values: new Map(), ownerLies: new Map(), waiters: [] }));
     r.values.set(id, values);
