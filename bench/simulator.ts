@@ -151,7 +151,7 @@ export interface ScenarioResult {
    * Syncs until every member's synthetic vector is within 1% of the members' mean (max distance,
    * relative to that at the first sync), or null. Each member starts from an independent random
    * 8-dim vector; a committed group's members adopt their mean; a joiner loads the vector of the
-   * checkpoint it loads (its uploader's). No local steps move the vectors.
+   * checkpoint it loads (its uploader's) and counts from then on. No local steps move the vectors.
    */
   consensusSyncs: number | null;
   /** Server CPU (user + system) per committed sync, ms; and wall time the simulation took. */
@@ -215,7 +215,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const syncsCommitted = new Set<number>(), gaps: number[] = [], rounds: number[] = [];
 
   /** A simulated volunteer: its own step-time median, and what it is doing. */
-  interface Sim { id: string; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array }
+  interface Sim { id: string; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean }
   const sims = new Map<string, Sim>();
   const consensus = new Consensus();
   let nextId = 0;
@@ -250,7 +250,8 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       const x = payload as Record<string, any>;
       if (event === 'round:begin') {
         roundsBegun.set(x.roundId, { at: clock.now(), members: x.members, evaluators: x.evaluators, uploader: x.uploader });
-        consensus.syncBegins(x.seq, () => [...sims.values()].filter((m) => !m.gone).map((m) => m.x));
+        // Members still loading hold no model of the job yet: not counted.
+        consensus.syncBegins(x.seq, () => [...sims.values()].filter((m) => !m.gone && m.loaded).map((m) => m.x));
       }
       if (event === 'round:commit') committed(x.roundId, x.seq);
       for (const id of Array.isArray(to) ? to : [to]) {
@@ -290,6 +291,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
         if (ack?.admitted) {
           m.seq = x.seq;
           m.x = consensus.loaded(x.seq, m.x);
+          m.loaded = true;
           work(m, Number(ack.steps ?? spec.H));
         }
       });
@@ -316,7 +318,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const join1 = () => {
     const id = `s${nextId++}`;
     // Each member's own median step time: volunteers differ by a lognormal factor too.
-    const m: Sim = { id, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()) };
+    const m: Sim = { id, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
     sims.set(id, m);
     try {
       c.join({ volunteerId: id, capabilities: caps, clientId: id });

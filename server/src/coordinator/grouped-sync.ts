@@ -59,7 +59,6 @@ export class GroupedSync {
   }
 
   summary(): string {
-    const failed = this.state.filter((s) => s === 'failed').length;
-    return `${this.groups.length - failed} of ${this.groups.length} groups committed`;
+    return `${this.state.filter((s) => s === 'committed').length} of ${this.groups.length} groups committed`;
   }
 }

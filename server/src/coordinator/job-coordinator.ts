@@ -921,7 +921,10 @@ export class JobCoordinator {
     if (!r) return;
     r.cancelDeadline();
     this.round = null;
-    this.saveRound(r, 'aborted', reason);
+    // A Moshpit sync some of whose groups committed stays committed (the job's seq moved with them).
+    const someCommitted = (r.groups?.committed().length ?? 0) > 0;
+    if (someCommitted) this.saveRound(r, 'committed', `${r.groups!.summary()}; the rest aborted: ${reason}`);
+    else this.saveRound(r, 'aborted', reason);
     if (r.groups) {
       for (const g of r.groups.running()) this.deps.toVolunteer(r.groups.groups[g].filter((id) => !lost.includes(id)), 'round:abort', { jobId: this.job.id, roundId: r.groups.roundIdOf(g), reason, lost });
     } else {
