@@ -4,6 +4,8 @@
 // each commit to their next ready (their local work) is measured and handed to the simulator as its
 // work-time distribution; the simulator then predicts the rest, the barrier, the ring and the
 // coordinator's round, and its round time, sync time and bytes are compared with the real ones.
+// With `groupSize` the job is a Moshpit job (each sync's groups rings of their own), and a sync's round
+// time is its begin to its last group's commit, as the server records it.
 // In one Node process the volunteers' compute shares one thread, so one volunteer's steps wait for the
 // others': their work times spread from one member's steps to all members' steps. That is what the
 // simulator is given (as if each member were that slow on its own), not what it is tested on.
@@ -24,6 +26,8 @@ interface Figures {
 
 export interface Validation {
   members: number;
+  /** Moshpit groups of at most this many; absent: one ring. */
+  groupSize?: number;
   syncsMeasured: number;
   /** The measured local work (commit to ready) the simulator drew from. */
   workMs: ReturnType<typeof distribution>;
@@ -37,44 +41,47 @@ export interface Validation {
 const WARMUP_SYNCS = 2;
 
 /** Runs a real job of `members` volunteers for `syncs` measured syncs, then the simulator on what they measured. */
-export async function validateAt(members: number, syncs: number, link: Link, log: (line: string) => void = console.log): Promise<Validation> {
-  const real = await realRun(members, syncs, link);
+export async function validateAt(members: number, syncs: number, link: Link, log: (line: string) => void = console.log, groupSize?: number): Promise<Validation> {
+  const real = await realRun(members, syncs, link, groupSize);
   const scenario: Scenario = {
     members, churnPer10Min: 0, pacing: 'fixed', durationMs: Math.max(60_000, 40 * real.syncMs), stepMs: median(real.workMs) / SPEC_BASE.H, stepSigma: 0,
-    ...link, seed: 1, workMs: real.workMs,
+    ...link, seed: 1, workMs: real.workMs, ...(groupSize ? { groupSize } : {}),
   };
   const sim = await simulate(scenario);
-  const simulated = { roundMs: sim.roundMs!.p50, syncMs: sim.syncMs!.p50, bytesSentPerRound: sim.bytesSentPerRound };
+  const simulated = { roundMs: sim.exchangeMs!.p50, syncMs: sim.syncMs!.p50, bytesSentPerRound: sim.bytesSentPerRound };
   const rel = (k: keyof Figures) => Math.abs(simulated[k] - real[k]) / real[k];
   const v: Validation = {
-    members, syncsMeasured: syncs, workMs: distribution(real.workMs),
+    members, ...(groupSize ? { groupSize } : {}), syncsMeasured: syncs, workMs: distribution(real.workMs),
     real: { roundMs: real.roundMs, syncMs: real.syncMs, bytesSentPerRound: real.bytesSentPerRound }, simulated,
     error: { roundMs: rel('roundMs'), syncMs: rel('syncMs'), bytesSentPerRound: rel('bytesSentPerRound') },
   };
-  log(`validation N=${members}: round ${real.roundMs.toFixed(0)} ms real, ${simulated.roundMs.toFixed(0)} simulated (${(100 * v.error.roundMs).toFixed(1)}%); sync ${real.syncMs.toFixed(0)} vs ${simulated.syncMs.toFixed(0)} ms (${(100 * v.error.syncMs).toFixed(1)}%); bytes/round ${real.bytesSentPerRound.toFixed(0)} vs ${simulated.bytesSentPerRound} (${(100 * v.error.bytesSentPerRound).toFixed(2)}%)`);
+  log(`validation N=${members}${groupSize ? ` in groups of ${groupSize}` : ''}: round ${real.roundMs.toFixed(0)} ms real, ${simulated.roundMs.toFixed(0)} simulated (${(100 * v.error.roundMs).toFixed(1)}%); sync ${real.syncMs.toFixed(0)} vs ${simulated.syncMs.toFixed(0)} ms (${(100 * v.error.syncMs).toFixed(1)}%); bytes/round ${real.bytesSentPerRound.toFixed(0)} vs ${simulated.bytesSentPerRound} (${(100 * v.error.bytesSentPerRound).toFixed(2)}%)`);
   return v;
 }
 
-async function realRun(members: number, syncs: number, link: Link): Promise<Figures & { workMs: number[] }> {
+async function realRun(members: number, syncs: number, link: Link, groupSize?: number): Promise<Figures & { workMs: number[] }> {
   const server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
   const net = new MemoryNetwork({ faults: { bandwidth: link.bandwidthBytesPerSec, latencyMs: link.latencyMs } });
-  const job = await server.createJob({ ...SPEC_BASE, name: `validate-${members}`, pacing: 'fixed', minWorkers: members, maxWorkers: members });
+  const job = await server.createJob({ ...SPEC_BASE, name: `validate-${members}`, pacing: 'fixed', minWorkers: members, maxWorkers: members, ...(groupSize ? { groupSize } : {}) });
   const vols = Array.from({ length: members }, () => nodeVolunteer(server.url, net, { jobId: job.id }));
-  // When each sync's commit first arrived, when each volunteer said ready for the next, and each one's
-  // bytes sent at each commit. The volunteers share one thread, so a commit's handler may run only
-  // after other volunteers' steps: the first arrival is when the server sent it (give or take a
-  // loopback hop), and a volunteer's work is its ready less that.
+  // When each round's commit first arrived (a Moshpit sync has a round per group), when each volunteer
+  // said ready for the next sync after its round's commit, and each one's bytes sent at each commit. The
+  // volunteers share one thread, so a commit's handler may run only after other volunteers' steps: the
+  // first arrival is when the server sent it (give or take a loopback hop), and a volunteer's work is
+  // its ready less that.
   const commitAt = new Map<number, number>();
-  const readyAt: { seq: number; at: number }[] = [];
+  const readyAt: { seq: number; at: number; after: number }[] = [];
   const bytesAtCommit = vols.map(() => new Map<number, number>());
   vols.forEach((v, i) => {
-    v.socket.onAny((event: string, payload: { seq?: number }) => {
+    let lastCommit = -1;
+    v.socket.onAny((event: string, payload: { seq?: number; roundId?: number }) => {
       if (event !== 'round:commit') return;
-      if (!commitAt.has(payload.seq!)) commitAt.set(payload.seq!, performance.now());
+      if (!commitAt.has(payload.roundId!)) commitAt.set(payload.roundId!, performance.now());
+      lastCommit = payload.roundId!;
       bytesAtCommit[i].set(payload.seq!, v.runtime.status.bytesSent);
     });
     v.socket.onAnyOutgoing((event: string, payload: { seq?: number }) => {
-      if (event === 'round:ready') readyAt.push({ seq: payload.seq!, at: performance.now() });
+      if (event === 'round:ready') readyAt.push({ seq: payload.seq!, at: performance.now(), after: lastCommit });
     });
   });
   try {
@@ -90,7 +97,7 @@ async function realRun(members: number, syncs: number, link: Link): Promise<Figu
       roundMs: median(rounds.map((r) => r.endedAt - r.startedAt)),
       syncMs: median(rounds.slice(1).map((r, k) => r.endedAt - rounds[k].endedAt)),
       bytesSentPerRound: median(sent),
-      workMs: readyAt.filter((r) => r.seq > WARMUP_SYNCS && r.seq <= last && commitAt.has(r.seq - 1)).map((r) => r.at - commitAt.get(r.seq - 1)!),
+      workMs: readyAt.filter((r) => r.seq > WARMUP_SYNCS && r.seq <= last && commitAt.has(r.after)).map((r) => r.at - commitAt.get(r.after)!),
     };
   } finally {
     for (const v of vols) v.runtime.stop();

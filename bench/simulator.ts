@@ -143,6 +143,8 @@ export interface ScenarioResult {
    */
   syncMs: ReturnType<typeof distribution> | null;
   roundMs: ReturnType<typeof distribution> | null;
+  /** A sync's exchange: its begin to its last group's commit (one ring: its round), as the server records the sync. */
+  exchangeMs: ReturnType<typeof distribution> | null;
   /** Bytes each member sends per ring round (the link model's; a Moshpit job's: a full group's). */
   bytesSentPerRound: number;
   /** Members' local compute ÷ their time in the job. */
@@ -200,7 +202,7 @@ export function ringAllreduceBytes(n: number, bytes: number): number {
 }
 
 export async function simulate(s: Scenario): Promise<ScenarioResult> {
-  const empty = { syncs: 0, aborted: 0, evictions: 0, syncMs: null, roundMs: null, bytesSentPerRound: 0, utilization: 0, consensusSyncs: null, serverCpuMsPerSync: 0, wallMs: 0 };
+  const empty = { syncs: 0, aborted: 0, evictions: 0, syncMs: null, roundMs: null, exchangeMs: null, bytesSentPerRound: 0, utilization: 0, consensusSyncs: null, serverCpuMsPerSync: 0, wallMs: 0 };
   if (s.members > LIMITS.maxWorkersPerJob && !s.groupSize) return { scenario: s, refused: `a job in one ring holds at most ${LIMITS.maxWorkersPerJob} members (give it a groupSize)`, ...empty };
   const dir = mkdtempSync(join(tmpdir(), 'tabfleet-sim-'));
   const store = new SqliteStore(dir);
@@ -213,6 +215,8 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const checkpoint = checkpointOf('mlp-fashion', flat);
   let aborted = 0, evictions = 0;
   const syncsCommitted = new Set<number>(), gaps: number[] = [], rounds: number[] = [];
+  /** Per sync: when its first round began and its last group committed. */
+  const exchanges = new Map<number, { began: number; lastCommit: number | null }>();
 
   /** A simulated volunteer: its own step-time median, and what it is doing. */
   interface Sim { id: string; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean }
@@ -250,6 +254,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       const x = payload as Record<string, any>;
       if (event === 'round:begin') {
         roundsBegun.set(x.roundId, { at: clock.now(), members: x.members, evaluators: x.evaluators, uploader: x.uploader });
+        if (!exchanges.has(x.seq)) exchanges.set(x.seq, { began: clock.now(), lastCommit: null });
         // Members still loading hold no model of the job yet: not counted.
         consensus.syncBegins(x.seq, () => [...sims.values()].filter((m) => !m.gone && m.loaded).map((m) => m.x));
       }
@@ -271,6 +276,8 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
 
   function committed(roundId: number, seq: number): void {
     syncsCommitted.add(seq);
+    const exchange = exchanges.get(seq);
+    if (exchange) exchange.lastCommit = clock.now();
     const r = roundsBegun.get(roundId);
     roundsBegun.delete(roundId);
     if (!r) return;
@@ -365,9 +372,10 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   await store.close();
   rmSync(dir, { recursive: true, force: true });
   const syncs = syncsCommitted.size;
+  const exchangeMs = [...exchanges.values()].flatMap((x) => (x.lastCommit === null ? [] : [x.lastCommit - x.began]));
   return {
     scenario: s, syncs, aborted, evictions,
-    syncMs: gaps.length ? distribution(gaps) : null, roundMs: rounds.length ? distribution(rounds) : null,
+    syncMs: gaps.length ? distribution(gaps) : null, roundMs: rounds.length ? distribution(rounds) : null, exchangeMs: exchangeMs.length ? distribution(exchangeMs) : null,
     bytesSentPerRound: ringAllreduceBytes(Math.min(s.members, s.groupSize ?? Infinity), modelBytes),
     utilization: present > 0 ? busy / present : 0, consensusSyncs: consensus.reachedAt,
     serverCpuMsPerSync: syncs ? (cpu.user + cpu.system) / 1000 / syncs : 0, wallMs,
