@@ -147,8 +147,8 @@ test('eight volunteers behind one address join at once: those past the server\'s
   }
 });
 
-test('a Moshpit job of six volunteers in groups of three: every group is its own ring, groups change every sync (3 × 2 grid), and a volunteer lost from one group does not abort the other', { timeout: 180_000 }, async () => {
-  const created = await server.createJob({ ...job, trust: 'trusted', groupSize: 3, minWorkers: 4, maxWorkers: 6, targetSteps: 24 });
+test('a Moshpit job of six volunteers in groups of three: every group is its own ring, groups change every sync (3 × 2 grid), a volunteer lost from one group does not abort the other, and a joiner takes a later sync', { timeout: 180_000 }, async () => {
+  const created = await server.createJob({ ...job, trust: 'trusted', groupSize: 3, minWorkers: 4, maxWorkers: 6, targetSteps: 40 });
   const net = new MemoryNetwork();
   const vols = Array.from({ length: 6 }, () => nodeVolunteer(server.url, net));
   const mismatchesBefore = await counter('checksum_mismatches');
@@ -164,12 +164,16 @@ test('a Moshpit job of six volunteers in groups of three: every group is its own
       resolve();
     }));
     await Promise.race([dropped, new Promise((_, reject) => setTimeout(() => reject(new Error('the groups of sync 2 never began')), 90_000).unref())]);
+    // After sync 3 a new volunteer takes the free seat: it loads a checkpoint and joins a later sync.
+    await waitFor('sync 3', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.seq >= 3, 60_000, 100);
+    const joiner = nodeVolunteer(server.url, net);
+    vols.push(joiner);
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
     const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
-    assert.equal(done.step, 24);
+    assert.equal(done.step, 40);
     const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { seq: number; outcome: string; detail: string; members: string[] }[];
     const committed = rounds.filter((r) => r.outcome === 'committed');
-    assert.deepEqual(committed.map((r) => r.seq), [1, 2, 3, 4, 5, 6], 'every sync committed once, in order');
+    assert.deepEqual(committed.map((r) => r.seq), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 'every sync committed once, in order');
     assert.match(committed[0].detail, /^2 of 2 groups committed$/);
     const lostId = lost.runtime.status.volunteerId!;
     const lostGroup = groupsOfSync2.find((g) => g.includes(lostId))!;
@@ -180,12 +184,14 @@ test('a Moshpit job of six volunteers in groups of three: every group is its own
     // The survivors of the failed group brought their work to sync 3 and trained on to the end.
     for (const v of vols.slice(0, 5)) {
       assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
-      assert.ok(v.runtime.status.syncs >= (lostGroup.includes(v.runtime.status.volunteerId!) ? 5 : 6), `${v.runtime.status.volunteerId} applied ${v.runtime.status.syncs} syncs`);
+      assert.ok(v.runtime.status.syncs >= (lostGroup.includes(v.runtime.status.volunteerId!) ? 9 : 10), `${v.runtime.status.volunteerId} applied ${v.runtime.status.syncs} syncs`);
     }
+    assert.equal(joiner.runtime.status.lastError, null, `joiner: ${joiner.runtime.status.lastError}`);
+    assert.ok(joiner.runtime.status.syncs >= 1, `the joiner took part in ${joiner.runtime.status.syncs} syncs`);
     assert.equal((await counter('checksum_mismatches')) - mismatchesBefore, 0, 'inside each group every member adopted the same parameters');
     const metrics = (await server.api(`/api/jobs/${created.id}/metrics`)).body.points as { accuracy: number | null }[];
     assert.ok(metrics.some((p) => p.accuracy !== null && p.accuracy > 0.5), 'the uploader\'s group evaluated its model');
-    assert.equal(done.latestCheckpoint.seq, 6, 'the final model is checkpointed');
+    assert.equal(done.latestCheckpoint.seq, 10, 'the final model is checkpointed');
   } finally {
     await cleanUp(created.id, vols);
   }
