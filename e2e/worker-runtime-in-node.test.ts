@@ -21,6 +21,17 @@ async function cleanUp(jobId: string, vols: ReturnType<typeof nodeVolunteer>[]):
   await server.api(`/api/jobs/${jobId}/stop`, { method: 'POST' }).catch(() => {});
 }
 
+/** When a round of sync `seq` begins at `v`, it drops without a word (socket and links); rejects if none begins in 90 s. */
+function dropWhenSyncBegins(v: ReturnType<typeof nodeVolunteer>, net: MemoryNetwork, seq: number): Promise<void> {
+  const dropped = new Promise<void>((resolve) => v.socket.on('round:begin', (r: { seq: number }) => {
+    if (r.seq !== seq) return;
+    v.socket.disconnect();
+    net.kill(v.runtime.status.volunteerId!);
+    resolve();
+  }));
+  return Promise.race([dropped, new Promise<void>((_, reject) => setTimeout(() => reject(new Error(`no round of sync ${seq} began`)), 90_000).unref())]);
+}
+
 const counter = async (name: string) => Number(new RegExp(`^tabfleet_${name}_total (\\d+)$`, 'm').exec((await server.api('/metrics')).text)?.[1] ?? 0);
 
 const job = {
@@ -108,13 +119,7 @@ test('a volunteer lost mid-round: the round re-runs with the survivors, no step 
   try {
     // When the round of sync 2 begins, one member drops without a word.
     const lost = vols[2];
-    const dropped = new Promise<void>((resolve) => lost.socket.on('round:begin', (r: { seq: number }) => {
-      if (r.seq !== 2) return;
-      lost.socket.disconnect();
-      net.kill(lost.runtime.status.volunteerId!);
-      resolve();
-    }));
-    await Promise.race([dropped, new Promise((_, reject) => setTimeout(() => reject(new Error('the round of sync 2 never began')), 90_000).unref())]);
+    await dropWhenSyncBegins(lost, net, 2);
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
     const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
     assert.equal(done.step, 24, 'the survivors reached the target steps');
@@ -157,13 +162,7 @@ test('a Moshpit job of six volunteers in groups of three: every group is its own
     const lost = vols[5];
     const groupsOfSync2: string[][] = [];
     for (const v of vols) v.socket.on('round:begin', (r: { seq: number; members: string[] }) => r.seq === 2 && groupsOfSync2.push(r.members));
-    const dropped = new Promise<void>((resolve) => lost.socket.on('round:begin', (r: { seq: number }) => {
-      if (r.seq !== 2) return;
-      lost.socket.disconnect();
-      net.kill(lost.runtime.status.volunteerId!);
-      resolve();
-    }));
-    await Promise.race([dropped, new Promise((_, reject) => setTimeout(() => reject(new Error('the groups of sync 2 never began')), 90_000).unref())]);
+    await dropWhenSyncBegins(lost, net, 2);
     // After sync 3 a new volunteer takes the free seat: it loads a checkpoint and joins a later sync.
     await waitFor('sync 3', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.seq >= 3, 60_000, 100);
     const joiner = nodeVolunteer(server.url, net);
