@@ -32,6 +32,12 @@ function dropWhenSyncBegins(v: ReturnType<typeof nodeVolunteer>, net: MemoryNetw
   return Promise.race([dropped, new Promise<void>((_, reject) => setTimeout(() => reject(new Error(`no round of sync ${seq} began`)), 90_000).unref())]);
 }
 
+/** A volunteer's error fails the test with the server's last log lines (why it was refused or evicted). */
+function assertNoError(v: ReturnType<typeof nodeVolunteer>): void {
+  const { volunteerId, lastError } = v.runtime.status;
+  assert.equal(lastError, null, `${volunteerId}: ${lastError}\nserver log:\n${server.logTail()}`);
+}
+
 const counter = async (name: string) => Number(new RegExp(`^tabfleet_${name}_total (\\d+)$`, 'm').exec((await server.api('/metrics')).text)?.[1] ?? 0);
 
 const job = {
@@ -57,7 +63,7 @@ test('three volunteers train a LocalSGD job to its target with identical paramet
     assert.ok(metrics.some((p) => p.accuracy !== null && p.accuracy > 0.5), 'evaluation points reported');
     assert.ok(metrics.filter((p) => p.loss !== null).length >= 6);
     assert.equal(done.latestCheckpoint.seq, 6, 'the final model is checkpointed');
-    for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+    for (const v of vols) assertNoError(v);
     assert.ok(vols.every((v) => v.runtime.status.bytesSent > 0));
     // Units replicated on a second model (one open at a time) agreed: the runtime's recompute path, CPU against CPU.
     const agreed = (await counter('replicas_agreed')) - agreedBefore;
@@ -83,7 +89,7 @@ test('three volunteers train a DDP job with DGC: sparse rounds, the same paramet
     // A dense f32 ring allreduce would send 2·(N−1)/N·4 bytes per parameter per step; DGC at 99% sends far less.
     const dense = 12 * ((2 * 2) / 3) * 4 * PRESET_FLAT_LENGTHS['mlp-fashion'];
     for (const v of vols) {
-      assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+      assertNoError(v);
       assert.ok(v.runtime.status.bytesSent > 0 && v.runtime.status.bytesSent * 10 < dense, `${v.runtime.status.bytesSent} bytes vs ${dense} dense`);
     }
   } finally {
@@ -105,7 +111,7 @@ for (const strategy of ['ddp', 'diloco'] as const) {
       const committed = rounds.filter((r) => r.outcome === 'committed');
       assert.ok(committed.some((r) => r.members.length === 3), 'the joiner took part');
       assert.ok(committed.every((r) => !r.detail.startsWith('checksum mismatch')), committed.map((r) => r.detail).join(' '));
-      for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+      for (const v of vols) assertNoError(v);
     } finally {
       await cleanUp(created.id, vols);
     }
@@ -146,7 +152,7 @@ test('eight volunteers behind one address join at once: those past the server\'s
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
     const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { outcome: string; members: string[] }[];
     assert.deepEqual(rounds.filter((r) => r.outcome === 'committed').map((r) => r.members.length), [8, 8]);
-    for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+    for (const v of vols) assertNoError(v);
   } finally {
     await cleanUp(created.id, vols);
   }
@@ -182,10 +188,10 @@ test('a Moshpit job of six volunteers in groups of three: every group is its own
     assert.equal(committed[1].detail, '2 of 3 groups committed', 'sync 2: the lost member\'s group failed, the others committed');
     // The survivors of the failed group brought their work to sync 3 and trained on to the end.
     for (const v of vols.slice(0, 5)) {
-      assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+      assertNoError(v);
       assert.ok(v.runtime.status.syncs >= (lostGroup.includes(v.runtime.status.volunteerId!) ? 9 : 10), `${v.runtime.status.volunteerId} applied ${v.runtime.status.syncs} syncs`);
     }
-    assert.equal(joiner.runtime.status.lastError, null, `joiner: ${joiner.runtime.status.lastError}`);
+    assertNoError(joiner);
     assert.ok(joiner.runtime.status.syncs >= 1, `the joiner took part in ${joiner.runtime.status.syncs} syncs`);
     assert.equal((await counter('checksum_mismatches')) - mismatchesBefore, 0, 'inside each group every member adopted the same parameters');
     const metrics = (await server.api(`/api/jobs/${created.id}/metrics`)).body.points as { accuracy: number | null }[];

@@ -158,6 +158,28 @@ test('an uploader that never uploads is evicted after the load timeout; the join
   await t.cleanup();
 });
 
+test('an uploader whose evaluation takes most of its bound still has the upload\'s own time after it reports', async () => {
+  // It uploads after its evaluation. Timed from the commit, a slow evaluation (a loaded machine,
+  // members evaluating on one CPU) used up the upload's deadline and the uploader was evicted.
+  const t = await setup({});
+  t.commitFirstSync();
+  t.add('late');
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  const r2 = t.last('a', 'round:begin');
+  assert.ok(r2.evaluators.includes(r2.uploader), 'the uploader evaluates the sync too');
+  t.result('a', r2.roundId); t.result('b', r2.roundId);
+  t.clock.advance(2_900); // just inside the evaluation's 3 s bound
+  t.evaluate(r2, initialParams('mlp-fashion', 1));
+  t.clock.advance(2_000); // past 3 s from the commit, inside 3 s from its report
+  t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: checkpointOf('mlp-fashion', initialParams('mlp-fashion', 1)) });
+  assert.equal(t.last(r2.uploader, 'job:end'), undefined, 'the uploader is not evicted');
+  await t.c.flushed();
+  for (let i = 0; i < 50 && t.last('late', 'model:load')?.seq !== 2; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(t.last('late', 'model:load')?.seq, 2, 'the checkpoint of sync 2 is stored and the joiner loads it');
+  await t.cleanup();
+});
+
 test('a round whose members stay silent past the deadline evicts exactly the silent ones', async () => {
   const t = await setup({});
   t.add('a'); t.add('b'); t.add('c');

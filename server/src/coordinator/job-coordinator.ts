@@ -693,7 +693,7 @@ export class JobCoordinator {
     const next = shuffled([...this.members.values()].filter((m) => m.phase !== 'loading' && m.volunteerId !== p.uploader))
       .sort((a, b) => this.penalties.offences(a.identity) - this.penalties.offences(b.identity))[0];
     if (!next) return;
-    this.pendingUpload = { seq: p.seq, uploader: next.volunteerId, since: this.deps.clock.now(), received: null, cancelTimer: this.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut()) };
+    this.awaitUpload(p.seq, next.volunteerId, false);
     this.deps.toVolunteer(next.volunteerId, 'checkpoint:request', { jobId: this.job.id, seq: p.seq });
   }
 
@@ -703,6 +703,7 @@ export class JobCoordinator {
     if (ev.reports.has(m.volunteerId)) return { duplicate: true };
     ev.reports.set(m.volunteerId, { checksum: e.checksum, accuracy: e.accuracy, loss: e.loss });
     this.pace.record('evaluate', this.deps.clock.now() - ev.since);
+    this.uploadAfterEvaluation(e.seq, m.volunteerId);
     this.evaluationProgress(ev);
     return {};
   }
@@ -1026,7 +1027,7 @@ export class JobCoordinator {
     const evaluators = r.evaluators.filter((id) => this.members.has(id));
     if (evaluators.length) this.openEvaluation(r.seq, step, evaluators);
     if (r.uploader && this.members.has(r.uploader)) {
-      this.pendingUpload = { seq: r.seq, uploader: r.uploader, since: now, received: null, cancelTimer: this.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut()) };
+      this.awaitUpload(r.seq, r.uploader, evaluators.includes(r.uploader));
     } else if (step >= targetStepsOf(this.job.spec)) {
       this.stop(`reached ${step} steps`, 'done');
     } else {
@@ -1073,7 +1074,7 @@ export class JobCoordinator {
     const evaluators = r.evaluators.filter((id) => ids.includes(id) && this.members.has(id));
     if (evaluators.length) this.openEvaluation(r.seq, r.step, evaluators);
     if (r.uploader && ids.includes(r.uploader) && this.members.has(r.uploader)) {
-      this.pendingUpload = { seq: r.seq, uploader: r.uploader, since: now, received: null, cancelTimer: this.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut()) };
+      this.awaitUpload(r.seq, r.uploader, evaluators.includes(r.uploader));
     }
     this.changedWorkers();
     if (gs.settled()) this.finishGroupedSync(r);
@@ -1140,9 +1141,26 @@ export class JobCoordinator {
   }
 
   /**
-   * Bounded by the pace of earlier uploads (an upload follows the uploader's evaluation, so a slow
-   * adapter's first one may take long); before any, by the configured maximum.
+   * Waits for a sync's checkpoint from its uploader. An uploader that also evaluates the sync uploads
+   * after its evaluation, so until it reports that, its deadline is the evaluation's plus the upload's;
+   * its report restarts the clock (`uploadAfterEvaluation`). Timing the upload from the commit
+   * instead evicted uploaders whose evaluation was slow under load.
    */
+  private awaitUpload(seq: number, uploader: string, evaluatesFirst: boolean): void {
+    const ms = this.uploadTimeoutMs() + (evaluatesFirst ? this.pace.bound('evaluate', this.deps.timing.loadTimeoutMs) : 0);
+    this.pendingUpload = { seq, uploader, since: this.deps.clock.now(), received: null, cancelTimer: this.deps.clock.after(ms, () => this.uploadTimedOut()) };
+  }
+
+  /** The uploader reported its evaluation: its upload is timed from now. */
+  private uploadAfterEvaluation(seq: number, volunteerId: string): void {
+    const p = this.pendingUpload;
+    if (!p || p.seq !== seq || p.uploader !== volunteerId || p.received) return;
+    p.cancelTimer();
+    p.since = this.deps.clock.now();
+    p.cancelTimer = this.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut());
+  }
+
+  /** Bounded by the pace of earlier uploads; before any, by the configured maximum. */
   private uploadTimeoutMs(): number {
     return this.pace.bound('upload', this.deps.timing.loadTimeoutMs);
   }

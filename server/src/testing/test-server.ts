@@ -18,6 +18,8 @@ export interface TestServer extends RunningServer {
   createJob(spec?: Partial<JobSpecInput>): Promise<JobSummary>;
   volunteer(opts?: Partial<SimOptions>): Promise<SimVolunteer>;
   oracle: RingOracle;
+  /** The server's last log lines (kept in memory, not printed), for a failing test's message. */
+  logTail(lines?: number): string;
   /** Stops every job still running or waiting (tests call it after each test, so none shares the machine with the next). */
   stopJobs(): Promise<void>;
   stop(): Promise<void>;
@@ -25,7 +27,12 @@ export interface TestServer extends RunningServer {
 
 export async function startTestServer(opts: ServerOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tabfleet-test-'));
-  const server = await startServer({ port: 0, dataDir, token: 'test-token', log: () => {}, timing: { roundTimeoutMs: 5_000, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 },
+  const logLines: string[] = [];
+  const keepLog = (line: string) => {
+    logLines.push(line);
+    if (logLines.length > 400) logLines.splice(0, logLines.length - 200);
+  };
+  const server = await startServer({ port: 0, dataDir, token: 'test-token', log: keepLog, timing: { roundTimeoutMs: 5_000, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 },
     // Every test volunteer comes from 127.0.0.1: no per-address limits unless a test sets them.
     addressLimits: { connections: 100_000, jobShare: 1 }, ...opts });
   const oracle = new RingOracle();
@@ -63,6 +70,7 @@ export async function startTestServer(opts: ServerOptions = {}): Promise<TestSer
     dataDir,
     oracle,
     api,
+    logTail: (lines = 40) => logLines.slice(-lines).join('\n'),
     async createJob(spec = {}) {
       const r = await api('/api/jobs', { method: 'POST', json: { ...BASE_JOB, ...spec } });
       if (r.status !== 201) throw new Error(`create job: ${r.status} ${r.text}`);
