@@ -1,12 +1,13 @@
 // `npm run bench -- heterogeneous`: unequal volunteers. 8 LocalSGD workers of the Fashion-MNIST MLP
 // (WebGPU through Dawn in Node, one device shared, so each worker's compute is timed on its own and a
 // sync is modeled as max(local) + exchange + max(apply), as on 8 machines), slowed by factors
-// 1, 1, 1, 2, 2, 4, 4, 8 (each sleeps (f − 1) × its compute), in fixed-H rounds and in paced rounds,
-// and all at factor 1 as the control. Every run trains on the same number of samples; utilization is
-// busy compute ÷ modeled wall (mean over workers); the target is validation accuracy (the last 5,000
-// training examples, held out); final accuracy is on the test set. Paced rounds' budget, from the
-// first sync: H steps of the fastest member, one step of the slowest, or 9× the round's overhead
-// (payloads, exchange, apply), whichever is longest, so communication stays under a tenth of a round. The GPT is not in it yet.
+// 1, 1, 1, 2, 2, 4, 4, 8 (each sleeps (f − 1) × its typical compute), in fixed-H rounds and in paced
+// rounds, and all at factor 1 as the control. Every run trains on the same number of samples;
+// utilization is busy compute ÷ modeled wall (mean over workers); the target is validation accuracy
+// (the last 5,000 training examples, held out); final accuracy is on the test set. Paced rounds run
+// as the server and runtime run them: the server's default budget (H steps of the fastest member, or
+// 9× the round's overhead, whichever is longer: pacing.ts), each member given the steps that fit it
+// and stopping at the budget. The GPT is not in it yet.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { MemoryNetwork } from '@tabfleet/collective';
@@ -14,6 +15,8 @@ import { holdOutTail, mlpWorkers, runSyncs, startWorkers, type SyncReport } from
 import { fashionMnistFromDisk } from '@tabfleet/distributed/node';
 import { repoRoot } from '@tabfleet/headless';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
+import { jobSpecSchema } from '@tabfleet/protocol';
+import { roundBudgetMs } from '@tabfleet/server/testing';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
 import { median, spread } from './stats';
@@ -54,8 +57,10 @@ interface RunResult {
  * (unlimited links: it is CPU work), so one member's share of it, which they do at once, is 1/N.
  */
 const roundMs = (r: SyncReport) => Math.max(...r.localMs) + r.exchangeMs / r.localMs.length + Math.max(...r.applyMs);
-/** Communication at most this share of a paced round: the default budget is this many times a round's overhead. */
-const BUDGET_PER_OVERHEAD = 9;
+/** The job the paced variant stands for: the server's default budget rule is applied to it. */
+const PACED_JOB = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H, pacing: 'paced', trust: 'trusted', hyperparameters: { lr: 0.05, batchSize: BATCH }, targetSteps: 1 });
+/** Given steps at most this many (members stop at the budget, up to twice what they were given). */
+const MAX_STEPS = 8 * H;
 
 export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'heterogeneous.quick.json' : 'heterogeneous.json');
@@ -81,11 +86,14 @@ export async function run(opts: BenchOptions): Promise<void> {
       });
       await startWorkers(workers);
       let budgetMs = Infinity;
-      const pace = variant === 'hetero-paced' ? { get budgetMs() { return budgetMs; }, maxSteps: 8 * H } : undefined;
+      const pace = variant === 'hetero-paced' ? { get budgetMs() { return budgetMs; }, maxSteps: MAX_STEPS } : undefined;
       let samples = 0, modeledMs = 0, busyMs = 0, nextEval = evalEverySamples, msToTarget: number | null = null, samplesToTarget: number | null = null;
       const evals: RunResult['evals'] = [];
       const roundTimes: RunResult['roundTimes'] = [];
       let lastOverheadMs = 0;
+      // Every sync's overhead and each worker's ms per step (slowdown included), for the budget.
+      const overheads: number[] = [];
+      const paces: number[][] = SPEEDS.map(() => []);
       const syncLog: RunResult['syncLog'] = [];
       const ms = (xs: number[]) => xs.map((x) => Math.round(x));
       const reports = await runSyncs(workers, new MemoryNetwork({ seed }), {
@@ -97,12 +105,10 @@ export async function run(opts: BenchOptions): Promise<void> {
           if (r.predictedLocalMs) roundTimes.push({ predictedMs: Math.max(...r.predictedLocalMs) + lastOverheadMs, measuredMs: measured });
           // What a round costs beyond its steps (payloads, exchange, apply): the predictor carries the last one forward.
           lastOverheadMs = measured - Math.max(...r.stepsMs);
-          // The default budget: H steps of the fastest member, one step of the slowest (so nobody stretches the
-          // round), and enough that the overhead stays under a tenth of it, whichever is longest.
-          if (r.seq === 1 && pace) {
-            const perStep = r.stepsMs.map((ms, i) => ms / r.steps[i]);
-            budgetMs = Math.max(H * Math.min(...perStep), Math.max(...perStep), BUDGET_PER_OVERHEAD * lastOverheadMs);
-          }
+          overheads.push(lastOverheadMs);
+          r.stepsMs.forEach((ms, i) => paces[i].push(ms / r.steps[i]));
+          // The server's default budget (pacing.ts) from the medians so far: the paces, and the overhead for its exchange time (after sync 1's shader compiles).
+          if (pace) budgetMs = roundBudgetMs(PACED_JOB, paces.map(median), overheads.length > 1 ? median(overheads.slice(1)) : overheads[0])!;
           samples += r.steps.reduce((a, n) => a + n * BATCH, 0);
           modeledMs += measured;
           busyMs += r.localMs.reduce((a, b) => a + b, 0) + r.applyMs.reduce((a, b) => a + b, 0);
@@ -139,7 +145,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     date: new Date().toISOString(),
     machine: machineInfo(),
     adapter: backend.description,
-    setup: { speeds: SPEEDS, H, batch: BATCH, strategy: 'localsgd', target: TARGET, validationExamples: VALIDATION_EXAMPLES, totalSamples, seeds, pacedBudget: 'max(H steps of the fastest member, one step of the slowest, 9 × the first sync\'s overhead)', exchangeModel: 'in-thread exchange time ÷ N (members exchange at once)' },
+    setup: { speeds: SPEEDS, H, batch: BATCH, strategy: 'localsgd', target: TARGET, validationExamples: VALIDATION_EXAMPLES, totalSamples, seeds, pacedBudget: 'the server\'s default (pacing.ts roundBudgetMs): max(H steps of the fastest, 9 × the median overhead), from the medians so far; members stop at the budget (nearest step)', exchangeModel: 'in-thread exchange time ÷ N (members exchange at once)' },
     results,
     spreads: Object.fromEntries(VARIANTS.map((v) => [v, { utilization: spread(of(v).map((r) => r.utilization)), finalTestAccuracy: spread(of(v).map((r) => r.finalTestAccuracy)), msToTarget: spread(toTarget(v).filter(Number.isFinite)) }])),
     summary: {

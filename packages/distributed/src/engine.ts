@@ -22,10 +22,16 @@ export interface EngineOptions {
   shuffle?: boolean;
   /**
    * Heterogeneity for tests and benchmarks: this worker is `slowdown` times slower than its device,
-   * by sleeping (slowdown − 1) × the compute it just did after each piece of local work.
+   * by sleeping (slowdown − 1) × its typical compute for the samples after each piece of local work
+   * (typical: the median ms per sample of its recent work). Not × the compute just measured: a
+   * host-side stall (a GC pause, another process) would be multiplied by the factor, which a slower
+   * GPU does not do, and on this shared machine that noise swamped the speeds being emulated.
    */
   slowdown?: number;
 }
+
+/** Pieces of local work whose compute per sample the slowdown's typical pace is the median of. */
+const RECENT_WORK_KEPT = 32;
 
 export interface LocalWork {
   /** Mean training loss over the steps. */
@@ -142,9 +148,13 @@ export class ModelEngine {
     return this.step / perEpoch;
   }
 
-  /** `n` optimizer steps with the inner optimizer, two in flight; one loss readback each. */
-  trainSteps(n: number): Promise<LocalWork> {
-    return this.train(n, () => this.nextBatch());
+  /**
+   * `n` optimizer steps with the inner optimizer, two in flight; one loss readback each. With
+   * `budgetMs` (paced rounds), at most `n`: steps stop once less than half the next would fit the
+   * budget (at least one is taken), so a member whose steps run slow this time does fewer, not later.
+   */
+  trainSteps(n: number, budgetMs?: number): Promise<LocalWork> {
+    return budgetMs === undefined ? this.train(n, () => this.nextBatch()) : this.trainWithin(n, budgetMs);
   }
 
   /**
@@ -164,13 +174,55 @@ export class ModelEngine {
     });
   }
 
-  /** Sleeps (slowdown − 1) × the time since `t0` (see EngineOptions.slowdown); returns the ms slept. */
-  private async slowDown(t0: number): Promise<number | undefined> {
+  /** Recent local work's compute, ms per sample (for the slowdown's sleep and the budget's next step). */
+  private readonly recentMsPerSample: number[] = [];
+
+  /** The median of `recentMsPerSample`; 0 before any work. */
+  private typicalMsPerSample(): number {
+    const xs = [...this.recentMsPerSample].sort((a, b) => a - b);
+    return xs.length ? xs[(xs.length - 1) >> 1] : 0;
+  }
+
+  /**
+   * Records `samples` of compute since `t0`, then sleeps (slowdown − 1) × their typical compute (see
+   * EngineOptions.slowdown); returns the ms slept (undefined when not slowed).
+   */
+  private async slowDown(t0: number, samples: number): Promise<number | undefined> {
+    this.recentMsPerSample.push((performance.now() - t0) / Math.max(1, samples));
+    if (this.recentMsPerSample.length > RECENT_WORK_KEPT) this.recentMsPerSample.shift();
     const factor = this.opts.slowdown ?? 1;
     if (!(factor > 1)) return undefined;
     const t1 = performance.now();
-    await new Promise((r) => setTimeout(r, (factor - 1) * (t1 - t0)));
+    await new Promise((r) => setTimeout(r, (factor - 1) * samples * this.typicalMsPerSample()));
     return performance.now() - t1;
+  }
+
+  /**
+   * Steps one at a time (each loss read before the next is recorded: the clock must see it done), a
+   * slowed worker sleeping after each, until less than half a typical step fits `budgetMs` or `n` are done.
+   */
+  private async trainWithin(n: number, budgetMs: number): Promise<LocalWork> {
+    const t0 = performance.now();
+    let sum = 0;
+    let sleptMs: number | undefined;
+    let steps = 0;
+    while (steps < n) {
+      const t = performance.now();
+      const loss = recordTrainStep(this.model, this.optimizer, this.nextBatch(), this.microBatch);
+      try {
+        sum += (await loss.data())[0];
+      } finally {
+        dispose(loss);
+      }
+      const slept = await this.slowDown(t, this.opts.batchSize);
+      if (slept !== undefined) sleptMs = (sleptMs ?? 0) + slept;
+      steps++;
+      // Another step if at least half of it fits (the budget's nearest whole step, as the server's
+      // steps round), at this worker's typical pace, not this sync's: one slow step does not end the work early.
+      const nextStepMs = (this.opts.slowdown ?? 1) * this.opts.batchSize * this.typicalMsPerSample();
+      if (performance.now() - t0 + nextStepMs / 2 > budgetMs) break;
+    }
+    return { loss: sum / steps, samples: steps * this.opts.batchSize, steps, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
   private async train(n: number, next: () => Batch): Promise<LocalWork> {
@@ -190,7 +242,7 @@ export class ModelEngine {
       pending = loss;
     }
     if (pending) await readLoss(pending);
-    const sleptMs = await this.slowDown(t0);
+    const sleptMs = await this.slowDown(t0, n * this.opts.batchSize);
     return { loss: sum / Math.max(n, 1), samples: n * this.opts.batchSize, steps: n, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
@@ -208,7 +260,7 @@ export class ModelEngine {
     } finally {
       dispose(loss);
     }
-    const sleptMs = await this.slowDown(t0);
+    const sleptMs = await this.slowDown(t0, batch.size);
     return { loss: value, samples: batch.size, steps: 1, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
@@ -226,6 +278,15 @@ export class ModelEngine {
     this.backend.write(this.model.store.flatGrads, gradient);
     this.optimizer.step();
     this.backend.flush();
+  }
+
+  /**
+   * Resolves when the device has done the work submitted so far (one value read back). Workers
+   * sharing a device in benchmarks call it after their commit, so the next worker's local work is
+   * not timed with this one's queued updates.
+   */
+  async settled(): Promise<void> {
+    await this.backend.read(this.backend.view(this.model.store.flatParams, 0, 1), 'f32');
   }
 
   readParams(): Promise<Float32Array> {

@@ -5,7 +5,7 @@
 // replace what members send (attackers): they stay real workers that train and adopt the result.
 // Grouped runs (Moshpit) average in small groups that change every sync, with members that may leave.
 import { Group, MemoryNetwork, Ring, type MemoryTransport } from '@tabfleet/collective';
-import { moshpitGroups, type Aggregation } from '@tabfleet/protocol';
+import { moshpitGroups, pacedStepCeiling, type Aggregation } from '@tabfleet/protocol';
 import type { ModelEngine } from './engine';
 import { exchange, groupExchange, scalePayload } from './exchange';
 import type { Payload, SyncStrategy } from './strategies';
@@ -60,9 +60,11 @@ export interface Grouping {
 }
 
 /**
- * Paced rounds (LocalSGD, DiLoCo): a sync's local work lasts about `budgetMs` on every member. Member
- * i does max(1, min(maxSteps, ⌊budgetMs / its ms per step⌋)) steps, its pace measured on its earlier
- * syncs (the first sync: H steps each, to measure), and the mean weighs each delta by its samples.
+ * Paced rounds (LocalSGD, DiLoCo), as the server and runtime run them: a sync's local work lasts
+ * about `budgetMs` on every member. Member i is given max(1, min(maxSteps, ⌊budgetMs / its ms per
+ * step⌋)) steps, its pace measured on its earlier syncs (the first sync: H steps each, to measure),
+ * and trains until its next step would overrun the budget, at most protocol's `pacedStepCeiling` of
+ * them; the mean weighs each delta by the samples it took. A non-finite budget: the given steps, exactly.
  */
 export interface Pacing {
   budgetMs: number;
@@ -122,15 +124,23 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     let loss = 0;
     const own: Payload[] = [];
     const localMs: number[] = [];
-    const steps = workers.map((w) => stepsOf(w, msPerStep.get(w.id) ?? null, opts.pace));
-    const predictedLocalMs = opts.pace && workers.every((w) => msPerStep.has(w.id)) ? steps.map((n, i) => n * msPerStep.get(ids[i])!) : null;
+    const given = workers.map((w) => stepsOf(w, msPerStep.get(w.id) ?? null, opts.pace));
+    // Time-budgeted once a member's pace is known: the given steps become a ceiling (paced ddp's micro-batches make one batch: exactly those).
+    const budgetMs = opts.pace && Number.isFinite(opts.pace.budgetMs) ? opts.pace.budgetMs : undefined;
+    const budgeted = (i: number) => budgetMs !== undefined && msPerStep.has(ids[i]) && workers[i].strategy.name !== 'ddp';
+    const ceilings = given.map((n, i) => (budgeted(i) ? Math.min(opts.pace!.maxSteps ?? Infinity, pacedStepCeiling(n)) : n));
+    const predictedLocalMs = opts.pace && workers.every((w) => msPerStep.has(w.id))
+      ? ceilings.map((n, i) => Math.min(n * msPerStep.get(ids[i])!, budgeted(i) ? budgetMs! : Infinity))
+      : null;
+    const steps: number[] = [];
     const samples: number[] = [];
     const stepsMs: number[] = [];
     for (const [i, w] of workers.entries()) {
       const t = performance.now();
-      const work = await w.strategy.local(opts.pace ? steps[i] : undefined);
+      const work = await w.strategy.local(opts.pace ? ceilings[i] : undefined, budgeted(i) ? budgetMs : undefined);
       // The pace is of the steps alone: the payload costs the same however many steps came before it.
       stepsMs.push(performance.now() - t);
+      steps.push(budgeted(i) ? work.steps : given[i]);
       const measured = stepsMs[i] / steps[i];
       loss += work.loss / workers.length;
       samples.push(work.samples);
@@ -173,6 +183,7 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     for (const [i, w] of workers.entries()) {
       const t = performance.now();
       await w.strategy.commit();
+      await w.engine.settled();
       applyMs[i] += performance.now() - t;
     }
     const refused = [...new Set(results.flatMap((r) => r.refused.map((x) => x.member)))].sort();

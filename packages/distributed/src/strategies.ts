@@ -44,9 +44,10 @@ export interface SyncStrategy {
   /**
    * The local work before the next sync: H steps, or `steps` in a paced round (LocalSGD and DiLoCo:
    * as many as fit the member's pace in the round's time budget; DDP: one gradient, on `steps`
-   * micro-batches).
+   * micro-batches). With `budgetMs` (paced LocalSGD and DiLoCo), `steps` is a ceiling: the member
+   * stops when its next step would overrun the budget, and reports the steps it took.
    */
-  local(steps?: number): Promise<LocalWork>;
+  local(steps?: number, budgetMs?: number): Promise<LocalWork>;
   payload(): Promise<Payload>;
   prepare(mean: Float32Array): Promise<string>;
   /** LocalSGD in grouped (Moshpit) syncs: the group's mean parameters become the sync's result, as `prepare` does. */
@@ -106,7 +107,7 @@ abstract class Base implements SyncStrategy {
     if (opts.compression === 'dgc' && !opts.compressor) throw new Error('dgc compression needs a compressor');
   }
 
-  abstract local(steps?: number): Promise<LocalWork>;
+  abstract local(steps?: number, budgetMs?: number): Promise<LocalWork>;
   protected abstract vector(): Promise<{ host: Float32Array | null; device: Storage | null }>;
   abstract prepare(mean: Float32Array): Promise<string>;
   abstract commit(): Promise<void>;
@@ -207,9 +208,10 @@ abstract class Periodic extends Base {
     this.stepsPerSync = opts.H;
   }
 
-  async local(steps = this.opts.H): Promise<LocalWork> {
+  async local(steps = this.opts.H, budgetMs?: number): Promise<LocalWork> {
     if (!(Number.isInteger(steps) && steps >= 1)) throw new Error(`local steps ${steps}: need a positive integer`);
-    return this.engine.trainSteps(steps);
+    if (budgetMs !== undefined && !(budgetMs > 0)) throw new Error(`local budget ${budgetMs} ms: need a positive time`);
+    return this.engine.trainSteps(steps, budgetMs);
   }
 
   readonly replay = {

@@ -168,7 +168,8 @@ export const VOLUNTEER_EVENTS = {
   /** The global model of sync `seq` is loaded (seq 0: initialized from the job's seed). */
   'model:loaded': z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), checksum }),
   /** Local steps done; ready to take part in sync `seq`. */
-  'round:ready': z.strictObject({ jobId: idSchema, seq: z.number().int().min(1), step: z.number().int().min(0) }),
+  /** `steps`: paced LocalSGD/DiLoCo, the local steps this member took (it stops at the budget; see pacedStepCeiling). */
+  'round:ready': z.strictObject({ jobId: idSchema, seq: z.number().int().min(1), step: z.number().int().min(0), steps: z.number().int().min(1).max(1_000_000).optional() }),
   /**
    * This member holds the round's result but has not applied it: `checksum` is of its parameters as
    * they will be once applied (for DDP, whose optimizer step runs at commit: of the parameters the
@@ -286,8 +287,13 @@ export interface VolunteerServerEvents {
   'work:replicate': (t: ReplicaTask) => void;
   /** A validator and an owner disagree about `part`: upload this member's contribution to it (`evidence:upload`). */
   'evidence:request': (e: { jobId: string; roundId: number; part: number }) => void;
-  /** Every member reported its result: apply it now (and the uploader uploads the model). Paced jobs: `steps`, each member's local steps for the next sync. */
-  'round:commit': (r: { jobId: string; roundId: number; seq: number; step: number; steps?: Record<string, number> }) => void;
+  /**
+   * Every member reported its result: apply it now (and the uploader uploads the model). Paced jobs:
+   * `steps`, each member's local steps for the next sync; paced LocalSGD and DiLoCo once a budget is
+   * known, `budgetMs`, the time its local work should take (stop there: the steps are then a guide, at
+   * most `pacedStepCeiling` of them).
+   */
+  'round:commit': (r: { jobId: string; roundId: number; seq: number; step: number; steps?: Record<string, number>; budgetMs?: number }) => void;
   /** Upload the checkpoint of sync `seq` now (the one asked first did not deliver a valid one). */
   'checkpoint:request': (r: { jobId: string; seq: number }) => void;
   signal: (s: { jobId: string; roundId: number; from: string; data: unknown }) => void;

@@ -86,8 +86,8 @@ export class EngineApi {
   loadModel(url: string | null, step: number) {
     return this.jobEngine.loadModel(url, step);
   }
-  local(steps?: number) {
-    return this.jobEngine.local(steps);
+  local(steps?: number, budgetMs?: number) {
+    return this.jobEngine.local(steps, budgetMs);
   }
   payload(of?: SyncOf) {
     return this.jobEngine.payload(of);

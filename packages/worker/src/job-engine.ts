@@ -5,7 +5,7 @@
 import { decodeFashionShard, decodeTextShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { contextOf, presetOf, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
-import { DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, modelDigest, targetStepsOf, type Assignment, type JobSpec, type ReplicaTask, type ReplicaUnit } from '@tabfleet/protocol';
+import { DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, modelDigest, pacedStepCeiling, targetStepsOf, type Assignment, type JobSpec, type ReplicaTask, type ReplicaUnit } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
 import { loadDataset } from './solo';
 
@@ -149,8 +149,9 @@ export class JobEngine {
     return { digest: modelDigest(await engine.readParams()) };
   }
 
-  local(steps?: number) {
-    return this.ready.strategy.local(steps);
+  /** `steps` local steps (paced: with `budgetMs`, at most `pacedStepCeiling(steps)`, stopping at the budget). */
+  local(steps?: number, budgetMs?: number) {
+    return this.ready.strategy.local(budgetMs === undefined || steps === undefined ? steps : pacedStepCeiling(steps), budgetMs);
   }
 
   /**

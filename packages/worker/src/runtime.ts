@@ -12,8 +12,8 @@ import type { JobEngineInfo, SyncOf } from './job-engine';
 export interface EngineLike {
   setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo>;
   loadModel(url: string | null, step: number): Promise<{ digest: string }>;
-  /** `steps` local steps (paced jobs), else the job's H. */
-  local(steps?: number): Promise<LocalWork>;
+  /** `steps` local steps (paced jobs), else the job's H; with `budgetMs`, until the budget is spent (see pacedStepCeiling). */
+  local(steps?: number, budgetMs?: number): Promise<LocalWork>;
   payload(of?: SyncOf): Promise<Payload>;
   prepare(mean: Float32Array, of?: SyncOf): Promise<string>;
   commit(): Promise<void>;
@@ -105,6 +105,8 @@ export class VolunteerRuntime {
   private lastWork: LocalWork & { wallMs: number; computeMs: number } = { loss: 0, samples: 0, steps: 0, wallMs: 0, computeMs: 0 };
   /** Paced jobs: the local steps the server gave this tab for its next work (undefined: the job's H). */
   private nextSteps: number | undefined;
+  /** Paced LocalSGD and DiLoCo: the time the server gave this tab's next local work (it stops there). */
+  private nextBudgetMs: number | undefined;
   /** Bytes this member moved in the round it is finishing (reported with its result). */
   private roundBytes = { sent: 0, received: 0 };
   private heartbeat: ReturnType<typeof setInterval> | null = null;
@@ -256,6 +258,7 @@ export class VolunteerRuntime {
     const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: digest });
     if (!ack.admitted) return; // a newer model is on its way
     this.nextSteps = typeof ack.steps === 'number' ? ack.steps : undefined;
+    this.nextBudgetMs = typeof ack.budgetMs === 'number' ? ack.budgetMs : undefined;
     this.setStatus({ seq: m.seq, step: m.step });
     await this.trainThenReady();
   }
@@ -273,7 +276,7 @@ export class VolunteerRuntime {
     const t0 = performance.now();
     // A replicated unit of this member's work: trained as given, so another member can recompute it.
     const own = this.takeReplicaTask((t) => t.role === 'original' && t.unit.seq === this.status.seq);
-    const work = own ? await this.opts.engine.localUnit(own.unit) : await this.opts.engine.local(this.nextSteps);
+    const work = own ? await this.opts.engine.localUnit(own.unit) : await this.opts.engine.local(this.nextSteps, this.nextBudgetMs);
     const computeMs = performance.now() - t0;
     if (own) await this.uploadReplica(own, await this.opts.engine.unitDelta());
     // Compressed and read back now, so the round only moves bytes; kept for re-runs of an aborted round.
@@ -284,7 +287,9 @@ export class VolunteerRuntime {
     const step = await this.opts.engine.currentStep();
     this.setStatus({ step, samplesPerSec: wallMs > 0 ? (work.samples * 1000) / wallMs : 0, state: 'syncing' });
     if (this.assignment !== assignment) return; // left the job while training
-    const ack = await this.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step });
+    // Work that stopped at a budget says how many steps it took: its weight in the sync.
+    const took = this.nextBudgetMs !== undefined && !own ? { steps: work.steps } : {};
+    const ack = await this.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step, ...took });
     // not_member: the job ended (target reached, stopped) while this tab trained; job:end follows.
     if (!ack.ok && ack.error.code !== 'not_member') throw new Error(`round:ready refused: ${ack.error.code}: ${ack.error.message}`);
     // Syncs went on without this tab while it trained: its work is dropped and the server sends the job's model.
@@ -474,6 +479,7 @@ export class VolunteerRuntime {
     await this.opts.engine.commit();
     this.payload = null;
     this.nextSteps = c.steps?.[this.status.volunteerId!];
+    this.nextBudgetMs = c.budgetMs;
     this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
     const me = this.status.volunteerId!;
     // The server picks several evaluators for the syncs it evaluates or checkpoints; their digests

@@ -370,3 +370,33 @@ test('job spec: Moshpit groups only for trusted LocalSGD (fixed or paced) withou
   assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, pacing: 'auto' }), /pacing: fixed or paced/);
   assert.equal(jobSpecSchema.parse({ ...base, groupSize: 8, pacing: 'paced' }).groupSize, 8);
 });
+
+test('paced LocalSGD: the commit carries the time budget, and a member that stopped at it is weighed by the steps it reports, never past twice those given', async () => {
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 1000, checkpointEvery: 1000, trust: 'trusted' });
+  const t = await setup({ spec });
+  t.add('a'); t.add('b');
+  t.loadAndReady('a'); t.loadAndReady('b');
+  const r1 = t.last('a', 'round:begin');
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 4, metrics: { loss: 1, samples: 32, wallMs: 400, computeMs: 400, bytesSent: 0, bytesReceived: 0 } });
+  const commit = t.last('a', 'round:commit');
+  assert.equal(commit.budgetMs, 1_000, 'members stop at the budget');
+  assert.equal(commit.steps.a, 10, '100 ms per step: 10 fit the budget');
+  // b's steps ran slow this time: it stopped after 6. More than twice the 10 given is refused, and changes nothing.
+  assert.throws(() => t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 10, steps: 21 }), /at most 20/);
+  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 10, steps: 6 });
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 14 });
+  const r2 = t.last('a', 'round:begin');
+  assert.deepEqual(r2.steps, { a: 10, b: 6 }, 'the weights of the sync: what each took');
+  await t.cleanup();
+});
+
+test('a fixed job\'s member does not report its steps: refused, and it is still waited for', async () => {
+  const t = await setup({});
+  t.add('a'); t.add('b');
+  t.c.handle('a', 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  assert.throws(() => t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 1, step: 1, steps: 1 }), /only a paced localsgd or diloco member reports its steps/);
+  t.loadAndReady('b');
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
+  assert.deepEqual(t.last('a', 'round:begin').members, ['a', 'b']);
+  await t.cleanup();
+});

@@ -16,6 +16,7 @@ import {
   targetStepsOf,
   aggregateWith,
   cappedWeights,
+  pacedStepCeiling,
   screenContributions,
   verifyCheckpoint,
   type Assignment,
@@ -472,14 +473,15 @@ export class JobCoordinator {
     this.setPhase(m, 'admitted');
     m.workSince = this.deps.clock.now();
     m.status.state = 'training';
-    m.steps = this.plannedSteps(m);
+    const budget = this.stepBudget();
+    m.steps = this.plannedSteps(m, budget);
     // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
     // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
     if (grouped && this.job.seq > 0) this.setLeftOut(m, m.workSince);
     this.changedWorkers();
     this.tryBegin();
     // Steps only in a paced job: otherwise every member does the job's H (ddp: one gradient on its batch).
-    return { admitted: true, ...(isPaced(this.job.spec) ? { steps: m.steps } : {}) };
+    return { admitted: true, ...(isPaced(this.job.spec) ? { steps: m.steps, ...this.localBudget(budget) } : {}) };
   }
 
   private onReady(m: Member, e: VolunteerEventParsed<'round:ready'>): object {
@@ -495,6 +497,7 @@ export class JobCoordinator {
     const grouped = this.job.spec.groupSize !== undefined;
     if (grouped ? e.seq > this.job.seq + 1 : e.seq !== this.job.seq + 1) throw new ProtocolError('stale_round', `the next sync is ${this.job.seq + 1}, not ${e.seq}`);
     if (m.phase === 'ready') return { waiting: true };
+    if (e.steps !== undefined) m.steps = this.reportedSteps(m, e.steps);
     this.setPhase(m, 'ready');
     // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
@@ -1008,7 +1011,7 @@ export class JobCoordinator {
     for (const m of leftOut) m.stale = true;
     // Before the commit, so a member given a unit trains it as the next sync's work.
     this.replication.schedule(r.seq, r.members);
-    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(isPaced(this.job.spec) ? { steps: nextSteps } : {}) });
+    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(isPaced(this.job.spec) ? { steps: nextSteps, ...this.localBudget(budget) } : {}) });
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
@@ -1069,7 +1072,7 @@ export class JobCoordinator {
       Object.assign(m, { lastRound: gs.roundIdOf(g), lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share: groupSteps ? steps / groupSteps : null });
       nextSteps[id] = m.steps = this.plannedSteps(m, budget);
     }
-    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...(r.steps ? { steps: nextSteps } : {}) });
+    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...(r.steps ? { steps: nextSteps, ...this.localBudget(budget) } : {}) });
     this.deps.count('groups_committed');
     const evaluators = r.evaluators.filter((id) => ids.includes(id) && this.members.has(id));
     if (evaluators.length) this.openEvaluation(r.seq, r.step, evaluators);
@@ -1209,6 +1212,27 @@ export class JobCoordinator {
     // Unpaced, or its pace not measured yet (a joiner): the nominal steps, with no budget to compute.
     if (!isPaced(this.job.spec) || m.msPerStep === null) return nominalSteps(this.job.spec);
     return stepsFor(this.job.spec, m.msPerStep, budget === undefined ? this.stepBudget() : budget);
+  }
+
+  /**
+   * Paced LocalSGD and DiLoCo: the time budget sent with the steps, so members stop at it (a step
+   * count alone overran it whenever a member's steps ran slower than its measured pace). Paced ddp's
+   * micro-batches make up one global batch: exactly those, no budget.
+   */
+  private localBudget(budget: number | null): { budgetMs?: number } {
+    return budget !== null && this.job.spec.strategy !== 'ddp' ? { budgetMs: Math.round(budget) } : {};
+  }
+
+  /**
+   * The steps a member says it took when it stopped at the budget: its weight in the sync, the job's
+   * step and its pace follow them. At most `pacedStepCeiling` × the steps it was given, so a member
+   * can lower its weight but not raise it past that.
+   */
+  private reportedSteps(m: Member, steps: number): number {
+    if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') throw new ProtocolError('bad_request', 'only a paced localsgd or diloco member reports its steps: the others do the steps they are given');
+    const ceiling = pacedStepCeiling(m.steps);
+    if (steps > ceiling) throw new ProtocolError('bad_request', `${steps} local steps: at most ${ceiling} (twice the ${m.steps} given)`);
+    return steps;
   }
 
   /** A paced job's local compute time per sync (null: every member does H); computed over all members, so callers planning many members pass it once. */
