@@ -190,6 +190,12 @@ export const jobSpecSchema = z
      * LocalSGD jobs, fixed or paced, without compression; absent: the whole job is one ring or group.
      */
     groupSize: z.number().int().min(2).max(LIMITS.maxWorkersPerJob).optional(),
+    /**
+     * Moshpit jobs: members behind one address (tabs of one browser, one NAT or LAN) form one grid
+     * point, always in one group and adjacent in its ring, so the group's traffic crosses their
+     * uplink once (protocol's moshpitHouseholdGroups).
+     */
+    hierarchical: z.boolean().default(false),
     /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
     targetSteps: z.number().int().min(1).max(10_000_000).optional(),
     targetEpochs: finite.gt(0).max(10_000).optional(),
@@ -248,6 +254,7 @@ export const jobSpecSchema = z
       const why = s.trust !== 'trusted' ? 'trusted jobs (untrusted ones average in one checked group)' : s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)` : s.pacing === 'auto' ? 'H fixed or paced by a time budget (pacing: fixed or paced)' : s.compression !== 'none' ? 'dense parameters (compression: none)' : null;
       if (why) ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `Moshpit groups are built for ${why}` });
     }
+    if (s.hierarchical && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['hierarchical'], message: 'hierarchical averaging arranges Moshpit groups: set groupSize' });
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
     }

@@ -55,3 +55,29 @@ export function moshpitGroups<T>(members: readonly T[], round: number, size: num
   });
   return [...groups.values()];
 }
+
+/**
+ * Hierarchical Moshpit groups: members that share a household key (one address: tabs of one browser,
+ * machines behind one NAT or on one LAN) sit at one grid point together, so they are always in the
+ * same group, next to each other in its ring. A ring's traffic then crosses the household's uplink
+ * once, on the link from its last member to the next household, however many of its tabs take part:
+ * a household of m tabs moves what one member does over the WAN per sync, instead of m members' in m
+ * different groups. Members without a key are households of one; a household larger than `size` is
+ * split into grid points of at most `size`. The order (households by their first member in
+ * `members`, members in their order) is deterministic like `moshpitGroups`.
+ */
+export function moshpitHouseholdGroups<T>(members: readonly T[], householdOf: (m: T) => string | undefined, round: number, size: number, seed = 1): T[][] {
+  const points: T[][] = [];
+  const open = new Map<string, T[]>();
+  for (const m of members) {
+    const key = householdOf(m);
+    let point = key === undefined ? undefined : open.get(key);
+    if (!point || point.length >= size) {
+      point = [];
+      points.push(point);
+      if (key !== undefined) open.set(key, point);
+    }
+    point.push(m);
+  }
+  return moshpitGroups(points, round, size, seed).map((g) => g.flat());
+}

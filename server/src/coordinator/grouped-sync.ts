@@ -3,7 +3,7 @@
 // Groups settle one by one: a group commits as soon as all its members have their results (they go
 // back to training at once), and a group that loses a member fails alone (its members keep their work
 // and bring it to a later sync). The sync ends when every group has settled.
-import { moshpitGroups } from '@tabfleet/protocol';
+import { moshpitGroups, moshpitHouseholdGroups } from '@tabfleet/protocol';
 
 export type GroupState = 'running' | 'committed' | 'failed';
 
@@ -16,9 +16,13 @@ export class GroupedSync {
   /** When the last group committed: the sync's exchange time is from its begin to then. */
   lastCommitAt: number | null = null;
 
-  /** `members` in a stable order (by shard); round ids `firstRoundId` … `firstRoundId + groups − 1`. */
-  constructor(members: readonly string[], seq: number, size: number, seed: number, readonly firstRoundId: number) {
-    this.groups = moshpitGroups(members, seq - 1, size, seed);
+  /**
+   * `members` in a stable order (by shard); round ids `firstRoundId` … `firstRoundId + groups − 1`.
+   * With `householdOf` (hierarchical jobs: a member's address), each household's members are one
+   * grid point: always in one group, side by side in its ring.
+   */
+  constructor(members: readonly string[], seq: number, size: number, seed: number, readonly firstRoundId: number, householdOf?: (member: string) => string | undefined) {
+    this.groups = householdOf ? moshpitHouseholdGroups(members, householdOf, seq - 1, size, seed) : moshpitGroups(members, seq - 1, size, seed);
     this.state = this.groups.map(() => 'running');
     this.groups.forEach((g, i) => g.forEach((id) => this.indexOf.set(id, i)));
   }

@@ -344,6 +344,29 @@ test('Moshpit job: a joiner mid-job holds no sync back, loading or training; its
   await t.cleanup();
 });
 
+test('hierarchical Moshpit job: tabs behind one address are always in one group, side by side in its ring', async () => {
+  const t = await setup(GROUPED({ groupSize: 2, hierarchical: true }));
+  const caps = capabilitiesSchema.parse(SIM_CAPABILITIES);
+  const addressOf: Record<string, string | undefined> = { a: '10.0.0.1', b: '10.0.0.2', c: '10.0.0.1', d: undefined, e: '10.0.0.2', f: undefined };
+  for (const id of SIX) t.c.join({ volunteerId: id, capabilities: caps, address: addressOf[id] });
+  for (const id of SIX) t.loadAndReady(id);
+  for (let seq = 1; seq <= 4; seq++) {
+    const begins = new Map(SIX.map((id) => [id, t.last(id, 'round:begin')]));
+    assert.ok([...begins.values()].every((b) => b.seq === seq));
+    const groups = [...new Map([...begins.values()].map((b) => [b.roundId, b.members as string[]])).values()];
+    assert.deepEqual(groups.flat().sort(), SIX);
+    for (const [x, y] of [['a', 'c'], ['b', 'e']]) {
+      const g = groups.find((m) => m.includes(x))!;
+      assert.ok(g.includes(y), `sync ${seq}: ${x} and ${y} share an address but not a group (${g.join(' ')})`);
+      assert.equal(Math.abs(g.indexOf(x) - g.indexOf(y)), 1, `sync ${seq}: ring neighbours`);
+    }
+    for (const g of groups) for (const id of g) t.result(id, begins.get(id)!.roundId);
+    for (const id of SIX) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: seq + 1, step: seq + 1 });
+  }
+  assert.throws(() => jobSpecSchema.parse({ ...GROUPED({}).spec, groupSize: undefined, maxWorkers: 6, hierarchical: true }), /hierarchical averaging arranges Moshpit groups: set groupSize/);
+  await t.cleanup();
+});
+
 test('paced Moshpit job: each group\'s begin carries the steps of its own members (the weights of its mean), and its commit their next steps', async () => {
   const t = await setup(GROUPED({ pacing: 'paced', roundBudgetMs: 1_000, H: 4 }));
   for (const id of SIX) t.add(id);

@@ -198,6 +198,8 @@ export interface SimOptions {
   /** The checkpoint it uploads when it is the uploader (default: its parameters, honestly). */
   checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
   log?: (line: string) => void;
+  /** The loopback address it connects from (127.0.0.x: volunteers behind different addresses). */
+  localAddress?: string;
   /** Syncs whose parameters it keeps in `applied` (default 64); long runs keep fewer. */
   appliedKept?: number;
   /** Received events it keeps in `events`, newest (default: all); long runs bound it. */
@@ -253,6 +255,7 @@ export class SimVolunteer {
     this.socket = io(`${opts.url}${NAMESPACES.volunteer}`, {
       auth: { protocol: PROTOCOL_VERSION, capabilities: opts.capabilities ?? SIM_CAPABILITIES, clientId: opts.clientId, displayName: opts.displayName },
       transports: ['websocket'],
+      ...(opts.localAddress ? { localAddress: opts.localAddress } : {}),
       reconnection: opts.reconnect ?? false,
       reconnectionDelay: 200,
       reconnectionDelayMax: 1000,
