@@ -1,6 +1,7 @@
 // `npm run simulate -- --quick` end to end into a temporary file: every scenario ran through the real
 // coordinator, the simulator was checked against real volunteers, and with no churn a sync takes what
 // the model says it must: the slowest member's H steps plus a ring allreduce on the modeled links.
+// Regional groups commit more syncs than groups at random when links across regions are slow.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,6 +32,10 @@ test('npm run simulate -- --quick writes a complete JSON', { timeout: 4 * 60_000
   assert.ok(v.error.roundMs < 0.5, `round time: real ${v.real.roundMs} ms, simulated ${v.simulated.roundMs} ms`);
   assert.equal(r.summary.sim_vs_real_error, v.error.roundMs);
   assert.deepEqual(r.consensus.results.map((c: any) => [c.members, c.churnPer10Min, c.roundsTo1Percent]), [[16, 0, 1], [16, 0.2, 1], [64, 0, 2], [64, 0.2, 2]]);
+  // Four regions, 150 ms across: groups laid out by region commit more syncs in the same time than at random (the simulation is seeded).
+  const [random, byRegion] = r.regional.results;
+  assert.deepEqual([random.scenario.regions.regional, byRegion.scenario.regions.regional], [false, true]);
+  assert.ok(byRegion.syncs > random.syncs && byRegion.consensusSyncs !== null, `${byRegion.syncs} syncs by region, ${random.syncs} at random`);
 });
 
 test('without churn a simulated sync lasts the slowest member\'s steps plus the ring allreduce', async () => {

@@ -12,6 +12,7 @@ import { repoRoot } from '@tabfleet/headless';
 import { LIMITS, moshpitGroups, mulberry32 } from '@tabfleet/protocol';
 import type { BenchOptions } from './run';
 import { machineInfo } from './machine';
+import { median, spread } from './stats';
 import { validateAt, type Validation } from './simulate-validate';
 import { CONSENSUS_DIMS, simulate, type Scenario, type ScenarioResult } from './simulator';
 
@@ -75,7 +76,63 @@ export function scenarios(quick: boolean): Scenario[] {
   return [...grouped, ...ring];
 }
 
-const describe = (s: Scenario) => `N=${s.members} ${s.groupSize ? `groups of ${s.groupSize}` : 'one ring'}, churn ${s.churnPer10Min * 100}%/10 min, ${s.pacing} (H ${s.H})`;
+/** Seeds of the headline figures (N = 16 and N = 10,000 with 5% churn, fixed and paced): seed 1 is the full grid's run. */
+const HEADLINE_SEEDS = [1, 2, 3];
+
+/** The headline scenarios (members, churn, pacing) that are run again with the other seeds. */
+const HEADLINE = [[16, 0, 'fixed'], [16, 0, 'paced'], [10_000, 0.05, 'fixed'], [10_000, 0.05, 'paced']] as const;
+
+interface HeadlineRuns {
+  base16?: ScenarioResult;
+  paced16?: ScenarioResult;
+  n10k?: ScenarioResult;
+  paced10k?: ScenarioResult;
+}
+
+/** One seed's headline figures (see the summary's comments). */
+function headlineOf(r: HeadlineRuns, consensusDirect: number | null) {
+  const { base16, paced16, n10k, paced10k } = r;
+  return {
+    round_p99_ratio_n10000: n10k?.roundMs && base16?.roundMs ? n10k.roundMs.p99 / base16.roundMs.p50 : null,
+    sync_p99_ratio_n10000: n10k?.syncMs && base16?.syncMs ? n10k.syncMs.p99 / base16.syncMs.p99 : null,
+    sync_p99_ratio_n10000_paced: paced10k?.syncMs && paced16?.syncMs ? paced10k.syncMs.p99 / paced16.syncMs.p99 : null,
+    utilization_n10000: paced10k?.utilization ?? null,
+    utilization_n16_paced: paced16?.utilization ?? null,
+    utilization_n10000_fixed: n10k?.utilization ?? null,
+    consensus_rounds_n10000: n10k?.consensusSyncs ?? null,
+    consensus_rounds_n10000_direct: consensusDirect,
+  };
+}
+type Headline = ReturnType<typeof headlineOf>;
+
+/** Per key: the median over seeds (null if any seed has none) and the spread. */
+function acrossSeeds(perSeed: Headline[]): { medians: Headline; spreads: Record<string, ReturnType<typeof spread>> } {
+  const keys = Object.keys(perSeed[0]) as (keyof Headline)[];
+  const values = (k: keyof Headline) => perSeed.map((h) => h[k]);
+  const complete = (k: keyof Headline) => values(k).every((v): v is number => v !== null);
+  return {
+    medians: Object.fromEntries(keys.map((k) => [k, complete(k) ? median(values(k) as number[]) : null])) as Headline,
+    spreads: Object.fromEntries(keys.map((k) => [k, complete(k) ? spread(values(k) as number[]) : null])),
+  };
+}
+
+/** Regions: 4, 40 ms inside one (LINK), 150 ms across (a transatlantic hop). */
+const REGIONS = { count: 4, crossLatencyMs: 150 };
+
+/**
+ * Moshpit groups laid out at random against by region (regionalGroups), members spread over REGIONS
+ * at random, 5% churn: N = 1,024 (a 16 × 16 × 4 grid: two of its three axes can stay inside a region
+ * of ~256) fixed and paced, N = 10,000 paced.
+ */
+export function regionalScenarios(quick: boolean): Scenario[] {
+  const base = { stepMs: 45, stepSigma: 0.25, ...LINK, seed: 1, churnPer10Min: 0.05, groupSize: CONSENSUS_GROUP };
+  const runs = quick
+    ? [{ members: 64, pacing: 'fixed' as const, H: 8, durationMs: 120_000 }]
+    : [{ members: 1_024, pacing: 'fixed' as const, H: 8, durationMs: 1_800_000 }, { members: 1_024, pacing: 'paced' as const, H: PACED_H, durationMs: 1_800_000 }, { members: 10_000, pacing: 'paced' as const, H: PACED_H, durationMs: 600_000 }];
+  return runs.flatMap((r) => [false, true].map((regional) => ({ ...base, ...r, regions: { ...REGIONS, regional } })));
+}
+
+const describe = (s: Scenario) => `N=${s.members} ${s.groupSize ? `groups of ${s.groupSize}${s.regions ? ` (${s.regions.regional ? 'by region' : 'at random'}, ${s.regions.count} regions)` : ''}` : 'one ring'}, churn ${s.churnPer10Min * 100}%/10 min, ${s.pacing} (H ${s.H})`;
 
 export async function run(opts: BenchOptions): Promise<void> {
   const results: ScenarioResult[] = [];
@@ -84,6 +141,18 @@ export async function run(opts: BenchOptions): Promise<void> {
     results.push(r);
     console.log(`${describe(s)}: ${r.refused ?? `${r.syncs} syncs, ${r.aborted} aborted, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs, server CPU ${r.serverCpuMsPerSync.toFixed(2)} ms/sync (${(r.wallMs / 1000).toFixed(1)} s wall)`}`);
   }
+  const regional: ScenarioResult[] = [];
+  for (const s of regionalScenarios(opts.quick)) {
+    const r = await simulate(s);
+    regional.push(r);
+    console.log(`${describe(s)}: ${r.syncs} syncs, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs (${(r.wallMs / 1000).toFixed(1)} s wall)`);
+  }
+  const regionalAt = (n: number, pacing: Scenario['pacing'], byRegion: boolean) => regional.find((r) => r.scenario.members === n && r.scenario.pacing === pacing && r.scenario.regions?.regional === byRegion);
+  /** Syncs committed in the same simulated time, by region ÷ at random. */
+  const regionalGain = (n: number, pacing: Scenario['pacing']) => {
+    const [random, byRegion] = [regionalAt(n, pacing, false), regionalAt(n, pacing, true)];
+    return random?.syncs && byRegion ? byRegion.syncs / random.syncs : null;
+  };
   const at = (n: number, churn: number, pacing: Scenario['pacing'] = 'fixed') => results.find((r) => r.scenario.members === n && r.scenario.churnPer10Min === churn && r.scenario.groupSize && r.scenario.pacing === pacing);
   const base16 = at(16, 0);
   const n10k = at(10_000, 0.05);
@@ -102,33 +171,56 @@ export async function run(opts: BenchOptions): Promise<void> {
   // A Moshpit job: 16 members in groups of 4 (a full 4 × 4 grid).
   if (!opts.quick) validation.push(await validateAt(16, 8, LINK, console.log, 4));
   const consensusAt = (n: number, churn: number) => consensus.find((c) => c.members === n && c.churnPer10Min === churn)?.roundsTo1Percent ?? null;
+  // The headline scenarios again with the other seeds (step times, departures and groups drawn anew).
+  const perSeed: Headline[] = [headlineOf({ base16, paced16, n10k, paced10k }, consensusAt(10_000, 0.05))];
+  for (const seed of opts.quick ? [] : HEADLINE_SEEDS.slice(1)) {
+    const runs: HeadlineRuns = {};
+    for (const [members, churnPer10Min, pacing] of HEADLINE) {
+      const scenario = scenarios(false).find((x) => x.members === members && x.churnPer10Min === churnPer10Min && x.pacing === pacing && x.groupSize)!;
+      const r = await simulate({ ...scenario, seed });
+      console.log(`seed ${seed}: ${describe(scenario)}: round p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs`);
+      runs[members === 16 ? (pacing === 'fixed' ? 'base16' : 'paced16') : pacing === 'fixed' ? 'n10k' : 'paced10k'] = r;
+    }
+    const leaveP = (0.05 * (runs.base16?.syncMs?.p50 ?? 1_000)) / 600_000;
+    perSeed.push(headlineOf(runs, consensusRounds(10_000, leaveP, seed)));
+  }
+  const headline = acrossSeeds(perSeed);
   const file = opts.out ?? join(repoRoot, 'bench', 'results', 'scale.json');
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify({
     benchmark: 'scale', machine: machineInfo(), quick: opts.quick,
     setup: { groups: `Moshpit groups of ${CONSENSUS_GROUP} (the coordinator's grouped syncs); one ring for comparison at N ≤ ${LIMITS.maxWorkersPerJob}`, linkModel: 'every link 10 Mbit/s, 40 ms one way; ring allreduce of 2(N−1) steps of 1/N of the model in frames of at most 64 KiB, pipelined as the ring sends them', model: 'mlp-fashion (814 KB)', H: `8 fixed; paced: nominal ${PACED_H}, each member the steps its pace fits in the budget (at most 4×)`, stepMs: 'lognormal, median 45 ms, sigma 0.25 between members and steps', churn: 'Poisson departures, each replaced after 1 s' },
     results,
+    regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit groups of ${CONSENSUS_GROUP} laid out at random against by region (regionalGroups)`, results: regional },
     validation: { definition: 'N Node volunteers (worker runtime, CPU backend) train the MLP with H = 8 through a real server over in-memory links of the same model, in one ring or (groupSize) in Moshpit groups; their measured work (commit to ready) is the simulator\'s work-time distribution; medians of round time (a sync\'s begin to its last commit, as the server records it), sync time (commit to commit as members see it) and bytes each member sends per round, real against simulated', results: validation },
     consensus: { groupSize: CONSENSUS_GROUP, definition: 'rounds of Moshpit averaging until max over members of ‖xᵢ − x̄‖ ≤ 1% of its value at the start (independent random 8-dim vectors, no local steps); departures before each round, replaced by joiners loading a random member\'s vector', results: consensus },
+    headline: { seeds: opts.quick ? [1] : HEADLINE_SEEDS, definition: 'the summary\'s N = 10,000 keys: medians over these seeds (seed 1 from the full grid above, the others rerun for the headline scenarios only), each seed\'s figures and their spread', perSeed, spreads: headline.spreads },
     summary: {
-      /** A group's round (begin to commit) p99 at N = 10,000 with 5% churn ÷ the group's round time (p50) at N = 16; fixed H. */
-      round_p99_ratio_n10000: n10k?.roundMs && base16?.roundMs ? n10k.roundMs.p99 / base16.roundMs.p50 : null,
-      /** What members see: the p99 of their commit-to-commit times at N = 10,000 ÷ at N = 16 (fixed H, and paced). */
-      sync_p99_ratio_n10000: n10k?.syncMs && base16?.syncMs ? n10k.syncMs.p99 / base16.syncMs.p99 : null,
-      sync_p99_ratio_n10000_paced: paced10k?.syncMs && paced16?.syncMs ? paced10k.syncMs.p99 / paced16.syncMs.p99 : null,
-      /** Paced Moshpit job, 5% churn (goal ≥ 0.8); beside it N = 16's, and fixed H's, which the links cap at 0.13. */
-      utilization_n10000: paced10k?.utilization ?? null,
-      utilization_n16_paced: paced16?.utilization ?? null,
-      utilization_n10000_fixed: n10k?.utilization ?? null,
-      /** Syncs until the members' vectors are within 1% of their mean, through the coordinator's groups (goal ≤ 2·log2(N / 16) = 18.6). */
-      consensus_rounds_n10000: n10k?.consensusSyncs ?? null,
-      /** The same without the coordinator: protocol's moshpitGroups applied directly. */
-      consensus_rounds_n10000_direct: consensusAt(10_000, 0.05),
+      // Medians over the headline seeds:
+      // round_p99_ratio_n10000: a group's round (begin to commit) p99 at N = 10,000 with 5% churn ÷ the group's round time (p50) at N = 16; fixed H.
+      // sync_p99_ratio_n10000(_paced): what members see, the p99 of their commit-to-commit times at N = 10,000 ÷ at N = 16.
+      // utilization_n10000: paced Moshpit job, 5% churn (goal ≥ 0.8); beside it N = 16's, and fixed H's, which the links cap at 0.13.
+      // consensus_rounds_n10000: syncs until the members' vectors are within 1% of their mean, through the coordinator's groups
+      // (goal ≤ 2·log2(N / 16) = 18.6); _direct: the same without the coordinator, protocol's moshpitGroups applied directly.
+      ...headline.medians,
       /** Worst relative error of the predicted round time (begin to commit) at N = 4–16; the sync time's and the bytes' beside it. */
       sim_vs_real_error: Math.max(...validation.map((v) => v.error.roundMs)),
       sim_vs_real_sync_error: Math.max(...validation.map((v) => v.error.syncMs)),
       sim_vs_real_bytes_error: Math.max(...validation.map((v) => v.error.bytesSentPerRound)),
       sync_p99_ms_n16: base16?.syncMs?.p99 ?? null,
+      /**
+       * Regions (4, 150 ms across; seed 1): syncs committed in the same time with groups by region ÷ at
+       * random (each sync waits for its slowest group, and only the grid's axis-0 syncs stay inside
+       * regions); and what members see, their commit-to-commit p50, at random ÷ by region.
+       */
+      regional_syncs_ratio_n1024: regionalGain(1_024, 'fixed'),
+      regional_syncs_ratio_n1024_paced: regionalGain(1_024, 'paced'),
+      regional_syncs_ratio_n10000_paced: regionalGain(10_000, 'paced'),
+      regional_sync_p50_speedup_n1024: regionalAt(1_024, 'fixed', false)?.syncMs && regionalAt(1_024, 'fixed', true)?.syncMs ? regionalAt(1_024, 'fixed', false)!.syncMs!.p50 / regionalAt(1_024, 'fixed', true)!.syncMs!.p50 : null,
+      /** The price in mixing: syncs to consensus by region, and at random (N = 1,024, fixed H). */
+      regional_consensus_syncs_n1024: regionalAt(1_024, 'fixed', true)?.consensusSyncs ?? null,
+      random_consensus_syncs_n1024: regionalAt(1_024, 'fixed', false)?.consensusSyncs ?? null,
+      regional_utilization_n10000_paced: regionalAt(10_000, 'paced', true)?.utilization ?? null,
       utilization_n16: base16?.utilization ?? null,
     },
   }, null, 2)}\n`);

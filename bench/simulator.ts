@@ -129,6 +129,13 @@ export interface Scenario {
   groupSize?: number;
   /** Local steps per sync (paced: the nominal steps, capped at 4×); default SPEC_BASE's 8. */
   H?: number;
+  /**
+   * Members in `count` regions (each joiner in one at random, its capabilities' region hint): a link
+   * inside a region has `latencyMs`, across regions `crossLatencyMs`, so a ring that spans regions
+   * runs at the cross latency. `regional`: the job lays its Moshpit groups out by region (the spec's
+   * regionalGroups); else at random.
+   */
+  regions?: { count: number; crossLatencyMs: number; regional: boolean };
 }
 
 export interface ScenarioResult {
@@ -215,7 +222,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const store = new SqliteStore(dir);
   const clock = new SimClock();
   const random = mulberry32(s.seed); // seeded: a scenario is the same run twice
-  const spec: JobSpec = jobSpecSchema.parse({ ...SPEC_BASE, pacing: s.pacing, minWorkers: Math.max(1, Math.floor(s.members / 2)), maxWorkers: s.members, H: s.H ?? SPEC_BASE.H, ...(s.groupSize ? { groupSize: s.groupSize } : {}) });
+  const spec: JobSpec = jobSpecSchema.parse({ ...SPEC_BASE, pacing: s.pacing, minWorkers: Math.max(1, Math.floor(s.members / 2)), maxWorkers: s.members, H: s.H ?? SPEC_BASE.H, ...(s.groupSize ? { groupSize: s.groupSize } : {}), regionalGroups: s.regions?.regional ?? false });
   const flat = initialParams('mlp-fashion', 1);
   const digest = modelDigest(flat);
   const modelBytes = flat.length * 4;
@@ -226,7 +233,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const exchanges = new Map<number, { began: number; lastCommit: number | null }>();
 
   /** A simulated volunteer: its own step-time median, and what it is doing. */
-  interface Sim { id: string; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean }
+  interface Sim { id: string; region: string | undefined; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean }
   const sims = new Map<string, Sim>();
   const consensus = new Consensus();
   let nextId = 0;
@@ -310,7 +317,10 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
         }
       });
     } else if (event === 'round:begin') {
-      clock.after(ringAllreduceMs(x.members.length, modelBytes, s), () =>
+      // A ring across regions runs at the slowest link's latency.
+      const regions = new Set((x.members as string[]).map((id) => sims.get(id)?.region));
+      const latencyMs = s.regions && regions.size > 1 ? s.regions.crossLatencyMs : s.latencyMs;
+      clock.after(ringAllreduceMs(x.members.length, modelBytes, { bandwidthBytesPerSec: s.bandwidthBytesPerSec, latencyMs }), () =>
         handle(m.id, 'round:result', { jobId: job.id, roundId: x.roundId, checksum: digest, step: 0, metrics: { loss: 1, samples: spec.H * 32, wallMs: m.lastWorkMs, computeMs: m.lastWorkMs, bytesSent: 0, bytesReceived: 0 } }));
     } else if (event === 'round:commit') {
       if (m.lastCommitAt !== null) gaps.push(clock.now() - m.lastCommitAt);
@@ -332,10 +342,11 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const join1 = () => {
     const id = `s${nextId++}`;
     // Each member's own median step time: volunteers differ by a lognormal factor too.
-    const m: Sim = { id, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
+    const region = s.regions ? `r${Math.floor(random() * s.regions.count)}` : undefined;
+    const m: Sim = { id, region, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
     sims.set(id, m);
     try {
-      c.join({ volunteerId: id, capabilities: caps, clientId: id });
+      c.join({ volunteerId: id, capabilities: region ? { ...caps, region } : caps, clientId: id });
     } catch {
       m.gone = true;
     }

@@ -138,7 +138,14 @@ function capabilities(b: BackendInfo): CapabilitiesInput {
     limits: { maxStorageBufferBindingSize: a?.maxStorageBufferBindingSize ?? 2 ** 31, maxBufferSize: a?.maxBufferSize ?? 2 ** 31 },
     features: a?.features ?? [],
     userAgent: navigator.userAgent.slice(0, 256),
+    ...(regionHint() ? { region: regionHint() } : {}),
   };
+}
+
+/** Where this tab is, for jobs that group volunteers by region: `?region=`, else its time zone's area ("Europe/Berlin": Europe). */
+function regionHint(): string | undefined {
+  const given = new URLSearchParams(location.search).get('region') ?? Intl.DateTimeFormat().resolvedOptions().timeZone?.split('/')[0];
+  return given && /^[A-Za-z0-9_\-/]{1,64}$/.test(given) ? given : undefined;
 }
 
 /** Starts contributing (the button). */

@@ -69,6 +69,11 @@ export const capabilitiesSchema = z.strictObject({
   }),
   features: z.array(z.string().max(64)).max(64).default([]),
   userAgent: shortText.optional(),
+  /**
+   * A network hint: where the volunteer is (the page's `?region=`, else its time zone's area, e.g.
+   * "Europe"). Jobs with `regionalGroups` lay Moshpit groups out by it. Letters, digits, - _ / only.
+   */
+  region: z.string().max(64).regex(/^[A-Za-z0-9_\-/]+$/).optional(),
 });
 export type Capabilities = z.output<typeof capabilitiesSchema>;
 export type CapabilitiesInput = z.input<typeof capabilitiesSchema>;

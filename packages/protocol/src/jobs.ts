@@ -196,6 +196,11 @@ export const jobSpecSchema = z
      * uplink once (protocol's moshpitHouseholdGroups).
      */
     hierarchical: z.boolean().default(false),
+    /**
+     * Moshpit jobs: members are laid on the grid by their region hint (capabilities.region), so the
+     * grid's low axes average inside a region and only its high axes across (moshpitGroups' localityOf).
+     */
+    regionalGroups: z.boolean().default(false),
     /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
     targetSteps: z.number().int().min(1).max(10_000_000).optional(),
     targetEpochs: finite.gt(0).max(10_000).optional(),
@@ -255,6 +260,7 @@ export const jobSpecSchema = z
       if (why) ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `Moshpit groups are built for ${why}` });
     }
     if (s.hierarchical && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['hierarchical'], message: 'hierarchical averaging arranges Moshpit groups: set groupSize' });
+    if (s.regionalGroups && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['regionalGroups'], message: 'regional groups arrange Moshpit groups: set groupSize' });
     if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
     }

@@ -98,3 +98,31 @@ test('hierarchical groups: a household (one address) is always in one group, sid
   // where the same 60 members without households take 11.
   assert.ok(spread < 0.01 * globalMean, `spread ${spread} after 16 syncs`);
 });
+
+test('regional groups: the low axis\'s groups stay inside a region, the high axis mixes them, and a full grid still agrees in one round per axis', () => {
+  // 256 members in two regions of 128 (interleaved in the member order), groups of 16: a 16 × 16 grid.
+  const members = Array.from({ length: 256 }, (_, i) => i);
+  const region = (m: number) => (m % 2 ? 'eu' : 'us');
+  const values = members.map((m) => m * 1.0);
+  for (let round = 0; round < 4; round++) {
+    const groups = moshpitGroups(members, round, 16, 1, region);
+    assert.deepEqual(groups.flat().sort((a, b) => a - b), members);
+    const regionsPerGroup = groups.map((g) => new Set(g.map(region)).size);
+    if (round % 2 === 0) assert.ok(regionsPerGroup.every((n) => n === 1), `round ${round}: axis 0 groups inside one region`);
+    else assert.ok(regionsPerGroup.every((n) => n === 2), `round ${round}: axis 1 groups span both regions`);
+    if (round < 2) {
+      for (const g of groups) {
+        const mean = g.reduce((a, m) => a + values[m], 0) / g.length;
+        for (const m of g) values[m] = mean;
+      }
+    }
+  }
+  assert.ok(values.every((v) => Math.abs(v - 127.5) < 1e-9), 'the exact global mean after one round per axis');
+  // Which members of a region share a group changes every d = 2 rounds.
+  const key = (r: number) => moshpitGroups(members, r, 16, 1, region).map((g) => [...g].sort((a, b) => a - b).join()).sort().join('|');
+  assert.notEqual(key(0), key(2));
+  // Unequal regions (100 and 156): each starts a fresh run of 16 cells, so no axis-0 group spans both.
+  const uneven = (m: number) => (m < 100 ? 'eu' : 'us');
+  const mixed = moshpitGroups(members, 0, 16, 1, uneven).filter((g) => new Set(g.map(uneven)).size > 1);
+  assert.equal(mixed.length, 0, `${mixed.length} axis-0 groups span both regions`);
+});

@@ -25,18 +25,42 @@ export function moshpitGrid(n: number, size: number): number[] {
 /**
  * The groups of round `round` (0-based) for `members` in groups of at most `size`: members of a
  * group share every grid coordinate but the round's axis. Deterministic in (members, round, size,
- * seed), so every party that knows them computes the same groups.
+ * seed, localityOf), so every party that knows them computes the same groups.
+ *
+ * With `localityOf` (regional groups: a region or network hint per member), members are laid on the
+ * grid in order of their hint, axis 0 varying fastest, each hint starting a fresh run of `size`
+ * cells (the grid grows by the empty cells this leaves): every group along axis 0 stays inside one
+ * region, and a group along axis k spans a run of Π_{j≤k} sides of that order, so the higher axes
+ * cross regions (a hierarchical allreduce: average near, then far). Mixing is the grid's as before
+ * (a full grid still agrees in d rounds); which members of a region share a group changes every d
+ * rounds (a fresh shuffle inside each region).
  */
-export function moshpitGroups<T>(members: readonly T[], round: number, size: number, seed = 1): T[][] {
-  const dims = moshpitGrid(members.length, size);
+export function moshpitGroups<T>(members: readonly T[], round: number, size: number, seed = 1, localityOf?: (m: T) => string | undefined): T[][] {
+  const hint = localityOf && members.map((m) => localityOf(m) ?? '');
+  const dims = moshpitGrid(hint ? regionalCells(hint, size) : members.length, size);
   const d = dims.length;
   const cells = dims.reduce((a, b) => a * b, 1);
-  // A fresh placement every d rounds: a seeded shuffle of the grid's cells, the first n taken.
+  // A fresh placement every d rounds: a seeded shuffle of the grid's cells, the first n taken
+  // (regional: of the members, then stably sorted by their hint, onto the cells in order).
   const rand = mulberry32((seed * 0x9e3779b1 + Math.floor(round / d)) >>> 0);
-  const order = Array.from({ length: cells }, (_, i) => i);
-  for (let i = cells - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [order[i], order[j]] = [order[j], order[i]];
+  const shuffle = (xs: number[]) => {
+    for (let i = xs.length - 1; i > 0; i--) {
+      const j = Math.floor(rand() * (i + 1));
+      [xs[i], xs[j]] = [xs[j], xs[i]];
+    }
+    return xs;
+  };
+  let order: number[];
+  if (hint) {
+    const byHint = shuffle(members.map((_, i) => i)).sort((a, b) => (hint[a] < hint[b] ? -1 : hint[a] > hint[b] ? 1 : 0));
+    order = new Array<number>(members.length);
+    let cell = 0;
+    byHint.forEach((member, i) => {
+      if (i > 0 && hint[member] !== hint[byHint[i - 1]] && cell % size) cell += size - (cell % size);
+      order[member] = cell++;
+    });
+  } else {
+    order = shuffle(Array.from({ length: cells }, (_, i) => i));
   }
   const axis = round % d;
   const groups = new Map<number, T[]>();
@@ -56,6 +80,14 @@ export function moshpitGroups<T>(members: readonly T[], round: number, size: num
   return [...groups.values()];
 }
 
+/** Cells a regional layout uses: each hint's members from a multiple of `size` on. */
+function regionalCells(hints: readonly string[], size: number): number {
+  const counts = new Map<string, number>();
+  for (const h of hints) counts.set(h, (counts.get(h) ?? 0) + 1);
+  const sorted = [...counts.keys()].sort();
+  return sorted.reduce((cells, h, i) => cells + (i < sorted.length - 1 ? Math.ceil(counts.get(h)! / size) * size : counts.get(h)!), 0);
+}
+
 /**
  * Hierarchical Moshpit groups: members that share a household key (one address: tabs of one browser,
  * machines behind one NAT or on one LAN) sit at one grid point together, so they are always in the
@@ -66,7 +98,7 @@ export function moshpitGroups<T>(members: readonly T[], round: number, size: num
  * split into grid points of at most `size`. The order (households by their first member in
  * `members`, members in their order) is deterministic like `moshpitGroups`.
  */
-export function moshpitHouseholdGroups<T>(members: readonly T[], householdOf: (m: T) => string | undefined, round: number, size: number, seed = 1): T[][] {
+export function moshpitHouseholdGroups<T>(members: readonly T[], householdOf: (m: T) => string | undefined, round: number, size: number, seed = 1, localityOf?: (m: T) => string | undefined): T[][] {
   const points: T[][] = [];
   const open = new Map<string, T[]>();
   for (const m of members) {
@@ -79,5 +111,5 @@ export function moshpitHouseholdGroups<T>(members: readonly T[], householdOf: (m
     }
     point.push(m);
   }
-  return moshpitGroups(points, round, size, seed).map((g) => g.flat());
+  return moshpitGroups(points, round, size, seed, localityOf && ((point) => localityOf(point[0]))).map((g) => g.flat());
 }

@@ -851,8 +851,11 @@ export class JobCoordinator {
     const paced = steps && this.job.spec.strategy !== 'ddp';
     const step = this.job.step + (paced ? Math.round(ring.reduce((a, m) => a + m.steps, 0) / ring.length) : this.job.spec.H);
     const groupSize = this.job.spec.groupSize;
-    const householdOf = this.job.spec.hierarchical ? (id: string) => this.members.get(id)?.address : undefined;
-    const grouped = groupSize !== undefined ? new GroupedSync(ring.map((m) => m.volunteerId), seq, groupSize, this.job.spec.seed, this.nextRoundId, householdOf) : null;
+    const layout = {
+      householdOf: this.job.spec.hierarchical ? (id: string) => this.members.get(id)?.address : undefined,
+      localityOf: this.job.spec.regionalGroups ? (id: string) => this.members.get(id)?.capabilities.region : undefined,
+    };
+    const grouped = groupSize !== undefined ? new GroupedSync(ring.map((m) => m.volunteerId), seq, groupSize, this.job.spec.seed, this.nextRoundId, layout) : null;
     // Moshpit groups are rings of parameters, with no star path: a failing group fails alone.
     const mode: RoundBegin['mode'] = grouped ? 'ring' : this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
     const dtype = mode === 'ring' && this.autoSync?.choice?.dtype === 'f16' ? ('f16' as const) : undefined;
