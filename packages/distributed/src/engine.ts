@@ -198,31 +198,44 @@ export class ModelEngine {
   }
 
   /**
-   * Steps one at a time (each loss read before the next is recorded: the clock must see it done), a
-   * slowed worker sleeping after each, until less than half a typical step fits `budgetMs` or `n` are done.
+   * Steps until less than half a typical step still fits `budgetMs`, or `n` are done. Two in flight,
+   * as `train` keeps them (the clock sees a step done when its loss is read, and the step recorded
+   * behind it counts as taken); a slowed worker one at a time, sleeping after each, so its sleep
+   * never overlaps its own compute.
    */
   private async trainWithin(n: number, budgetMs: number): Promise<LocalWork> {
+    const factor = this.opts.slowdown ?? 1;
     const t0 = performance.now();
-    let sum = 0;
+    let sum = 0, done = 0, recorded = 0, lastDone = t0;
     let sleptMs: number | undefined;
-    let steps = 0;
-    while (steps < n) {
-      const t = performance.now();
-      const loss = recordTrainStep(this.model, this.optimizer, this.nextBatch(), this.microBatch);
+    let pending: Tensor | null = null;
+    const finish = async (loss: Tensor) => {
       try {
         sum += (await loss.data())[0];
       } finally {
         dispose(loss);
       }
-      const slept = await this.slowDown(t, this.opts.batchSize);
+      const slept = await this.slowDown(lastDone, this.opts.batchSize);
       if (slept !== undefined) sleptMs = (sleptMs ?? 0) + slept;
-      steps++;
-      // Another step if at least half of it fits (the budget's nearest whole step, as the server's
-      // steps round), at this worker's typical pace, not this sync's: one slow step does not end the work early.
-      const nextStepMs = (this.opts.slowdown ?? 1) * this.opts.batchSize * this.typicalMsPerSample();
-      if (performance.now() - t0 + nextStepMs / 2 > budgetMs) break;
+      lastDone = performance.now();
+      done++;
+    };
+    while (recorded < n) {
+      const loss = recordTrainStep(this.model, this.optimizer, this.nextBatch(), this.microBatch);
+      recorded++;
+      if (factor > 1) await finish(loss);
+      else {
+        if (pending) await finish(pending);
+        pending = loss;
+      }
+      // Another step if at least half of it fits after the one in flight (the budget's nearest whole
+      // step, as the server's steps round), at this worker's typical pace, not this sync's: one slow
+      // step does not end the work early.
+      const stepMs = factor * this.opts.batchSize * this.typicalMsPerSample();
+      if (performance.now() - t0 + (pending ? stepMs : 0) + stepMs / 2 > budgetMs) break;
     }
-    return { loss: sum / steps, samples: steps * this.opts.batchSize, steps, ...(sleptMs === undefined ? {} : { sleptMs }) };
+    if (pending) await finish(pending);
+    return { loss: sum / done, samples: done * this.opts.batchSize, steps: done, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
   private async train(n: number, next: () => Batch): Promise<LocalWork> {

@@ -473,7 +473,8 @@ export class JobCoordinator {
     this.setPhase(m, 'admitted');
     m.workSince = this.deps.clock.now();
     m.status.state = 'training';
-    const budget = this.stepBudget();
+    // A joiner's pace is not measured yet: it does the nominal steps, with no budget (computing one scans every member).
+    const budget = m.msPerStep === null ? null : this.stepBudget();
     m.steps = this.plannedSteps(m, budget);
     // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
     // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
