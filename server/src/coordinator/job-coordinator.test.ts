@@ -234,6 +234,15 @@ test('when every member holding the global model leaves, joiners restart from th
 const GROUPED = (spec: object) => ({ spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 6, maxWorkers: 6, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted', groupSize: 3, ...spec }) });
 const SIX = ['a', 'b', 'c', 'd', 'e', 'f'];
 
+/**
+ * All six load, then all report ready: with minWorkers below six, members loading one by one would
+ * meet a barrier already counting down for the first four, and (Moshpit) take sync 2 instead.
+ */
+function loadAllThenReady(t: Awaited<ReturnType<typeof setup>>): void {
+  for (const id of SIX) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  for (const id of SIX) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
+}
+
 test('Moshpit job: each group of a sync is a ring of its own, commits alone, and the groups change the next sync', async () => {
   const t = await setup(GROUPED({}));
   for (const id of SIX) t.add(id);
@@ -265,7 +274,7 @@ test('Moshpit job: each group of a sync is a ring of its own, commits alone, and
 test('Moshpit job: a member lost from one group fails only that group; its survivors bring their work to the next sync', async () => {
   const t = await setup(GROUPED({ minWorkers: 4 }));
   for (const id of SIX) t.add(id);
-  for (const id of SIX) t.loadAndReady(id);
+  loadAllThenReady(t);
   const begins = new Map(SIX.map((id) => [id, t.last(id, 'round:begin')]));
   const [lost] = SIX;
   const failing = begins.get(lost).members as string[];
@@ -291,7 +300,7 @@ test('Moshpit job: a member lost from one group fails only that group; its survi
 test('Moshpit job: a group with a member silent past the deadline fails alone; the silent member is evicted, the other group committed', async () => {
   const t = await setup(GROUPED({ minWorkers: 4 }));
   for (const id of SIX) t.add(id);
-  for (const id of SIX) t.loadAndReady(id);
+  loadAllThenReady(t);
   const [silent] = SIX;
   const slowGroup = t.last(silent, 'round:begin').members as string[];
   const other = SIX.filter((id) => !slowGroup.includes(id));
@@ -364,6 +373,26 @@ test('hierarchical Moshpit job: tabs behind one address are always in one group,
     for (const id of SIX) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: seq + 1, step: seq + 1 });
   }
   assert.throws(() => jobSpecSchema.parse({ ...GROUPED({}).spec, groupSize: undefined, maxWorkers: 6, hierarchical: true }), /hierarchical averaging arranges Moshpit groups: set groupSize/);
+  await t.cleanup();
+});
+
+test('Moshpit job: a joiner admitted while the first sync\'s barrier counts down takes sync 2; the first sync does not wait for its work', async () => {
+  const t = await setup(GROUPED({ minWorkers: 4 }));
+  const first = ['a', 'b', 'c', 'd'];
+  for (const id of first) t.add(id);
+  for (const id of first) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  for (const id of ['a', 'b', 'c']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
+  // d still trains: the barrier counts down. e joins and loads now (with churn, one every second).
+  t.add('e');
+  t.c.handle('e', 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  t.c.handle('d', 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
+  const r1 = t.last('a', 'round:begin');
+  assert.ok(r1, 'sync 1 begins once the first four are ready, without waiting for e\'s work');
+  assert.equal(t.last('e', 'round:begin'), undefined);
+  for (const g of new Set(first.map((id) => t.last(id, 'round:begin').roundId))) for (const id of first.filter((x) => t.last(x, 'round:begin').roundId === g)) t.result(id, g);
+  t.c.handle('e', 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
+  for (const id of first) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  assert.equal(t.last('e', 'round:begin')?.seq, 2, 'e is in sync 2 with its work');
   await t.cleanup();
 });
 

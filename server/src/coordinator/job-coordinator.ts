@@ -478,7 +478,7 @@ export class JobCoordinator {
     m.steps = this.plannedSteps(m, budget);
     // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
     // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
-    if (grouped && this.job.seq > 0) this.setLeftOut(m, m.workSince);
+    if (grouped && this.joinersJoinLater()) this.setLeftOut(m, m.workSince);
     this.changedWorkers();
     this.tryBegin();
     // Steps only in a paced job: otherwise every member does the job's H (ddp: one gradient on its batch).
@@ -770,10 +770,9 @@ export class JobCoordinator {
       return;
     }
     // Joiners loading the current model are waited for, at the pace joiners usually load; after that
-    // the round goes on without them and they load the next checkpoint. (Moshpit jobs past their first
-    // sync do not wait: joiners take a later sync.)
-    const joinersJoinLater = this.job.spec.groupSize !== undefined && this.job.seq > 0;
-    if (this.inPhase.loading.size > this.unsentLoads.size && !this.joinerHoldExpired && !joinersJoinLater) {
+    // the round goes on without them and they load the next checkpoint. (Moshpit jobs do not wait
+    // once a sync is due: joiners take a later sync.)
+    if (this.inPhase.loading.size > this.unsentLoads.size && !this.joinerHoldExpired && !(this.job.spec.groupSize !== undefined && this.joinersJoinLater())) {
       this.cancelJoinerHold ??= this.deps.clock.after(this.pace.bound('load', this.deps.timing.loadTimeoutMs, FIRST_LOAD_GUESS_MS), () => {
         this.cancelJoinerHold = null;
         this.joinerHoldExpired = true;
@@ -787,6 +786,16 @@ export class JobCoordinator {
     this.cancelJoinerHold = null;
     this.joinerHoldExpired = false;
     this.begin([...this.inPhase.ready].sort((a, b) => a.shard - b.shard));
+  }
+
+  /**
+   * Moshpit jobs: past the first sync, or once the first sync's barrier is counting down (members
+   * wait at it for others' work), a joiner takes a later sync. (Only syncs after the first used to:
+   * with 10,000 members and 5% churn a joiner came every second, each one's first work held the
+   * first sync, and it began after 174 s instead of 49 s, seed against seed.)
+   */
+  private joinersJoinLater(): boolean {
+    return this.job.seq > 0 || this.cancelBarrier !== null;
   }
 
   /** Members left out of rounds that have not reported for the configured barrier timeout are evicted. */
