@@ -376,22 +376,28 @@ test('hierarchical Moshpit job: tabs behind one address are always in one group,
   await t.cleanup();
 });
 
-test('Moshpit job: a joiner admitted while the first sync\'s barrier counts down takes sync 2; the first sync does not wait for its work', async () => {
-  const t = await setup(GROUPED({ minWorkers: 4 }));
+test('Moshpit job: a joiner admitted after the first sync\'s barrier has counted down a while takes sync 2; the first sync does not wait for its work', async () => {
+  const t = await setup(GROUPED({ minWorkers: 4 }), { roundTimeoutMs: 10_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 60_000 });
   const first = ['a', 'b', 'c', 'd'];
-  for (const id of first) t.add(id);
+  for (const id of [...first, 'e', 'f']) t.add(id);
   for (const id of first) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  t.clock.advance(20_000); // 20 s of work: the barrier's pace-derived bound is then the configured minute
   for (const id of ['a', 'b', 'c']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
-  // d still trains: the barrier counts down. e joins and loads now (with churn, one every second).
-  t.add('e');
+  // d still trains: the barrier counts down. A moment later f is admitted (loaded), and is waited for ...
+  t.c.handle('f', 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  t.c.handle('f', 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
+  // ... but e is admitted 6 s on (with churn, a joiner every second): it is not.
+  t.clock.advance(6_000);
   t.c.handle('e', 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
   t.c.handle('d', 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
   const r1 = t.last('a', 'round:begin');
-  assert.ok(r1, 'sync 1 begins once the first four are ready, without waiting for e\'s work');
+  assert.ok(r1, 'sync 1 begins once the first five are ready, without waiting for e\'s work');
+  assert.equal(t.last('f', 'round:begin')?.seq, 1, 'f joined within the grace: it is in sync 1');
   assert.equal(t.last('e', 'round:begin'), undefined);
-  for (const g of new Set(first.map((id) => t.last(id, 'round:begin').roundId))) for (const id of first.filter((x) => t.last(x, 'round:begin').roundId === g)) t.result(id, g);
+  const inSync1 = [...first, 'f'];
+  for (const g of new Set(inSync1.map((id) => t.last(id, 'round:begin').roundId))) for (const id of inSync1.filter((x) => t.last(x, 'round:begin').roundId === g)) t.result(id, g);
   t.c.handle('e', 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
-  for (const id of first) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  for (const id of inSync1) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
   assert.equal(t.last('e', 'round:begin')?.seq, 2, 'e is in sync 2 with its work');
   await t.cleanup();
 });

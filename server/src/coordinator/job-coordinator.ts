@@ -102,6 +102,8 @@ const RING_FAILURES_BEFORE_STAR = 2;
 const WORKER_TABLE_INTERVAL_MS = 500;
 /** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
 const EVALUATORS = 3;
+/** Moshpit jobs: a joiner admitted this long after the first sync's barrier began counting down takes sync 2. */
+const JOIN_GRACE_MS = 5_000;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
 const FIRST_LOAD_GUESS_MS = 30_000;
 /** Attempts at writing a verified checkpoint to the store before the sync's checkpoint is re-asked. */
@@ -129,6 +131,8 @@ export class JobCoordinator {
   /** Stop after the next committed sync that leaves a checkpoint (target accuracy reached). */
   private finishing = false;
   private cancelBarrier: (() => void) | null = null;
+  /** When the barrier began counting down (cancelBarrier set). */
+  private barrierSince = 0;
   /** Loading joiners are waited for until this fires; then the round goes on without them. */
   private cancelJoinerHold: (() => void) | null = null;
   private joinerHoldExpired = false;
@@ -765,6 +769,7 @@ export class JobCoordinator {
     if (ready + training < this.job.spec.minWorkers) return;
     if (training > 0) {
       if (ready > 0 && !this.cancelBarrier) {
+        this.barrierSince = this.deps.clock.now();
         this.cancelBarrier = this.deps.clock.after(this.pace.bound('work', this.deps.timing.barrierTimeoutMs), () => this.barrierExpired());
       }
       return;
@@ -789,13 +794,14 @@ export class JobCoordinator {
   }
 
   /**
-   * Moshpit jobs: past the first sync, or once the first sync's barrier is counting down (members
-   * wait at it for others' work), a joiner takes a later sync. (Only syncs after the first used to:
-   * with 10,000 members and 5% churn a joiner came every second, each one's first work held the
-   * first sync, and it began after 174 s instead of 49 s, seed against seed.)
+   * Moshpit jobs: past the first sync, or once the first sync's barrier has counted down for
+   * JOIN_GRACE_MS (members wait at it for others' work), a joiner takes a later sync. (Only syncs
+   * after the first used to: with 10,000 members and 5% churn a joiner came every second, each one's
+   * first work held the first sync, and it began after 174 s instead of 49 s, seed against seed.
+   * The grace keeps volunteers that open together, a moment apart, in the first sync.)
    */
   private joinersJoinLater(): boolean {
-    return this.job.seq > 0 || this.cancelBarrier !== null;
+    return this.job.seq > 0 || (this.cancelBarrier !== null && this.deps.clock.now() - this.barrierSince > JOIN_GRACE_MS);
   }
 
   /** Members left out of rounds that have not reported for the configured barrier timeout are evicted. */
