@@ -30,6 +30,15 @@ export interface EngineOptions {
   slowdown?: number;
 }
 
+/** A one-value tensor's value (a loss), read back and disposed. */
+async function readScalar(t: Tensor): Promise<number> {
+  try {
+    return (await t.data())[0];
+  } finally {
+    dispose(t);
+  }
+}
+
 /** Pieces of local work whose compute per sample the slowdown's typical pace is the median of. */
 const RECENT_WORK_KEPT = 32;
 
@@ -210,11 +219,7 @@ export class ModelEngine {
     let sleptMs: number | undefined;
     let pending: Tensor | null = null;
     const finish = async (loss: Tensor) => {
-      try {
-        sum += (await loss.data())[0];
-      } finally {
-        dispose(loss);
-      }
+      sum += await readScalar(loss);
       const slept = await this.slowDown(lastDone, this.opts.batchSize);
       if (slept !== undefined) sleptMs = (sleptMs ?? 0) + slept;
       lastDone = performance.now();
@@ -243,11 +248,7 @@ export class ModelEngine {
     let sum = 0;
     let pending: Tensor | null = null;
     const readLoss = async (t: Tensor) => {
-      try {
-        sum += (await t.data())[0];
-      } finally {
-        dispose(t);
-      }
+      sum += await readScalar(t);
     };
     for (let i = 0; i < n; i++) {
       const loss = recordTrainStep(this.model, this.optimizer, next(), this.microBatch);
