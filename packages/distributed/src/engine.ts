@@ -268,12 +268,7 @@ export class ModelEngine {
     const t0 = performance.now();
     const batch = this.nextExamples(examples);
     const loss = recordGradientStep(this.model, batch, undefined, Math.min(this.microBatch, batch.size));
-    let value: number;
-    try {
-      value = (await loss.data())[0];
-    } finally {
-      dispose(loss);
-    }
+    const value = await readScalar(loss);
     const sleptMs = await this.slowDown(t0, batch.size);
     return { loss: value, samples: batch.size, steps: 1, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
