@@ -4,7 +4,9 @@
 // those of the dead node reconnect to it (as a load balancer in front of the nodes would send them).
 // The job goes on, and what was stored and seen is checked as the soak checks it (analyze.ts): no
 // sync lost or committed twice, members agree on every commit, every checkpoint load is of the
-// committed model, one metric row per sync.
+// committed model, one metric row per sync. Once for a job in one ring, once for a Moshpit job
+// whose groups change every sync (there the members of each group agree, and a load is of the
+// model one group committed: the uploader's).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -48,16 +50,35 @@ async function api(url: string, path: string, json?: unknown) {
   return res.json();
 }
 
-test('the job survives a SIGKILL of the node that runs it: the other node adopts it, no sync lost or repeated, members agree', { timeout: 180_000 }, async () => {
+const BASE_SPEC = {
+  preset: 'cnn-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 32 },
+  minWorkers: 4, maxWorkers: 4, targetSteps: 10_000_000, checkpointEvery: 2, evalEverySteps: 1_000_000,
+};
+
+interface KillRun {
+  jobId: string;
+  killedAt: number;
+  killedSeq: number;
+  commits: CommitSeen[];
+  loads: LoadSeen[];
+  sims: SimVolunteer[];
+  rounds: { roundId: number; seq: number; outcome: string; startedAt: number; detail: string }[];
+  metrics: { seq: number; bytesSent: number | null }[];
+  /** The sync node b resumed from: the one before the first it began after the kill. */
+  resumedSeq: number;
+}
+
+/**
+ * Four volunteers, two on each node, in a job created on node a; node a is killed after sync 5 and
+ * node b runs 5 more syncs. What the volunteers saw and what the store holds.
+ */
+async function killTheJobsNode(spec: Record<string, unknown>): Promise<KillRun> {
   const redis = await startRedisServer();
   cleanups.push(() => redis.stop());
   const a = await startNode(redis.url, 'node-a');
   const b = await startNode(redis.url, 'node-b');
   // Created on node a, which runs its coordinator; a checkpoint every 2 syncs.
-  const jobId: string = (await api(a.url, '/api/jobs', {
-    name: 'node kill', preset: 'cnn-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 32 },
-    minWorkers: 4, maxWorkers: 4, targetSteps: 10_000_000, checkpointEvery: 2, evalEverySteps: 1_000_000,
-  })).job.id;
+  const jobId: string = (await api(a.url, '/api/jobs', { ...BASE_SPEC, ...spec })).job.id;
 
   const oracle = new RingOracle();
   let epoch = 0;
@@ -117,18 +138,59 @@ test('the job survives a SIGKILL of the node that runs it: the other node adopts
 
   for (const s of sims) s.close();
   await new Promise((r) => setTimeout(r, 300));
-  const rounds = (await api(b.url, `/api/jobs/${jobId}/rounds`)).rounds as { roundId: number; seq: number; outcome: string; startedAt: number; detail: string }[];
+  const rounds = (await api(b.url, `/api/jobs/${jobId}/rounds`)).rounds as KillRun['rounds'];
   const metrics = (await api(b.url, `/api/jobs/${jobId}/metrics`)).points;
-  // The sync node b resumed from: the one before the first it began after the kill.
   const resumedSeq = Math.min(...rounds.filter((r) => r.startedAt >= killedAt).map((r) => r.seq)) - 1;
-  const x = analyzeSoak({ rounds, restarts: [{ killedAt, resumedSeq }], commits, loads, metrics });
-  console.log(`killed node a after sync ${killedSeq}; node b resumed from sync ${resumedSeq} (rolled back ${x.rolledBack}) and reached ${x.finalSeq}; ${x.commitsSeen} commits and ${x.loadsChecked} loads checked`);
-  assert.deepEqual([x.lost, x.duplicated, x.checksumDisagreements, x.commitsUnknownToServer, x.loadMismatches], [0, 0, 0, 0, 0], JSON.stringify(x));
+  return { jobId, killedAt, killedSeq, commits, loads, sims, rounds, metrics, resumedSeq };
+}
+
+/** What holds for both kinds of job: the history goes on past the kill, re-doing at most the syncs after the last checkpoint. */
+function assertTheJobWentOn(run: KillRun, x: ReturnType<typeof analyzeSoak>): void {
+  const { killedSeq, resumedSeq, sims } = run;
+  assert.deepEqual([x.lost, x.duplicated], [0, 0], JSON.stringify(x));
   assert.ok(x.finalSeq >= killedSeq + 5 && x.epochs[1].committedRounds >= 5, JSON.stringify(x.epochs));
-  assert.ok(x.loadsChecked > 0, 'the rejoining volunteers loaded the checkpoint node b resumed from');
   assert.ok(resumedSeq >= killedSeq - 2, `a checkpoint every 2 syncs: at most 2 re-done (resumed ${resumedSeq}, killed at ${killedSeq})`);
   assert.deepEqual([x.metrics.syncMissing, x.metrics.syncExtra], [0, 0], JSON.stringify(x.metrics));
   // Events in flight to the dead node's coordinator time out, and those on its own sockets are cut
   // off; nothing else fails.
   for (const s of sims) assert.deepEqual(s.errors.filter((e) => !/timed out|socket has been disconnected/.test(e)), [], s.volunteerId);
+}
+
+test('the job survives a SIGKILL of the node that runs it: the other node adopts it, no sync lost or repeated, members agree', { timeout: 180_000 }, async () => {
+  const run = await killTheJobsNode({ name: 'node kill' });
+  const { rounds, commits, loads, metrics, killedAt, resumedSeq, killedSeq } = run;
+  const x = analyzeSoak({ rounds, restarts: [{ killedAt, resumedSeq }], commits, loads, metrics });
+  console.log(`killed node a after sync ${killedSeq}; node b resumed from sync ${resumedSeq} (rolled back ${x.rolledBack}) and reached ${x.finalSeq}; ${x.commitsSeen} commits and ${x.loadsChecked} loads checked`);
+  assertTheJobWentOn(run, x);
+  assert.deepEqual([x.checksumDisagreements, x.commitsUnknownToServer, x.loadMismatches], [0, 0, 0], JSON.stringify(x));
+  assert.ok(x.loadsChecked > 0, 'the rejoining volunteers loaded the checkpoint node b resumed from');
+});
+
+test('a Moshpit job survives a SIGKILL of its node: its groups go on under the other node, no sync lost or repeated, each group agrees', { timeout: 180_000 }, async () => {
+  // Four members on a 2 × 2 grid: two groups of two each sync, regrouped every sync.
+  const run = await killTheJobsNode({ name: 'moshpit node kill', trust: 'trusted', groupSize: 2 });
+  const { rounds, commits, loads, metrics, killedAt, resumedSeq, killedSeq } = run;
+  // A Moshpit sync is one row (its groups' outcome), so the history is checked by sync, and the
+  // groups' models by what their members saw.
+  const x = analyzeSoak({ rounds, restarts: [{ killedAt, resumedSeq }], commits: [], loads: [], metrics });
+  assertTheJobWentOn(run, x);
+  for (const r of rounds.filter((r) => r.outcome === 'committed')) assert.match(r.detail, /^2 of 2 groups committed$/, `sync ${r.seq}`);
+  // Each group (its own round id) is two members who applied one model; a sync has two groups.
+  const byGroup = new Map<string, CommitSeen[]>();
+  for (const c of commits) byGroup.set(`${c.epoch}/${c.roundId}`, [...(byGroup.get(`${c.epoch}/${c.roundId}`) ?? []), c]);
+  for (const [key, seen] of byGroup) {
+    assert.equal(new Set(seen.map((c) => c.seq)).size, 1, `group round ${key} is of one sync`);
+    assert.equal(new Set(seen.map((c) => c.checksum)).size, 1, `group round ${key}: its members applied one model`);
+  }
+  const syncsAfter = new Set(commits.filter((c) => c.epoch === 1).map((c) => c.seq));
+  assert.ok(syncsAfter.size >= 5, `node b ran ${syncsAfter.size} syncs`);
+  // minWorkers 4: every sync under node b has all four members, in two groups.
+  for (const seq of syncsAfter) assert.equal(new Set(commits.filter((c) => c.epoch === 1 && c.seq === seq).map((c) => c.roundId)).size, 2, `sync ${seq} under node b: two groups`);
+  // Everyone who rejoined loaded the checkpoint node b resumed from: one group's model of that sync.
+  const resumedLoads = loads.filter((l) => l.epoch === 1 && l.seq === resumedSeq);
+  assert.ok(resumedLoads.length >= 2, `loads of sync ${resumedSeq}: ${JSON.stringify(loads)}`);
+  const groupModels = new Set(commits.filter((c) => c.epoch === 0 && c.seq === resumedSeq).map((c) => c.checksum));
+  for (const l of resumedLoads) assert.ok(groupModels.has(l.checksum), `a load of sync ${resumedSeq} is the model one of its groups committed`);
+  assert.equal(new Set(resumedLoads.map((l) => l.checksum)).size, 1, 'every rejoining member loaded the same checkpoint');
+  console.log(`Moshpit: killed node a after sync ${killedSeq}; node b resumed from sync ${resumedSeq} and reached ${x.finalSeq}; ${byGroup.size} group rounds and ${resumedLoads.length} loads checked`);
 });
