@@ -17,6 +17,9 @@ import { runSyncs, startWorkers } from './simulate';
 import type { CompressionName, StrategyName } from './strategies';
 import { presetWorkers } from './workers';
 
+/** Windows per evaluation batch: each batch is one readback, which costs milliseconds whatever its size. */
+const EVAL_BATCH = 128;
+
 export interface GptShape {
   layers: number;
   heads: number;
@@ -94,7 +97,7 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
   const evaluateAt = async (engine: ModelEngine, step: number, modeledMs: number): Promise<boolean> => {
     const e0 = performance.now();
     const wallMs = e0 - t0 - evalMs;
-    const ev = await engine.evaluate(Infinity, 32, evalSet);
+    const ev = await engine.evaluate(Infinity, EVAL_BATCH, evalSet);
     evalMs += performance.now() - e0;
     const tokens = step * tokensPerStep;
     evals.push({ step, tokens, loss: ev.loss, accuracy: ev.accuracy, wallMs, modeledMs });
@@ -140,7 +143,7 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
     });
   }
   const wallMs = performance.now() - t0 - evalMs;
-  const final = await engine.evaluate(Infinity, 32, data.validation);
+  const final = await engine.evaluate(Infinity, EVAL_BATCH, data.validation);
   return {
     config: cfg, steps: engine.step, syncs, tokens: engine.step * tokensPerStep, evals, finalLoss: final.loss, finalAccuracy: final.accuracy,
     validationTokens: final.count, msToTarget, wallMs, modeledMs, bytesPerWorker: bytes, exchangeMs,
