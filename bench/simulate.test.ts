@@ -33,9 +33,11 @@ test('npm run simulate -- --quick writes a complete JSON', { timeout: 4 * 60_000
   assert.equal(r.summary.sim_vs_real_error, v.error.roundMs);
   assert.deepEqual(r.consensus.results.map((c: any) => [c.members, c.churnPer10Min, c.roundsTo1Percent]), [[16, 0, 1], [16, 0.2, 1], [64, 0, 2], [64, 0.2, 2]]);
   // Four regions, 150 ms across: groups laid out by region commit more syncs in the same time than at random (the simulation is seeded).
-  const [random, byRegion] = r.regional.results;
-  assert.deepEqual([random.scenario.regions.regional, byRegion.scenario.regions.regional], [false, true]);
+  // With no hints, from the round trips members report, the server finds the regions too.
+  const [random, byRegion, byRoundTrips] = r.regional.results;
+  assert.deepEqual(r.regional.results.map((x: any) => [x.scenario.regions.regional, x.scenario.regions.fromRoundTrips]), [[false, false], [true, false], [true, true]]);
   assert.ok(byRegion.syncs > random.syncs && byRegion.consensusSyncs !== null, `${byRegion.syncs} syncs by region, ${random.syncs} at random`);
+  assert.ok(byRoundTrips.syncs > random.syncs && byRoundTrips.consensusSyncs !== null, `${byRoundTrips.syncs} syncs by round trips, ${random.syncs} at random`);
 });
 
 test('without churn a simulated sync lasts the slowest member\'s steps plus the ring allreduce', async () => {

@@ -129,10 +129,16 @@ export function regionalScenarios(quick: boolean): Scenario[] {
   const runs = quick
     ? [{ members: 64, pacing: 'fixed' as const, H: 8, durationMs: 120_000 }]
     : [{ members: 1_024, pacing: 'fixed' as const, H: 8, durationMs: 1_800_000 }, { members: 1_024, pacing: 'paced' as const, H: PACED_H, durationMs: 1_800_000 }, { members: 10_000, pacing: 'paced' as const, H: PACED_H, durationMs: 600_000 }];
-  return runs.flatMap((r) => [false, true].map((regional) => ({ ...base, ...r, regions: { ...REGIONS, regional } })));
+  const layouts = (members: number): RegionalLayout[] => (members <= 1_024 ? ['random', 'hint', 'rtt'] : ['random', 'hint']);
+  return runs.flatMap((r) => layouts(r.members).map((layout) => ({ ...base, ...r, regions: { ...REGIONS, regional: layout !== 'random', fromRoundTrips: layout === 'rtt' } })));
 }
 
-const describe = (s: Scenario) => `N=${s.members} ${s.groupSize ? `groups of ${s.groupSize}${s.regions ? ` (${s.regions.regional ? 'by region' : 'at random'}, ${s.regions.count} regions)` : ''}` : 'one ring'}, churn ${s.churnPer10Min * 100}%/10 min, ${s.pacing} (H ${s.H})`;
+/** How a regional scenario lays out its groups: at random, by region hint, or from the round trips members measured (no hints). */
+type RegionalLayout = 'random' | 'hint' | 'rtt';
+const layoutOf = (s: Scenario): RegionalLayout => (!s.regions?.regional ? 'random' : s.regions.fromRoundTrips ? 'rtt' : 'hint');
+
+const LAYOUT_NAMES: Record<RegionalLayout, string> = { random: 'at random', hint: 'by region hint', rtt: 'by measured round trips' };
+const describe = (s: Scenario) => `N=${s.members} ${s.groupSize ? `groups of ${s.groupSize}${s.regions ? ` (${LAYOUT_NAMES[layoutOf(s)]}, ${s.regions.count} regions)` : ''}` : 'one ring'}, churn ${s.churnPer10Min * 100}%/10 min, ${s.pacing} (H ${s.H})`;
 
 export async function run(opts: BenchOptions): Promise<void> {
   const results: ScenarioResult[] = [];
@@ -147,11 +153,14 @@ export async function run(opts: BenchOptions): Promise<void> {
     regional.push(r);
     console.log(`${describe(s)}: ${r.syncs} syncs, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs (${(r.wallMs / 1000).toFixed(1)} s wall)`);
   }
-  const regionalAt = (n: number, pacing: Scenario['pacing'], byRegion: boolean) => regional.find((r) => r.scenario.members === n && r.scenario.pacing === pacing && r.scenario.regions?.regional === byRegion);
-  /** Syncs committed in the same simulated time, by region ÷ at random. */
-  const regionalGain = (n: number, pacing: Scenario['pacing']) => {
-    const [random, byRegion] = [regionalAt(n, pacing, false), regionalAt(n, pacing, true)];
-    return random?.syncs && byRegion ? byRegion.syncs / random.syncs : null;
+  const regionalAt = (n: number, pacing: Scenario['pacing'], byRegion: boolean | RegionalLayout) => {
+    const layout = byRegion === true ? 'hint' : byRegion === false ? 'random' : byRegion;
+    return regional.find((r) => r.scenario.members === n && r.scenario.pacing === pacing && layoutOf(r.scenario) === layout);
+  };
+  /** Syncs committed in the same simulated time, by region hint (or by measured round trips) ÷ at random. */
+  const regionalGain = (n: number, pacing: Scenario['pacing'], layout: RegionalLayout = 'hint') => {
+    const [random, laidOut] = [regionalAt(n, pacing, 'random'), regionalAt(n, pacing, layout)];
+    return random?.syncs && laidOut ? laidOut.syncs / random.syncs : null;
   };
   const at = (n: number, churn: number, pacing: Scenario['pacing'] = 'fixed') => results.find((r) => r.scenario.members === n && r.scenario.churnPer10Min === churn && r.scenario.groupSize && r.scenario.pacing === pacing);
   const base16 = at(16, 0);
@@ -191,7 +200,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     benchmark: 'scale', machine: machineInfo(), quick: opts.quick,
     setup: { groups: `Moshpit groups of ${CONSENSUS_GROUP} (the coordinator's grouped syncs); one ring for comparison at N ≤ ${LIMITS.maxWorkersPerJob}`, linkModel: 'every link 10 Mbit/s, 40 ms one way; ring allreduce of 2(N−1) steps of 1/N of the model in frames of at most 64 KiB, pipelined as the ring sends them', model: 'mlp-fashion (814 KB)', H: `8 fixed; paced: nominal ${PACED_H}, each member the steps its pace fits in the budget (at most 4×)`, stepMs: 'lognormal, median 45 ms, sigma 0.25 between members and steps', churn: 'Poisson departures, each replaced after 1 s' },
     results,
-    regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit groups of ${CONSENSUS_GROUP} laid out at random against by region (regionalGroups)`, results: regional },
+    regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit groups of ${CONSENSUS_GROUP} laid out at random, by region hint (regionalGroups), and (N ≤ 1,024) by the round trips members measured to their ring neighbours, with no hints`, results: regional },
     validation: { definition: 'N Node volunteers (worker runtime, CPU backend) train the MLP with H = 8 through a real server over in-memory links of the same model, in one ring or (groupSize) in Moshpit groups; their measured work (commit to ready) is the simulator\'s work-time distribution; medians of round time (a sync\'s begin to its last commit, as the server records it), sync time (commit to commit as members see it) and bytes each member sends per round, real against simulated', results: validation },
     consensus: { groupSize: CONSENSUS_GROUP, definition: 'rounds of Moshpit averaging until max over members of ‖xᵢ − x̄‖ ≤ 1% of its value at the start (independent random 8-dim vectors, no local steps); departures before each round, replaced by joiners loading a random member\'s vector', results: consensus },
     headline: { seeds: opts.quick ? [1] : HEADLINE_SEEDS, definition: 'the summary\'s N = 10,000 keys: medians over these seeds (seed 1 from the full grid above, the others rerun for the headline scenarios only), each seed\'s figures and their spread', perSeed, spreads: headline.spreads },
@@ -216,6 +225,10 @@ export async function run(opts: BenchOptions): Promise<void> {
       regional_syncs_ratio_n1024: regionalGain(1_024, 'fixed'),
       regional_syncs_ratio_n1024_paced: regionalGain(1_024, 'paced'),
       regional_syncs_ratio_n10000_paced: regionalGain(10_000, 'paced'),
+      /** The same with no hints: groups from the round trips members measured to their ring neighbours (the server's peer-distances.ts). */
+      rtt_syncs_ratio_n1024: regionalGain(1_024, 'fixed', 'rtt'),
+      rtt_syncs_ratio_n1024_paced: regionalGain(1_024, 'paced', 'rtt'),
+      rtt_consensus_syncs_n1024: regionalAt(1_024, 'fixed', 'rtt')?.consensusSyncs ?? null,
       regional_sync_p50_speedup_n1024: regionalAt(1_024, 'fixed', false)?.syncMs && regionalAt(1_024, 'fixed', true)?.syncMs ? regionalAt(1_024, 'fixed', false)!.syncMs!.p50 / regionalAt(1_024, 'fixed', true)!.syncMs!.p50 : null,
       /** The price in mixing: syncs to consensus by region, and at random (N = 1,024, fixed H). */
       regional_consensus_syncs_n1024: regionalAt(1_024, 'fixed', true)?.consensusSyncs ?? null,

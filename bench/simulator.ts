@@ -133,9 +133,11 @@ export interface Scenario {
    * Members in `count` regions (each joiner in one at random, its capabilities' region hint): a link
    * inside a region has `latencyMs`, across regions `crossLatencyMs`, so a ring that spans regions
    * runs at the cross latency. `regional`: the job lays its Moshpit groups out by region (the spec's
-   * regionalGroups); else at random.
+   * regionalGroups); else at random. `fromRoundTrips`: members give no hint, and report the round
+   * trips to their ring neighbours (twice the link's latency) in their round results, as the worker
+   * runtime does, so the job's localities are what the server clusters from them.
    */
-  regions?: { count: number; crossLatencyMs: number; regional: boolean };
+  regions?: { count: number; crossLatencyMs: number; regional: boolean; fromRoundTrips?: boolean };
 }
 
 export interface ScenarioResult {
@@ -305,6 +307,17 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     }
   }
 
+  /** What a member's ring pings measure: twice the one-way latency to each neighbour. */
+  function neighbourRoundTrips(m: Sim, ring: string[]): Record<string, number> {
+    const i = ring.indexOf(m.id);
+    const out: Record<string, number> = {};
+    if (i < 0 || ring.length < 2) return out;
+    for (const peer of [ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]]) {
+      out[peer] = 2 * (sims.get(peer)?.region === m.region ? s.latencyMs : s.regions!.crossLatencyMs);
+    }
+    return out;
+  }
+
   function deliver(m: Sim, event: keyof VolunteerServerEvents, x: Record<string, any>): void {
     if (event === 'model:load') {
       clock.after(linkMs(modelBytes), () => {
@@ -320,8 +333,9 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       // A ring across regions runs at the slowest link's latency.
       const regions = new Set((x.members as string[]).map((id) => sims.get(id)?.region));
       const latencyMs = s.regions && regions.size > 1 ? s.regions.crossLatencyMs : s.latencyMs;
+      const rttMs = s.regions?.fromRoundTrips ? neighbourRoundTrips(m, x.members as string[]) : undefined;
       clock.after(ringAllreduceMs(x.members.length, modelBytes, { bandwidthBytesPerSec: s.bandwidthBytesPerSec, latencyMs }), () =>
-        handle(m.id, 'round:result', { jobId: job.id, roundId: x.roundId, checksum: digest, step: 0, metrics: { loss: 1, samples: spec.H * 32, wallMs: m.lastWorkMs, computeMs: m.lastWorkMs, bytesSent: 0, bytesReceived: 0 } }));
+        handle(m.id, 'round:result', { jobId: job.id, roundId: x.roundId, checksum: digest, step: 0, metrics: { loss: 1, samples: spec.H * 32, wallMs: m.lastWorkMs, computeMs: m.lastWorkMs, bytesSent: 0, bytesReceived: 0 }, ...(rttMs ? { rttMs } : {}) }));
     } else if (event === 'round:commit') {
       if (m.lastCommitAt !== null) gaps.push(clock.now() - m.lastCommitAt);
       m.lastCommitAt = clock.now();
@@ -346,7 +360,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     const m: Sim = { id, region, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
     sims.set(id, m);
     try {
-      c.join({ volunteerId: id, capabilities: region ? { ...caps, region } : caps, clientId: id });
+      c.join({ volunteerId: id, capabilities: region && !s.regions?.fromRoundTrips ? { ...caps, region } : caps, clientId: id });
     } catch {
       m.gone = true;
     }

@@ -42,7 +42,8 @@ function scaleScatterFrames(): void {
 
 test('a tab that scales what it sends in group rounds is named by the digests and removed; the honest tabs train on and agree', { timeout: 10 * 60_000 }, async () => {
   const job = await server.createJob({
-    preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, hyperparameters: { lr: 0.05, batchSize: 32 },
+    // Fixed H: 64 steps are 8 syncs (auto would choose its own H).
+    preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 32 },
     minWorkers: 3, maxWorkers: 4, targetSteps: 64, checkpointEvery: 4,
   });
   // The attacker clicks first, so it is among the three members of the first round.

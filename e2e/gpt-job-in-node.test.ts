@@ -31,7 +31,8 @@ test('two volunteers train a GPT on byte-level text: the loss falls and the stor
   try {
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 220_000, 250);
     const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
-    assert.equal(done.step, 48);
+    // Auto pacing (the default): members take the steps their pace fits, so the last sync may pass the target.
+    assert.ok(done.step >= 48 && done.step < 48 + 4 * 8 * 2, `step ${done.step}`);
     for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
     const points = (await server.api(`/api/jobs/${created.id}/metrics`)).body.points as { loss: number | null; accuracy: number | null }[];
     const losses = points.map((p) => p.loss).filter((l): l is number => l !== null);

@@ -39,29 +39,32 @@ test('three volunteer tabs train one job over WebRTC with identical parameters a
   }
   await waitFor('the job is done', async () => (await server.api(`/api/jobs/${job.id}`)).body.job.state === 'done', 8 * 60_000, 1000);
   const done = (await server.api(`/api/jobs/${job.id}`)).body.job;
+  // Auto pacing (the default): the server picks each sync's H from the tabs' paces and the exchange
+  // times, members stop at the round's budget, and the syncs before the target are cut to end on it.
+  assert.equal(done.spec.pacing, 'auto');
   assert.equal(done.step, 96);
   const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { outcome: string; detail: string; members: string[]; mode: string }[];
   const committed = rounds.filter((r) => r.outcome === 'committed');
-  assert.equal(committed.length, 12);
+  assert.ok(committed.length >= 3 && committed.length === done.seq, `${committed.length} syncs`);
   // An untrusted job (the default): robust group averaging over all-to-all WebRTC links.
   assert.ok(committed.every((r) => r.mode === 'group' && r.members.length === 3), 'group rounds over WebRTC, all three tabs');
   assert.ok(committed.every((r) => /^[0-9a-f]{16}$/.test(r.detail)), `one checksum per sync: ${committed.map((r) => r.detail).join(' ')}`);
   // Every group round had parts recomputed by validators (Group.validate over the same links) before it committed.
   const validated = (await counter('rounds_validated')) - validatedBefore;
-  assert.ok(validated >= 12, `${validated} rounds validated`);
+  assert.ok(validated >= committed.length, `${validated} rounds validated`);
   // Units recomputed on a second model in another tab's engine worker agreed with their originals.
   const agreed = (await counter('replicas_agreed')) - agreedBefore;
   assert.ok(agreed >= 3, `${agreed} replicated units agreed`);
   assert.equal(await counter('replicas_disagreed'), 0);
   for (const t of tabs) {
     const s = await t.page.evaluate(() => window.tabfleetVolunteer.status());
-    assert.equal(s?.syncs, 12);
-    assert.ok((s?.bytesSent ?? 0) > 12 * 500_000, 'model deltas went over the data channels');
+    assert.equal(s?.syncs, committed.length);
+    assert.ok((s?.bytesSent ?? 0) > committed.length * 500_000, 'model deltas went over the data channels');
     assert.equal(s?.lastError, null);
     assert.deepEqual(t.errors, []);
   }
   const metrics = (await server.api(`/api/jobs/${job.id}/metrics`)).body.points as { accuracy: number | null }[];
   const acc = metrics.filter((p) => p.accuracy !== null).at(-1)?.accuracy ?? 0;
-  console.log(`3 tabs, 96 steps of LocalSGD (H = 8): test accuracy ${(100 * acc).toFixed(2)}%`);
+  console.log(`3 tabs, 96 steps of auto-paced LocalSGD in ${committed.length} syncs: test accuracy ${(100 * acc).toFixed(2)}%`);
   assert.ok(acc > 0.7, `the model learned (${acc})`);
 });

@@ -40,8 +40,9 @@ function assertNoError(v: ReturnType<typeof nodeVolunteer>): void {
 
 const counter = async (name: string) => Number(new RegExp(`^tabfleet_${name}_total (\\d+)$`, 'm').exec((await server.api('/metrics')).text)?.[1] ?? 0);
 
+// Fixed H: these tests count syncs and steps (the default, auto, is in gpt-job-in-node and volunteer-tabs).
 const job = {
-  dataset: 'synthetic-blobs' as const, preset: 'mlp-fashion' as const, strategy: 'localsgd' as const, H: 4,
+  dataset: 'synthetic-blobs' as const, preset: 'mlp-fashion' as const, strategy: 'localsgd' as const, H: 4, pacing: 'fixed' as const,
   hyperparameters: { lr: 0.05, batchSize: 32 }, minWorkers: 3, maxWorkers: 3, targetSteps: 24, checkpointEvery: 2, evalEverySteps: 8,
 };
 

@@ -103,8 +103,18 @@ export abstract class Collective {
   /** Whether an abort received from `from` is passed on (a ring relays; in a group everyone hears it first-hand). */
   protected abstract relaysAborts(): boolean;
 
-  /** Opens the links this member needs (ops do this themselves; call it to connect ahead of time). */
+  /**
+   * Opens the links this member needs ahead of its ops (they open them themselves otherwise), and
+   * measures each: a ping whose pong comes back while the op runs (`linkRttMs`).
+   */
   async connect(deadlineMs = this.deadlineMs): Promise<void> {
+    await this.openLinks(deadlineMs);
+    const router = FrameRouter.of(this.transport);
+    for (const p of this.linked) router.ping(p);
+  }
+
+  /** @internal Opens the links this member needs (what an op does before it sends). */
+  async openLinks(deadlineMs = this.deadlineMs): Promise<void> {
     const peers = this.linked;
     if (peers.length === 0) return;
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -118,6 +128,17 @@ export abstract class Collective {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** The smallest round trip measured to each linked member so far (ms; members not measured yet are absent). */
+  linkRttMs(): Record<string, number> {
+    const router = FrameRouter.of(this.transport);
+    const out: Record<string, number> = {};
+    for (const p of this.linked) {
+      const ms = router.rttMs(p);
+      if (ms !== undefined) out[p] = Math.round(ms * 10) / 10;
+    }
+    return out;
   }
 
   /** Rejects the op in flight and every later one with 'aborted' (the server's round:abort), and tells the others. */

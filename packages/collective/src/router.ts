@@ -1,7 +1,11 @@
 // One per transport: decodes incoming frames and hands them to the Ring of their (job, round). Frames
 // of a round whose Ring does not exist yet (a neighbour started it first) are parked, within bounds,
 // until that Ring registers; frames of rounds already closed are stale and counted.
-import { FrameError, decodeFrame, type Frame } from '@tabfleet/protocol';
+// It also measures round trips to peers: a ping is answered by a pong at once, and the smallest round
+// trip seen to a peer is kept (larger ones waited behind other frames on the channel, so the smallest
+// is the closest to the link's own latency). Moshpit jobs group members by these (the server's
+// peer-distances.ts).
+import { FrameError, decodeFrame, encodeFrame, type Frame } from '@tabfleet/protocol';
 import type { Transport } from './transport';
 
 export interface RouterCounters {
@@ -31,6 +35,9 @@ interface Parked {
 const MAX_PARKED_BYTES = 256 * 1024 * 1024;
 const MAX_PARKED_MS = 60_000;
 const MAX_CLOSED_KEYS = 1024;
+/** Pings whose pong has not come back are forgotten beyond this many (a peer that never answers). */
+const MAX_PINGS_OUT = 64;
+const EMPTY = new Uint8Array(0);
 
 export class FrameRouter {
   readonly counters: RouterCounters = { malformed: 0, stale: 0, parked: 0, parkedDropped: 0 };
@@ -52,8 +59,42 @@ export class FrameRouter {
     return r;
   }
 
-  private constructor(transport: Transport) {
+  /** The smallest round trip measured to each peer, ms. */
+  private readonly rtt = new Map<string, number>();
+  /** Pings out: nonce → to whom and when. */
+  private readonly pingsOut = new Map<number, { peer: string; at: number }>();
+  private nextNonce = 1;
+
+  private constructor(private readonly transport: Transport) {
     this.unsubscribe = transport.onFrame((from, bytes) => this.route(from, bytes));
+  }
+
+  /** Sends a round-trip probe to `peer` (linked); its pong updates `rttMs(peer)`. A failed send is no measurement. */
+  ping(peer: string): void {
+    const nonce = this.nextNonce++ >>> 0;
+    this.pingsOut.set(nonce, { peer, at: performance.now() });
+    if (this.pingsOut.size > MAX_PINGS_OUT) this.pingsOut.delete(this.pingsOut.keys().next().value!);
+    this.transport.send(peer, probe('ping', nonce)).catch(() => this.pingsOut.delete(nonce));
+  }
+
+  /** The smallest round trip measured to `peer` (ms), or undefined before a pong came back. */
+  rttMs(peer: string): number | undefined {
+    return this.rtt.get(peer);
+  }
+
+  private answerProbe(from: string, frame: Frame): void {
+    if (frame.kind === 'ping') {
+      // Answered from a fresh task, not inside the channel's message callback: a send from within it
+      // (Node, @roamhq/wrtc) kept the channel's close event from ever firing when that peer left.
+      setTimeout(() => this.transport.send(from, probe('pong', frame.chunk)).catch(() => {}), 0);
+      return;
+    }
+    const out = this.pingsOut.get(frame.chunk);
+    // A pong for a nonce not sent to this peer (or already answered) measures nothing.
+    if (!out || out.peer !== from) return;
+    this.pingsOut.delete(frame.chunk);
+    const ms = performance.now() - out.at;
+    this.rtt.set(from, Math.min(ms, this.rtt.get(from) ?? Infinity));
   }
 
   register(job: number, round: number, target: RouteTarget): () => void {
@@ -89,6 +130,7 @@ export class FrameRouter {
     }
     // Raw throughput probes and their acks belong to whoever listens on the transport, not to a ring.
     if (frame.kind === 'raw' || frame.kind === 'ack') return;
+    if (frame.kind === 'ping' || frame.kind === 'pong') return this.answerProbe(from, frame);
     const key = `${frame.job}:${frame.round}`;
     const target = this.targets.get(key);
     if (target) {
@@ -127,4 +169,9 @@ export class FrameRouter {
   detach(): void {
     this.unsubscribe();
   }
+}
+
+/** A ping or pong: no job or round (it belongs to the link, not to a ring), the nonce in `chunk`. */
+function probe(kind: 'ping' | 'pong', nonce: number): Uint8Array {
+  return encodeFrame({ kind, dtype: 'u8', flags: 0, job: 0, round: 0, op: 0, step: 0, segment: 0, chunk: nonce }, EMPTY);
 }

@@ -7,6 +7,11 @@ import { idSchema, type JobSpec, type JobSummary, type MetricPoint } from './job
 import { LIMITS } from './limits';
 import type { ReplicaTask } from './replication';
 
+/** A round trip reported above this is no measurement of a link (ms). */
+export const MAX_RTT_MS = 60_000;
+/** Peers a member reports round trips to in one round result (its ring neighbours, or its group). */
+export const MAX_RTT_PEERS = 32;
+
 export const NAMESPACES = { volunteer: '/volunteer', dashboard: '/dashboard' } as const;
 
 // ---------- errors and acks ----------
@@ -181,7 +186,11 @@ export const VOLUNTEER_EVENTS = {
    * update applies to, then of the mean gradient). The server commits the round when every member has reported (two phases, so
    * an aborted round leaves no one with a partial or extra average applied).
    */
-  'round:result': z.strictObject({ ...roundRef, checksum, step: z.number().int().min(0), metrics: roundMetricsSchema, group: groupReportSchema.optional() }),
+  'round:result': z.strictObject({
+    ...roundRef, checksum, step: z.number().int().min(0), metrics: roundMetricsSchema, group: groupReportSchema.optional(),
+    /** The smallest round trip (ms) this member measured to each peer it was linked to in the round (Moshpit jobs group by them). */
+    rttMs: z.record(idSchema, z.number().finite().min(0).max(MAX_RTT_MS)).refine((r) => Object.keys(r).length <= MAX_RTT_PEERS, { message: `at most ${MAX_RTT_PEERS} peers` }).optional(),
+  }),
   /** The member could not finish the round (the server aborts and re-forms it). */
   'round:failed': z.strictObject({
     ...roundRef,

@@ -4,7 +4,7 @@
 //
 //   offset  type  field
 //   0       u8    version   FRAME_VERSION (2)
-//   1       u8    kind      FrameKind: which collective (or abort / raw)
+//   1       u8    kind      FrameKind: which collective (or abort / raw / ping)
 //   2       u8    dtype     FrameDType: how the payload is laid out
 //   3       u8    flags     bit 0 FLAG_LAST: last chunk of its segment; other bits must be 0
 //   4       u32   job       job id (a 32-bit hash when the job id is a string)
@@ -41,6 +41,10 @@ export const FrameKind = {
   groupGather: 9,
   /** Group validation: a member's contribution to one part, sent to the part's validator (segment = part). */
   groupValidate: 10,
+  /** Round-trip probe between two linked members (chunk = the prober's nonce, no payload); never routed to a ring. */
+  ping: 11,
+  /** The answer to a ping: the same nonce, sent straight back. */
+  pong: 12,
 } as const;
 export type FrameKindName = keyof typeof FrameKind;
 export type FrameKindCode = (typeof FrameKind)[FrameKindName];

@@ -26,6 +26,18 @@ test('a job spec gets its defaults filled in', () => {
   assert.deepEqual([given.sparsity, given.hyperparameters.outerLr, given.hyperparameters.outerMomentum], [0.9, 0.3, 0]);
 });
 
+test('a job that names no pacing is auto where the server has it: paced in Moshpit groups, fixed in a ddp job whose batch does not split', () => {
+  assert.equal(jobSpecSchema.parse(base).pacing, 'auto');
+  assert.equal(jobSpecSchema.parse({ ...base, strategy: 'diloco' }).pacing, 'auto');
+  assert.equal(jobSpecSchema.parse({ ...base, strategy: 'ddp', H: 1 }).pacing, 'auto', 'batch 64 splits into micro-batches');
+  assert.equal(jobSpecSchema.parse({ ...base, strategy: 'ddp', H: 1, hyperparameters: { lr: 0.1, batchSize: 30 } }).pacing, 'fixed');
+  assert.equal(jobSpecSchema.parse({ ...base, trust: 'trusted', groupSize: 4 }).pacing, 'paced');
+  // What is asked for is kept; a budget needs paced, and says why when auto was only the default.
+  assert.equal(jobSpecSchema.parse({ ...base, pacing: 'fixed' }).pacing, 'fixed');
+  assert.throws(() => jobSpecSchema.parse({ ...base, roundBudgetMs: 500 }), /auto is the default\): give pacing 'paced'/);
+  assert.equal(jobSpecSchema.parse({ ...base, pacing: 'paced', roundBudgetMs: 500 }).roundBudgetMs, 500);
+});
+
 test('target epochs convert to steps over one shard of the dataset', () => {
   const s = jobSpecSchema.parse({ ...base, targetSteps: undefined, targetEpochs: 2 });
   // 60000 / 4 workers = 15000 examples per shard; 2 epochs at batch 64 = ceil(30000 / 64).

@@ -109,6 +109,18 @@ export const INNER_OPTIMIZERS = ['sgd', 'adamw', 'lamb'] as const;
  * compression) from the measured paces and exchange times (the server's pacing.ts, AutoSync).
  */
 export const PACINGS = ['fixed', 'paced', 'auto'] as const;
+export type Pacing = (typeof PACINGS)[number];
+
+/**
+ * A job that names no pacing gets `auto`, where the server has it: not in Moshpit groups (there
+ * `paced`: each tab still works to its speed, at the job's H), and not in a ddp job whose batch
+ * does not split into DDP_MICRO_BATCHES micro-batches (there `fixed`).
+ */
+export function defaultPacing(s: { strategy: string; groupSize?: number; hyperparameters: { batchSize: number } }): Pacing {
+  if (s.groupSize !== undefined) return 'paced';
+  if (s.strategy === 'ddp' && s.hyperparameters.batchSize % DDP_MICRO_BATCHES !== 0) return 'fixed';
+  return 'auto';
+}
 
 /**
  * Paced LocalSGD and DiLoCo members are given steps and a time budget: they train while at least
@@ -179,7 +191,8 @@ export const jobSpecSchema = z
     hyperparameters: hyperparametersSchema,
     /** Recompute each block's activations in backward (GPT); every tab also sizes its micro-batch to its memory. */
     recompute: z.enum(RECOMPUTE_MODES).default('auto'),
-    pacing: z.enum(PACINGS).default('fixed'),
+    /** Default: `defaultPacing` (auto where the job admits it). */
+    pacing: z.enum(PACINGS).optional(),
     /** Paced jobs: the local compute time each sync aims at; default H steps of the fastest member. */
     roundBudgetMs: z.number().int().min(50).max(600_000).optional(),
     minWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerGroupedJob).default(1),
@@ -197,8 +210,10 @@ export const jobSpecSchema = z
      */
     hierarchical: z.boolean().default(false),
     /**
-     * Moshpit jobs: members are laid on the grid by their region hint (capabilities.region), so the
-     * grid's low axes average inside a region and only its high axes across (moshpitGroups' localityOf).
+     * Moshpit jobs: members are laid on the grid by locality, so the grid's low axes average inside a
+     * locality and only its high axes across (moshpitGroups' localityOf). A member's locality is the
+     * cluster of short round trips its links measured put it in (the server's peer-distances.ts),
+     * else its region hint (capabilities.region).
      */
     regionalGroups: z.boolean().default(false),
     /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
@@ -247,11 +262,12 @@ export const jobSpecSchema = z
       }
     }
     if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });
-    if (s.pacing !== 'fixed' && s.strategy === 'ddp') {
+    const pacing = s.pacing ?? defaultPacing(s);
+    if (pacing !== 'fixed' && s.strategy === 'ddp') {
       if (s.hyperparameters.batchSize % DDP_MICRO_BATCHES !== 0) ctx.addIssue({ code: 'custom', path: ['hyperparameters', 'batchSize'], message: `paced ddp splits the batch into ${DDP_MICRO_BATCHES} micro-batches: batchSize must be a multiple of ${DDP_MICRO_BATCHES}` });
       if (s.roundBudgetMs !== undefined) ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'a paced ddp round lasts as long as the members take for the global batch at their paces: it has no budget to set' });
     }
-    if (s.roundBudgetMs !== undefined && s.pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: s.pacing === 'auto' ? 'an auto job\'s budget is chosen by the server' : 'only a paced job has a round budget' });
+    if (s.roundBudgetMs !== undefined && pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: pacing === 'auto' ? `an auto job's budget is chosen by the server${s.pacing ? '' : ' (auto is the default)'}: give pacing 'paced' to set it` : 'only a paced job has a round budget' });
     if (s.groupSize === undefined && s.maxWorkers > LIMITS.maxWorkersPerJob) {
       ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `a job in one ring holds at most ${LIMITS.maxWorkersPerJob} members; set groupSize to average in Moshpit groups (up to ${LIMITS.maxWorkersPerGroupedJob.toLocaleString('en')} members)` });
     }
@@ -268,7 +284,7 @@ export const jobSpecSchema = z
   .transform((s) => {
     const d = defaultsFor(s.strategy, s.compression);
     const h = s.hyperparameters;
-    return { ...s, tokenizer: tokenizerFor(s.dataset, s.tokenizer), sparsity: s.sparsity ?? d.sparsity, aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'), hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
+    return { ...s, pacing: s.pacing ?? defaultPacing(s), tokenizer: tokenizerFor(s.dataset, s.tokenizer), sparsity: s.sparsity ?? d.sparsity, aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'), hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
   });
 
 /** What a researcher posts; defaults are filled in by parsing. */

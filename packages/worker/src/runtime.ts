@@ -315,9 +315,10 @@ export class VolunteerRuntime {
     this.roundBytes = { sent: 0, received: 0 };
     let mean: Float32Array;
     let group: GroupReport | undefined;
+    let rttMs: Record<string, number> | undefined;
     try {
       if (r.mode === 'star') mean = await this.starExchange(r, payload);
-      else ({ mean, group } = await this.peerExchange(r, payload));
+      else ({ mean, group, rttMs } = await this.peerExchange(r, payload));
     } catch (e) {
       if (e instanceof CollectiveError && e.code === 'aborted') return; // the server aborted it; a new round follows
       const code = e instanceof RoundFailure ? e.code : e instanceof CollectiveError && (e.code === 'peer_lost' || e.code === 'deadline' || e.code === 'bad_frame') ? e.code : 'internal';
@@ -332,6 +333,7 @@ export class VolunteerRuntime {
       jobId: r.jobId, roundId: r.roundId, checksum, step,
       metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, computeMs: w.computeMs, bytesSent: this.roundBytes.sent, bytesReceived: this.roundBytes.received },
       ...(group ? { group } : {}),
+      ...(rttMs && Object.keys(rttMs).length ? { rttMs } : {}),
     });
   }
 
@@ -360,7 +362,7 @@ export class VolunteerRuntime {
   }
 
   /** A ring round (trusted jobs: allreduce of the mean) or a group round (untrusted: robust averaging by per-part owners). */
-  private async peerExchange(r: RoundBegin, payload: Payload): Promise<{ mean: Float32Array; group?: GroupReport }> {
+  private async peerExchange(r: RoundBegin, payload: Payload): Promise<{ mean: Float32Array; group?: GroupReport; rttMs: Record<string, number> }> {
     const deadlineMs = Math.max(1_000, r.deadline - this.clockOffsetMs - Date.now() - DEADLINE_MARGIN_MS);
     // Links to volunteers that left the round are closed (before the new ring or group listens for
     // lost peers); links to members are kept for reuse.
@@ -388,11 +390,11 @@ export class VolunteerRuntime {
         this.countBytes(collective.counters.bytesOut, collective.counters.bytesIn);
         this.openGroup = { group: collective, roundId: r.roundId, contribution: out.contribution, wire: groupWire(payload, combine) };
         keepOpen = true;
-        return { mean: out.mean, group: { refused: out.refused, digests: out.digests } };
+        return { mean: out.mean, group: { refused: out.refused, digests: out.digests }, rttMs: collective.linkRttMs() };
       }
       const mean = await exchange(collective, payload);
       this.countBytes(collective.counters.bytesOut, collective.counters.bytesIn);
-      return { mean };
+      return { mean, rttMs: collective.linkRttMs() };
     } finally {
       if (!keepOpen) {
         collective.close();

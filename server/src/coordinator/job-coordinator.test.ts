@@ -54,7 +54,8 @@ async function setup(spec: object, timing = { roundTimeoutMs: 1_000, barrierTime
   };
   const job: JobRecord = {
     id: 'job-t', name: 't', state: 'waiting', createdAt: 0, updatedAt: 0, seq: 0, step: 0,
-    spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted' }),
+    // Fixed H unless a test says otherwise (auto, the default, is tested by name).
+    spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted' }),
     ...spec,
   };
   await store.createJob(job);
@@ -231,7 +232,7 @@ test('when every member holding the global model leaves, joiners restart from th
 });
 
 /** A Moshpit job: 6 members in groups of at most 3, each group its own ring. */
-const GROUPED = (spec: object) => ({ spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 6, maxWorkers: 6, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted', groupSize: 3, ...spec }) });
+const GROUPED = (spec: object) => ({ spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 6, maxWorkers: 6, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted', groupSize: 3, ...spec }) });
 const SIX = ['a', 'b', 'c', 'd', 'e', 'f'];
 
 /**
@@ -268,6 +269,36 @@ test('Moshpit job: each group of a sync is a ring of its own, commits alone, and
   const next = [...new Map(SIX.map((id) => t.last(id, 'round:begin')).map((b) => [b.roundId, b.members as string[]])).values()];
   assert.ok(SIX.every((id) => t.last(id, 'round:begin').seq === 2));
   assert.ok(next.every((g) => !groups.some((old) => old.join() === g.join())), 'sync 2 regroups (Moshpit: along the grid\'s other axis)');
+  await t.cleanup();
+});
+
+test('regional Moshpit job with no hints: groups follow the round trips members report to their ring neighbours; a claim about anyone else is ignored', async () => {
+  const EIGHT = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+  const site = (id: string) => (id < 'e' ? 'A' : 'B');
+  const t = await setup(GROUPED({ minWorkers: 8, maxWorkers: 8, groupSize: 4, regionalGroups: true }));
+  for (const id of EIGHT) t.add(id);
+  for (const id of EIGHT) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  const sitesPerGroup: number[][] = [];
+  for (let seq = 1; seq <= 8; seq++) {
+    for (const id of EIGHT) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq, step: seq });
+    const groups = [...new Map(EIGHT.map((id) => t.last(id, 'round:begin')).map((b) => [b.roundId, b])).values()];
+    assert.ok(groups.every((g) => g.seq === seq), `sync ${seq} began`);
+    sitesPerGroup.push(groups.map((g) => new Set((g.members as string[]).map(site)).size));
+    for (const g of groups) {
+      const ring = g.members as string[];
+      ring.forEach((id, i) => {
+        const rttMs: Record<string, number> = {};
+        for (const peer of [ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]]) if (peer !== id) rttMs[peer] = site(peer) === site(id) ? 2 : 80;
+        // a claims a short link to h, whom it was not linked to: that would join the two sites.
+        if (id === 'a' && !ring.includes('h')) rttMs.h = 1;
+        t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: g.roundId, checksum: 'abcdef01', step: seq, metrics: { loss: 1, samples: 1, wallMs: 1, bytesSent: 0, bytesReceived: 0 }, rttMs });
+      });
+    }
+  }
+  // A 4 × 2 grid: odd syncs in two groups of four. Once round trips are known, each of those is one site.
+  assert.deepEqual(sitesPerGroup.slice(4).filter((_, i) => i % 2 === 0), [[1, 1], [1, 1]], JSON.stringify(sitesPerGroup));
+  // The even syncs' pairs cross the sites.
+  assert.deepEqual(sitesPerGroup.slice(4).filter((_, i) => i % 2 === 1), [[2, 2, 2, 2], [2, 2, 2, 2]], JSON.stringify(sitesPerGroup));
   await t.cleanup();
 });
 
@@ -445,6 +476,35 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
   t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 14 });
   const r2 = t.last('a', 'round:begin');
   assert.deepEqual(r2.steps, { a: 10, b: 6 }, 'the weights of the sync: what each took');
+  await t.cleanup();
+});
+
+test('a paced job ends on its target: syncs that could pass it give at most the steps left, with no budget', async () => {
+  // Target 30: sync 1 takes the nominal 4; then 10 fit each member's budget.
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 30, checkpointEvery: 1000, trust: 'trusted' });
+  const t = await setup({ spec });
+  // 100 ms a step, every step.
+  const sync = (step: number, steps: number) => {
+    const r = t.last('a', 'round:begin');
+    for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step, metrics: { loss: 1, samples: 8 * steps, wallMs: 100 * steps, computeMs: 100 * steps, bytesSent: 0, bytesReceived: 0 } });
+    return t.last('a', 'round:commit');
+  };
+  t.add('a'); t.add('b');
+  t.loadAndReady('a'); t.loadAndReady('b');
+  // 26 left: members stop at the budget (at most twice the 10 given: 20, short of the target).
+  const c1 = sync(4, 4);
+  assert.deepEqual([c1.steps, c1.budgetMs], [{ a: 10, b: 10 }, 1_000]);
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 14, steps: 10 });
+  // 16 left: twice 10 would pass the target, so 10 each and no budget.
+  const c2 = sync(14, 10);
+  assert.deepEqual([c2.steps, c2.budgetMs], [{ a: 10, b: 10 }, undefined]);
+  // Without a budget a member does what it is given and does not report steps.
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 24 });
+  // 6 left: 6 each.
+  const c3 = sync(24, 10);
+  assert.deepEqual([c3.steps, c3.budgetMs], [{ a: 6, b: 6 }, undefined]);
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 4, step: 30 });
+  assert.deepEqual([c1.step, c2.step, c3.step, sync(30, 6).step], [4, 14, 24, 30], 'the job\'s step after each sync');
   await t.cleanup();
 });
 

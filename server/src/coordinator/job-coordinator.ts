@@ -39,6 +39,7 @@ import type { ActiveRound } from './round';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
+import { PeerDistances } from './peer-distances';
 import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
@@ -139,6 +140,8 @@ export class JobCoordinator {
   /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
   private checkpointOwed = false;
   private readonly pace = new Pace();
+  /** Round trips members measured to each other (regional Moshpit jobs lay their groups out by them). */
+  private readonly distances = new PeerDistances();
   private readonly syncTime = new SyncTimeModel();
   private syncTimeMembers = '';
   /** `auto` LocalSGD and DiLoCo jobs: the next sync's H and payload precision (paced ddp has no H to choose). */
@@ -343,6 +346,7 @@ export class JobCoordinator {
     if (!m) return;
     m.cancelLoadTimer?.();
     this.members.delete(volunteerId);
+    this.distances.forget(volunteerId);
     this.inPhase[m.phase].delete(m);
     this.leftOut.delete(m);
     this.unsentLoads.delete(m);
@@ -480,13 +484,14 @@ export class JobCoordinator {
     // A joiner's pace is not measured yet: it does the nominal steps, with no budget (computing one scans every member).
     const budget = m.msPerStep === null ? null : this.stepBudget();
     m.steps = this.plannedSteps(m, budget);
+    const cut = this.cutToTarget({ [m.volunteerId]: m.steps });
     // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
     // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
     if (grouped && this.joinersJoinLater()) this.setLeftOut(m, m.workSince);
     this.changedWorkers();
     this.tryBegin();
     // Steps only in a paced job: otherwise every member does the job's H (ddp: one gradient on its batch).
-    return { admitted: true, ...(isPaced(this.job.spec) ? { steps: m.steps, ...this.localBudget(budget) } : {}) };
+    return { admitted: true, ...(isPaced(this.job.spec) ? { steps: m.steps, ...(cut ? {} : this.localBudget(budget)) } : {}) };
   }
 
   private onReady(m: Member, e: VolunteerEventParsed<'round:ready'>): object {
@@ -532,6 +537,8 @@ export class JobCoordinator {
       const misfit = e.group ? reportFits(r.members, e.group) : 'a group round\'s result carries its group report';
       if (misfit) throw new ProtocolError('bad_request', misfit);
     }
+    // Round trips only to the peers it was linked to in this round: its ring neighbours.
+    if (e.rttMs && this.job.spec.regionalGroups) this.distances.record(m.volunteerId, linkedPeersOnly(r, m.volunteerId, e.rttMs));
     // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
     m.msPerStep = nextPace(m.msPerStep, e.metrics.computeMs ?? e.metrics.wallMs, r.steps?.[m.volunteerId] ?? nominalSteps(this.job.spec));
     r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
@@ -858,6 +865,21 @@ export class JobCoordinator {
     this.changedWorkers();
   }
 
+  /**
+   * Regional Moshpit jobs: a member's locality is the near cluster its measured round trips put it in
+   * (peer-distances.ts; clusters of at least half a group, since each locality starts a run of a
+   * group's grid cells and smaller ones would leave most of theirs empty), else its region hint.
+   */
+  private localityOf(members: string[], minCluster: number): (id: string) => string | undefined {
+    const near = this.distances.localities(members, minCluster);
+    return (id) => {
+      const cluster = near.get(id);
+      if (cluster !== undefined) return `near:${cluster}`;
+      const hint = this.members.get(id)?.capabilities.region;
+      return hint === undefined ? undefined : `region:${hint}`;
+    };
+  }
+
   private begin(ring: Member[]): void {
     const now = this.deps.clock.now();
     const seq = this.job.seq + 1;
@@ -869,7 +891,7 @@ export class JobCoordinator {
     const groupSize = this.job.spec.groupSize;
     const layout = {
       householdOf: this.job.spec.hierarchical ? (id: string) => this.members.get(id)?.address : undefined,
-      localityOf: this.job.spec.regionalGroups ? (id: string) => this.members.get(id)?.capabilities.region : undefined,
+      localityOf: this.job.spec.regionalGroups ? this.localityOf(ring.map((m) => m.volunteerId), Math.ceil((groupSize ?? 2) / 2)) : undefined,
     };
     const grouped = groupSize !== undefined ? new GroupedSync(ring.map((m) => m.volunteerId), seq, groupSize, this.job.spec.seed, this.nextRoundId, layout) : null;
     // Moshpit groups are rings of parameters, with no star path: a failing group fails alone.
@@ -1021,6 +1043,7 @@ export class JobCoordinator {
       const m = this.members.get(id);
       if (m) nextSteps[id] = m.steps = this.plannedSteps(m, budget);
     }
+    const cut = this.cutToTarget(nextSteps);
     // Scored only across syncs of the same members: a member joining or left out changes what a sync waits for.
     if (this.syncTimeMembers !== r.members.join(',')) this.syncTime.reset();
     this.syncTimeMembers = r.members.join(',');
@@ -1031,7 +1054,7 @@ export class JobCoordinator {
     for (const m of leftOut) m.stale = true;
     // Before the commit, so a member given a unit trains it as the next sync's work.
     this.replication.schedule(r.seq, r.members);
-    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(isPaced(this.job.spec) ? { steps: nextSteps, ...this.localBudget(budget) } : {}) });
+    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(isPaced(this.job.spec) ? { steps: nextSteps, ...(cut ? {} : this.localBudget(budget)) } : {}) });
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
@@ -1092,7 +1115,8 @@ export class JobCoordinator {
       Object.assign(m, { lastRound: gs.roundIdOf(g), lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share: groupSteps ? steps / groupSteps : null });
       nextSteps[id] = m.steps = this.plannedSteps(m, budget);
     }
-    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...(r.steps ? { steps: nextSteps, ...this.localBudget(budget) } : {}) });
+    const cut = this.cutToTarget(nextSteps);
+    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...(r.steps ? { steps: nextSteps, ...(cut ? {} : this.localBudget(budget)) } : {}) });
     this.deps.count('groups_committed');
     const evaluators = r.evaluators.filter((id) => ids.includes(id) && this.members.has(id));
     if (evaluators.length) this.openEvaluation(r.seq, r.step, evaluators);
@@ -1235,6 +1259,24 @@ export class JobCoordinator {
   }
 
   /**
+   * Paced LocalSGD and DiLoCo: the syncs before the job's target are cut to it. When a member could
+   * pass the target in its coming work (up to the ceiling of the steps it is given), every member in
+   * `steps` is given at most the steps left, and no budget (it does exactly those), so the job ends on
+   * its target instead of past it. True when cut (`steps` and the members' planned steps are lowered).
+   */
+  private cutToTarget(steps: Record<string, number>): boolean {
+    if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') return false;
+    const left = Math.max(1, targetStepsOf(this.job.spec) - this.job.step);
+    if (pacedStepCeiling(Math.max(0, ...Object.values(steps))) < left) return false;
+    for (const id of Object.keys(steps)) {
+      steps[id] = Math.min(steps[id], left);
+      const m = this.members.get(id);
+      if (m) m.steps = steps[id];
+    }
+    return true;
+  }
+
+  /**
    * Paced LocalSGD and DiLoCo: the time budget sent with the steps, so members stop at it (a step
    * count alone overran it whenever a member's steps ran slower than its measured pace). Paced ddp's
    * micro-batches make up one global batch: exactly those, no budget.
@@ -1331,4 +1373,13 @@ function shuffled<T>(xs: T[]): T[] {
     [out[i], out[j]] = [out[j], out[i]];
   }
   return out;
+}
+
+/** The round trips of `rtts` to the members `self` was linked to in round `r`: its ring neighbours (in a Moshpit job, in its group's ring). */
+function linkedPeersOnly(r: { members: string[]; groups?: GroupedSync | null }, self: string, rtts: Record<string, number>): Record<string, number> {
+  const g = r.groups?.groupOf(self);
+  const ring = r.groups && g !== undefined ? r.groups.groups[g] : r.members;
+  const i = ring.indexOf(self);
+  const neighbours = i < 0 || ring.length < 2 ? [] : [ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]];
+  return Object.fromEntries(Object.entries(rtts).filter(([peer]) => peer !== self && neighbours.includes(peer)));
 }

@@ -98,7 +98,7 @@ export abstract class GroupPartsRun<T> {
     for (const peer of this.group.peers) this.queues.set(peer, { items: [], head: 0, pumping: false });
     this.start();
     if (this.n > 1) {
-      this.group.connect(this.deadlineMs).then(
+      this.group.openLinks(this.deadlineMs).then(
         () => this.group.peers.forEach((p) => void this.pump(p)),
         (e: unknown) => this.fail(e instanceof CollectiveError ? e : new CollectiveError('peer_lost', String(e))),
       );

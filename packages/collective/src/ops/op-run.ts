@@ -38,7 +38,7 @@ export abstract class OpRun<T> {
   begin(): void {
     this.timer = setTimeout(() => this.fail(new CollectiveError('deadline', `${this.kind} op ${this.seq} of round ${this.ring.round} did not finish within ${this.deadlineMs} ms at ${this.ring.self}`)), this.deadlineMs);
     if (this.ring.size > 1) {
-      this.ring.connect(this.deadlineMs).then(
+      this.ring.openLinks(this.deadlineMs).then(
         () => this.pump(),
         (e: unknown) => this.fail(e instanceof CollectiveError ? e : new CollectiveError('peer_lost', String(e))),
       );
