@@ -31,7 +31,7 @@ export async function measureOwnerLie(members: number, trials: number, log: (lin
   let honestRemoved = 0;
   try {
     for (let t = 0; t < trials; t++) {
-      const job = await server.createJob({ minWorkers: members, maxWorkers: members, H: 1, targetSteps: 10_000, preset: 'mlp-fashion' });
+      const job = await server.createJob({ minWorkers: members, maxWorkers: members, H: 1, pacing: 'fixed', targetSteps: 10_000, preset: 'mlp-fashion' });
       const sims: SimVolunteer[] = [];
       for (let i = 0; i < members; i++) sims.push(await server.volunteer(i === 0 ? { ownerLie: (a) => a.map((v) => v + 1), eventsKept: 2000 } : { eventsKept: 2000 }));
       for (const s of sims) await s.request(job.id);

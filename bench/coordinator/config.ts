@@ -39,7 +39,8 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
 
 export function benchJobSpec(size: number, index: number): JobSpecInput {
   return {
-    name: `coordinator bench ${index}`, preset: 'mlp-fashion', dataset: 'synthetic-blobs', strategy: 'localsgd', H: 1,
+    // Fixed H: the round clock under load is measured, with its figures comparable across runs.
+    name: `coordinator bench ${index}`, preset: 'mlp-fashion', dataset: 'synthetic-blobs', strategy: 'localsgd', H: 1, pacing: 'fixed',
     // Jobs of 100 members are rings: an untrusted job is one group of at most 16.
     hyperparameters: { lr: 0.1, batchSize: 32 }, minWorkers: size, maxWorkers: size, trust: 'trusted',
     // checkpointEvery is left to the job default: the uploads and the round they hold are measured.

@@ -41,7 +41,8 @@ export function soakConfig(quick: boolean): SoakConfig {
     // The smallest model (52,298 parameters); targetSteps far away so the job never ends; a
     // checkpoint every 5 syncs (and whenever a joiner waits), so a restart resumes from a recent one.
     job: {
-      name: 'soak', preset: 'cnn-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, hyperparameters: { lr: 0.1, batchSize: 32 },
+      // Fixed H: the round clock under churn, comparable with earlier soak runs.
+      name: 'soak', preset: 'cnn-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.1, batchSize: 32 },
       minWorkers: 2, maxWorkers: 16, targetSteps: 10_000_000, checkpointEvery: 5, evalEverySteps: 10,
     },
     commitTimeoutMs: quick ? 20_000 : 60_000,

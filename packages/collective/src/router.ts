@@ -1,8 +1,8 @@
 // One per transport: decodes incoming frames and hands them to the Ring of their (job, round). Frames
 // of a round whose Ring does not exist yet (a neighbour started it first) are parked, within bounds,
 // until that Ring registers; frames of rounds already closed are stale and counted.
-// It also measures round trips to peers: a ping is answered by a pong at once, and the smallest round
-// trip seen to a peer is kept (larger ones waited behind other frames on the channel, so the smallest
+// It also measures round trips to peers: a ping is answered by a pong straight away, and the smallest
+// round trip seen to a peer is kept (larger ones waited behind other frames on the channel, so the smallest
 // is the closest to the link's own latency). Moshpit jobs group members by these (the server's
 // peer-distances.ts).
 import { FrameError, decodeFrame, encodeFrame, type Frame } from '@tabfleet/protocol';

@@ -103,7 +103,7 @@ const RING_FAILURES_BEFORE_STAR = 2;
 const WORKER_TABLE_INTERVAL_MS = 500;
 /** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
 const EVALUATORS = 3;
-/** Moshpit jobs: a joiner admitted this long after the first sync's barrier began counting down takes sync 2. */
+/** Moshpit jobs: a joiner admitted this long after the first member, once the first sync's barrier counts down, takes sync 2. */
 const JOIN_GRACE_MS = 5_000;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
 const FIRST_LOAD_GUESS_MS = 30_000;
@@ -132,8 +132,8 @@ export class JobCoordinator {
   /** Stop after the next committed sync that leaves a checkpoint (target accuracy reached). */
   private finishing = false;
   private cancelBarrier: (() => void) | null = null;
-  /** When the barrier began counting down (cancelBarrier set). */
-  private barrierSince = 0;
+  /** When the first member was admitted (to this coordinator): Moshpit joiners much later take sync 2. */
+  private firstAdmittedAt: number | null = null;
   /** Loading joiners are waited for until this fires; then the round goes on without them. */
   private cancelJoinerHold: (() => void) | null = null;
   private joinerHoldExpired = false;
@@ -480,6 +480,7 @@ export class JobCoordinator {
     }
     this.setPhase(m, 'admitted');
     m.workSince = this.deps.clock.now();
+    this.firstAdmittedAt ??= m.workSince;
     m.status.state = 'training';
     // A joiner's pace is not measured yet: it does the nominal steps, with no budget (computing one scans every member).
     const budget = m.msPerStep === null ? null : this.stepBudget();
@@ -776,7 +777,6 @@ export class JobCoordinator {
     if (ready + training < this.job.spec.minWorkers) return;
     if (training > 0) {
       if (ready > 0 && !this.cancelBarrier) {
-        this.barrierSince = this.deps.clock.now();
         this.cancelBarrier = this.deps.clock.after(this.pace.bound('work', this.deps.timing.barrierTimeoutMs), () => this.barrierExpired());
       }
       return;
@@ -801,14 +801,18 @@ export class JobCoordinator {
   }
 
   /**
-   * Moshpit jobs: past the first sync, or once the first sync's barrier has counted down for
-   * JOIN_GRACE_MS (members wait at it for others' work), a joiner takes a later sync. (Only syncs
-   * after the first used to: with 10,000 members and 5% churn a joiner came every second, each one's
-   * first work held the first sync, and it began after 174 s instead of 49 s, seed against seed.
-   * The grace keeps volunteers that open together, a moment apart, in the first sync.)
+   * Moshpit jobs: past the first sync, or once the first sync's barrier is counting down (members
+   * wait at it for others' work), a joiner admitted more than JOIN_GRACE_MS after the first member
+   * takes a later sync. Waiting for it would hold the first sync by about that lag: it starts the
+   * same first work as the others that much later. (Only syncs after the first used to: with 10,000
+   * members and 5% churn a joiner came every second, each one's first work held the first sync, and
+   * it began after 174 s instead of 49 s, seed against seed. A grace counted from the barrier's
+   * countdown instead let joiners hold it by a whole first work, 23 s there, and cost 4 points of
+   * utilization. The grace keeps volunteers that open together, a moment apart, in the first sync.)
    */
   private joinersJoinLater(): boolean {
-    return this.job.seq > 0 || (this.cancelBarrier !== null && this.deps.clock.now() - this.barrierSince > JOIN_GRACE_MS);
+    const now = this.deps.clock.now();
+    return this.job.seq > 0 || (this.cancelBarrier !== null && now - (this.firstAdmittedAt ?? now) > JOIN_GRACE_MS);
   }
 
   /** Members left out of rounds that have not reported for the configured barrier timeout are evicted. */
