@@ -21,7 +21,9 @@ after(() => server.stop());
 
 test('one member of four silent for 30 s: the others commit throughout, it is left out, not evicted, and contributes after', { timeout: 300_000 }, async () => {
   const job = await server.createJob({
-    trust: 'trusted', strategy: 'localsgd', H: 4, hyperparameters: { lr: 0.05, batchSize: 32 },
+    // Fixed H = 4: the counts and the bound below are for its syncs (auto, the default, lengthens
+    // them as it raises H, and the pace-derived bound with them).
+    trust: 'trusted', strategy: 'localsgd', H: 4, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 32 },
     // No checkpoint or evaluation falls in the silence (the returning member's reload asks for one).
     minWorkers: 3, maxWorkers: 4, targetSteps: 1_000_000, evalEverySteps: 1_000_000, checkpointEvery: 1_000,
   });
