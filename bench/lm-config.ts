@@ -68,6 +68,6 @@ export function lmConfig(plan: LmPlan, v: LmVariant, seed: number, race: { targe
     // The single worker takes WORKERS× the steps, so its evaluations fall at the same tokens.
     maxSteps: single ? steps * WORKERS : steps, evalEvery: single ? plan.evalEvery * WORKERS : plan.evalEvery, evalWindows: plan.evalWindows,
     outerLr: d?.outerLr, outerMomentum: d?.outerMomentum, sparsity: d?.sparsity, warmupSteps: defaultWarmupSyncs(Math.ceil(steps / v.H)),
-    ...(race ? { stopAtLoss: race.target, link: CAPPED, maxWallMs: plan.cappedWallMs } : {}),
+    ...(race ? { stopAtLoss: race.target, link: CAPPED, maxWallMs: plan.cappedWallMs, skipFinalEvaluation: true } : {}),
   };
 }

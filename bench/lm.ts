@@ -46,7 +46,7 @@ async function corpusShards(context: number) {
 function gapsOf(equal: Result[], v: LmVariant): number[] {
   return equal.filter((r) => lmVariantName(r.config) === lmVariantName(v)).flatMap((r) => {
     const single = equal.find((s) => s.config.strategy === 'single' && s.config.seed === r.config.seed);
-    return single ? [(r.finalLoss - single.finalLoss) / single.finalLoss] : [];
+    return single && r.finalLoss !== null && single.finalLoss !== null ? [(r.finalLoss - single.finalLoss) / single.finalLoss] : [];
   });
 }
 
@@ -68,7 +68,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       const { adapter: a, ...r } = await tab.page.evaluate(([c, u]) => window.tabfleetDistributed.runLm(c, u), [cfg, urls] as const);
       adapter = a;
       const reached = r.msToTarget ? `, target after ${(r.msToTarget.modeledMs / 1000).toFixed(1)} s modeled (${(r.msToTarget.wallMs / 1000).toFixed(1)} s page)` : '';
-      console.log(`[lm] ${part} ${lmVariantName(cfg)} seed ${cfg.seed}: validation loss ${r.finalLoss.toFixed(4)} after ${r.tokens} tokens, ${(r.bytesPerWorker / 1e6).toFixed(2)} MB/worker, ${(r.wallMs / 1000).toFixed(1)} s page, ${(r.modeledMs / 1000).toFixed(1)} s modeled${reached}`);
+      console.log(`[lm] ${part} ${lmVariantName(cfg)} seed ${cfg.seed}: ${r.finalLoss === null ? 'last evaluation ' + r.evals.at(-1)?.loss.toFixed(4) : 'validation loss ' + r.finalLoss.toFixed(4)} after ${r.tokens} tokens, ${(r.bytesPerWorker / 1e6).toFixed(2)} MB/worker, ${(r.wallMs / 1000).toFixed(1)} s page, ${(r.modeledMs / 1000).toFixed(1)} s modeled${reached}`);
       return r;
     };
     for (const seed of plan.seeds) for (const v of [SINGLE, ...DISTRIBUTED]) equal.push(await runOne(lmConfig(plan, v, seed, null), 'equal tokens'));
@@ -89,7 +89,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     const eq = equal.filter((r) => lmVariantName(r.config) === lmVariantName(v)), rc = raceOf(v);
     return {
       variant: lmVariantName(v), seeds: eq.map((r) => r.config.seed),
-      equalTokens: { finalLoss: spread(eq.map((r) => r.finalLoss)), gapVsSingle: v === SINGLE ? null : spread(gapsOf(equal, v)), bytesPerWorker: spread(eq.map((r) => r.bytesPerWorker)), wallMs: spread(eq.map((r) => r.wallMs)) },
+      equalTokens: { finalLoss: spread(eq.map((r) => r.finalLoss ?? Number.NaN)), gapVsSingle: v === SINGLE ? null : spread(gapsOf(equal, v)), bytesPerWorker: spread(eq.map((r) => r.bytesPerWorker)), wallMs: spread(eq.map((r) => r.wallMs)) },
       race: v === SINGLE ? null : {
         modeledMsToTarget: spread(rc.map((r) => toTarget(r, 'modeledMs'))), pageMsToTarget: spread(rc.map((r) => toTarget(r, 'wallMs'))),
         reachedTarget: `${rc.filter((r) => r.msToTarget).length}/${rc.length}`, bytesPerWorker: spread(rc.map((r) => r.bytesPerWorker)),
@@ -103,7 +103,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     machine: machineInfo(), adapter, browser: session.browser.version(), corpus: shards.facts, gpt: plan.gpt, parameters: equal[0]?.parameters, workers: WORKERS,
     cappedLink: CAPPED, target, targetRule: `the highest of the distributed variants' best validation losses in the equal-tokens runs (median over seeds) × ${1 + TARGET_MARGIN}`,
     definitions: {
-      finalLoss: 'mean cross-entropy (nats per byte token) on every validation window at the end of the run',
+      finalLoss: 'mean cross-entropy (nats per byte token) on every validation window at the end of the run (null in races, which ask only when the target fell)',
       gapVsSingle: '(4-worker final loss − single-worker final loss) ÷ single-worker final loss, same seed, same total tokens, same inner optimizer and batch per worker',
       modeledMs: 'per sync: the slowest worker\'s own local compute + the exchange over the capped links (real, in-memory transport) + the slowest prepare/commit; evaluations excluded. What 4 volunteers with a GPU each would take',
       pageMs: 'this page\'s training wall time: its 4 workers share one device, so their compute adds up',

@@ -53,6 +53,8 @@ export interface LmRunConfig {
   maxWallMs?: number;
   link?: LinkFaults;
   seed?: number;
+  /** Skip the closing pass over every validation window (a race asks only when the target fell). */
+  skipFinalEvaluation?: boolean;
 }
 
 export interface LmEval {
@@ -71,9 +73,9 @@ export interface LmRunResult {
   syncs: number;
   tokens: number;
   evals: LmEval[];
-  /** Mean loss and next-token accuracy on every validation window at the end. */
-  finalLoss: number;
-  finalAccuracy: number;
+  /** Mean loss and next-token accuracy on every validation window at the end (null: skipped). */
+  finalLoss: number | null;
+  finalAccuracy: number | null;
   validationTokens: number;
   /** The first evaluation at or below `stopAtLoss` (null: never). */
   msToTarget: { wallMs: number; modeledMs: number; tokens: number } | null;
@@ -143,7 +145,7 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
     });
   }
   const wallMs = performance.now() - t0 - evalMs;
-  const final = await engine.evaluate(Infinity, EVAL_BATCH, data.validation);
+  const final = cfg.skipFinalEvaluation ? { loss: null, accuracy: null, count: 0 } : await engine.evaluate(Infinity, EVAL_BATCH, data.validation);
   return {
     config: cfg, steps: engine.step, syncs, tokens: engine.step * tokensPerStep, evals, finalLoss: final.loss, finalAccuracy: final.accuracy,
     validationTokens: final.count, msToTarget, wallMs, modeledMs, bytesPerWorker: bytes, exchangeMs,
