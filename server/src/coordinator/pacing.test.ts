@@ -7,18 +7,33 @@ const spec = (o: object = {}) => jobSpecSchema.parse({ preset: 'mlp-fashion', da
 
 test('paced steps: H steps of the fastest member fill the budget; slower members do proportionally fewer, at least one', () => {
   const s = spec();
-  const budget = roundBudgetMs(s, [10, 20, 80, null]);
-  assert.equal(budget, 80);
-  assert.deepEqual([10, 20, 80, 1000].map((p) => stepsFor(s, p, budget)), [8, 4, 1, 1]);
-  assert.equal(stepsFor(s, null, budget), 8, 'an unmeasured member does H');
+  assert.equal(roundBudgetMs(s, [10, 20, 40, null]), 80);
+  assert.deepEqual([10, 20, 40, 1000].map((p) => stepsFor(s, p, 80)), [8, 4, 2, 1]);
+  assert.equal(stepsFor(s, null, 80), 8, 'an unmeasured member does H');
   assert.equal(roundBudgetMs(s, [null]), null);
   // A researcher's budget: a fast member does more than H, up to MAX_STEPS_FACTOR × H.
   const long = spec({ roundBudgetMs: 10_000 });
   assert.equal(stepsFor(long, 10, roundBudgetMs(long, [10])), MAX_STEPS_FACTOR * 8);
   assert.equal(stepsFor(spec({ pacing: 'fixed' }), 10, 80), 8, 'fixed pacing: always H');
   // A slow exchange lengthens the default budget, so it stays a tenth of the sync.
-  assert.equal(roundBudgetMs(s, [10, 20], 50), EXCHANGE_BUDGET_FACTOR * 50);
+  assert.equal(roundBudgetMs(s, [10, 20], 50), 23 * 20, `${EXCHANGE_BUDGET_FACTOR} × 50 ms, snapped to whole steps of the 20-ms member`);
   assert.equal(roundBudgetMs(s, [10, 20], 5), 80);
+});
+
+test('the default budget holds two whole steps of the slowest member that fits twice it, so nobody waits on a half step', () => {
+  const s = spec();
+  // H = 8 steps of 10 ms is 80 ms, one step of the 80-ms member: snapped to two of its steps.
+  assert.equal(roundBudgetMs(s, [10, 20, 80]), 2 * 80);
+  assert.deepEqual([10, 20, 80].map((p) => stepsFor(s, p, 160)), [16, 8, 2]);
+  // 60 ms: 80 is 1.33 of its steps, rounded to 2 (120 ms); 30 ms: 2.67, rounded to 3 (90 ms).
+  assert.equal(roundBudgetMs(s, [10, 60]), 120);
+  assert.equal(roundBudgetMs(s, [10, 30]), 90);
+  // A member whose two steps do not fit twice the base does one step and does not stretch the budget.
+  assert.equal(roundBudgetMs(s, [10, 20, 1000]), 80);
+  assert.equal(roundBudgetMs(s, [10, 20, 40, 1000]), 80);
+  // Equal members: H steps each, as before; an H = 1 job is not stretched to two.
+  assert.equal(roundBudgetMs(s, [10, 10, 10]), 80);
+  assert.equal(roundBudgetMs(spec({ H: 1 }), [10, 15]), 15);
 });
 
 test('paced ddp: members split the global batch in micro-batches by their speed, and a fixed ddp job is untouched', () => {

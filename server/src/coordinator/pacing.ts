@@ -3,9 +3,13 @@
 // for three quarters of every round. Its contribution is weighted by its samples (round:begin names
 // every member's steps). The budget is the job's `roundBudgetMs`, or by default H steps of the
 // fastest member, and at least EXCHANGE_BUDGET_FACTOR × the measured exchange time, so that the
-// exchange takes at most a tenth of a sync. A member slower than the whole budget still does one step
-// (the sync then waits for that step). Not "at least one step of the slowest": one member's noisy
-// measurement would then set everyone's work.
+// exchange takes at most a tenth of a sync; then snapped to whole steps of the slowest member whose
+// SLOWEST_MEMBER_STEPS steps fit in twice that base. Why: a member stops when less than half a step
+// still fits, so each ends up to half a step off the budget, and the sync waits for the latest. With
+// one step of an 8× member in a budget of H fast steps, that half step was up to a third of the sync;
+// snapped to two of its steps, it ends on the budget. The factor 2 keeps a noisy or throttled pace
+// from more than doubling everyone's work; a member slower than that does one step (the sync waits
+// for it, or leaves it out as a straggler).
 // SyncTimeModel predicts each sync's time from the same measurements and keeps how wrong it was.
 //
 // Paced ddp: a member's steps are micro-batches of batchSize ÷ DDP_MICRO_BATCHES examples, and the
@@ -27,6 +31,8 @@ export function nextPace(previous: number | null, wallMs: number, steps: number)
 
 /** The default budget keeps the exchange (median round time) at most a tenth of a sync's time. */
 export const EXCHANGE_BUDGET_FACTOR = 9;
+/** The default budget holds at least this many whole steps of its slowest member (at most H; up to twice the base budget). */
+export const SLOWEST_MEMBER_STEPS = 2;
 
 /** A member's steps per sync before its pace is known, and in a fixed job: H, or paced ddp's micro-batches. */
 export function nominalSteps(spec: JobSpec): number {
@@ -53,7 +59,11 @@ export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeM
     if (known.length < paces.length) return null;
     return (DDP_MICRO_BATCHES * known.length) / known.reduce((a, p) => a + 1 / p, 0);
   }
-  return Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
+  const base = Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
+  // Snapped to the slowest member whose steps fit twice the base (a slower one does one step whatever the budget).
+  const least = Math.min(SLOWEST_MEMBER_STEPS, spec.H);
+  const reference = Math.max(...known.filter((p) => least * p <= 2 * base));
+  return Math.max(least, Math.round(base / reference)) * reference;
 }
 
 /** Relative errors of the sync-time prediction kept for its median. */
