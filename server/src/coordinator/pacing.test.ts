@@ -34,6 +34,8 @@ test('the default budget holds two whole steps of the slowest member that fits t
   // Equal members: H steps each, as before; an H = 1 job is not stretched to two.
   assert.equal(roundBudgetMs(s, [10, 10, 10]), 80);
   assert.equal(roundBudgetMs(spec({ H: 1 }), [10, 15]), 15);
+  // A Moshpit job keeps the base: its groups wait for their own slowest, not the job's.
+  assert.equal(roundBudgetMs(spec({ groupSize: 4, maxWorkers: 16 }), [10, 20, 80]), 80);
 });
 
 test('paced ddp: members split the global batch in micro-batches by their speed, and a fixed ddp job is untouched', () => {

@@ -9,7 +9,7 @@
 // one step of an 8× member in a budget of H fast steps, that half step was up to a third of the sync;
 // snapped to two of its steps, it ends on the budget. The factor 2 keeps a noisy or throttled pace
 // from more than doubling everyone's work; a member slower than that does one step (the sync waits
-// for it, or leaves it out as a straggler).
+// for it, or leaves it out as a straggler). Not in Moshpit jobs (below).
 // SyncTimeModel predicts each sync's time from the same measurements and keeps how wrong it was.
 //
 // Paced ddp: a member's steps are micro-batches of batchSize ÷ DDP_MICRO_BATCHES examples, and the
@@ -60,6 +60,9 @@ export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeM
     return (DDP_MICRO_BATCHES * known.length) / known.reduce((a, p) => a + 1 / p, 0);
   }
   const base = Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
+  // A Moshpit job's groups each wait for their own slowest member, and among thousands some member's
+  // pace always sits just under the base: snapping to it would double every sync. Rings only.
+  if (spec.groupSize !== undefined) return base;
   // Snapped to the slowest member whose steps fit twice the base (a slower one does one step whatever the budget).
   const least = Math.min(SLOWEST_MEMBER_STEPS, spec.H);
   const reference = Math.max(...known.filter((p) => least * p <= 2 * base));
