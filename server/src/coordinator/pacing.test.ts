@@ -16,7 +16,9 @@ test('paced steps: H steps of the fastest member fill the budget; slower members
   assert.equal(stepsFor(long, 10, roundBudgetMs(long, [10])), MAX_STEPS_FACTOR * 8);
   assert.equal(stepsFor(spec({ pacing: 'fixed' }), 10, 80), 8, 'fixed pacing: always H');
   // A slow exchange lengthens the default budget, so it stays a tenth of the sync.
-  assert.equal(roundBudgetMs(s, [10, 20], 50), 23 * 20, `${EXCHANGE_BUDGET_FACTOR} × 50 ms, snapped to whole steps of the 20-ms member`);
+  assert.equal(roundBudgetMs(s, [10, 20], 30), 14 * 20, `${EXCHANGE_BUDGET_FACTOR} × 30 ms, snapped to whole steps of the 20-ms member`);
+  // ... but no longer than the fastest member's most steps take: past that it would only wait.
+  assert.equal(roundBudgetMs(s, [10, 20], 50), MAX_STEPS_FACTOR * 8 * 10);
   assert.equal(roundBudgetMs(s, [10, 20], 5), 80);
 });
 

@@ -1,15 +1,18 @@
 // Paced rounds: each member does as many local steps per sync as fit the round's time budget at its
 // measured pace, so a tab 4× slower does a quarter of the steps instead of holding the others idle
 // for three quarters of every round. Its contribution is weighted by its samples (round:begin names
-// every member's steps). The budget is the job's `roundBudgetMs`, or by default H steps of the
-// fastest member, and at least EXCHANGE_BUDGET_FACTOR × the measured exchange time, so that the
-// exchange takes at most a tenth of a sync; then snapped to whole steps of the slowest member whose
-// SLOWEST_MEMBER_STEPS steps fit in twice that base. Why: a member stops when less than half a step
-// still fits, so each ends up to half a step off the budget, and the sync waits for the latest. With
-// one step of an 8× member in a budget of H fast steps, that half step was up to a third of the sync;
-// snapped to two of its steps, it ends on the budget. The factor 2 keeps a noisy or throttled pace
-// from more than doubling everyone's work; a member slower than that does one step (the sync waits
-// for it, or leaves it out as a straggler). Not in Moshpit jobs (below).
+// every member's steps). The budget is the job's `roundBudgetMs`, or by default:
+//  - H steps of the fastest member, and at least EXCHANGE_BUDGET_FACTOR × the measured exchange
+//    time, so that the exchange takes at most a tenth of a sync;
+//  - but no longer than the fastest member's most steps (MAX_STEPS_FACTOR × H) take: past that it
+//    would only wait;
+//  - snapped to whole steps of the slowest member whose SLOWEST_MEMBER_STEPS steps fit in twice that.
+//    A member stops when less than half a step still fits, so each ends up to half a step off the
+//    budget, and the sync waits for the latest: one step of an 8× member in a budget of H fast
+//    steps cost up to a third of the sync; snapped to two of its steps, it ends on the budget. The
+//    factor 2 keeps a noisy or throttled pace from more than doubling everyone's work; a member
+//    slower than that does one step (the sync waits for it, or leaves it out as a straggler).
+// The last two are for rings: a Moshpit job keeps the first (see roundBudgetMs).
 // SyncTimeModel predicts each sync's time from the same measurements and keeps how wrong it was.
 //
 // Paced ddp: a member's steps are micro-batches of batchSize ÷ DDP_MICRO_BATCHES examples, and the
@@ -59,14 +62,20 @@ export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeM
     if (known.length < paces.length) return null;
     return (DDP_MICRO_BATCHES * known.length) / known.reduce((a, p) => a + 1 / p, 0);
   }
-  const base = Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
+  const fastest = Math.min(...known);
+  const base = Math.max(spec.H * fastest, EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
   // A Moshpit job's groups each wait for their own slowest member, and among thousands some member's
   // pace always sits just under the base: snapping to it would double every sync. Rings only.
   if (spec.groupSize !== undefined) return base;
-  // Snapped to the slowest member whose steps fit twice the base (a slower one does one step whatever the budget).
+  // No longer than the fastest member's most steps take (past that it would only wait), then snapped
+  // to the slowest member whose steps fit twice that (a slower one does one step whatever the budget).
+  const longest = MAX_STEPS_FACTOR * spec.H * fastest;
+  const aim = Math.min(base, longest);
   const least = Math.min(SLOWEST_MEMBER_STEPS, spec.H);
-  const reference = Math.max(...known.filter((p) => least * p <= 2 * base));
-  return Math.max(least, Math.round(base / reference)) * reference;
+  const reference = Math.max(...known.filter((p) => least * p <= 2 * aim));
+  let steps = Math.max(least, Math.round(aim / reference));
+  while (steps > least && steps * reference > longest) steps--;
+  return steps * reference;
 }
 
 /** Relative errors of the sync-time prediction kept for its median. */
