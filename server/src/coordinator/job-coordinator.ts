@@ -40,7 +40,7 @@ import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
 import { PeerDistances } from './peer-distances';
-import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
+import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -1304,10 +1304,11 @@ export class JobCoordinator {
   /** A paced job's local compute time per sync (null: every member does H); computed over all members, so callers planning many members pass it once. */
   private stepBudget(): number | null {
     if (!isPaced(this.job.spec)) return null;
-    const fastest = this.fastestPace();
-    return this.autoSync?.choice && fastest !== null
-      ? this.autoSync.choice.H * fastest
-      : roundBudgetMs(this.job.spec, [...this.members.values()].map((x) => x.msPerStep), this.pace.median('round'));
+    const paces = [...this.members.values()].map((x) => x.msPerStep);
+    const known = paces.filter((p): p is number => p !== null);
+    return this.autoSync?.choice && known.length
+      ? snappedBudgetMs(this.job.spec, known, this.autoSync.choice.H * Math.min(...known))
+      : roundBudgetMs(this.job.spec, paces, this.pace.median('round'));
   }
 
   /** The smallest measured time per step among the members, or null before any is measured. */

@@ -12,7 +12,7 @@
 //    steps cost up to a third of the sync; snapped to two of its steps, it ends on the budget. The
 //    factor 2 keeps a noisy or throttled pace from more than doubling everyone's work; a member
 //    slower than that does one step (the sync waits for it, or leaves it out as a straggler).
-// The last two are for rings: a Moshpit job keeps the first (see roundBudgetMs).
+// The last two are for rings, auto's budget too: a Moshpit job keeps the first (snappedBudgetMs).
 // SyncTimeModel predicts each sync's time from the same measurements and keeps how wrong it was.
 //
 // Paced ddp: a member's steps are micro-batches of batchSize ÷ DDP_MICRO_BATCHES examples, and the
@@ -62,17 +62,24 @@ export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeM
     if (known.length < paces.length) return null;
     return (DDP_MICRO_BATCHES * known.length) / known.reduce((a, p) => a + 1 / p, 0);
   }
-  const fastest = Math.min(...known);
-  const base = Math.max(spec.H * fastest, EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
-  // A Moshpit job's groups each wait for their own slowest member, and among thousands some member's
-  // pace always sits just under the base: snapping to it would double every sync. Rings only.
-  if (spec.groupSize !== undefined) return base;
-  // No longer than the fastest member's most steps take (past that it would only wait), then snapped
-  // to the slowest member whose steps fit twice that (a slower one does one step whatever the budget).
-  const longest = MAX_STEPS_FACTOR * spec.H * fastest;
-  const aim = Math.min(base, longest);
+  const base = Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
+  return snappedBudgetMs(spec, known, base);
+}
+
+/**
+ * A ring's budget `aimMs` (the default's base, or auto's H steps of the fastest member) made no
+ * longer than the fastest member's most steps take (past that it would only wait), then snapped to
+ * the slowest member whose SLOWEST_MEMBER_STEPS steps fit twice that (a slower one does one step
+ * whatever the budget). A Moshpit job keeps `aimMs`: its groups each wait for their own slowest
+ * member, and among thousands some member's pace always sits just under the aim, so snapping to it
+ * would double every sync.
+ */
+export function snappedBudgetMs(spec: JobSpec, paces: number[], aimMs: number): number {
+  if (spec.groupSize !== undefined || !paces.length) return aimMs;
+  const longest = MAX_STEPS_FACTOR * spec.H * Math.min(...paces);
+  const aim = Math.min(aimMs, longest);
   const least = Math.min(SLOWEST_MEMBER_STEPS, spec.H);
-  const reference = Math.max(...known.filter((p) => least * p <= 2 * aim));
+  const reference = Math.max(...paces.filter((p) => least * p <= 2 * aim));
   let steps = Math.max(least, Math.round(aim / reference));
   while (steps > least && steps * reference > longest) steps--;
   return steps * reference;
