@@ -22,7 +22,7 @@ test('paced steps: H steps of the fastest member fill the budget; slower members
   assert.equal(roundBudgetMs(s, [10, 20], 5), 80);
 });
 
-test('the default budget holds two whole steps of the slowest member that fits twice it, so nobody waits on a half step', () => {
+test('the default budget holds whole steps of the slowest member that fits twice it (two where they fit), so nobody waits on a half step', () => {
   const s = spec();
   // H = 8 steps of 10 ms is 80 ms, one step of the 80-ms member: snapped to two of its steps.
   assert.equal(roundBudgetMs(s, [10, 20, 80]), 2 * 80);
@@ -30,7 +30,9 @@ test('the default budget holds two whole steps of the slowest member that fits t
   // 60 ms: 80 is 1.33 of its steps, rounded to 2 (120 ms); 30 ms: 2.67, rounded to 3 (90 ms).
   assert.equal(roundBudgetMs(s, [10, 60]), 120);
   assert.equal(roundBudgetMs(s, [10, 30]), 90);
-  // A member whose two steps do not fit twice the base does one step and does not stretch the budget.
+  // A member just slower than the base: one of its steps is the budget, so it ends on it too.
+  assert.equal(roundBudgetMs(s, [10, 100]), 100);
+  // A member whose one step does not fit twice the base does one step and does not stretch the budget.
   assert.equal(roundBudgetMs(s, [10, 20, 1000]), 80);
   assert.equal(roundBudgetMs(s, [10, 20, 40, 1000]), 80);
   // Equal members: H steps each, as before; an H = 1 job is not stretched to two.

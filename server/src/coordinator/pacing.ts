@@ -6,7 +6,8 @@
 //    time, so that the exchange takes at most a tenth of a sync;
 //  - but no longer than the fastest member's most steps (MAX_STEPS_FACTOR × H) take: past that it
 //    would only wait;
-//  - snapped to whole steps of the slowest member whose SLOWEST_MEMBER_STEPS steps fit in twice that.
+//  - snapped to whole steps of the slowest member one of whose steps fits in twice that (two of
+//    them, SLOWEST_MEMBER_STEPS, where those fit).
 //    A member stops when less than half a step still fits, so each ends up to half a step off the
 //    budget, and the sync waits for the latest: one step of an 8× member in a budget of H fast
 //    steps cost up to a third of the sync; snapped to two of its steps, it ends on the budget. The
@@ -69,8 +70,8 @@ export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeM
 /**
  * A ring's budget `aimMs` (the default's base, or auto's H steps of the fastest member) made no
  * longer than the fastest member's most steps take (past that it would only wait), then snapped to
- * the slowest member whose SLOWEST_MEMBER_STEPS steps fit twice that (a slower one does one step
- * whatever the budget). A Moshpit job keeps `aimMs`: its groups each wait for their own slowest
+ * whole steps of the slowest member one of whose steps fits twice that, at least SLOWEST_MEMBER_STEPS
+ * of them where they fit (a slower member does one step whatever the budget). A Moshpit job keeps `aimMs`: its groups each wait for their own slowest
  * member, and among thousands some member's pace always sits just under the aim, so snapping to it
  * would double every sync.
  */
@@ -78,10 +79,11 @@ export function snappedBudgetMs(spec: JobSpec, paces: number[], aimMs: number): 
   if (spec.groupSize !== undefined || !paces.length) return aimMs;
   const longest = MAX_STEPS_FACTOR * spec.H * Math.min(...paces);
   const aim = Math.min(aimMs, longest);
-  const least = Math.min(SLOWEST_MEMBER_STEPS, spec.H);
-  const reference = Math.max(...paces.filter((p) => least * p <= 2 * aim));
-  let steps = Math.max(least, Math.round(aim / reference));
-  while (steps > least && steps * reference > longest) steps--;
+  const reference = Math.max(...paces.filter((p) => p <= 2 * aim));
+  let steps = Math.max(1, Math.round(aim / reference));
+  // Two of its steps where they fit twice the aim: half a step each way is then a quarter of the sync.
+  if (SLOWEST_MEMBER_STEPS * reference <= 2 * aim) steps = Math.max(steps, Math.min(SLOWEST_MEMBER_STEPS, spec.H));
+  while (steps > 1 && steps * reference > longest) steps--;
   return steps * reference;
 }
 
