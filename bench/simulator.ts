@@ -307,19 +307,24 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     }
   }
 
-  /** What a member's ring pings measure: twice the one-way latency to each neighbour. */
+  /** What a ping measures: twice the one-way latency between the two members' regions. */
+  const roundTripMs = (m: Sim, peer: string) => 2 * (sims.get(peer)?.region === m.region ? s.latencyMs : s.regions!.crossLatencyMs);
+
+  /** What a member's ring pings measure: the round trip to each neighbour. */
   function neighbourRoundTrips(m: Sim, ring: string[]): Record<string, number> {
     const i = ring.indexOf(m.id);
     const out: Record<string, number> = {};
     if (i < 0 || ring.length < 2) return out;
-    for (const peer of [ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]]) {
-      out[peer] = 2 * (sims.get(peer)?.region === m.region ? s.latencyMs : s.regions!.crossLatencyMs);
-    }
+    for (const peer of [ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]]) out[peer] = roundTripMs(m, peer);
     return out;
   }
 
   function deliver(m: Sim, event: keyof VolunteerServerEvents, x: Record<string, any>): void {
-    if (event === 'model:load') {
+    if (event === 'job:assign' && x.probePeers?.length && s.regions?.fromRoundTrips) {
+      // The join probe (worker join-probe.ts): links opened and pinged in about two of the slowest round trips, before the model is reported loaded.
+      const rttMs = Object.fromEntries((x.probePeers as string[]).map((p) => [p, roundTripMs(m, p)]));
+      clock.after(2 * Math.max(...Object.values(rttMs)), () => handle(m.id, 'peers:rtt', { jobId: job.id, rttMs }));
+    } else if (event === 'model:load') {
       clock.after(linkMs(modelBytes), () => {
         const ack = handle(m.id, 'model:loaded', { jobId: job.id, seq: x.seq, checksum: digest });
         if (ack?.admitted) {

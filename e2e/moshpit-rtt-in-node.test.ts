@@ -1,11 +1,13 @@
 // Groups from measured round trips, end to end: eight volunteer runtimes (Node, CPU backend) in a
 // regional Moshpit job that none of them gives a region hint. Their links (the in-memory transport)
-// are fast inside two "sites" of four and slow across. Each ring pings its links as it connects, the
-// runtimes report the round trips in their round results, and the server clusters them: once it has
-// seen enough links, the grid's low axis (groups of four) averages inside a site.
+// are fast inside two "sites" of four and slow across. Each joiner measures the members its
+// assignment names before it reports its model loaded (join probes), each ring pings its links as it
+// connects, the runtimes report the round trips, and the server clusters them: from the first sync
+// on, the grid's low axis (groups of four) averages inside a site.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
+import { createNodeWebRtcTransport } from '@tabfleet/collective/webrtc-node';
 import type { RoundBegin } from '@tabfleet/protocol';
 import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
 import { nodeVolunteer } from '@tabfleet/worker/testing';
@@ -24,16 +26,26 @@ test('a regional Moshpit job with no region hints groups its volunteers by the r
     dataset: 'synthetic-blobs', preset: 'mlp-fashion', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 16 },
     trust: 'trusted', groupSize: 4, regionalGroups: true, minWorkers: 8, maxWorkers: 8, targetSteps: SYNCS, checkpointEvery: 1000, evalEverySteps: 1000,
   });
-  // Every link starts slow; once the volunteers have ids, links inside a site are made fast. A round
-  // trip measured slow early is no harm: the smallest one seen is what counts.
+  // Every link is slow unless both ends are in one site: a volunteer's links are set as its id
+  // arrives (welcome), before it asks for work, so its join probe already sees them. They join one
+  // after another, sites interleaved, as volunteers do: these runtimes share one thread, and a member
+  // busy loading its model would hold up the pongs a joiner measures (tabs load in a Web Worker).
   const net = new MemoryNetwork({ faults: { latencyMs: FAR_MS } });
-  const vols = Array.from({ length: 8 }, () => nodeVolunteer(server.url, net));
+  const siteOf = new Map<string, string>();
+  const vols: ReturnType<typeof nodeVolunteer>[] = [];
   const begins: RoundBegin[] = [];
-  vols[0].socket.on('round:begin', (r: RoundBegin) => begins.push(r));
   try {
-    const ids = await waitFor('every volunteer has an id', () => (vols.every((v) => v.runtime.status.volunteerId) ? vols.map((v) => v.runtime.status.volunteerId!) : null), 60_000, 20);
-    const siteOf = new Map(ids.map((id, i) => [id, i < 4 ? 'A' : 'B']));
-    for (const a of ids) for (const b of ids) if (a < b && siteOf.get(a) === siteOf.get(b)) net.setFaults(a, b, { latencyMs: NEAR_MS });
+    for (let i = 0; i < 8; i++) {
+      const v = nodeVolunteer(server.url, net, { log: (l) => /measured/.test(l) && console.log(l) });
+      vols.push(v);
+      v.socket.on('welcome', ({ volunteerId }: { volunteerId: string }) => {
+        const site = i % 2 ? 'B' : 'A';
+        for (const [other, s] of siteOf) if (s === site) net.setFaults(volunteerId, other, { latencyMs: NEAR_MS });
+        siteOf.set(volunteerId, site);
+      });
+      if (i === 0) v.socket.on('round:begin', (r: RoundBegin) => begins.push(r));
+      await waitFor(`volunteer ${i} loaded the model`, () => v.runtime.status.jobId !== null && v.runtime.status.state !== 'loading', 30_000, 20);
+    }
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 200_000, 200);
     for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}\n${server.logTail()}`);
 
@@ -45,12 +57,33 @@ test('a regional Moshpit job with no region hints groups its volunteers by the r
     const axis0 = begins.filter((r) => r.seq % 2 === 1 && r.members.length === 4);
     const mixed = axis0.filter((r) => sitesIn(r) > 1).map((r) => r.seq);
     console.log(`groups of four spanning both sites at syncs ${mixed.join(', ') || 'none'} of ${axis0.map((r) => r.seq).join(', ')}`);
-    // From sync 7 on (three syncs of links measured), every group of four is one site.
-    const late = axis0.filter((r) => r.seq >= 7);
-    assert.ok(late.length >= 3, `axis-0 syncs seen: ${axis0.map((r) => r.seq)}`);
-    for (const r of late) assert.equal(sitesIn(r), 1, `sync ${r.seq}: ${r.members.map((id) => siteOf.get(id)).join('')}`);
+    // From sync 1 on (the join probes measured the links before it), every group of four is one site.
+    assert.ok(axis0.length >= 5 && axis0[0].seq === 1, `axis-0 syncs seen: ${axis0.map((r) => r.seq)}`);
+    for (const r of axis0) assert.equal(sitesIn(r), 1, `sync ${r.seq}: ${r.members.map((id) => siteOf.get(id)).join('')}`);
     // The high axis still averages across the sites (pairs of one from each).
-    for (const r of begins.filter((r) => r.seq >= 7 && r.seq % 2 === 0)) assert.equal(sitesIn(r), 2, `sync ${r.seq} pairs across sites`);
+    for (const r of begins.filter((r) => r.seq % 2 === 0)) assert.equal(sitesIn(r), 2, `sync ${r.seq} pairs across sites`);
+  } finally {
+    for (const v of vols) v.runtime.stop();
+    await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});
+  }
+});
+
+test('join probes over node WebRTC: each joiner links to the members its assignment named through the server\'s probe signaling, measures them, and reports before its first sync', { timeout: 120_000 }, async () => {
+  const created = await server.createJob({
+    dataset: 'synthetic-blobs', preset: 'mlp-fashion', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 16 },
+    trust: 'trusted', groupSize: 2, regionalGroups: true, minWorkers: 4, maxWorkers: 4, targetSteps: 2, checkpointEvery: 1000, evalEverySteps: 1000,
+  });
+  const logs: string[][] = [[], [], [], []];
+  const vols = logs.map((lines) => nodeVolunteer(server.url, (self, signaler) => createNodeWebRtcTransport({ self, signaler }), { log: (l) => lines.push(l) }));
+  try {
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 100_000, 200);
+    for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}\n${server.logTail()}`);
+    // The first joiner is named nobody; the others every member before them (fewer than PROBE_PEERS).
+    const probes = logs.flat().filter((l) => /measured \d+ of \d+ members at join/.test(l));
+    const counts = probes.map((l) => /measured (\d+) of (\d+)/.exec(l)!.slice(1).map(Number)).sort((a, b) => a[1] - b[1]);
+    console.log(probes.join('\n'));
+    assert.deepEqual(counts.map(([, of]) => of), [1, 2, 3], 'three joiners probed 1, 2 and 3 members');
+    for (const [got, of] of counts) assert.equal(got, of, 'every named member was reached over WebRTC and answered its pings');
   } finally {
     for (const v of vols) v.runtime.stop();
     await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});

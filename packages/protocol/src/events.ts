@@ -139,6 +139,9 @@ function isSmallJson(v: unknown, max: number): boolean {
 }
 
 const roundRef = { jobId: idSchema, roundId: z.number().int().min(1) };
+const rttMsSchema = z.record(idSchema, z.number().finite().min(0).max(MAX_RTT_MS)).refine((r) => Object.keys(r).length <= MAX_RTT_PEERS, { message: `at most ${MAX_RTT_PEERS} peers` });
+/** `signal.roundId` of a joiner's probe links to its `probePeers` (outside any round). */
+export const PROBE_ROUND_ID = 0;
 
 export const roundMetricsSchema = z.strictObject({
   loss: finite.nullable(),
@@ -189,8 +192,10 @@ export const VOLUNTEER_EVENTS = {
   'round:result': z.strictObject({
     ...roundRef, checksum, step: z.number().int().min(0), metrics: roundMetricsSchema, group: groupReportSchema.optional(),
     /** The smallest round trip (ms) this member measured to each peer it was linked to in the round (Moshpit jobs group by them). */
-    rttMs: z.record(idSchema, z.number().finite().min(0).max(MAX_RTT_MS)).refine((r) => Object.keys(r).length <= MAX_RTT_PEERS, { message: `at most ${MAX_RTT_PEERS} peers` }).optional(),
+    rttMs: rttMsSchema.optional(),
   }),
+  /** The round trips (ms) a joiner measured to the members the server named in its assignment (`probePeers`). */
+  'peers:rtt': z.strictObject({ jobId: idSchema, rttMs: rttMsSchema }),
   /** The member could not finish the round (the server aborts and re-forms it). */
   'round:failed': z.strictObject({
     ...roundRef,
@@ -203,9 +208,9 @@ export const VOLUNTEER_EVENTS = {
   'evidence:upload': z.strictObject({ ...roundRef, part: z.number().int().min(0).max(LIMITS.maxGroupSize - 1), data: binary }),
   /** The delta (start − end parameters, little-endian f32) of a replicated work unit this member was given (`work:replicate`). */
   'replica:upload': z.strictObject({ jobId: idSchema, unitId: idSchema, data: binary }),
-  /** WebRTC signaling for a current ring neighbour; relayed as `signal` with `from`. */
+  /** WebRTC signaling for a current ring neighbour, or (roundId PROBE_ROUND_ID) between a joiner and its probe peers; relayed as `signal` with `from`. */
   signal: z.strictObject({
-    ...roundRef,
+    jobId: idSchema, roundId: z.number().int().min(PROBE_ROUND_ID),
     to: idSchema,
     data: z.unknown().refine((d) => isSmallJson(d, LIMITS.maxSignalBytes), `at most ${LIMITS.maxSignalBytes} bytes of JSON`),
   }),
@@ -246,6 +251,12 @@ export interface Assignment {
   shard: { index: number; count: number };
   /** Where to download that shard (carries a ticket; may be relative to the server URL) when the server serves the dataset. */
   dataUrl?: string;
+  /**
+   * Regional Moshpit jobs: members to measure round trips to before reporting the model loaded
+   * (link with signaling roundId PROBE_ROUND_ID, ping, report `peers:rtt`), so the joiner's first
+   * groups already follow its links.
+   */
+  probePeers?: string[];
 }
 
 export interface RoundBegin {
@@ -314,6 +325,8 @@ export interface VolunteerServerEvents {
   /** Star fallback result: the aggregated update (little-endian f32). */
   'star:result': (s: { jobId: string; roundId: number; data: Uint8Array | ArrayBuffer; contributors: number; rejected: number }) => void;
   'job:end': (e: { jobId: string; reason: string }) => void;
+  /** A joiner was told to measure this member (its `probePeers`): open the link to it too (WebRTC's initiator may be either end), signaling with PROBE_ROUND_ID. */
+  'peers:probe': (p: { jobId: string; peer: string }) => void;
 }
 
 // ---------- dashboard ----------

@@ -2,11 +2,15 @@
 // server, the ring links to its neighbours, and the job engine (in a Web Worker in browsers). It
 // follows the server's round clock: load the global model, do the local work, report ready, run the
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
-import { CollectiveError, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
+import { CollectiveError, FrameRouter, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
-import { cappedWeights, partRange, type Ack, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { cappedWeights, partRange, PROBE_ROUND_ID, type Ack, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo, SyncOf } from './job-engine';
+import { measurePeers } from './join-probe';
+
+/** A probe link is signaled as such for this long after the server names it (ms): the joiner may still be loading its model (the server allows a minute). */
+const PROBE_LINK_MS = 60_000;
 
 /** The engine calls the runtime makes: a JobEngine, or its comlink proxy in the Web Worker. */
 export interface EngineLike {
@@ -120,6 +124,10 @@ export class VolunteerRuntime {
   private generation = 0;
   private stopped = false;
   private signalHandlers = new Set<(from: string, data: unknown) => void>();
+  /** Peers linked outside any round (a join probe, either end), whose signaling goes as PROBE_ROUND_ID: peer → job. */
+  private readonly probeLinks = new Map<string, string>();
+  /** The members this joiner's assignment named, measured once its model is loaded, before `model:loaded`. */
+  private joinProbe: { jobId: string; peers: string[] } | null = null;
 
   constructor(private readonly opts: RuntimeOptions) {
     const s = opts.socket;
@@ -141,8 +149,15 @@ export class VolunteerRuntime {
     s.on('evidence:request', (e) => void this.onEvidenceRequest(e));
     s.on('star:result', (r) => this.onStarResult(r));
     s.on('checkpoint:request', (r) => this.queue('checkpoint:request', () => this.onCheckpointRequest(r)));
-    s.on('signal', (m: { from: string; data: unknown }) => {
+    s.on('signal', (m: { jobId: string; roundId: number; from: string; data: unknown }) => {
+      // A joiner probing this member: answer its signaling the same way.
+      if (m.roundId === PROBE_ROUND_ID && !this.probeLinks.has(m.from)) this.probedBy(m.from, m.jobId);
       for (const h of this.signalHandlers) h(m.from, m.data);
+    });
+    s.on('peers:probe', (p) => {
+      this.probedBy(p.peer, p.jobId);
+      // The link's initiator may be this end (webrtc.ts): open it now, as the joiner does.
+      void this.transport?.connect(p.peer).catch(() => {});
     });
     s.on('job:end', (e) => this.queue('job:end', () => this.onJobEnd(e)));
     s.on('disconnect', () => {
@@ -189,8 +204,14 @@ export class VolunteerRuntime {
     // A (re)connection is a new volunteer to the server: new id, new links, and ask for work again.
     this.transport?.close();
     this.neighbours.clear();
+    this.probeLinks.clear();
     const signaler: Signaler = {
       send: (to, data) => {
+        const probeJob = this.probeLinks.get(to);
+        if (probeJob) {
+          void this.emit('signal', { jobId: probeJob, roundId: PROBE_ROUND_ID, to, data }).then((a) => !a.ok && this.log(`probe signal to ${to} refused: ${a.error.message}`));
+          return;
+        }
         const begin = this.lastBegin;
         if (!begin) return;
         void this.emit('signal', { jobId: begin.jobId, roundId: begin.roundId, to, data }).then((a) => !a.ok && this.log(`signal to ${to} refused: ${a.error.message}`));
@@ -243,6 +264,14 @@ export class VolunteerRuntime {
     }
     this.assignment = a;
     this.setStatus({ state: 'loading', jobId: a.job.id, seq: 0 });
+    if (a.probePeers?.length) {
+      // Links open while the model loads; the pings wait until it is loaded (a busy thread would delay the pongs it measures).
+      for (const p of a.probePeers) {
+        this.probeLinks.set(p, a.job.id);
+        void this.transport?.connect(p).catch(() => {});
+      }
+      this.joinProbe = { jobId: a.job.id, peers: a.probePeers };
+    }
     this.log(`assigned to job ${a.job.id} (${a.job.spec.preset}, ${a.job.spec.strategy}), shard ${a.shard.index}/${a.shard.count}`);
     this.info = await this.opts.engine.setup(a, this.opts.serverUrl);
     const m = this.info.memory;
@@ -251,10 +280,37 @@ export class VolunteerRuntime {
     this.log(`step plan: ${plan}`);
   }
 
+  /** `peer` joins and measures this member: its link is signaled as a probe while the server allows it. */
+  private probedBy(peer: string, jobId: string): void {
+    // Routed now, so the joiner's pings are answered even before this member's first round. (Not from
+    // welcome on: a router made that early failed 2 of 7 runs of the diloco late-joiner e2e, cause not found.)
+    if (this.transport) FrameRouter.of(this.transport);
+    this.probeLinks.set(peer, jobId);
+    setTimeout(() => this.probeLinks.get(peer) === jobId && this.probeLinks.delete(peer), PROBE_LINK_MS);
+  }
+
+  /** Measures the members the assignment named and reports them (join-probe.ts); never fails the join. */
+  private async probe(jobId: string, peers: string[]): Promise<void> {
+    try {
+      const rttMs = await measurePeers(this.transport!, peers);
+      const ack = await this.emit('peers:rtt', { jobId, rttMs });
+      this.log(ack.ok ? `measured ${Object.keys(rttMs).length} of ${peers.length} members at join: ${JSON.stringify(rttMs)}` : `join probe report refused: ${ack.error.message}`);
+    } catch (e) {
+      this.log(`join probe failed: ${(e as Error).message}`);
+    } finally {
+      for (const p of peers) this.probeLinks.delete(p);
+    }
+  }
+
   private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<void> {
     this.setStatus({ state: 'loading' });
     this.payload = null;
     const { digest } = await this.opts.engine.loadModel(m.url, m.step);
+    if (this.joinProbe) {
+      const { jobId, peers } = this.joinProbe;
+      this.joinProbe = null;
+      await this.probe(jobId, peers);
+    }
     const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: digest });
     if (!ack.admitted) return; // a newer model is on its way
     this.nextSteps = typeof ack.steps === 'number' ? ack.steps : undefined;

@@ -1,6 +1,6 @@
 // Volunteers as Node processes' objects for tests: a VolunteerRuntime with a JobEngine on the CPU
-// backend and a transport from an in-memory network, connected to a real server over Socket.IO.
-import { MemoryNetwork } from '@tabfleet/collective';
+// backend and a transport from an in-memory network (or one given), connected to a real server over Socket.IO.
+import { MemoryNetwork, type Signaler, type Transport } from '@tabfleet/collective';
 import { NAMESPACES, PROTOCOL_VERSION } from '@tabfleet/protocol';
 import { CpuBackend } from '@tabfleet/tensor';
 import { io } from 'socket.io-client';
@@ -14,12 +14,13 @@ export const NODE_CAPABILITIES = {
   features: [],
 };
 
-export function nodeVolunteer(serverUrl: string, net: MemoryNetwork, opts: { jobId?: string; log?: (l: string) => void; slowdown?: number } = {}) {
+/** `links`: an in-memory network, or a transport per volunteer (e.g. node WebRTC over the server's signaling). */
+export function nodeVolunteer(serverUrl: string, links: MemoryNetwork | ((volunteerId: string, signaler: Signaler) => Transport), opts: { jobId?: string; log?: (l: string) => void; slowdown?: number } = {}) {
   const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES }, transports: ['websocket'], reconnection: false });
   const engine = new JobEngine(new CpuBackend('f32'), { slowdown: opts.slowdown });
   const runtime = new VolunteerRuntime({
     socket, serverUrl, engine, jobId: opts.jobId, log: opts.log,
-    createTransport: (id) => net.endpoint(id),
+    createTransport: (id, signaler) => (links instanceof MemoryNetwork ? links.endpoint(id) : links(id, signaler)),
   });
   return { socket, engine, runtime };
 }

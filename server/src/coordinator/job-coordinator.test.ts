@@ -5,10 +5,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { capabilitiesSchema, jobSpecSchema, modelDigest, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { capabilitiesSchema, jobSpecSchema, modelDigest, PROBE_ROUND_ID, type VolunteerServerEvents } from '@tabfleet/protocol';
 import { SqliteStore } from '../store/sqlite';
 import type { JobRecord } from '../store/store';
 import { SIM_CAPABILITIES, checkpointOf, initialParams } from '../testing/sim-volunteer';
+import { PROBE_PEERS } from './join-probes';
 import { JobCoordinator } from './job-coordinator';
 import type { Clock, CoordinatorDeps } from './types';
 
@@ -299,6 +300,40 @@ test('regional Moshpit job with no hints: groups follow the round trips members 
   assert.deepEqual(sitesPerGroup.slice(4).filter((_, i) => i % 2 === 0), [[1, 1], [1, 1]], JSON.stringify(sitesPerGroup));
   // The even syncs' pairs cross the sites.
   assert.deepEqual(sitesPerGroup.slice(4).filter((_, i) => i % 2 === 1), [[2, 2, 2, 2], [2, 2, 2, 2]], JSON.stringify(sitesPerGroup));
+  await t.cleanup();
+});
+
+test('regional Moshpit joiners measure a few members before their first sync: named in the assignment, signaled between those pairs only, reported once; sync 1 is laid out by site', async () => {
+  const EIGHT = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+  const site = (id: string) => (id < 'e' ? 'A' : 'B');
+  const t = await setup(GROUPED({ minWorkers: 8, maxWorkers: 8, groupSize: 4, regionalGroups: true }));
+  for (const id of EIGHT) t.add(id);
+  const named = new Map<string, string[]>(EIGHT.map((id) => [id, t.last(id, 'job:assign').probePeers ?? []]));
+  EIGHT.forEach((id, i) => assert.equal(named.get(id)!.length, Math.min(i, PROBE_PEERS), `${id} measures the members before it, at most ${PROBE_PEERS}`));
+  assert.deepEqual(named.get('h')!.slice(0, 3), ['e', 'f', 'g'], 'the latest joiners first');
+  for (const peer of named.get('h')!) assert.deepEqual(t.last(peer, 'peers:probe'), { jobId: 'job-t', peer: 'h' }, 'each named member is told, so it opens the link too');
+  // Probe signaling is relayed both ways between a joiner and a member it was named, outside any round; not to others.
+  const [peer] = named.get('h')!;
+  t.c.handle('h', 'signal', { jobId: 'job-t', roundId: PROBE_ROUND_ID, to: peer, data: { sdp: 'offer' } });
+  assert.deepEqual(t.last(peer, 'signal'), { jobId: 'job-t', roundId: PROBE_ROUND_ID, from: 'h', data: { sdp: 'offer' } });
+  t.c.handle(peer, 'signal', { jobId: 'job-t', roundId: PROBE_ROUND_ID, to: 'h', data: { sdp: 'answer' } });
+  assert.deepEqual(t.last('h', 'signal'), { jobId: 'job-t', roundId: PROBE_ROUND_ID, from: peer, data: { sdp: 'answer' } });
+  const stranger = EIGHT.find((id) => id !== 'h' && !named.get('h')!.includes(id) && !named.get(id)!.includes('h'))!;
+  assert.throws(() => t.c.handle('h', 'signal', { jobId: 'job-t', roundId: PROBE_ROUND_ID, to: stranger, data: {} }), /not a joiner and the member/);
+  // Each joiner reports its named members (2 ms inside a site, 80 across) and a short link to one it was not named: dropped.
+  for (const id of EIGHT.slice(1)) {
+    const rttMs = Object.fromEntries(named.get(id)!.map((p) => [p, site(p) === site(id) ? 2 : 80]));
+    const unnamed = EIGHT.find((x) => x !== id && !named.get(id)!.includes(x) && site(x) !== site(id));
+    if (unnamed) rttMs[unnamed] = 1;
+    assert.deepEqual(t.c.handle(id, 'peers:rtt', { jobId: 'job-t', rttMs }), { kept: named.get(id)!.length });
+  }
+  assert.throws(() => t.c.handle('h', 'peers:rtt', { jobId: 'job-t', rttMs: {} }), /no probe is open/, 'one report per join');
+  assert.throws(() => t.c.handle('a', 'peers:rtt', { jobId: 'job-t', rttMs: {} }), /no probe is open/, 'the first joiner was named nobody');
+  // Sync 1 (groups of four along the grid's first axis) already keeps each site together.
+  for (const id of EIGHT) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  for (const id of EIGHT) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 1, step: 1 });
+  const groups = [...new Map(EIGHT.map((id) => t.last(id, 'round:begin')).map((b) => [b.roundId, b])).values()];
+  assert.deepEqual(groups.map((g) => [g.seq, new Set((g.members as string[]).map(site)).size]), [[1, 1], [1, 1]], JSON.stringify(groups.map((g) => g.members)));
   await t.cleanup();
 });
 

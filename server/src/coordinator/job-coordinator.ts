@@ -17,6 +17,7 @@ import {
   aggregateWith,
   cappedWeights,
   pacedStepCeiling,
+  PROBE_ROUND_ID,
   screenContributions,
   verifyCheckpoint,
   type Assignment,
@@ -39,6 +40,7 @@ import type { ActiveRound } from './round';
 import { decodeUpdate } from './star-update';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import { Pace } from './pace';
+import { JoinProbes } from './join-probes';
 import { PeerDistances } from './peer-distances';
 import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel } from './pacing';
 import { Penalties } from './penalties';
@@ -142,6 +144,7 @@ export class JobCoordinator {
   private readonly pace = new Pace();
   /** Round trips members measured to each other (regional Moshpit jobs lay their groups out by them). */
   private readonly distances = new PeerDistances();
+  private readonly probes: JoinProbes;
   private readonly syncTime = new SyncTimeModel();
   private syncTimeMembers = '';
   /** `auto` LocalSGD and DiLoCo jobs: the next sync's H and payload precision (paced ddp has no H to choose). */
@@ -169,6 +172,7 @@ export class JobCoordinator {
   ) {
     this.nextRoundId = lastRoundId + 1;
     this.latestCheckpoint = latestCheckpoint;
+    this.probes = new JoinProbes(() => deps.clock.now());
     const spec = job.spec;
     // fp16 only where the ring moves the dense payload as sent: trusted jobs without compression.
     this.autoSync = spec.pacing === 'auto' && spec.strategy !== 'ddp' ? new AutoSync(spec, spec.trust === 'trusted' && spec.compression === 'none' ? ['f32', 'f16'] : ['f32']) : null;
@@ -325,6 +329,11 @@ export class JobCoordinator {
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
     const dataUrl = this.deps.shardUrl?.(this.job.id, this.job.spec, shard, this.job.spec.maxWorkers);
     if (dataUrl) assignment.dataUrl = dataUrl;
+    if (this.job.spec.regionalGroups) {
+      const probePeers = this.probes.assign(v.volunteerId, [...this.members.keys()], shuffled);
+      if (probePeers.length) assignment.probePeers = probePeers;
+      for (const peer of probePeers) this.deps.toVolunteer(peer, 'peers:probe', { jobId: this.job.id, peer: v.volunteerId });
+    }
     this.deps.toVolunteer(v.volunteerId, 'job:assign', assignment);
     // The model it can load now: the seed (nothing committed yet) or a checkpoint of the last sync,
     // unless a round is under way (its commit would make that model stale before the joiner is in).
@@ -347,6 +356,7 @@ export class JobCoordinator {
     m.cancelLoadTimer?.();
     this.members.delete(volunteerId);
     this.distances.forget(volunteerId);
+    this.probes.forget(volunteerId);
     this.inPhase[m.phase].delete(m);
     this.leftOut.delete(m);
     this.unsentLoads.delete(m);
@@ -442,6 +452,7 @@ export class JobCoordinator {
       case 'replica:upload': return this.replication.onUpload(m.volunteerId, payload as VolunteerEventParsed<'replica:upload'>, flatLengthOf(this.job.spec));
       case 'evidence:upload': return this.groupChecks.onEvidence(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'evidence:upload'>);
       case 'signal': return this.onSignal(m, payload as VolunteerEventParsed<'signal'>);
+      case 'peers:rtt': return this.onProbeReport(m, payload as VolunteerEventParsed<'peers:rtt'>);
       case 'star:update': return this.onStarUpdate(m, payload as VolunteerEventParsed<'star:update'>);
       case 'checkpoint:upload': return this.onUpload(m, payload as VolunteerEventParsed<'checkpoint:upload'>);
       case 'metrics': return this.onMetrics(m, payload as VolunteerEventParsed<'metrics'>);
@@ -581,6 +592,11 @@ export class JobCoordinator {
   }
 
   private onSignal(m: Member, e: VolunteerEventParsed<'signal'>): object {
+    if (e.roundId === PROBE_ROUND_ID) {
+      if (!this.probes.linked(m.volunteerId, e.to)) throw new ProtocolError('not_neighbour', `${e.to} and ${m.volunteerId} are not a joiner and the member it was told to measure`);
+      this.deps.toVolunteer(e.to, 'signal', { jobId: this.job.id, roundId: PROBE_ROUND_ID, from: m.volunteerId, data: e.data });
+      return {};
+    }
     const r = this.currentRound(m, e.roundId);
     // A ring member talks to its two neighbours; a group member to every other member.
     const ring = r.groups ? r.groups.groups[r.groups.groupOf(m.volunteerId)!] : r.members;
@@ -590,6 +606,14 @@ export class JobCoordinator {
     }
     this.deps.toVolunteer(e.to, 'signal', { jobId: this.job.id, roundId: e.roundId, from: m.volunteerId, data: e.data });
     return {};
+  }
+
+  /** A joiner's round trips to its probe peers (join-probes.ts): kept to those, once. */
+  private onProbeReport(m: Member, e: VolunteerEventParsed<'peers:rtt'>): object {
+    const kept = this.probes.take(m.volunteerId, e.rttMs);
+    if (!kept) throw new ProtocolError('conflict', 'no probe is open: peers:rtt answers the probePeers of an assignment, once');
+    this.distances.record(m.volunteerId, kept);
+    return { kept: Object.keys(kept).length };
   }
 
   private onStarUpdate(m: Member, e: VolunteerEventParsed<'star:update'>): object {
@@ -1308,7 +1332,7 @@ export class JobCoordinator {
     const known = paces.filter((p): p is number => p !== null);
     return this.autoSync?.choice && known.length
       ? snappedBudgetMs(this.job.spec, known, this.autoSync.choice.H * Math.min(...known))
-      : roundBudgetMs(this.job.spec, paces, this.pace.median('round'));
+      : roundBudgetMs(this.job.spec, paces, this.syncTime.medianOverheadMs ?? this.pace.median('round'));
   }
 
   /** The smallest measured time per step among the members, or null before any is measured. */

@@ -62,7 +62,7 @@ test('paced ddp: members split the global batch in micro-batches by their speed,
   assert.ok(!budgeted.success && /no budget to set/.test(budgeted.error.message));
 });
 
-test('the sync-time model predicts the slowest member\'s work plus the exchange, and scores itself', () => {
+test('the sync-time model predicts the slowest member\'s work plus the exchange, scores itself, and keeps what syncs cost beyond their work', () => {
   const m = new SyncTimeModel();
   m.committed(1_000, [{ steps: 8, msPerStep: 10 }, { steps: 2, msPerStep: 50 }], 20);
   assert.equal(m.next, 120, 'max(80, 100) + 20');
@@ -70,6 +70,11 @@ test('the sync-time model predicts the slowest member\'s work plus the exchange,
   m.committed(1_150, [{ steps: 8, msPerStep: 10 }], 20);
   assert.deepEqual(m.last, { predictedMs: 120, actualMs: 150 });
   assert.equal(m.medianError, 0.2);
+  // What the sync took beyond its planned work (100 ms): the exchange, applying, the slowest member's overrun.
+  assert.equal(m.medianOverheadMs, 50);
+  m.committed(1_250, [{ steps: 8, msPerStep: 10 }], 20);
+  m.committed(1_340, [{ steps: 8, msPerStep: 10 }], 20);
+  assert.equal(m.medianOverheadMs, 20, 'median of 50, 20, 10 (planned work 100, 80, 80 ms)');
   m.reset();
   m.committed(2_000, [{ steps: 8, msPerStep: null }], 20);
   assert.equal(m.next, null, 'an unmeasured member: no prediction');

@@ -2,8 +2,10 @@
 // measured pace, so a tab 4× slower does a quarter of the steps instead of holding the others idle
 // for three quarters of every round. Its contribution is weighted by its samples (round:begin names
 // every member's steps). The budget is the job's `roundBudgetMs`, or by default:
-//  - H steps of the fastest member, and at least EXCHANGE_BUDGET_FACTOR × the measured exchange
-//    time, so that the exchange takes at most a tenth of a sync;
+//  - H steps of the fastest member, and at least EXCHANGE_BUDGET_FACTOR × what a sync costs beyond
+//    its planned local work (the exchange, applying, reports, members' overruns: SyncTimeModel's
+//    median overhead; before one is measured, and in Moshpit jobs, the median round), so that it is
+//    at most a tenth of a sync;
 //  - but no longer than the fastest member's most steps (MAX_STEPS_FACTOR × H) take: past that it
 //    would only wait;
 //  - snapped to whole steps of the slowest member one of whose steps fits in twice that (two of
@@ -33,7 +35,7 @@ export function nextPace(previous: number | null, wallMs: number, steps: number)
   return previous === null ? measured : PACE_WEIGHT * measured + (1 - PACE_WEIGHT) * previous;
 }
 
-/** The default budget keeps the exchange (median round time) at most a tenth of a sync's time. */
+/** The default budget keeps a sync's overhead (the exchange and the rest, see the header) at most a tenth of its time. */
 export const EXCHANGE_BUDGET_FACTOR = 9;
 /** The default budget holds at least this many whole steps of its slowest member (at most H; up to twice the base budget). */
 export const SLOWEST_MEMBER_STEPS = 2;
@@ -53,8 +55,8 @@ export function samplesPerStep(spec: JobSpec): number {
   return pacedDdp(spec) ? b / DDP_MICRO_BATCHES : b;
 }
 
-/** The local compute time a sync aims at, or null before any member's pace is measured. */
-export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeMs: number | null = null): number | null {
+/** The local compute time a sync aims at, or null before any member's pace is measured; `overheadMs`: what a sync costs beyond its local work (see the header). */
+export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], overheadMs: number | null = null): number | null {
   if (spec.roundBudgetMs !== undefined) return spec.roundBudgetMs;
   const known = paces.filter((p): p is number => p !== null);
   if (!known.length) return null;
@@ -63,7 +65,7 @@ export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], exchangeM
     if (known.length < paces.length) return null;
     return (DDP_MICRO_BATCHES * known.length) / known.reduce((a, p) => a + 1 / p, 0);
   }
-  const base = Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (exchangeMs ?? 0));
+  const base = Math.max(spec.H * Math.min(...known), EXCHANGE_BUDGET_FACTOR * (overheadMs ?? 0));
   return snappedBudgetMs(spec, known, base);
 }
 
@@ -98,7 +100,11 @@ const ERRORS_KEPT = 32;
 export class SyncTimeModel {
   private lastCommitAt: number | null = null;
   private pending: number | null = null;
+  /** The predicted sync's local work alone (the slowest member's steps × pace). */
+  private pendingWork: number | null = null;
   private readonly errors: number[] = [];
+  /** What syncs took beyond their planned local work: the exchange, applying, reports, overruns. */
+  private readonly overheads: number[] = [];
   last: { predictedMs: number; actualMs: number } | null = null;
   next: number | null = null;
 
@@ -109,10 +115,13 @@ export class SyncTimeModel {
       this.last = { predictedMs: Math.round(this.pending), actualMs };
       this.errors.push(Math.abs(this.pending - actualMs) / Math.max(actualMs, 1));
       if (this.errors.length > ERRORS_KEPT) this.errors.shift();
+      this.overheads.push(Math.max(0, actualMs - this.pendingWork!));
+      if (this.overheads.length > ERRORS_KEPT) this.overheads.shift();
     }
     this.lastCommitAt = now;
     const known = work.every((w) => w.msPerStep !== null) && exchangeMs !== null;
-    this.pending = known && work.length ? Math.max(...work.map((w) => w.steps * w.msPerStep!)) + exchangeMs! : null;
+    this.pendingWork = known && work.length ? Math.max(...work.map((w) => w.steps * w.msPerStep!)) : null;
+    this.pending = this.pendingWork === null ? null : this.pendingWork + exchangeMs!;
     this.next = this.pending === null ? null : Math.round(this.pending);
   }
 
@@ -120,6 +129,11 @@ export class SyncTimeModel {
   reset(): void {
     this.lastCommitAt = null;
     this.pending = null;
+  }
+
+  /** The median time syncs took beyond their planned local work (null before one was predicted and measured). */
+  get medianOverheadMs(): number | null {
+    return this.overheads.length ? [...this.overheads].sort((a, b) => a - b)[(this.overheads.length - 1) >> 1] : null;
   }
 
   get medianError(): number | null {
