@@ -37,7 +37,7 @@ export function nextPace(previous: number | null, wallMs: number, steps: number)
 
 /** The default budget keeps a sync's overhead (the exchange and the rest, see the header) at most a tenth of its time. */
 export const EXCHANGE_BUDGET_FACTOR = 9;
-/** The default budget holds at least this many whole steps of its slowest member (at most H; up to twice the base budget). */
+/** The default budget holds this many whole steps of its slowest member where they fit twice the base (at most H). */
 export const SLOWEST_MEMBER_STEPS = 2;
 
 /** A member's steps per sync before its pace is known, and in a fixed job: H, or paced ddp's micro-batches. */
@@ -72,10 +72,11 @@ export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], overheadM
 /**
  * A ring's budget `aimMs` (the default's base, or auto's H steps of the fastest member) made no
  * longer than the fastest member's most steps take (past that it would only wait), then snapped to
- * whole steps of the slowest member one of whose steps fits twice that, at least SLOWEST_MEMBER_STEPS
- * of them where they fit (a slower member does one step whatever the budget). A Moshpit job keeps `aimMs`: its groups each wait for their own slowest
- * member, and among thousands some member's pace always sits just under the aim, so snapping to it
- * would double every sync.
+ * whole steps of the slowest member one of whose steps fits twice that, at least
+ * SLOWEST_MEMBER_STEPS of them where they fit (a slower member does one step whatever the budget).
+ * A Moshpit job keeps `aimMs`: its groups each wait for their own slowest member, and among
+ * thousands some member's pace always sits just under the aim, so snapping to it would double
+ * every sync.
  */
 export function snappedBudgetMs(spec: JobSpec, paces: number[], aimMs: number): number {
   if (spec.groupSize !== undefined || !paces.length) return aimMs;
