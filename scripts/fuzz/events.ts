@@ -16,6 +16,7 @@ export const VALID_SAMPLES: Record<string, unknown> = {
   'round:result': { jobId: 'job-1', roundId: 1, checksum: '0123456789abcdef', step: 4, metrics: { loss: 0.5, samples: 64, wallMs: 12.5, bytesSent: 10, bytesReceived: 10 } },
   'round:failed': { jobId: 'job-1', roundId: 2, code: 'peer_lost', message: 'gone' },
   signal: { jobId: 'job-1', roundId: 1, to: 'v-2', data: { type: 'offer', sdp: 'v=0' } },
+  'peers:rtt': { jobId: 'job-1', rttMs: { 'v-2': 12.5, 'v-3': 80 } },
   'star:update': { jobId: 'job-1', roundId: 1, data: bin(16) },
   'round:validation': { jobId: 'job-1', roundId: 1, parts: [{ part: 0, received: ['0123456789abcdef0123456789abcdef'], aggregate: '', refused: [{ member: 'v-2', reason: 'value 3 is NaN' }] }] },
   'evidence:upload': { jobId: 'job-1', roundId: 1, part: 1, data: bin(16) },

@@ -2,7 +2,7 @@
 // (jobs, rounds, metrics, checkpoints, settings) is byte-for-byte unchanged.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { LIMITS, NAMESPACES, PROTOCOL_VERSION, VOLUNTEER_EVENTS, type Ack, type RoundBegin } from '@tabfleet/protocol';
+import { LIMITS, MAX_RTT_PEERS, NAMESPACES, PROTOCOL_VERSION, VOLUNTEER_EVENTS, type Ack, type RoundBegin } from '@tabfleet/protocol';
 import { io } from 'socket.io-client';
 import { SIM_CAPABILITIES, SimVolunteer, waitFor } from '../src/testing/sim-volunteer';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
@@ -68,6 +68,10 @@ const ROWS: Row[] = [
   { name: 'signal without data', event: 'signal', payload: () => ({ ...r(), to: ring[1].volunteerId }), code: 'bad_request' },
   { name: 'signal oversized', event: 'signal', payload: () => ({ ...r(), to: ring[1].volunteerId, data: 'x'.repeat(LIMITS.maxSignalBytes + 1) }), code: 'bad_request' },
   { name: 'signal from outsider', event: 'signal', payload: () => ({ ...r(), to: ring[1].volunteerId, data: {} }), code: 'unknown_job', from: () => outsider },
+  { name: 'signal as a probe to a member nobody was told to measure', event: 'signal', payload: () => ({ jobId, roundId: 0, to: ring[1].volunteerId, data: { sdp: 'x' } }), code: 'not_neighbour' },
+  { name: 'peers:rtt with no probe open', event: 'peers:rtt', payload: () => ({ jobId, rttMs: { [ring[1].volunteerId]: 5 } }), code: 'conflict' },
+  { name: 'peers:rtt negative round trip', event: 'peers:rtt', payload: () => ({ jobId, rttMs: { [ring[1].volunteerId]: -1 } }), code: 'bad_request' },
+  { name: 'peers:rtt about too many peers', event: 'peers:rtt', payload: () => ({ jobId, rttMs: Object.fromEntries(Array.from({ length: MAX_RTT_PEERS + 1 }, (_, i) => [`v-${String(i).padStart(12, '0')}`, 5])) }), code: 'bad_request' },
   { name: 'round:validation while nothing is validated', event: 'round:validation', payload: () => ({ ...r(), parts: [validation] }), code: 'conflict' },
   { name: 'round:validation with a malformed digest', event: 'round:validation', payload: () => ({ ...r(), parts: [{ ...validation, aggregate: 'nope' }] }), code: 'bad_request' },
   { name: 'round:validation of more parts than a group has', event: 'round:validation', payload: () => ({ ...r(), parts: Array.from({ length: LIMITS.maxGroupSize + 1 }, () => validation) }), code: 'bad_request' },
