@@ -321,7 +321,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
 
   function deliver(m: Sim, event: keyof VolunteerServerEvents, x: Record<string, any>): void {
     if (event === 'job:assign' && x.probePeers?.length && s.regions?.fromRoundTrips) {
-      // The join probe (worker join-probe.ts): links opened and pinged in about two of the slowest round trips, before the model is reported loaded.
+      // The join probe (worker join-probe.ts): links opened and pinged in about two of the slowest round trips. Timed on its own here; the real runtime reports it before model:loaded.
       const rttMs = Object.fromEntries((x.probePeers as string[]).map((p) => [p, roundTripMs(m, p)]));
       clock.after(2 * Math.max(...Object.values(rttMs)), () => handle(m.id, 'peers:rtt', { jobId: job.id, rttMs }));
     } else if (event === 'model:load') {
