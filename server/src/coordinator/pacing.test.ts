@@ -38,6 +38,12 @@ test('the default budget holds whole steps of the slowest member that fits twice
   // Equal members: H steps each, as before; an H = 1 job is not stretched to two.
   assert.equal(roundBudgetMs(s, [10, 10, 10]), 80);
   assert.equal(roundBudgetMs(spec({ H: 1 }), [10, 15]), 15);
+  // Aiming at the fastest member's most steps (320 ms): two steps of a 161-ms member pass it by 2 ms,
+  // which the fast members wait; one step would halve their sync (seen in CI: 15 of 32 steps). Two
+  // steps of a 240-ms member would leave them idle a third of the sync: one step.
+  const longest = MAX_STEPS_FACTOR * 8 * 10;
+  assert.equal(roundBudgetMs(s, [10, 161], longest / EXCHANGE_BUDGET_FACTOR), 2 * 161);
+  assert.equal(roundBudgetMs(s, [10, 240], longest / EXCHANGE_BUDGET_FACTOR), 240);
   // A Moshpit job keeps the base: its groups wait for their own slowest, not the job's.
   assert.equal(roundBudgetMs(spec({ groupSize: 4, maxWorkers: 16 }), [10, 20, 80]), 80);
 });
