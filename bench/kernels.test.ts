@@ -35,7 +35,7 @@ function checkTiming(t: Json, runs: number, where: string): void {
 }
 
 function checkMatmuls(m: Json, runs: number, where: string): void {
-  const expected = matmulShapes(1024, PRESETS['mlp-fashion'].sizes, QUICK_BATCH);
+  const expected = matmulShapes(kernelBenchOptions(1, true).squareSize, PRESETS['mlp-fashion'].sizes, QUICK_BATCH);
   assert.deepEqual(Object.keys(m.shapes), expected.map((s) => s.name), `${where}: the square product and the MLP's 5 products`);
   for (const s of expected) {
     const r = m.shapes[s.name];
@@ -60,7 +60,7 @@ function checkStep(s: Json, runs: number, where: string): void {
 
 test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeout: 6 * 60_000 }, async (t) => {
   const out = join(dir, 'kernels.json');
-  // One timed run per measurement: this checks the report's shape (its 1024³ products dominate the time).
+  // One timed run per measurement: this checks the report's shape (its 512³ products dominate the time).
   const code = await runBench(['kernels', '--quick', '--runs', '1', '--out', out], t.signal);
   assert.equal(code, 0, 'the benchmark exits 0');
   const r: Json = JSON.parse(readFileSync(out, 'utf8'));
@@ -103,11 +103,13 @@ test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeou
     checkStep(t.gpt, runs, `tfjs ${b} gpt`);
   }
 
-  for (const k of ['matmul1024_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_best', 'cnn_step_vs_tfjs_best', 'gpt_step_vs_tfjs_best', 'tabfleet_gpt_tokens_per_sec']) {
+  // The square product's keys name its size: 512 in --quick.
+  assert.equal(r.options.squareSize, 512);
+  for (const k of ['matmul512_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_webgpu', 'mlp_step_vs_tfjs_best', 'cnn_step_vs_tfjs_best', 'gpt_step_vs_tfjs_best', 'tabfleet_gpt_tokens_per_sec']) {
     assert.equal(typeof r.summary[k], 'number', `summary.${k}`);
   }
-  const sq = '1024x1024x1024';
-  assert.equal(r.summary.matmul1024_vs_tfjs_webgpu, tab.matmul.shapes[sq].gflops / r.tfjs.webgpu.matmul.shapes[sq].gflops);
+  const sq = '512x512x512';
+  assert.equal(r.summary.matmul512_vs_tfjs_webgpu, tab.matmul.shapes[sq].gflops / r.tfjs.webgpu.matmul.shapes[sq].gflops);
   assert.equal(r.summary.mlp_step_vs_tfjs_webgpu, r.tfjs.webgpu.mlp.msPerStep / tab.mlp.msPerStep);
   const bestMlp = Math.min(...TFJS_BACKENDS.map((b) => r.tfjs[b].mlp.msPerStep));
   const bestCnn = Math.min(...TFJS_BACKENDS.map((b) => r.tfjs[b].cnn.msPerStep));
