@@ -47,6 +47,8 @@ export interface LmPlan {
   steps: number;
   evalEvery: number;
   evalWindows: number;
+  /** The equal-tokens runs' closing pass reads this many validation windows (absent: every one, as the full run). */
+  finalWindows?: number;
   /** Capped runs stop at the target, or after this many steps per worker, or this long. */
   cappedSteps: number;
   cappedWallMs: number;
@@ -55,7 +57,7 @@ export interface LmPlan {
 
 export function planOf(quick: boolean): LmPlan {
   return quick
-    ? { gpt: QUICK_GPT, steps: 32, evalEvery: 16, evalWindows: 64, cappedSteps: 48, cappedWallMs: 60_000, seeds: [1] }
+    ? { gpt: QUICK_GPT, steps: 32, evalEvery: 16, evalWindows: 64, finalWindows: 512, cappedSteps: 48, cappedWallMs: 60_000, seeds: [1] }
     : { gpt: GPT, steps: 256, evalEvery: 32, evalWindows: 128, cappedSteps: 384, cappedWallMs: 8 * 60_000, seeds: SEEDS };
 }
 
@@ -66,7 +68,7 @@ export function lmConfig(plan: LmPlan, v: LmVariant, seed: number, race: { targe
   return {
     ...v, gpt: plan.gpt, workers: single ? 1 : WORKERS, batchSize: BATCH, optimizer: { kind: 'adamw', lr: LR, weightDecay: 0.01 }, seed,
     // The single worker takes WORKERS× the steps, so its evaluations fall at the same tokens.
-    maxSteps: single ? steps * WORKERS : steps, evalEvery: single ? plan.evalEvery * WORKERS : plan.evalEvery, evalWindows: plan.evalWindows,
+    maxSteps: single ? steps * WORKERS : steps, evalEvery: single ? plan.evalEvery * WORKERS : plan.evalEvery, evalWindows: plan.evalWindows, finalWindows: plan.finalWindows,
     outerLr: d?.outerLr, outerMomentum: d?.outerMomentum, sparsity: d?.sparsity, warmupSteps: defaultWarmupSyncs(Math.ceil(steps / v.H)),
     ...(race ? { stopAtLoss: race.target, link: CAPPED, maxWallMs: plan.cappedWallMs, skipFinalEvaluation: true } : {}),
   };

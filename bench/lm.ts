@@ -103,7 +103,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     machine: machineInfo(), adapter, browser: session.browser.version(), corpus: shards.facts, gpt: plan.gpt, parameters: equal[0]?.parameters, workers: WORKERS,
     cappedLink: CAPPED, target, targetRule: `the highest of the distributed variants' best validation losses in the equal-tokens runs (median over seeds) × ${1 + TARGET_MARGIN}`,
     definitions: {
-      finalLoss: 'mean cross-entropy (nats per byte token) on every validation window at the end of the run (null in races, which ask only when the target fell)',
+      finalLoss: `mean cross-entropy (nats per byte token) on ${plan.finalWindows ? `the first ${plan.finalWindows}` : 'every'} validation window at the end of the run (null in races, which ask only when the target fell)`,
       gapVsSingle: '(4-worker final loss − single-worker final loss) ÷ single-worker final loss, same seed, same total tokens, same inner optimizer and batch per worker',
       modeledMs: 'per sync: the slowest worker\'s own local compute + the exchange over the capped links (real, in-memory transport) + the slowest prepare/commit; evaluations excluded. What 4 volunteers with a GPU each would take',
       pageMs: 'this page\'s training wall time: its 4 workers share one device, so their compute adds up',

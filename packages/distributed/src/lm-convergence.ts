@@ -53,8 +53,10 @@ export interface LmRunConfig {
   maxWallMs?: number;
   link?: LinkFaults;
   seed?: number;
-  /** Skip the closing pass over every validation window (a race asks only when the target fell). */
+  /** Skip the closing pass over the validation windows (a race asks only when the target fell). */
   skipFinalEvaluation?: boolean;
+  /** The closing pass reads the first this many validation windows (default: every one). */
+  finalWindows?: number;
 }
 
 export interface LmEval {
@@ -73,7 +75,7 @@ export interface LmRunResult {
   syncs: number;
   tokens: number;
   evals: LmEval[];
-  /** Mean loss and next-token accuracy on every validation window at the end (null: skipped). */
+  /** Mean loss and next-token accuracy on the validation windows at the end (null: skipped). */
   finalLoss: number | null;
   finalAccuracy: number | null;
   validationTokens: number;
@@ -145,7 +147,7 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
     });
   }
   const wallMs = performance.now() - t0 - evalMs;
-  const final = cfg.skipFinalEvaluation ? { loss: null, accuracy: null, count: 0 } : await engine.evaluate(Infinity, EVAL_BATCH, data.validation);
+  const final = cfg.skipFinalEvaluation ? { loss: null, accuracy: null, count: 0 } : await engine.evaluate(cfg.finalWindows ?? Infinity, EVAL_BATCH, data.validation);
   return {
     config: cfg, steps: engine.step, syncs, tokens: engine.step * tokensPerStep, evals, finalLoss: final.loss, finalAccuracy: final.accuracy,
     validationTokens: final.count, msToTarget, wallMs, modeledMs, bytesPerWorker: bytes, exchangeMs,
