@@ -22,7 +22,7 @@ before(async () => {
 after(() => server.stop());
 
 const SLOWDOWNS = [1, 1, 4];
-const SYNCS = 10;
+const SYNCS = 8;
 
 /** Runs a job with the three volunteers to `syncs` syncs; its samples per second after the first 4 (which measure the paces), its rounds and workers. */
 async function run(pacing: 'fixed' | 'paced' | 'auto', trust: 'trusted' | 'untrusted' = 'trusted', syncs = SYNCS, strategy: 'localsgd' | 'ddp' = 'localsgd', net = new MemoryNetwork()) {

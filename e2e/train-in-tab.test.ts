@@ -38,10 +38,11 @@ test('a tab trains the MLP on full Fashion-MNIST to ≥ 85% test accuracy', { ti
   assert.ok(r.testAccuracy >= 0.85, `MLP test accuracy ${r.testAccuracy}`);
 });
 
-test('a tab trains the small CNN on Fashion-MNIST to ≥ 78% test accuracy in a quarter epoch', { timeout: 20 * 60_000 }, async () => {
+test('a tab trains the small CNN on Fashion-MNIST to ≥ 78% test accuracy in a fifth of an epoch', { timeout: 20 * 60_000 }, async () => {
   // Scaled down for the suite's time budget: one epoch (468 steps, ~3.8 min here) measured 85.9%,
-  // two 87.7%, half an epoch 84.1%; a quarter shows the same real path learning (chance is 10%).
-  const r = await trainInTab('cnn-fashion', 1, 117);
+  // two 87.7%, half an epoch 84.1%, 117 steps 80.6%, 88 steps 81.5% (the schedule spans the run);
+  // a fifth shows the same real path learning (chance is 10%).
+  const r = await trainInTab('cnn-fashion', 1, 88);
   assert.equal(r.testCount, 10000);
   assert.ok(r.testAccuracy >= 0.78, `CNN test accuracy ${r.testAccuracy}`);
 });
