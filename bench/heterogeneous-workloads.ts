@@ -35,10 +35,11 @@ export interface Workload {
 async function mlpWorkload(backend: Backend, quick: boolean): Promise<Workload> {
   const all = await fashionMnistFromDisk();
   const split = holdOutTail(all.train, 5000);
-  // Quick (the test suite): fewer steps, and the final figures on part of each set.
-  const batch = 32, H = 8, evalExamples = quick ? 500 : 2000, finalValidation = quick ? evalExamples : Infinity, testCount = quick ? 2000 : Infinity;
+  // Quick (the test suite): H = 4 and 8 steps per worker (two syncs; paced: one at measured paces),
+  // and the final figures on part of each set.
+  const batch = 32, H = quick ? 4 : 8, evalExamples = quick ? 500 : 2000, finalValidation = quick ? evalExamples : Infinity, testCount = quick ? 2000 : Infinity;
   return {
-    name: 'mlp', metric: 'accuracy', batch, H, stepsPerWorker: quick ? 16 : 256, evaluations: quick ? 2 : 16, validationCount: evalExamples, target: 0.84,
+    name: 'mlp', metric: 'accuracy', batch, H, stepsPerWorker: quick ? 8 : 256, evaluations: quick ? 2 : 16, validationCount: evalExamples, target: 0.84,
     setup: { model: 'mlp-fashion', optimizer: 'SGD lr 0.05, Nesterov momentum 0.9', validation: 'the last 5,000 training images', test: quick ? `the first ${testCount} test images` : 'the 10,000 test images', target: 'validation accuracy 84%' },
     workers: (seed, slowdowns) => mlpWorkers(backend, {
       workers: slowdowns.length, data: { train: split.head, test: all.test }, batchSize: batch, seed,
@@ -59,9 +60,9 @@ async function gptWorkload(backend: Backend, quick: boolean): Promise<Workload> 
   const split = holdOutTail(windowsOf(corpus.train), 1024);
   const test = windowsOf(corpus.validation);
   const testCount = Math.min(test.count, quick ? 256 : 2048);
-  const batch = 4, H = 8, evalWindows = quick ? 128 : 512, finalValidation = quick ? evalWindows : Infinity;
+  const batch = 4, H = quick ? 4 : 8, evalWindows = quick ? 128 : 512, finalValidation = quick ? evalWindows : Infinity;
   return {
-    name: 'gpt', metric: 'loss', batch, H, stepsPerWorker: quick ? 16 : 64, evaluations: quick ? 2 : 8, validationCount: evalWindows, target: null,
+    name: 'gpt', metric: 'loss', batch, H, stepsPerWorker: quick ? 12 : 64, evaluations: quick ? 2 : 8, validationCount: evalWindows, target: null,
     setup: {
       model: { kind: 'gpt', ...HETEROGENEOUS_GPT }, optimizer: 'AdamW lr 3e-3, weight decay 0.01', corpus: 'fortunes (Debian package), byte tokens',
       validation: 'the last 1,024 training windows', test: `the first ${testCount} windows of the corpus's validation split`,

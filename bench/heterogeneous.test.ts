@@ -24,7 +24,7 @@ test('npm run bench -- heterogeneous --quick writes a complete JSON', { timeout:
       const x = byVariant(v);
       assert.ok(x.samples >= setup.totalSamples && x.samples < setup.totalSamples + 8 * 64 * setup.batch, `${name} ${v}: ${x.samples} samples`);
       assert.ok(x.utilization > 0 && x.utilization <= 1.05, `${name} ${v}: utilization ${x.utilization}`);
-      // The MLP's chance is 10%; the GPT's is ln 256 = 5.55 nats per byte (measured ~3.5 in quick mode).
+      // The MLP's chance is 10%; the GPT's is ln 256 = 5.55 nats per byte (measured 4.2 in quick mode, the fixed runs being deterministic).
       if (name === 'mlp') assert.ok(x.finalTest > 0.5, `${v}: test accuracy ${x.finalTest}`);
       else assert.ok(x.finalTest < 4.5, `${v}: test loss ${x.finalTest}`);
       if (x.msToTarget !== null) assert.ok(x.evals.some((e: any) => e.modeledMs === x.msToTarget && (name === 'mlp' ? e.value >= setup.target : e.value <= setup.target)));
