@@ -9,7 +9,8 @@
 //  - but no longer than the fastest member's most steps (MAX_STEPS_FACTOR × H) take: past that it
 //    would only wait;
 //  - snapped to whole steps of the slowest member one of whose steps fits in twice that (two of
-//    them, SLOWEST_MEMBER_STEPS, where those fit).
+//    them, SLOWEST_MEMBER_STEPS, where those fit); past the cap above only where one step fewer
+//    would cost the fastest member more than it waits.
 //    A member stops when less than half a step still fits, so each ends up to half a step off the
 //    budget, and the sync waits for the latest: one step of an 8× member in a budget of H fast
 //    steps cost up to a third of the sync; snapped to two of its steps, it ends on the budget. The
@@ -73,7 +74,8 @@ export function roundBudgetMs(spec: JobSpec, paces: (number | null)[], overheadM
  * A ring's budget `aimMs` (the default's base, or auto's H steps of the fastest member) made no
  * longer than the fastest member's most steps take (past that it would only wait), then snapped to
  * whole steps of the slowest member one of whose steps fits twice that, at least
- * SLOWEST_MEMBER_STEPS of them where they fit (a slower member does one step whatever the budget).
+ * SLOWEST_MEMBER_STEPS of them where they fit (a slower member does one step whatever the budget);
+ * past the cap only where one step fewer would lower the fastest member's rate.
  * A Moshpit job keeps `aimMs`: its groups each wait for their own slowest member, and among
  * thousands some member's pace always sits just under the aim, so snapping to it would double
  * every sync.
