@@ -40,7 +40,7 @@ test('a tab trains the MLP on full Fashion-MNIST to ≥ 85% test accuracy', { ti
 
 test('a tab trains the small CNN on Fashion-MNIST to ≥ 78% test accuracy in a fifth of an epoch', { timeout: 20 * 60_000 }, async () => {
   // Scaled down for the suite's time budget: one epoch (468 steps, ~3.8 min here) measured 85.9%,
-  // two 87.7%, half an epoch 84.1%, 117 steps 80.6%, 88 steps 81.5% (the schedule spans the run);
+  // two 87.7%, half an epoch 84.1%, 117 steps 80.6%, 88 steps 81.5% (not monotone along a run);
   // a fifth shows the same real path learning (chance is 10%).
   const r = await trainInTab('cnn-fashion', 1, 88);
   assert.equal(r.testCount, 10000);
