@@ -66,6 +66,8 @@ interface KillRun {
   metrics: { seq: number; bytesSent: number | null }[];
   /** The sync node b resumed from: the one before the first it began after the kill. */
   resumedSeq: number;
+  /** Every member still in the job had committed this sync when they were closed (later ones may be cut short). */
+  settledSeq: number;
 }
 
 /**
@@ -132,16 +134,20 @@ async function killTheJobsNode(spec: Record<string, unknown>): Promise<KillRun> 
   onA2.close();
   // Node b's volunteers train on when told to rejoin (with the model they load).
   for (const s of [onB1, onB2]) s.holdReady = false;
-  await Promise.all([volunteer(b.url, ids[0]), volunteer(b.url, ids[2])]);
-  await waitFor('node b adopts the job and commits 5 more syncs', () => newest() >= killedSeq + 5 && onB1.endings.some((r) => /another server node/.test(r)), 90_000, 50);
+  const rejoined = await Promise.all([volunteer(b.url, ids[0]), volunteer(b.url, ids[2])]);
+  // Every member's newest commit, not one member's: a Moshpit sync is its groups' commits, and the
+  // syncs still running when the members are closed below are cut short (CI saw "1 of 2 groups").
+  const settled = () => Math.min(...[onB1, onB2, ...rejoined].map((s) => s.committed.at(-1) ?? 0));
+  await waitFor('node b adopts the job and every member commits 5 more syncs', () => settled() >= killedSeq + 5 && onB1.endings.some((r) => /another server node/.test(r)), 90_000, 50);
   collectLoads();
+  const settledSeq = settled();
 
   for (const s of sims) s.close();
   await new Promise((r) => setTimeout(r, 300));
   const rounds = (await api(b.url, `/api/jobs/${jobId}/rounds`)).rounds as KillRun['rounds'];
   const metrics = (await api(b.url, `/api/jobs/${jobId}/metrics`)).points;
   const resumedSeq = Math.min(...rounds.filter((r) => r.startedAt >= killedAt).map((r) => r.seq)) - 1;
-  return { jobId, killedAt, killedSeq, commits, loads, sims, rounds, metrics, resumedSeq };
+  return { jobId, killedAt, killedSeq, commits, loads, sims, rounds, metrics, resumedSeq, settledSeq };
 }
 
 /** What holds for both kinds of job: the history goes on past the kill, re-doing at most the syncs after the last checkpoint. */
@@ -169,12 +175,13 @@ test('the job survives a SIGKILL of the node that runs it: the other node adopts
 test('a Moshpit job survives a SIGKILL of its node: its groups go on under the other node, no sync lost or repeated, each group agrees', { timeout: 180_000 }, async () => {
   // Four members on a 2 × 2 grid: two groups of two each sync, regrouped every sync.
   const run = await killTheJobsNode({ name: 'moshpit node kill', trust: 'trusted', groupSize: 2 });
-  const { rounds, commits, loads, metrics, killedAt, resumedSeq, killedSeq } = run;
+  const { rounds, commits, loads, metrics, killedAt, resumedSeq, killedSeq, settledSeq } = run;
   // A Moshpit sync is one row (its groups' outcome), so the history is checked by sync, and the
   // groups' models by what their members saw.
   const x = analyzeSoak({ rounds, restarts: [{ killedAt, resumedSeq }], commits: [], loads: [], metrics });
   assertTheJobWentOn(run, x);
-  for (const r of rounds.filter((r) => r.outcome === 'committed')) assert.match(r.detail, /^2 of 2 groups committed$/, `sync ${r.seq}`);
+  // Up to the sync every member had when they were closed (a later one may have lost a group to the close).
+  for (const r of rounds.filter((r) => r.outcome === 'committed' && r.seq <= settledSeq)) assert.match(r.detail, /^2 of 2 groups committed$/, `sync ${r.seq}`);
   // Each group (its own round id) is two members who applied one model; a sync has two groups.
   const byGroup = new Map<string, CommitSeen[]>();
   for (const c of commits) byGroup.set(`${c.epoch}/${c.roundId}`, [...(byGroup.get(`${c.epoch}/${c.roundId}`) ?? []), c]);
@@ -182,7 +189,7 @@ test('a Moshpit job survives a SIGKILL of its node: its groups go on under the o
     assert.equal(new Set(seen.map((c) => c.seq)).size, 1, `group round ${key} is of one sync`);
     assert.equal(new Set(seen.map((c) => c.checksum)).size, 1, `group round ${key}: its members applied one model`);
   }
-  const syncsAfter = new Set(commits.filter((c) => c.epoch === 1).map((c) => c.seq));
+  const syncsAfter = new Set(commits.filter((c) => c.epoch === 1 && c.seq <= settledSeq).map((c) => c.seq));
   assert.ok(syncsAfter.size >= 5, `node b ran ${syncsAfter.size} syncs`);
   // minWorkers 4: every sync under node b has all four members, in two groups.
   for (const seq of syncsAfter) assert.equal(new Set(commits.filter((c) => c.epoch === 1 && c.seq === seq).map((c) => c.roundId)).size, 2, `sync ${seq} under node b: two groups`);
