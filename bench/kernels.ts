@@ -154,10 +154,11 @@ export async function runKernelsBench(opts: BenchOptions): Promise<{ file: strin
       await page.waitForFunction(() => typeof window.runKernelBench === 'function');
       const result = await page.evaluate((o) => window.runKernelBench(o), options);
       if (errors.length > 0) throw new Error(`the benchmark page threw:\n${errors.join('\n')}`);
-      const report = buildReport(result, browserVersion, Date.now() - t0);
+      const summary = summarize(result);
+      const report = buildReport(result, summary, browserVersion, Date.now() - t0);
       mkdirSync(dirname(file), { recursive: true });
       writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-      printSummary(summarize(result), result);
+      printSummary(summary, result);
       console.log(`[kernels] wrote ${relative(process.cwd(), file) || file}`);
       return { file, report };
     } finally {
@@ -168,7 +169,7 @@ export async function runKernelsBench(opts: BenchOptions): Promise<{ file: strin
   }
 }
 
-function buildReport(r: KernelBenchPageResult, browserVersion: string, durationMs: number) {
+function buildReport(r: KernelBenchPageResult, summary: KernelsSummary, browserVersion: string, durationMs: number) {
   const chosen = r.tabfleet.variants[r.tabfleet.defaultVariant];
   return {
     benchmark: 'kernels',
@@ -195,7 +196,7 @@ function buildReport(r: KernelBenchPageResult, browserVersion: string, durationM
       gptAttention: r.tabfleet.gptAttention,
     },
     tfjs: { version: r.tfjsVersion, webgpu: r.tfjs.webgpu, webgl: r.tfjs.webgl, cpu: r.tfjs.cpu },
-    summary: namedBySquareSize(summarize(r), r.options.squareSize),
+    summary: namedBySquareSize(summary, r.options.squareSize),
     pageMs: r.totalMs,
     durationMs,
   };
