@@ -200,7 +200,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     benchmark: 'scale', machine: machineInfo(), quick: opts.quick,
     setup: { groups: `Moshpit groups of ${CONSENSUS_GROUP} (the coordinator's grouped syncs); one ring for comparison at N ≤ ${LIMITS.maxWorkersPerJob}`, linkModel: 'every link 10 Mbit/s, 40 ms one way; ring allreduce of 2(N−1) steps of 1/N of the model in frames of at most 64 KiB, pipelined as the ring sends them', model: 'mlp-fashion (814 KB)', H: `8 fixed; paced: nominal ${PACED_H}, each member the steps its pace fits in the budget (at most 4×)`, stepMs: 'lognormal, median 45 ms, sigma 0.25 between members and steps', churn: 'Poisson departures, each replaced after 1 s' },
     results,
-    regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit groups of ${CONSENSUS_GROUP} laid out at random, by region hint (regionalGroups), and (N ≤ 1,024) by the round trips members measured to their ring neighbours, with no hints`, results: regional },
+    regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit groups of ${CONSENSUS_GROUP} laid out at random, by region hint (regionalGroups), and (N ≤ 1,024) by the round trips members measured, to a few peers when they joined (the join probe) and to their ring neighbours in rounds, with no hints`, results: regional },
     validation: { definition: 'N Node volunteers (worker runtime, CPU backend) train the MLP with H = 8 through a real server over in-memory links of the same model, in one ring or (groupSize) in Moshpit groups; their measured work (commit to ready) is the simulator\'s work-time distribution; medians of round time (a sync\'s begin to its last commit, as the server records it), sync time (commit to commit as members see it) and bytes each member sends per round, real against simulated', results: validation },
     consensus: { groupSize: CONSENSUS_GROUP, definition: 'rounds of Moshpit averaging until max over members of ‖xᵢ − x̄‖ ≤ 1% of its value at the start (independent random 8-dim vectors, no local steps); departures before each round, replaced by joiners loading a random member\'s vector', results: consensus },
     headline: { seeds: opts.quick ? [1] : HEADLINE_SEEDS, definition: 'the summary\'s N = 10,000 keys: medians over these seeds (seed 1 from the full grid above, the others rerun for the headline scenarios only), each seed\'s figures and their spread', perSeed, spreads: headline.spreads },
@@ -225,7 +225,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       regional_syncs_ratio_n1024: regionalGain(1_024, 'fixed'),
       regional_syncs_ratio_n1024_paced: regionalGain(1_024, 'paced'),
       regional_syncs_ratio_n10000_paced: regionalGain(10_000, 'paced'),
-      /** The same with no hints: groups from the round trips members measured to their ring neighbours (the server's peer-distances.ts). */
+      /** The same with no hints: groups from the round trips members measured, by their join probes and to their ring neighbours (the server's peer-distances.ts). */
       rtt_syncs_ratio_n1024: regionalGain(1_024, 'fixed', 'rtt'),
       rtt_syncs_ratio_n1024_paced: regionalGain(1_024, 'paced', 'rtt'),
       rtt_consensus_syncs_n1024: regionalAt(1_024, 'fixed', 'rtt')?.consensusSyncs ?? null,

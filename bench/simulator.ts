@@ -156,7 +156,7 @@ export interface ScenarioResult {
   exchangeMs: ReturnType<typeof distribution> | null;
   /** Bytes each member sends per ring round (the link model's; a Moshpit job's: a full group's). */
   bytesSentPerRound: number;
-  /** Members' local compute ÷ their time in the job. */
+  /** Members' local compute ÷ their time in the job (work under way when the run ends counts; work a leaver dropped does not). */
   utilization: number;
   /**
    * Syncs until every member's synthetic vector is within 1% of the members' mean (max distance,
@@ -235,7 +235,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const exchanges = new Map<number, { began: number; lastCommit: number | null }>();
 
   /** A simulated volunteer: its own step-time median, and what it is doing. */
-  interface Sim { id: string; region: string | undefined; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean }
+  interface Sim { id: string; region: string | undefined; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; workingSince: number | null; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean }
   const sims = new Map<string, Sim>();
   const consensus = new Consensus();
   let nextId = 0;
@@ -255,8 +255,10 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     let ms = 0;
     if (s.workMs?.length) ms = s.workMs[Math.floor(random() * s.workMs.length)];
     else for (let i = 0; i < steps; i++) ms += lognormal(m.stepMs);
+    m.workingSince = clock.now();
     m.cancelWork = clock.after(ms, () => {
       m.cancelWork = null;
+      m.workingSince = null;
       m.computeMs += ms;
       m.lastWorkMs = ms;
       handle(m.id, 'round:ready', { jobId: job.id, seq: m.seq + 1, step: 0 });
@@ -362,7 +364,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     const id = `s${nextId++}`;
     // Each member's own median step time: volunteers differ by a lognormal factor too.
     const region = s.regions ? `r${Math.floor(random() * s.regions.count)}` : undefined;
-    const m: Sim = { id, region, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
+    const m: Sim = { id, region, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, workingSince: null, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
     sims.set(id, m);
     try {
       c.join({ volunteerId: id, capabilities: region && !s.regions?.fromRoundTrips ? { ...caps, region } : caps, clientId: id });
@@ -401,7 +403,9 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   let present = 0, busy = 0;
   for (const m of sims.values()) {
     present += (m.leftAt ?? end) - m.joinedAt;
-    busy += m.computeMs;
+    // Work still under way when the simulated time ends is busy time too (else a run that ends just
+    // after a commit would count every member's last sync as idle); work a leaver dropped is not.
+    busy += m.computeMs + (m.gone || m.workingSince === null ? 0 : end - m.workingSince);
   }
   c.release();
   await c.flushed();

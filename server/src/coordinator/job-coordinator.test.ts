@@ -476,10 +476,11 @@ test('paced Moshpit job: each group\'s begin carries the steps of its own member
   for (const id of SIX) t.loadAndReady(id);
   const begin = t.last('a', 'round:begin');
   assert.deepEqual(Object.keys(begin.steps).sort(), [...begin.members].sort());
-  for (const id of begin.members) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: begin.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 32, wallMs: 400, computeMs: 400, bytesSent: 0, bytesReceived: 0 } });
+  assert.ok(Object.values(begin.steps).every((n) => n === 1), 'before their paces are known, members do an eighth of H, at least one step');
+  for (const id of begin.members) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: begin.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 8, wallMs: 100, computeMs: 100, bytesSent: 0, bytesReceived: 0 } });
   const commit = t.last('a', 'round:commit');
   assert.deepEqual(Object.keys(commit.steps).sort(), [...begin.members].sort());
-  // It took 400 ms for its first sync's 4 steps: a 1 s budget fits 10.
+  // It took 100 ms for its first sync's one step: a 1 s budget fits 10.
   assert.equal(commit.steps.a, 10);
   await t.cleanup();
 });
@@ -503,21 +504,22 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
   t.add('a'); t.add('b');
   t.loadAndReady('a'); t.loadAndReady('b');
   const r1 = t.last('a', 'round:begin');
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 4, metrics: { loss: 1, samples: 32, wallMs: 400, computeMs: 400, bytesSent: 0, bytesReceived: 0 } });
+  assert.deepEqual(r1.steps, { a: 1, b: 1 }, 'paces unknown: an eighth of H, at least one step');
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 8, wallMs: 100, computeMs: 100, bytesSent: 0, bytesReceived: 0 } });
   const commit = t.last('a', 'round:commit');
   assert.equal(commit.budgetMs, 1_000, 'members stop at the budget');
   assert.equal(commit.steps.a, 10, '100 ms per step: 10 fit the budget');
   // b's steps ran slow this time: it stopped after 6. More than twice the 10 given is refused, and changes nothing.
-  assert.throws(() => t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 10, steps: 21 }), /at most 20/);
-  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 10, steps: 6 });
-  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 14 });
+  assert.throws(() => t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 7, steps: 21 }), /at most 20/);
+  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 7, steps: 6 });
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 11 });
   const r2 = t.last('a', 'round:begin');
   assert.deepEqual(r2.steps, { a: 10, b: 6 }, 'the weights of the sync: what each took');
   await t.cleanup();
 });
 
 test('a paced job ends on its target: syncs that could pass it give at most the steps left, with no budget', async () => {
-  // Target 30: sync 1 takes the nominal 4; then 10 fit each member's budget.
+  // Target 30: sync 1 takes one step (paces unknown: an eighth of H, at least one); then 10 fit each member's budget.
   const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 30, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec });
   // 100 ms a step, every step.
@@ -528,20 +530,20 @@ test('a paced job ends on its target: syncs that could pass it give at most the 
   };
   t.add('a'); t.add('b');
   t.loadAndReady('a'); t.loadAndReady('b');
-  // 26 left: members stop at the budget (at most twice the 10 given: 20, short of the target).
-  const c1 = sync(4, 4);
+  // 29 left: members stop at the budget (at most twice the 10 given: 20, short of the target).
+  const c1 = sync(1, 1);
   assert.deepEqual([c1.steps, c1.budgetMs], [{ a: 10, b: 10 }, 1_000]);
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 14, steps: 10 });
-  // 16 left: twice 10 would pass the target, so 10 each and no budget.
-  const c2 = sync(14, 10);
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 11, steps: 10 });
+  // 19 left: twice 10 would pass the target, so 10 each and no budget.
+  const c2 = sync(11, 10);
   assert.deepEqual([c2.steps, c2.budgetMs], [{ a: 10, b: 10 }, undefined]);
   // Without a budget a member does what it is given and does not report steps.
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 24 });
-  // 6 left: 6 each.
-  const c3 = sync(24, 10);
-  assert.deepEqual([c3.steps, c3.budgetMs], [{ a: 6, b: 6 }, undefined]);
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 21 });
+  // 9 left: 9 each.
+  const c3 = sync(21, 10);
+  assert.deepEqual([c3.steps, c3.budgetMs], [{ a: 9, b: 9 }, undefined]);
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 4, step: 30 });
-  assert.deepEqual([c1.step, c2.step, c3.step, sync(30, 6).step], [4, 14, 24, 30], 'the job\'s step after each sync');
+  assert.deepEqual([c1.step, c2.step, c3.step, sync(30, 9).step], [1, 11, 21, 30], 'the job\'s step after each sync');
   await t.cleanup();
 });
 

@@ -42,7 +42,7 @@ import { combineEvaluations, majorityChecksum, type EvaluationReport } from './e
 import { Pace } from './pace';
 import { JoinProbes } from './join-probes';
 import { PeerDistances } from './peer-distances';
-import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel } from './pacing';
+import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -319,7 +319,7 @@ export class JobCoordinator {
     const member: Member = {
       ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
       status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
-      leftOutSince: null, stale: false, msPerStep: null, steps: nominalSteps(this.job.spec), share: null,
+      leftOutSince: null, stale: false, msPerStep: null, steps: unmeasuredSteps(this.job.spec), share: null,
     };
     this.members.set(v.volunteerId, member);
     this.inPhase.loading.add(member);
@@ -1281,8 +1281,8 @@ export class JobCoordinator {
 
   /** A member's local steps for its next work: H, or paced, what fits the round's budget at its pace. */
   private plannedSteps(m: Member, budget?: number | null): number {
-    // Unpaced, or its pace not measured yet (a joiner): the nominal steps, with no budget to compute.
-    if (!isPaced(this.job.spec) || m.msPerStep === null) return nominalSteps(this.job.spec);
+    // Unpaced, or its pace not measured yet (a joiner): a few steps or the nominal, with no budget to compute.
+    if (!isPaced(this.job.spec) || m.msPerStep === null) return unmeasuredSteps(this.job.spec);
     return stepsFor(this.job.spec, m.msPerStep, budget === undefined ? this.stepBudget() : budget);
   }
 

@@ -9,7 +9,9 @@ test('paced steps: H steps of the fastest member fill the budget; slower members
   const s = spec();
   assert.equal(roundBudgetMs(s, [10, 20, 40, null]), 80);
   assert.deepEqual([10, 20, 40, 1000].map((p) => stepsFor(s, p, 80)), [8, 4, 2, 1]);
-  assert.equal(stepsFor(s, null, 80), 8, 'an unmeasured member does H');
+  assert.equal(stepsFor(s, null, 80), 1, 'an unmeasured member does an eighth of H, at least one');
+  assert.equal(stepsFor(spec({ H: 512 }), null, 80), 64);
+  assert.equal(stepsFor(spec({ pacing: 'fixed' }), null, null), 8, 'a fixed job\'s does H');
   assert.equal(roundBudgetMs(s, [null]), null);
   // A researcher's budget: a fast member does more than H, up to MAX_STEPS_FACTOR × H.
   const long = spec({ roundBudgetMs: 10_000 });
