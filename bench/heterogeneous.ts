@@ -7,21 +7,29 @@
 // utilization is busy compute ÷ modeled wall (mean over workers); the target is on a validation
 // hold-out; the final figure is on the test set. Paced rounds run as the server and runtime run them:
 // the server's default budget (pacing.ts roundBudgetMs), each member given the steps that fit it (at
-// most the server's MAX_STEPS_FACTOR × H) and stopping at the budget.
+// most the server's MAX_STEPS_FACTOR × H) and stopping at the budget; the first sync, before any pace
+// is known, of an eighth of H (unmeasuredSteps); the last syncs cut to the samples left, as the server
+// cuts a job's to its target, so paced runs train on the samples the others do.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { MemoryNetwork } from '@tabfleet/collective';
 import { runSyncs, startWorkers, type SyncReport } from '@tabfleet/distributed';
 import { repoRoot } from '@tabfleet/headless';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { jobSpecSchema } from '@tabfleet/protocol';
-import { MAX_STEPS_FACTOR, roundBudgetMs } from '@tabfleet/server/testing';
+import { MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredSteps } from '@tabfleet/server/testing';
 import { loadWorkload, type Workload, type WorkloadName } from './heterogeneous-workloads';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
 import { median, spread } from './stats';
 
 export const SPEEDS = [1, 1, 1, 2, 2, 4, 4, 8];
+
+/** A full collection before each worker's timed work (runSyncs' beforeLocal: the 8 workers share this heap). */
+v8.setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
 const EQUAL = SPEEDS.map(() => 1);
 const WORKLOADS: WorkloadName[] = ['mlp', 'gpt'];
 /** The GPT's target: the worst variant's best validation loss (median over seeds), plus this. */
@@ -67,8 +75,11 @@ async function runOne(w: Workload, variant: Variant, seed: number, log: (s: stri
   // The job the paced variant stands for: the server's default budget rule reads its H and strategy.
   const pacedJob = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: w.H, pacing: 'paced', trust: 'trusted', hyperparameters: { lr: 0.05, batchSize: w.batch }, targetSteps: 1 });
   let budgetMs = Infinity;
-  const pace = variant === 'hetero-paced' ? { get budgetMs() { return budgetMs; }, maxSteps: MAX_STEPS_FACTOR * w.H } : undefined;
   const totalSamples = w.stepsPerWorker * SPEEDS.length * w.batch;
+  // As the server paces it: few steps until paces are known, the last syncs cut to the samples left.
+  const pace = variant === 'hetero-paced'
+    ? { get budgetMs() { return budgetMs; }, maxSteps: MAX_STEPS_FACTOR * w.H, firstSteps: unmeasuredSteps(pacedJob), get stepsLeft() { return Math.ceil((totalSamples - samples) / (SPEEDS.length * w.batch)); } }
+    : undefined;
   const evalEvery = totalSamples / w.evaluations;
   let samples = 0, modeledMs = 0, busyMs = 0, nextEval = evalEvery, lastOverheadMs = 0;
   const evals: Evaluation[] = [];
@@ -84,6 +95,7 @@ async function runOne(w: Workload, variant: Variant, seed: number, log: (s: stri
   const reports = await runSyncs(workers, new MemoryNetwork({ seed }), {
     syncs: 100_000,
     pace,
+    beforeLocal: collectGarbage,
     onSync: async (r) => {
       const measured = roundMs(r);
       syncLog.push({ steps: r.steps, stepsMs: ms(r.stepsMs), localMs: ms(r.localMs), exchangeMs: Math.round(r.exchangeMs), applyMs: ms(r.applyMs) });
@@ -184,7 +196,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     adapter: backend.description,
     setup: {
       speeds: SPEEDS, seeds, strategy: 'localsgd', workloads,
-      pacedBudget: 'the server\'s default (pacing.ts roundBudgetMs): max(H steps of the fastest, 9 × the median overhead beyond the planned local work), at most 4H steps of the fastest, snapped to two whole steps of the slowest member that fits twice that; from the medians so far; members stop at the budget (nearest step)',
+      pacedBudget: 'the server\'s default (pacing.ts roundBudgetMs): max(H steps of the fastest, 9 × the median overhead beyond the planned local work), at most 4H steps of the fastest, snapped to two whole steps of the slowest member that fits twice that; from the medians so far; members stop at the budget (nearest step); the first sync an eighth of H each (paces unknown), the last cut to the samples left (no budget)',
       exchangeModel: 'in-thread exchange time ÷ N (members exchange at once)',
     },
     results,

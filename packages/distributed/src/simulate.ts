@@ -5,7 +5,7 @@
 // replace what members send (attackers): they stay real workers that train and adopt the result.
 // Grouped runs (Moshpit) average in small groups that change every sync, with members that may leave.
 import { Group, MemoryNetwork, Ring, type MemoryTransport } from '@tabfleet/collective';
-import { moshpitGroups, pacedStepCeiling, type Aggregation } from '@tabfleet/protocol';
+import { cutSteps, moshpitGroups, nextPace, pacedStepCeiling, type Aggregation } from '@tabfleet/protocol';
 import type { ModelEngine } from './engine';
 import { exchange, groupExchange, scalePayload } from './exchange';
 import type { Payload, SyncStrategy } from './strategies';
@@ -62,17 +62,23 @@ export interface Grouping {
 /**
  * Paced rounds (LocalSGD, DiLoCo), as the server and runtime run them: a sync's local work lasts
  * about `budgetMs` on every member. Member i is given max(1, min(maxSteps, ⌊budgetMs / its ms per
- * step⌋)) steps, its pace measured on its earlier syncs (the first sync: H steps each, to measure),
- * and trains while at least half a step still fits the budget, at most protocol's `pacedStepCeiling`
- * of them; the mean weighs each delta by the samples it took. A non-finite budget: the given steps, exactly.
+ * step⌋)) steps, its pace measured on its earlier syncs (the first sync: `firstSteps` each, default H,
+ * to measure), and trains while at least half a step still fits the budget, at most protocol's
+ * `pacedStepCeiling` of them; the mean weighs each delta by the samples it took. A non-finite budget:
+ * the given steps, exactly.
  */
 export interface Pacing {
   budgetMs: number;
   maxSteps?: number;
+  firstSteps?: number;
+  /**
+   * The run's mean steps per member still to go (read each sync). As the server cuts a job's last
+   * syncs to its target: where a member's ceiling could pass it, every member is given at most these
+   * steps and no budget (it does exactly those), so the run ends on its samples, not past them.
+   */
+  stepsLeft?: number;
 }
 
-/** Weight of the newest measurement in a member's pace. */
-const PACE_SMOOTHING = 0.5;
 
 /** Replaces the payloads (one per worker, in order) before they go out: Byzantine members in tests and benchmarks. */
 export type Tamper = (payloads: readonly Payload[], seq: number) => Payload[] | Promise<Payload[]>;
@@ -96,6 +102,13 @@ export interface RunOptions {
   departures?: Record<number, string[]>;
   /** Report the consensus distance after every sync (reads every member's parameters). */
   consensus?: boolean;
+  /**
+   * Called before each worker's local work, outside its timing. Benchmarks collect garbage here:
+   * workers that share one process share its heap, so a collection that one worker's timing would
+   * pay for holds every worker's garbage (the heterogeneous benchmark's MLP: 200-ms pauses, about
+   * one per sync), where a volunteer's own tab collects only its own.
+   */
+  beforeLocal?: () => void;
 }
 
 export async function startWorkers(workers: SimWorker[]): Promise<void> {
@@ -124,9 +137,12 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     let loss = 0;
     const own: Payload[] = [];
     const localMs: number[] = [];
-    const given = workers.map((w) => stepsOf(w, msPerStep.get(w.id) ?? null, opts.pace));
+    let given = workers.map((w) => stepsOf(w, msPerStep.get(w.id) ?? null, opts.pace));
+    const left = opts.pace?.stepsLeft;
+    const cut = left !== undefined && pacedStepCeiling(Math.max(...given)) >= left;
+    if (cut) given = cutSteps(given, left);
     // Time-budgeted once a member's pace is known: the given steps become a ceiling (paced ddp's micro-batches make one batch: exactly those).
-    const budgetMs = opts.pace && Number.isFinite(opts.pace.budgetMs) ? opts.pace.budgetMs : undefined;
+    const budgetMs = opts.pace && Number.isFinite(opts.pace.budgetMs) && !cut ? opts.pace.budgetMs : undefined;
     const budgeted = (i: number) => budgetMs !== undefined && msPerStep.has(ids[i]) && workers[i].strategy.name !== 'ddp';
     const ceilings = given.map((n, i) => (budgeted(i) ? Math.min(opts.pace!.maxSteps ?? Infinity, pacedStepCeiling(n)) : n));
     const predictedLocalMs = opts.pace && workers.every((w) => msPerStep.has(w.id))
@@ -136,18 +152,17 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     const samples: number[] = [];
     const stepsMs: number[] = [];
     for (const [i, w] of workers.entries()) {
+      opts.beforeLocal?.();
       const t = performance.now();
       const work = await w.strategy.local(opts.pace ? ceilings[i] : undefined, budgeted(i) ? budgetMs : undefined);
       // The pace is of the steps alone: the payload costs the same however many steps came before it.
       stepsMs.push(performance.now() - t);
       steps.push(budgeted(i) ? work.steps : given[i]);
-      const measured = stepsMs[i] / steps[i];
       loss += work.loss / workers.length;
       samples.push(work.samples);
       own.push(await w.strategy.payload());
       localMs.push(performance.now() - t);
-      const previous = msPerStep.get(w.id);
-      msPerStep.set(w.id, previous === undefined ? measured : PACE_SMOOTHING * measured + (1 - PACE_SMOOTHING) * previous);
+      msPerStep.set(w.id, nextPace(msPerStep.get(w.id) ?? null, stepsMs[i], steps[i]));
     }
     const tampered = opts.tamper ? await opts.tamper(own, seq) : own;
     if (tampered.length !== workers.length) throw new Error(`tamper returned ${tampered.length} payloads for ${workers.length} workers`);
@@ -256,9 +271,10 @@ async function consensusDistance(workers: SimWorker[]): Promise<number> {
   return Math.max(...all.map((p) => Math.sqrt(p.reduce((a, v, k) => a + (v - mean[k]) ** 2, 0)) / norm));
 }
 
-/** Local steps of one member this sync: H, or what fits its pace in the budget (H until it has one). */
+/** Local steps of one member this sync: H, or what fits its pace in the budget (`firstSteps` until it has one). */
 function stepsOf(w: SimWorker, msPerStep: number | null, pace: Pacing | undefined): number {
   const H = w.strategy.stepsPerSync;
-  if (!pace || msPerStep === null) return H;
+  if (!pace) return H;
+  if (msPerStep === null) return pace.firstSteps ?? H;
   return Math.max(1, Math.min(pace.maxSteps ?? Infinity, Math.floor(pace.budgetMs / msPerStep)));
 }

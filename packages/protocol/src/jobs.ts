@@ -130,6 +130,37 @@ export function defaultPacing(s: { strategy: string; groupSize?: number; hyperpa
  */
 export const PACED_STEP_CEILING = 2;
 export const pacedStepCeiling = (givenSteps: number) => PACED_STEP_CEILING * givenSteps;
+
+/**
+ * A paced job's last syncs, `left` mean steps per member before its target (the job's step counts
+ * the mean): each member's planned steps scaled by left ÷ their mean where that mean would pass it
+ * (at least one step each), so the sync ends on the target and each member's share of it follows its
+ * pace as in a budgeted sync. (Capping each at `left` instead cut the fast members alone: the sync
+ * fell short of the target, and the next ones were shorter still, each waiting on the slow members.)
+ */
+export function cutSteps(planned: readonly number[], left: number): number[] {
+  const mean = planned.reduce((a, b) => a + b, 0) / Math.max(1, planned.length);
+  const scale = mean > left ? Math.max(1, left) / mean : 1;
+  return planned.map((n) => Math.max(1, Math.round(n * scale)));
+}
+
+/** Weight of the newest measurement in a paced member's time per step (an exponentially weighted mean). */
+const PACE_WEIGHT = 0.5;
+/** A measurement at most this share of the estimate replaces it (see nextPace). */
+const PACE_DROP_TAKEN = 0.5;
+
+/**
+ * A paced member's time per local step after a sync in which it took `steps` steps in `wallMs`: an
+ * exponentially weighted mean, except that a measurement at half the estimate or less replaces it.
+ * Such an estimate held one-time costs (the first steps' shader compiles: 1.1 s against 21 ms a step
+ * for the benchmark's MLP) or a slow spell that has ended (a tab back from the background), and the
+ * mean would take several syncs to forget them while the member is given a fraction of its steps.
+ */
+export function nextPace(previous: number | null, wallMs: number, steps: number): number {
+  const measured = wallMs / Math.max(1, steps);
+  if (previous === null || measured <= PACE_DROP_TAKEN * previous) return measured;
+  return PACE_WEIGHT * measured + (1 - PACE_WEIGHT) * previous;
+}
 /**
  * Paced ddp: the job's batch is split into this many micro-batches, a member at the average pace
  * computes its gradient over this many of them, faster members over more and slower over fewer, so

@@ -16,6 +16,7 @@ import {
   targetStepsOf,
   aggregateWith,
   cappedWeights,
+  cutSteps,
   pacedStepCeiling,
   PROBE_ROUND_ID,
   screenContributions,
@@ -1288,19 +1289,22 @@ export class JobCoordinator {
 
   /**
    * Paced LocalSGD and DiLoCo: the syncs before the job's target are cut to it. When a member could
-   * pass the target in its coming work (up to the ceiling of the steps it is given), every member in
-   * `steps` is given at most the steps left, and no budget (it does exactly those), so the job ends on
-   * its target instead of past it. True when cut (`steps` and the members' planned steps are lowered).
+   * pass the target in its coming work (up to the ceiling of the steps it is given), the members in
+   * `steps` get no budget (each does exactly its steps), and where their mean would pass the steps left
+   * their steps are scaled down to it (protocol's cutSteps), so the job ends on its target instead of
+   * past it. True when cut (`steps` and the members' planned steps may be lowered).
    */
   private cutToTarget(steps: Record<string, number>): boolean {
     if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') return false;
     const left = Math.max(1, targetStepsOf(this.job.spec) - this.job.step);
     if (pacedStepCeiling(Math.max(0, ...Object.values(steps))) < left) return false;
-    for (const id of Object.keys(steps)) {
-      steps[id] = Math.min(steps[id], left);
+    const ids = Object.keys(steps);
+    const cut = cutSteps(ids.map((id) => steps[id]), left);
+    ids.forEach((id, i) => {
+      steps[id] = cut[i];
       const m = this.members.get(id);
-      if (m) m.steps = steps[id];
-    }
+      if (m) m.steps = cut[i];
+    });
     return true;
   }
 

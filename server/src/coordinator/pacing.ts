@@ -23,18 +23,12 @@
 // round's budget is the time in which the members together compute N × DDP_MICRO_BATCHES of them
 // (each at its own pace), so the global batch stays what a fixed ddp job's is and each member's share
 // of it follows its speed.
-import { DDP_MICRO_BATCHES, type JobSpec } from '@tabfleet/protocol';
+import { DDP_MICRO_BATCHES, nextPace, type JobSpec } from '@tabfleet/protocol';
 
-/** Weight of the newest measurement in a member's time per step (an exponentially weighted mean). */
-const PACE_WEIGHT = 0.5;
 /** A member does at most this many times the job's H steps per sync (its work drifts from the others' beyond). */
 export const MAX_STEPS_FACTOR = 4;
 
-/** A member's time per local step after a sync in which it took `steps` steps in `wallMs`. */
-export function nextPace(previous: number | null, wallMs: number, steps: number): number {
-  const measured = wallMs / Math.max(1, steps);
-  return previous === null ? measured : PACE_WEIGHT * measured + (1 - PACE_WEIGHT) * previous;
-}
+export { nextPace };
 
 /** The default budget keeps a sync's overhead (the exchange and the rest, see the header) at most a tenth of its time. */
 export const EXCHANGE_BUDGET_FACTOR = 9;

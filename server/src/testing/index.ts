@@ -8,4 +8,4 @@ export { SqliteStore } from '../store/sqlite';
 export type { JobRecord } from '../store/store';
 export * from './test-server';
 export * from './redis-server';
-export { MAX_STEPS_FACTOR, roundBudgetMs } from '../coordinator/pacing';
+export { MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredSteps } from '../coordinator/pacing';
