@@ -38,6 +38,14 @@ test('npm run simulate -- --quick writes a complete JSON', { timeout: 4 * 60_000
   assert.deepEqual(r.regional.results.map((x: any) => [x.scenario.regions.regional, x.scenario.regions.fromRoundTrips]), [[false, false], [true, false], [true, true]]);
   assert.ok(byRegion.syncs > random.syncs && byRegion.consensusSyncs !== null, `${byRegion.syncs} syncs by region, ${random.syncs} at random`);
   assert.ok(byRoundTrips.syncs > random.syncs && byRoundTrips.consensusSyncs !== null, `${byRoundTrips.syncs} syncs by round trips, ${random.syncs} at random`);
+  // Group sizes 4 to 32 at N = 64: a bigger group's longest ring is longer, and it mixes in no more syncs.
+  const sizes = r.groupSizes.results;
+  assert.deepEqual(sizes.map((g: any) => g.groupSize), [4, 8, 16, 32]);
+  for (let i = 1; i < sizes.length; i++) {
+    assert.ok(sizes[i].fixed.roundP99Ms > sizes[i - 1].fixed.roundP99Ms, JSON.stringify(sizes));
+    assert.ok(sizes[i].fixed.consensusSyncs <= sizes[i - 1].fixed.consensusSyncs, JSON.stringify(sizes));
+  }
+  assert.ok([4, 8, 16, 32].includes(r.summary.fastest_consensus_group_size));
 });
 
 test('without churn a simulated sync lasts the slowest member\'s steps plus the ring allreduce', async () => {

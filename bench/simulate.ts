@@ -116,6 +116,33 @@ function acrossSeeds(perSeed: Headline[]): { medians: Headline; spreads: Record<
   };
 }
 
+/** The group sizes compared (the issue's 8–16 and either side of it). */
+const GROUP_SIZES = [4, 8, 16, 32];
+
+/**
+ * What a group size costs and buys: N = 1,024 (quick: 64) with 5% churn in Moshpit groups of each of
+ * GROUP_SIZES, fixed H = 8 (syncs the links' length) and paced. A bigger group mixes more per sync
+ * (consensus in fewer) but its ring is longer (2(g − 1) hops of latency); the figure to compare is
+ * the time to consensus, its syncs at the mean sync time.
+ */
+export function groupSizeScenarios(quick: boolean): Scenario[] {
+  const base = { stepMs: 45, stepSigma: 0.25, ...LINK, seed: 1, churnPer10Min: 0.05, members: quick ? 64 : 1_024, durationMs: quick ? 120_000 : 1_800_000 };
+  return GROUP_SIZES.flatMap((groupSize) => (quick ? (['fixed'] as const) : (['fixed', 'paced'] as const)).map((pacing) => ({ ...base, groupSize, pacing, H: pacing === 'paced' ? PACED_H : 8 })));
+}
+
+/** A group size's figures from its runs: syncs to consensus, the sync's median, and the time to consensus (ms: those syncs at the mean sync time). */
+function groupSizeFigures(runs: ScenarioResult[]) {
+  return GROUP_SIZES.map((groupSize) => {
+    const at = (pacing: Scenario['pacing']) => runs.find((r) => r.scenario.groupSize === groupSize && r.scenario.pacing === pacing);
+    const figures = (r: ScenarioResult | undefined) => r && {
+      syncs: r.syncs, consensusSyncs: r.consensusSyncs, syncP50Ms: r.syncMs?.p50 ?? null, roundP50Ms: r.roundMs?.p50 ?? null, roundP99Ms: r.roundMs?.p99 ?? null, utilization: r.utilization,
+      // The mean sync, not the median: an uneven grid (32 × 2 at N = 64) alternates long and short syncs.
+      msToConsensus: r.consensusSyncs !== null && r.syncs ? (r.consensusSyncs * r.scenario.durationMs) / r.syncs : null,
+    };
+    return { groupSize, fixed: figures(at('fixed')) ?? null, paced: figures(at('paced')) ?? null };
+  });
+}
+
 /** Regions: 4, 40 ms inside one (LINK), 150 ms across (a transatlantic hop). */
 const REGIONS = { count: 4, crossLatencyMs: 150 };
 
@@ -153,6 +180,17 @@ export async function run(opts: BenchOptions): Promise<void> {
     regional.push(r);
     console.log(`${describe(s)}: ${r.syncs} syncs, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs (${(r.wallMs / 1000).toFixed(1)} s wall)`);
   }
+  const bySize: ScenarioResult[] = [];
+  for (const s of groupSizeScenarios(opts.quick)) {
+    const r = await simulate(s);
+    bySize.push(r);
+    console.log(`${describe(s)}: ${r.syncs} syncs, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs (${(r.wallMs / 1000).toFixed(1)} s wall)`);
+  }
+  const groupSizes = groupSizeFigures(bySize);
+  const fastestConsensus = (pacing: 'fixed' | 'paced') => {
+    const timed = groupSizes.flatMap((g) => (g[pacing]?.msToConsensus != null ? [{ groupSize: g.groupSize, ms: g[pacing]!.msToConsensus! }] : []));
+    return timed.length ? timed.reduce((a, b) => (b.ms < a.ms ? b : a)).groupSize : null;
+  };
   const regionalAt = (n: number, pacing: Scenario['pacing'], byRegion: boolean | RegionalLayout) => {
     const layout = byRegion === true ? 'hint' : byRegion === false ? 'random' : byRegion;
     return regional.find((r) => r.scenario.members === n && r.scenario.pacing === pacing && layoutOf(r.scenario) === layout);
@@ -201,6 +239,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     setup: { groups: `Moshpit groups of ${CONSENSUS_GROUP} (the coordinator's grouped syncs); one ring for comparison at N ≤ ${LIMITS.maxWorkersPerJob}`, linkModel: 'every link 10 Mbit/s, 40 ms one way; ring allreduce of 2(N−1) steps of 1/N of the model in frames of at most 64 KiB, pipelined as the ring sends them', model: 'mlp-fashion (814 KB)', H: `8 fixed; paced: nominal ${PACED_H}, each member the steps its pace fits in the budget (at most 4×)`, stepMs: 'lognormal, median 45 ms, sigma 0.25 between members and steps', churn: 'Poisson departures, each replaced after 1 s' },
     results,
     regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit groups of ${CONSENSUS_GROUP} laid out at random, by region hint (regionalGroups), and (N ≤ 1,024) by the round trips members measured, to a few peers when they joined (the join probe) and to their ring neighbours in rounds, with no hints`, results: regional },
+    groupSizes: { definition: `N = ${opts.quick ? 64 : 1_024}, 5% churn, Moshpit groups of each size, fixed H = 8 and paced (nominal ${PACED_H}), seed 1; msToConsensus: syncs until every member is within 1% of the members' mean × the mean sync time (simulated time ÷ syncs)`, results: groupSizes, runs: bySize },
     validation: { definition: 'N Node volunteers (worker runtime, CPU backend) train the MLP with H = 8 through a real server over in-memory links of the same model, in one ring or (groupSize) in Moshpit groups; their measured work (commit to ready) is the simulator\'s work-time distribution; medians of round time (a sync\'s begin to its last commit, as the server records it), sync time (commit to commit as members see it) and bytes each member sends per round, real against simulated', results: validation },
     consensus: { groupSize: CONSENSUS_GROUP, definition: 'rounds of Moshpit averaging until max over members of ‖xᵢ − x̄‖ ≤ 1% of its value at the start (independent random 8-dim vectors, no local steps); departures before each round, replaced by joiners loading a random member\'s vector', results: consensus },
     headline: { seeds: opts.quick ? [1] : HEADLINE_SEEDS, definition: 'the summary\'s N = 10,000 keys: medians over these seeds (seed 1 from the full grid above, the others rerun for the headline scenarios only), each seed\'s figures and their spread', perSeed, spreads: headline.spreads },
@@ -234,6 +273,9 @@ export async function run(opts: BenchOptions): Promise<void> {
       regional_consensus_syncs_n1024: regionalAt(1_024, 'fixed', true)?.consensusSyncs ?? null,
       random_consensus_syncs_n1024: regionalAt(1_024, 'fixed', false)?.consensusSyncs ?? null,
       regional_utilization_n10000_paced: regionalAt(10_000, 'paced', true)?.utilization ?? null,
+      /** Of GROUP_SIZES, the one whose members reach consensus soonest (time, not syncs) at N = 1,024 with 5% churn. */
+      fastest_consensus_group_size: fastestConsensus('fixed'),
+      fastest_consensus_group_size_paced: fastestConsensus('paced'),
       utilization_n16: base16?.utilization ?? null,
     },
   }, null, 2)}\n`);
