@@ -73,12 +73,12 @@ export interface Pacing {
   firstSteps?: number;
   /**
    * The run's mean steps per member still to go (read each sync). As the server cuts a job's last
-   * syncs to its target: where a member's ceiling could pass it, every member is given at most these
-   * steps and no budget (it does exactly those), so the run ends on its samples, not past them.
+   * syncs to its target: where a member's ceiling could pass it, members get no budget (each does
+   * exactly its steps), scaled to this mean where theirs would pass it (protocol's cutSteps), so the
+   * run ends on its samples, not past them.
    */
   stepsLeft?: number;
 }
-
 
 /** Replaces the payloads (one per worker, in order) before they go out: Byzantine members in tests and benchmarks. */
 export type Tamper = (payloads: readonly Payload[], seq: number) => Payload[] | Promise<Payload[]>;

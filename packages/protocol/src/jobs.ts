@@ -161,6 +161,7 @@ export function nextPace(previous: number | null, wallMs: number, steps: number)
   if (previous === null || measured <= PACE_DROP_TAKEN * previous) return measured;
   return PACE_WEIGHT * measured + (1 - PACE_WEIGHT) * previous;
 }
+
 /**
  * Paced ddp: the job's batch is split into this many micro-batches, a member at the average pace
  * computes its gradient over this many of them, faster members over more and slower over fewer, so

@@ -494,7 +494,7 @@ export class JobCoordinator {
     m.workSince = this.deps.clock.now();
     this.firstAdmittedAt ??= m.workSince;
     m.status.state = 'training';
-    // A joiner's pace is not measured yet: it does the nominal steps, with no budget (computing one scans every member).
+    // A joiner's pace is not measured yet: it does unmeasuredSteps, with no budget (computing one scans every member).
     const budget = m.msPerStep === null ? null : this.stepBudget();
     m.steps = this.plannedSteps(m, budget);
     const cut = this.cutToTarget({ [m.volunteerId]: m.steps });

@@ -40,7 +40,7 @@ export function nominalSteps(spec: JobSpec): number {
   return pacedDdp(spec) ? DDP_MICRO_BATCHES : spec.H;
 }
 
-/** A paced member's first work, before its pace is known, is this fraction of H (see unmeasuredSteps). */
+/** A paced member's first work, before its pace is known, is H ÷ this (see unmeasuredSteps). */
 const FIRST_WORK_DIVISOR = 8;
 
 /**
