@@ -14,8 +14,9 @@ before(async () => {
 });
 after(() => server.stop());
 
-// H 3 and batch 10: 30 samples a sync, where every simulated result claims 32.
-const JOB = { H: 3, hyperparameters: { lr: 0.1, batchSize: 10 }, minWorkers: 2, maxWorkers: 2, checkpointEvery: 2 };
+// H 3 and batch 10: 30 samples a sync, where every simulated result claims 32. Fixed pacing: a paced
+// (or auto) job's first sync does an eighth of H, and later ones follow each member's pace.
+const JOB = { H: 3, pacing: 'fixed', hyperparameters: { lr: 0.1, batchSize: 10 }, minWorkers: 2, maxWorkers: 2, checkpointEvery: 2 } as const;
 const ADA = 'ada-browser-0123456789abcdef';
 
 async function publicContributors(jobId: string): Promise<PublicContributors> {

@@ -18,7 +18,8 @@ const job = async (id: string) => (await server.api(`/api/jobs/${id}`)).body.job
 const refusedTo = (s: SimVolunteer) => s.events.find((e) => e.name === 'job:end')?.payload as { reason: string } | undefined;
 
 test('a member claiming 10,000,000 steps does not end the job: steps are the server count', async () => {
-  const created = await server.createJob({ minWorkers: 2, maxWorkers: 2, H: 2, targetSteps: 1000 });
+  // Fixed pacing: H steps in every sync (a paced job's first does an eighth of H).
+  const created = await server.createJob({ minWorkers: 2, maxWorkers: 2, H: 2, pacing: 'fixed', targetSteps: 1000 });
   const liar = await server.volunteer({ reportStep: () => 10_000_000 });
   const honest = await server.volunteer();
   await liar.request(created.id);
