@@ -41,7 +41,7 @@ export interface Settings {
  */
 export function baseSettings(v: Variant): Settings {
   const lr = v.strategy === 'diloco' ? 1e-3 : v.strategy === 'ddp' ? 0.1 : 0.05;
-  const d = defaultsFor(v.strategy, v.compression);
+  const d = defaultsFor(v.strategy, v.compression, 'mlp-fashion');
   return {
     lr,
     ...(v.compression === 'dgc' ? { sparsity: d.sparsity } : {}),
@@ -71,7 +71,7 @@ export function convergenceConfig(v: Variant, quick: boolean, capped: boolean, s
   const optimizer: ConvergenceConfig['optimizer'] = v.strategy === 'diloco' ? { kind: 'adamw', lr: s.lr }
     : ddp ? (v.compression === 'dgc' ? { kind: 'sgd', lr: s.lr } : { kind: 'sgd', lr: s.lr, momentum: 0.9 })
     : { kind: 'sgd', lr: s.lr, momentum: 0.9, nesterov: true };
-  const d = defaultsFor(v.strategy, v.compression);
+  const d = defaultsFor(v.strategy, v.compression, 'mlp-fashion');
   return {
     ...v, workers: 4, batchSize: ddp ? 64 : 32, optimizer, seed, outerLr: s.outerLr ?? d.outerLr, outerMomentum: s.outerMomentum ?? d.outerMomentum,
     validationExamples: VALIDATION_EXAMPLES,

@@ -64,7 +64,7 @@ export function planOf(quick: boolean): LmPlan {
 export function lmConfig(plan: LmPlan, v: LmVariant, seed: number, race: { target: number; capped: true } | null): LmRunConfig {
   const single = v.strategy === 'single';
   const steps = race ? plan.cappedSteps : plan.steps;
-  const d = v.strategy === 'single' ? null : defaultsFor(v.strategy, v.compression);
+  const d = v.strategy === 'single' ? null : defaultsFor(v.strategy, v.compression, 'gpt');
   return {
     ...v, gpt: plan.gpt, workers: single ? 1 : WORKERS, batchSize: BATCH, optimizer: { kind: 'adamw', lr: LR, weightDecay: 0.01 }, seed,
     // The single worker takes WORKERS× the steps, so its evaluations fall at the same tokens.

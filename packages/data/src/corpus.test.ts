@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeSafetensors } from '@tabfleet/protocol';
-import { decodeTextShard, encodeTextShard, evenlySpaced, fortuneRecords, splitRecords, tokenize } from './corpus';
+import { decodeTextShard, encodeTextShard, evenlySpaced, fortuneRecords, splitRecords, tokenize, tuningSplit } from './corpus';
 import { loadFortunes } from './node';
 import { textWindows } from './text';
 import { bytesTokenizer, loadTokenizer } from './tokenizers';
@@ -19,6 +19,17 @@ test('the split is by record, stable, disjoint and about 5% validation', () => {
   assert.deepEqual(new Set(b.validation.split('\n\n')), new Set(a.validation.split('\n\n')), 'the same records, whatever their order');
   const train = new Set(a.train.split('\n\n'));
   assert.ok(a.validation.split('\n\n').every((r) => !train.has(r)));
+});
+
+test('the tuning split: about 5% of the records, disjoint from training, and never a validation record', () => {
+  const records = Array.from({ length: 4000 }, (_, i) => `record number ${i}, with some words`);
+  const { validation } = splitRecords(records), t = tuningSplit(records);
+  const split = (text: string) => new Set(text.split('\n\n'));
+  const held = split(validation), tuning = split(t.validation), train = split(t.train);
+  assert.ok(Math.abs(t.records.validation / 4000 - 0.05) < 0.015, `${t.records.validation} of 4000`);
+  assert.equal(t.records.train + t.records.validation + held.size, 4000, 'every record once: training, tuning or validation');
+  assert.ok([...tuning].every((r) => !held.has(r) && !train.has(r)));
+  assert.ok([...train].every((r) => !held.has(r)));
 });
 
 test('text shards: windows round-trip through safetensors; ids outside the vocabulary and other tensors are refused', () => {

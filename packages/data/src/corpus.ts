@@ -37,6 +37,15 @@ export function splitRecords(records: string[], fraction = VALIDATION_FRACTION):
   return { train: train.join('\n\n'), validation: validation.join('\n\n'), records: { train: train.length, validation: validation.length } };
 }
 
+/**
+ * For tuning: the training records split again, the ones whose hash falls in the `fraction` just
+ * below validation's held out. Settings picked on this split never saw the validation split that a
+ * benchmark reports. `validation` here is the tuning split.
+ */
+export function tuningSplit(records: string[], fraction = VALIDATION_FRACTION): CorpusSplit {
+  return splitRecords(records.filter((r) => fnv1a(r) / 2 ** 32 < 1 - fraction), 2 * fraction);
+}
+
 export interface TokenizedSplit {
   ids: Int32Array;
   /** UTF-8 bytes of the text the ids encode: bits per byte = loss / ln 2 × tokens / bytes. */

@@ -24,6 +24,9 @@ test('a job spec gets its defaults filled in', () => {
   assert.deepEqual([d.sparsity, d.hyperparameters.outerLr, d.hyperparameters.outerMomentum], [0.99, 1, 0.5]);
   const given = jobSpecSchema.parse({ ...base, strategy: 'diloco', compression: 'dgc', sparsity: 0.9, hyperparameters: { lr: 0.1, batchSize: 64, outerLr: 0.3, outerMomentum: 0 } });
   assert.deepEqual([given.sparsity, given.hyperparameters.outerLr, given.hyperparameters.outerMomentum], [0.9, 0.3, 0]);
+  // A GPT's dense DiLoCo averages its deltas with no outer momentum (bench/results/lm-tuning.json).
+  const gpt = jobSpecSchema.parse({ ...base, preset: 'gpt', gpt: { layers: 2, heads: 2, width: 64, context: 32 }, dataset: 'text-corpus', strategy: 'diloco' });
+  assert.deepEqual([gpt.hyperparameters.outerLr, gpt.hyperparameters.outerMomentum], [1, 0]);
 });
 
 test('a job that names no pacing is auto where the server has it: paced in Moshpit groups, fixed in a ddp job whose batch does not split', () => {

@@ -1,0 +1,85 @@
+// `npm run bench -- lm-tune`: chooses a GPT job's DiLoCo outer step (lr and momentum, dense and with
+// DGC) on a tuning split, never on the validation split that `npm run bench -- lm` reports. The
+// tuning split is the training records whose hash falls just below validation's (corpus.ts
+// tuningSplit); each candidate trains 4 workers on the rest at the lm benchmark's model, batch, inner
+// optimizer and tokens (seed 1) and is scored by its loss on the whole tuning split at the end; the
+// lowest is chosen. Writes bench/results/lm-tuning.json; protocol's defaultsFor gives GPT jobs the
+// chosen settings, and the lm benchmark runs with those defaults.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { bytesTokenizer, encodeTextShard, textWindows, tokenize, type Dataset } from '@tabfleet/data';
+import { loadFortunes } from '@tabfleet/data/node';
+import { browserSession, openPage, repoRoot } from '@tabfleet/headless';
+import { DISTRIBUTED, lmConfig, lmVariantName, planOf } from './lm-config';
+import { machineInfo } from './machine';
+import type { BenchOptions } from './run';
+
+interface Outer {
+  outerLr: number;
+  outerMomentum: number;
+}
+
+/**
+ * The DiLoCo paper's outer Nesterov step (lr 0.7, momentum 0.9: 500 inner steps from a pretrained
+ * model), the one the Fashion-MNIST tuning chose for DGC deltas (1, 0.5), and no outer momentum
+ * (lr 1: plain averaging of the deltas, like LocalSGD; 1.3: a step past it).
+ */
+const CANDIDATES: Outer[] = [
+  { outerLr: 0.7, outerMomentum: 0.9 },
+  { outerLr: 1, outerMomentum: 0.5 },
+  { outerLr: 1, outerMomentum: 0 },
+  { outerLr: 1.3, outerMomentum: 0 },
+];
+
+const allOf = (ds: Dataset) => Int32Array.from({ length: ds.count }, (_, i) => i);
+
+export async function run(opts: BenchOptions): Promise<void> {
+  const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'lm-tuning.quick.json' : 'lm-tuning.json');
+  const plan = planOf(opts.quick);
+  const variants = DISTRIBUTED.filter((v) => v.strategy === 'diloco');
+  console.log(`[lm-tune] ${opts.quick ? 'quick mode, ' : ''}${variants.length} variants × ${CANDIDATES.length} outer steps; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  const t0 = Date.now();
+  const split = await loadFortunes(undefined, { tuning: true });
+  const windows = (text: string) => textWindows(tokenize(text, bytesTokenizer).ids, plan.gpt.context, bytesTokenizer.vocabSize);
+  const train = windows(split.train), tuning = windows(split.validation);
+  const shards = { train: encodeTextShard(train, allOf(train)), tuning: encodeTextShard(tuning, allOf(tuning)) };
+  const out: { variant: string; candidates: (Outer & { tuningLoss: number; evals: number[] })[]; chosen: Outer; chosenTuningLoss: number }[] = [];
+  const session = await browserSession();
+  try {
+    const tab = await openPage(session.browser, `${session.baseUrl}/e2e/pages/distributed.html`, { log: (l) => /rror/.test(l) && console.log(l) });
+    const urls = { train: `${session.baseUrl}/bench-lm-tune/train.safetensors`, validation: `${session.baseUrl}/bench-lm-tune/tuning.safetensors` };
+    await tab.page.route(`${session.baseUrl}/bench-lm-tune/**`, (route) => route.fulfill({ body: Buffer.from(route.request().url() === urls.train ? shards.train : shards.tuning), contentType: 'application/octet-stream' }));
+    for (const v of variants) {
+      const tried: (typeof out)[number]['candidates'] = [];
+      for (const outer of CANDIDATES) {
+        // The closing pass reads the whole tuning split, whatever the plan's finalWindows.
+        const cfg = { ...lmConfig(plan, v, 1, null), ...outer, finalWindows: undefined };
+        const r = await tab.page.evaluate(([c, u]) => window.tabfleetDistributed.runLm(c, u), [cfg, urls] as const);
+        if (r.finalLoss === null || !Number.isFinite(r.finalLoss)) throw new Error(`${lmVariantName(v)} ${JSON.stringify(outer)}: no final loss`);
+        tried.push({ ...outer, tuningLoss: r.finalLoss, evals: r.evals.map((e) => e.loss) });
+        console.log(`[lm-tune] ${lmVariantName(v)} outer lr ${outer.outerLr}, momentum ${outer.outerMomentum}: tuning loss ${r.finalLoss.toFixed(4)} (${(r.wallMs / 1000).toFixed(0)} s)`);
+      }
+      const best = tried.reduce((a, b) => (b.tuningLoss < a.tuningLoss ? b : a));
+      out.push({ variant: lmVariantName(v), candidates: tried, chosen: { outerLr: best.outerLr, outerMomentum: best.outerMomentum }, chosenTuningLoss: best.tuningLoss });
+    }
+    if (tab.errors.length) throw new Error(`page errors: ${tab.errors.join('\n')}`);
+    await tab.close();
+  } finally {
+    await session.close();
+  }
+  const report = {
+    benchmark: 'lm-tuning', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0, machine: machineInfo(),
+    gpt: plan.gpt, stepsPerWorker: plan.steps, seed: 1,
+    split: { records: split.records, trainWindows: train.count, tuningWindows: tuning.count },
+    definitions: {
+      tuning: 'the training records whose hash falls in the 5% just below the validation records\' (packages/data corpus.ts tuningSplit); training reads the rest, and the validation split is not read',
+      tuningLoss: 'mean cross-entropy (nats per byte token) on every tuning window at the end of the run',
+      chosen: 'the candidate with the lowest tuningLoss',
+    },
+    variants: out,
+  };
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(report, null, 2) + '\n');
+  console.log(`[lm-tune] chosen: ${out.map((o) => `${o.variant} ${JSON.stringify(o.chosen)}`).join('; ')}; wrote ${file} in ${((Date.now() - t0) / 60_000).toFixed(1)} min`);
+}
