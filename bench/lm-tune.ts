@@ -71,7 +71,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const report = {
     benchmark: 'lm-tuning', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0, machine: machineInfo(),
     gpt: plan.gpt, stepsPerWorker: plan.steps, seed: 1,
-    split: { records: split.records, trainWindows: train.count, tuningWindows: tuning.count },
+    split: { records: { train: split.records.train, tuning: split.records.validation }, trainWindows: train.count, tuningWindows: tuning.count },
     definitions: {
       tuning: 'the training records whose hash falls in the 5% just below the validation records\' (packages/data corpus.ts tuningSplit); training reads the rest, and the validation split is not read',
       tuningLoss: 'mean cross-entropy (nats per byte token) on every tuning window at the end of the run',
