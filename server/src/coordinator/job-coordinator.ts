@@ -802,7 +802,8 @@ export class JobCoordinator {
     if (ready + training < this.job.spec.minWorkers) return;
     if (training > 0) {
       if (ready > 0 && !this.cancelBarrier) {
-        this.cancelBarrier = this.deps.clock.after(this.pace.bound('work', this.deps.timing.barrierTimeoutMs), () => this.barrierExpired());
+        const boundMs = this.pace.bound('work', this.deps.timing.barrierTimeoutMs);
+        this.cancelBarrier = this.deps.clock.after(boundMs, () => this.barrierExpired(boundMs));
       }
       return;
     }
@@ -868,7 +869,7 @@ export class JobCoordinator {
    * it (it stays a member, and reloads when it reports), unless it has been silent past the configured
    * barrier timeout, when it is evicted.
    */
-  private barrierExpired(): void {
+  private barrierExpired(boundMs: number): void {
     this.cancelBarrier = null;
     const now = this.deps.clock.now();
     for (const m of [...this.members.values()]) {
@@ -878,7 +879,7 @@ export class JobCoordinator {
       } else if (m.leftOutSince === null) {
         this.setLeftOut(m, now);
         this.deps.count('members_left_out');
-        this.deps.log(`job ${this.job.id}: ${m.volunteerId} is left out of sync ${this.job.seq + 1}: not ready ${Math.round(now - m.workSince)} ms after it was handed work`);
+        this.deps.log(`job ${this.job.id}: ${m.volunteerId} is left out of sync ${this.job.seq + 1}: not ready ${Math.round(now - m.workSince)} ms after it was handed work, ${boundMs} ms after the first member was`);
       }
     }
     this.tryBegin();
