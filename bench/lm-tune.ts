@@ -54,7 +54,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       const tried: (typeof out)[number]['candidates'] = [];
       for (const outer of CANDIDATES) {
         // The closing pass reads the whole tuning split, whatever the plan's finalWindows.
-        const cfg = { ...lmConfig(plan, v, 1, null), ...outer, finalWindows: undefined };
+        const cfg = { ...lmConfig(plan, v, 1, false), ...outer, finalWindows: undefined };
         const r = await tab.page.evaluate(([c, u]) => window.tabfleetDistributed.runLm(c, u), [cfg, urls] as const);
         if (r.finalLoss === null || !Number.isFinite(r.finalLoss)) throw new Error(`${lmVariantName(v)} ${JSON.stringify(outer)}: no final loss`);
         tried.push({ ...outer, tuningLoss: r.finalLoss, evals: r.evals.map((e) => e.loss) });

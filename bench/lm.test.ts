@@ -37,17 +37,22 @@ test('npm run bench -- lm --quick writes a complete lm JSON', { timeout: 10 * 60
   // The target is the worst variant's best loss plus the margin, so every variant reached it once.
   const best = variants.slice(1).map((v) => Math.min(...r.results.equalTokens.find((y: any) => `${y.config.strategy}/${y.config.compression}` === v).evals.map((e: any) => e.loss)));
   assert.ok(Math.abs(r.target - Math.max(...best) * 1.01) < 1e-9, `target ${r.target} from ${best}`);
-  for (const x of r.results.race) {
-    assert.equal(x.config.stopAtLoss, r.target);
+  for (const x of r.results.equalTokens.filter((y: any) => y.config.strategy !== 'single')) {
+    // The distributed runs exchange over the capped links; their time to the target is read off their evaluations.
     assert.deepEqual(x.config.link, r.cappedLink);
     // Modeled time counts one worker's compute per sync, the page all four: never more than the page.
     assert.ok(x.modeledMs > 0 && x.modeledMs <= x.wallMs, `${x.config.strategy}/${x.config.compression}: modeled ${x.modeledMs} vs page ${x.wallMs}`);
-    if (x.msToTarget) assert.ok(x.evals.some((e: any) => e.loss <= r.target && e.modeledMs === x.msToTarget.modeledMs));
   }
   const cell = (v: string) => r.cells.find((c: any) => c.variant === v);
   const s = r.summary;
   assert.equal(s.val_loss_gap_vs_single, cell('diloco/dgc').equalTokens.gapVsSingle.median);
-  assert.equal(s.diloco_dgc_speedup_capped, cell('ddp/none').race.modeledMsToTarget.median / cell('diloco/dgc').race.modeledMsToTarget.median);
+  // Time to the target: the first evaluation at or below it, else the whole run.
+  const toTarget = (v: string) => r.results.equalTokens.filter((y: any) => `${y.config.strategy}/${y.config.compression}` === v)
+    .map((y: any) => y.evals.find((e: any) => e.loss <= r.target)?.modeledMs ?? y.modeledMs)[0];
+  assert.equal(cell('ddp/none').toTarget.modeledMs.median, toTarget('ddp/none'));
+  assert.equal(s.diloco_dgc_speedup_capped, cell('ddp/none').toTarget.modeledMs.median / cell('diloco/dgc').toTarget.modeledMs.median);
+  // DDP sends the whole model every step: on the capped links it takes longer to the target than DiLoCo + DGC.
+  assert.ok(s.diloco_dgc_speedup_capped > 1, `speedup ${s.diloco_dgc_speedup_capped}`);
   // DGC sends a small fraction of dense DiLoCo's bytes.
   assert.ok(cell('diloco/dgc').equalTokens.bytesPerWorker.median < cell('diloco/none').equalTokens.bytesPerWorker.median / 2);
 });
