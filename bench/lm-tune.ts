@@ -8,9 +8,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import { bytesTokenizer, encodeTextShard, textWindows, tokenize, type Dataset } from '@tabfleet/data';
-import { loadFortunes } from '@tabfleet/data/node';
-import { browserSession, openPage, repoRoot } from '@tabfleet/headless';
+import { browserSession, repoRoot } from '@tabfleet/headless';
+import { lmShards, openLmPage } from './lm-corpus';
 import { DISTRIBUTED, lmConfig, lmVariantName, planOf } from './lm-config';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
@@ -32,24 +31,17 @@ const CANDIDATES: Outer[] = [
   { outerLr: 1.3, outerMomentum: 0 },
 ];
 
-const allOf = (ds: Dataset) => Int32Array.from({ length: ds.count }, (_, i) => i);
-
 export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'lm-tuning.quick.json' : 'lm-tuning.json');
   const plan = planOf(opts.quick);
   const variants = DISTRIBUTED.filter((v) => v.strategy === 'diloco');
   console.log(`[lm-tune] ${opts.quick ? 'quick mode, ' : ''}${variants.length} variants × ${CANDIDATES.length} outer steps; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   const t0 = Date.now();
-  const split = await loadFortunes(undefined, { tuning: true });
-  const windows = (text: string) => textWindows(tokenize(text, bytesTokenizer).ids, plan.gpt.context, bytesTokenizer.vocabSize);
-  const train = windows(split.train), tuning = windows(split.validation);
-  const shards = { train: encodeTextShard(train, allOf(train)), tuning: encodeTextShard(tuning, allOf(tuning)) };
+  const shards = await lmShards(plan.gpt.context, { tuning: true });
   const out: { variant: string; candidates: (Outer & { tuningLoss: number; evals: number[] })[]; chosen: Outer; chosenTuningLoss: number }[] = [];
   const session = await browserSession();
   try {
-    const tab = await openPage(session.browser, `${session.baseUrl}/e2e/pages/distributed.html`, { log: (l) => /rror/.test(l) && console.log(l) });
-    const urls = { train: `${session.baseUrl}/bench-lm-tune/train.safetensors`, validation: `${session.baseUrl}/bench-lm-tune/tuning.safetensors` };
-    await tab.page.route(`${session.baseUrl}/bench-lm-tune/**`, (route) => route.fulfill({ body: Buffer.from(route.request().url() === urls.train ? shards.train : shards.tuning), contentType: 'application/octet-stream' }));
+    const { tab, urls } = await openLmPage(session.browser, session.baseUrl, shards, (l) => /rror/.test(l) && console.log(l));
     for (const v of variants) {
       const tried: (typeof out)[number]['candidates'] = [];
       for (const outer of CANDIDATES) {
@@ -71,7 +63,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const report = {
     benchmark: 'lm-tuning', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0, machine: machineInfo(),
     gpt: plan.gpt, stepsPerWorker: plan.steps, seed: 1,
-    split: { records: { train: split.records.train, tuning: split.records.validation }, trainWindows: train.count, tuningWindows: tuning.count },
+    split: { records: { train: shards.facts.records.train, tuning: shards.facts.records.validation }, trainWindows: shards.facts.trainWindows, tuningWindows: shards.facts.heldOutWindows },
     definitions: {
       tuning: 'the training records whose hash falls in the 5% just below the validation records\' (packages/data corpus.ts tuningSplit); training reads the rest, and the validation split is not read',
       tuningLoss: 'mean cross-entropy (nats per byte token) on every tuning window at the end of the run',

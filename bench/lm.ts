@@ -17,32 +17,15 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
-import { bytesTokenizer, encodeTextShard, textWindows, tokenize, type Dataset } from '@tabfleet/data';
-import { loadFortunes } from '@tabfleet/data/node';
 import type { LmRunConfig, LmRunResult } from '@tabfleet/distributed';
-import { browserSession, openPage, repoRoot } from '@tabfleet/headless';
+import { browserSession, repoRoot } from '@tabfleet/headless';
+import { lmShards, openLmPage } from './lm-corpus';
 import { CAPPED, DISTRIBUTED, SINGLE, TARGET_MARGIN, WORKERS, lmConfig, lmVariantName, planOf, type LmVariant } from './lm-config';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
 import { median, spread } from './stats';
 
 type Result = Omit<LmRunResult, 'config'> & { config: LmRunConfig };
-
-const allOf = (ds: Dataset) => Int32Array.from({ length: ds.count }, (_, i) => i);
-
-/** The fortunes corpus as byte-token windows at `context`: training and validation shards. */
-async function corpusShards(context: number) {
-  const split = await loadFortunes();
-  const windows = (text: string) => {
-    const t = tokenize(text, bytesTokenizer);
-    return { windows: textWindows(t.ids, context, bytesTokenizer.vocabSize), bytes: t.bytes };
-  };
-  const train = windows(split.train), validation = windows(split.validation);
-  return {
-    train: encodeTextShard(train.windows, allOf(train.windows)), validation: encodeTextShard(validation.windows, allOf(validation.windows)),
-    facts: { corpus: 'fortunes (Debian package), byte tokens', records: split.records, trainWindows: train.windows.count, validationWindows: validation.windows.count, trainBytes: train.bytes, validationBytes: validation.bytes },
-  };
-}
 
 /** (4-worker final loss − single-worker final loss) ÷ single, per seed. */
 function gapsOf(equal: Result[], v: LmVariant): number[] {
@@ -57,15 +40,13 @@ export async function run(opts: BenchOptions): Promise<void> {
   const plan = planOf(opts.quick);
   console.log(`[lm] ${opts.quick ? 'quick mode, ' : ''}GPT ${JSON.stringify(plan.gpt)}, ${plan.seeds.length} seed(s); load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   const t0 = Date.now();
-  const shards = await corpusShards(plan.gpt.context);
+  const shards = await lmShards(plan.gpt.context);
+  const { heldOutWindows: validationWindows, heldOutBytes: validationBytes, ...corpusFacts } = shards.facts;
   const session = await browserSession();
   const equal: Result[] = [];
   let adapter = '', target = Number.NaN;
   try {
-    const tab = await openPage(session.browser, `${session.baseUrl}/e2e/pages/distributed.html`, { log: (l) => /loss|rror/.test(l) && console.log(l) });
-    // The page fetches the windows from these URLs; the bench answers them from memory.
-    const urls = { train: `${session.baseUrl}/bench-lm/train.safetensors`, validation: `${session.baseUrl}/bench-lm/validation.safetensors` };
-    await tab.page.route(`${session.baseUrl}/bench-lm/**`, (route) => route.fulfill({ body: Buffer.from(route.request().url() === urls.train ? shards.train : shards.validation), contentType: 'application/octet-stream' }));
+    const { tab, urls } = await openLmPage(session.browser, session.baseUrl, shards, (l) => /loss|rror/.test(l) && console.log(l));
     const runOne = async (cfg: LmRunConfig): Promise<Result> => {
       const { adapter: a, ...r } = await tab.page.evaluate(([c, u]) => window.tabfleetDistributed.runLm(c, u), [cfg, urls] as const);
       adapter = a;
@@ -102,7 +83,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const [ddp, diloco, dilocoDgc] = DISTRIBUTED;
   const report = {
     benchmark: 'lm', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0,
-    machine: machineInfo(), adapter, browser: session.browser.version(), corpus: shards.facts, gpt: plan.gpt, parameters: equal[0]?.parameters, workers: WORKERS,
+    machine: machineInfo(), adapter, browser: session.browser.version(), corpus: { ...corpusFacts, validationWindows, validationBytes }, gpt: plan.gpt, parameters: equal[0]?.parameters, workers: WORKERS,
     cappedLink: CAPPED, target, targetRule: `the highest of the distributed variants' best validation losses in the equal-tokens runs (median over seeds) × ${1 + TARGET_MARGIN}`,
     definitions: {
       finalLoss: `mean cross-entropy (nats per byte token) on ${plan.finalWindows ? `the first ${plan.finalWindows}` : 'every'} validation window at the end of the run`,
