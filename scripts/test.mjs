@@ -39,21 +39,55 @@ console.log(`[test] running ${files.length} test files`);
 // at RUN_LIMIT_MS, so a hang is a red run with a message rather than a CI timeout.
 const TEST_TIMEOUT_MS = 15 * 60_000;
 const RUN_LIMIT_MS = Number(process.env.TABFLEET_TEST_RUN_LIMIT_MS ?? 75 * 60_000);
-const runner = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', ...files], {
-  cwd: root,
-  stdio: 'inherit',
-  env: { ...process.env, TABFLEET_BROWSER_WS: browser.wsEndpoint() },
-  // Its own process group, so the watchdog can stop the per-file test processes with it.
-  detached: true,
-});
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.kill(-runner.pid, sig));
+// Two runners side by side, one file at a time each: the end-to-end tests and benchmarks (the shared
+// browser, the Chromium pages, bench children: most of the suite's time) and the Node-only unit and
+// server tests beside them, which would otherwise add their minutes at the end. The second's output is
+// held and printed as one block when it ends, so neither TAP stream is cut into the other.
+const inBrowserGroup = (f) => f.startsWith('e2e/') || f.startsWith('bench/');
+const groups = [
+  { name: 'e2e and bench', files: files.filter(inBrowserGroup), streamed: true },
+  { name: 'packages, server, apps, scripts', files: files.filter((f) => !inBrowserGroup(f)), streamed: false },
+].filter((g) => g.files.length);
+
+function startRunner(group) {
+  const runner = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', ...group.files], {
+    cwd: root,
+    stdio: ['ignore', group.streamed ? 'inherit' : 'pipe', group.streamed ? 'inherit' : 'pipe'],
+    env: { ...process.env, TABFLEET_BROWSER_WS: browser.wsEndpoint() },
+    // Its own process group, so the watchdog can stop the per-file test processes with it.
+    detached: true,
+  });
+  const held = [];
+  if (!group.streamed) for (const stream of [runner.stdout, runner.stderr]) stream.on('data', (chunk) => held.push(chunk));
+  const printHeld = () => {
+    if (group.streamed || !held.length) return;
+    process.stdout.write(`\n[test] ---- ${group.name} (${group.files.length} files) ----\n`);
+    process.stdout.write(Buffer.concat(held.splice(0)));
+    process.stdout.write(`[test] ---- end of ${group.name} ----\n`);
+  };
+  const started = Date.now();
+  const done = new Promise((resolve) => runner.on('exit', (c, signal) => {
+    printHeld();
+    const code = c ?? (signal ? 1 : 0);
+    console.log(`[test] ${group.name}: ${group.files.length} test files in ${((Date.now() - started) / 60_000).toFixed(1)} min, exit code ${code}`);
+    resolve(code);
+  }));
+  return { runner, done, printHeld };
+}
+
+const runners = groups.map(startRunner);
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => runners.forEach((r) => process.kill(-r.runner.pid, sig)));
 const watchdog = setTimeout(() => {
   console.error(`[test] the run passed ${RUN_LIMIT_MS / 60_000} minutes: stopping it (a test or hook is hanging)`);
-  process.kill(-runner.pid, 'SIGKILL');
+  for (const r of runners) {
+    r.printHeld();
+    process.kill(-r.runner.pid, 'SIGKILL');
+  }
 }, RUN_LIMIT_MS);
 const started = Date.now();
-const code = await new Promise((resolve) => runner.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+const codes = await Promise.all(runners.map((r) => r.done));
 clearTimeout(watchdog);
+const code = codes.find((c) => c !== 0) ?? 0;
 console.log(`[test] ${files.length} test files in ${((Date.now() - started) / 60_000).toFixed(1)} min, exit code ${code}`);
 await browser.close();
 process.exit(code);
