@@ -62,7 +62,9 @@ async function gptWorkload(backend: Backend, quick: boolean): Promise<Workload> 
   const testCount = Math.min(test.count, quick ? 256 : 2048);
   const batch = 4, H = quick ? 4 : 8, evalWindows = quick ? 128 : 512, finalValidation = quick ? evalWindows : Infinity;
   return {
-    name: 'gpt', metric: 'loss', batch, H, stepsPerWorker: quick ? 12 : 64, evaluations: quick ? 2 : 8, validationCount: evalWindows, target: null,
+    // 128 steps a worker: a paced sync may now run MAX_STEPS_FACTOR × H = 64 steps of the fastest
+    // member, a worker's whole run at the 64 this ran before (8–12 paced syncs, under a tenth and 4H).
+    name: 'gpt', metric: 'loss', batch, H, stepsPerWorker: quick ? 12 : 128, evaluations: quick ? 2 : 8, validationCount: evalWindows, target: null,
     setup: {
       model: { kind: 'gpt', ...HETEROGENEOUS_GPT }, optimizer: 'AdamW lr 3e-3, weight decay 0.01', corpus: 'fortunes (Debian package), byte tokens',
       validation: 'the last 1,024 training windows', test: `the first ${testCount} windows of the corpus's validation split`,

@@ -19,7 +19,7 @@ import { runSyncs, startWorkers, type SyncReport } from '@tabfleet/distributed';
 import { repoRoot } from '@tabfleet/headless';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { jobSpecSchema } from '@tabfleet/protocol';
-import { MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredSteps } from '@tabfleet/server/testing';
+import { EXCHANGE_BUDGET_FACTOR, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredSteps } from '@tabfleet/server/testing';
 import { loadWorkload, type Workload, type WorkloadName } from './heterogeneous-workloads';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
@@ -196,7 +196,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     adapter: backend.description,
     setup: {
       speeds: SPEEDS, seeds, strategy: 'localsgd', workloads,
-      pacedBudget: 'the server\'s default (pacing.ts roundBudgetMs): max(H steps of the fastest, 9 × the median overhead beyond the planned local work), at most 4H steps of the fastest, snapped to two whole steps of the slowest member that fits twice that; from the medians so far; members stop at the budget (nearest step); the first sync an eighth of H each (paces unknown), the last cut to the samples left (no budget)',
+      pacedBudget: `the server's default (pacing.ts roundBudgetMs): max(H steps of the fastest, ${EXCHANGE_BUDGET_FACTOR} × the median overhead beyond the planned local work), at most ${MAX_STEPS_FACTOR}H steps of the fastest, snapped to two whole steps of the slowest member that fits twice that; from the medians so far; members stop at the budget (nearest step); the first sync an eighth of H each (paces unknown), the last cut to the samples left (no budget)`,
       exchangeModel: 'in-thread exchange time ÷ N (members exchange at once)',
     },
     results,

@@ -112,7 +112,7 @@ export interface Scenario {
   members: number;
   /** Share of members leaving per 10 minutes (each replaced by a joiner). */
   churnPer10Min: number;
-  /** The job's pacing: H steps each, or paced by the server (budget: H steps of the fastest, at least 9 × the exchange). */
+  /** The job's pacing: H steps each, or paced by the server (budget: H steps of the fastest, at least EXCHANGE_BUDGET_FACTOR × the exchange). */
   pacing: 'fixed' | 'paced';
   /** Simulated time. */
   durationMs: number;

@@ -17,11 +17,11 @@ test('paced steps: H steps of the fastest member fill the budget; slower members
   const long = spec({ roundBudgetMs: 10_000 });
   assert.equal(stepsFor(long, 10, roundBudgetMs(long, [10])), MAX_STEPS_FACTOR * 8);
   assert.equal(stepsFor(spec({ pacing: 'fixed' }), 10, 80), 8, 'fixed pacing: always H');
-  // A slow exchange lengthens the default budget, so it stays a tenth of the sync.
-  assert.equal(roundBudgetMs(s, [10, 20], 30), 14 * 20, `${EXCHANGE_BUDGET_FACTOR} × 30 ms, snapped to whole steps of the 20-ms member`);
+  // A slow exchange lengthens the default budget, so it stays a twentieth of the sync.
+  assert.equal(roundBudgetMs(s, [10, 20], 30), 29 * 20, `${EXCHANGE_BUDGET_FACTOR} × 30 ms, snapped to whole steps of the 20-ms member`);
   // ... but no longer than the fastest member's most steps take: past that it would only wait.
   assert.equal(roundBudgetMs(s, [10, 20], 50), MAX_STEPS_FACTOR * 8 * 10);
-  assert.equal(roundBudgetMs(s, [10, 20], 5), 80);
+  assert.equal(roundBudgetMs(s, [10, 20], 3), 80);
 });
 
 test('the default budget holds whole steps of the slowest member that fits twice it (two where they fit), so nobody waits on a half step', () => {
@@ -40,12 +40,12 @@ test('the default budget holds whole steps of the slowest member that fits twice
   // Equal members: H steps each, as before; an H = 1 job is not stretched to two.
   assert.equal(roundBudgetMs(s, [10, 10, 10]), 80);
   assert.equal(roundBudgetMs(spec({ H: 1 }), [10, 15]), 15);
-  // Aiming at the fastest member's most steps (320 ms): two steps of a 161-ms member pass it by 2 ms,
+  // Aiming at the fastest member's most steps (640 ms): two steps of a 321-ms member pass it by 2 ms,
   // which the fast members wait; one step would halve their sync (seen in CI: 15 of 32 steps). Two
-  // steps of a 240-ms member would leave them idle a third of the sync: one step.
+  // steps of a 480-ms member would leave them idle a third of the sync: one step.
   const longest = MAX_STEPS_FACTOR * 8 * 10;
-  assert.equal(roundBudgetMs(s, [10, 161], longest / EXCHANGE_BUDGET_FACTOR), 2 * 161);
-  assert.equal(roundBudgetMs(s, [10, 240], longest / EXCHANGE_BUDGET_FACTOR), 240);
+  assert.equal(roundBudgetMs(s, [10, 321], longest / EXCHANGE_BUDGET_FACTOR), 2 * 321);
+  assert.equal(roundBudgetMs(s, [10, 480], longest / EXCHANGE_BUDGET_FACTOR), 480);
   // A Moshpit job keeps the base: its groups wait for their own slowest, not the job's.
   assert.equal(roundBudgetMs(spec({ groupSize: 4, maxWorkers: 16 }), [10, 20, 80]), 80);
 });
@@ -97,14 +97,15 @@ test('auto: the smallest H whose exchange is at most a tenth of the sync, fp16 w
   const s = spec({ pacing: 'auto' });
   const auto = new AutoSync(s, ['f32', 'f16']);
   assert.deepEqual(auto.choose(10), { H: 8, dtype: 'f32' }, 'nothing measured: the job\'s H');
-  // Exchange 50 ms at fp32, steps of 10 ms: H ≥ 9 × 50 / 10 = 45, beyond the largest candidate (4 × H
-  // = 32); fp16 is predicted at 25 ms: H ≥ 22.5 → 32, which fits: fp16.
+  // Exchange 50 ms at fp32, steps of 10 ms: H ≥ 9 × 50 / 10 = 45 → 64; fp16 is predicted at 25 ms:
+  // H ≥ 22.5 → 32, the smaller: fp16.
   auto.measured('f32', 50);
   assert.deepEqual(auto.choose(10), { H: 32, dtype: 'f16' });
-  // Slower still (fp32 100 ms, fp16 50 ms): nothing fits; the largest H at the faster precision.
+  // Slower still (fp32 200 ms, fp16 100 ms: H ≥ 90, past the largest candidate, MAX_STEPS_FACTOR × H
+  // = 64): nothing fits; the largest H at the faster precision.
   const slow = new AutoSync(s, ['f32', 'f16']);
-  slow.measured('f32', 100);
-  assert.deepEqual(slow.choose(10), { H: 32, dtype: 'f16' });
+  slow.measured('f32', 200);
+  assert.deepEqual(slow.choose(10), { H: MAX_STEPS_FACTOR * 8, dtype: 'f16' });
   // Exchange 20 ms: fp32 needs H ≥ 18 → 32; fp16 (10 ms) H ≥ 9 → 16: fp16 wins.
   const mid = new AutoSync(s, ['f32', 'f16']);
   mid.measured('f32', 20);
