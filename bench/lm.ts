@@ -9,7 +9,7 @@
 //
 // One run answers both: the links set how long a sync takes, never what it computes (the in-memory
 // ring sums in a fixed order), so a run stopped at the target, as this benchmark once ran them, only
-// repeated the first part of these, evaluation for evaluation (lm.json of 11-27 06:00: identical losses).
+// repeated the first part of these, evaluation for evaluation (lm.json at 17c70a0: identical losses).
 // Time is counted on two clocks (packages/distributed/src/lm-convergence.ts): this page's wall time,
 // where the 4 workers' compute adds up on one device, and the modeled time of 4 volunteers with a GPU
 // each (slowest worker's compute + the real exchange on the capped links per sync). The speedup
