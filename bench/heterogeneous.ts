@@ -8,7 +8,7 @@
 // hold-out; the final figure is on the test set. Paced rounds run as the server and runtime run them:
 // the server's default budget (pacing.ts roundBudgetMs), each member given the steps that fit it (at
 // most the server's MAX_STEPS_FACTOR × H) and stopping at the budget; the first sync, before any pace
-// is known, of an eighth of H (unmeasuredSteps); the last syncs cut to the samples left, as the server
+// is known, time-boxed (unmeasuredWork); the last syncs cut to the samples left, as the server
 // cuts a job's to its target, so paced runs train on the samples the others do.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -19,7 +19,7 @@ import { runSyncs, startWorkers, type SyncReport } from '@tabfleet/distributed';
 import { repoRoot } from '@tabfleet/headless';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { jobSpecSchema } from '@tabfleet/protocol';
-import { EXCHANGE_BUDGET_FACTOR, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredSteps } from '@tabfleet/server/testing';
+import { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '@tabfleet/server/testing';
 import { loadWorkload, type Workload, type WorkloadName } from './heterogeneous-workloads';
 import { machineInfo } from './machine';
 import type { BenchOptions } from './run';
@@ -76,12 +76,14 @@ async function runOne(w: Workload, variant: Variant, seed: number, log: (s: stri
   const pacedJob = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: w.H, pacing: 'paced', trust: 'trusted', hyperparameters: { lr: 0.05, batchSize: w.batch }, targetSteps: 1 });
   let budgetMs = Infinity;
   const totalSamples = w.stepsPerWorker * SPEEDS.length * w.batch;
-  // As the server paces it: few steps until paces are known, the last syncs cut to the samples left.
-  const pace = variant === 'hetero-paced'
-    ? { get budgetMs() { return budgetMs; }, maxSteps: MAX_STEPS_FACTOR * w.H, firstSteps: unmeasuredSteps(pacedJob), get stepsLeft() { return Math.ceil((totalSamples - samples) / (SPEEDS.length * w.batch)); } }
-    : undefined;
   const evalEvery = totalSamples / w.evaluations;
   let samples = 0, modeledMs = 0, busyMs = 0, nextEval = evalEvery, lastOverheadMs = 0;
+  // As the server paces it: a time box until paces are known, the last syncs cut to the samples left.
+  const stepsLeft = () => Math.ceil((totalSamples - samples) / (SPEEDS.length * w.batch));
+  const first = unmeasuredWork(pacedJob, stepsLeft());
+  const pace = variant === 'hetero-paced'
+    ? { get budgetMs() { return budgetMs; }, maxSteps: MAX_STEPS_FACTOR * w.H, firstSteps: first.steps, firstBudgetMs: first.budgetMs, get stepsLeft() { return stepsLeft(); } }
+    : undefined;
   const evals: Evaluation[] = [];
   const roundTimes: RunResult['roundTimes'] = [];
   // For the budget, as the server keeps them (pacing.ts): what each sync took beyond its planned
@@ -196,7 +198,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     adapter: backend.description,
     setup: {
       speeds: SPEEDS, seeds, strategy: 'localsgd', workloads,
-      pacedBudget: `the server's default (pacing.ts roundBudgetMs): max(H steps of the fastest, ${EXCHANGE_BUDGET_FACTOR} × the median overhead beyond the planned local work), at most ${MAX_STEPS_FACTOR}H steps of the fastest, snapped to two whole steps of the slowest member that fits twice that; from the medians so far; members stop at the budget (nearest step); the first sync an eighth of H each (paces unknown), the last cut to the samples left (no budget)`,
+      pacedBudget: `the server's default (pacing.ts roundBudgetMs): max(H steps of the fastest, ${EXCHANGE_BUDGET_FACTOR} × the median overhead beyond the planned local work), at most ${MAX_STEPS_FACTOR}H steps of the fastest, snapped to two whole steps of the slowest member that fits twice that; from the medians so far; members stop at the budget (nearest step); the first sync ${FIRST_WORK_MS} ms of steps each (paces unknown; at most ${MAX_STEPS_FACTOR}H), the last cut to the samples left (no budget)`,
       exchangeModel: 'in-thread exchange time ÷ N (members exchange at once)',
     },
     results,

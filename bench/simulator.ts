@@ -1,7 +1,7 @@
 // The discrete-event simulator of one job's round clock. It drives the real JobCoordinator
 // (server/src/coordinator, with its SQLite store) through its injected clock; only the volunteers are
 // simulated: each step's compute time is drawn from a lognormal around a measured median (or from
-// measured work times), model loads and ring allreduces take the time a link model gives them
+// measured work times; a paced member stops at its budget as the runtime does), model loads and ring allreduces take the time a link model gives them
 // (bandwidth, latency, frames pipelined around the ring), and volunteers leave as a Poisson process
 // (each departure replaced by a joiner). Simulated time runs as fast as the coordinator handles its
 // events. A scenario with `groupSize` is a Moshpit job: the coordinator splits each sync into groups
@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { capabilitiesSchema, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { capabilitiesSchema, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, pacedStepCeiling, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
 import { checkpointOf, initialParams, JobCoordinator, SIM_CAPABILITIES, SqliteStore, type Clock, type CoordinatorDeps, type JobRecord } from '@tabfleet/server/testing';
 import { distribution } from './stats';
 
@@ -251,17 +251,23 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       return undefined; // stale or refused: what a real volunteer would log and get past
     }
   };
-  const work = (m: Sim, steps: number) => {
-    let ms = 0;
+  // A member's local work: `steps` steps, or with `budgetMs` (paced) steps while half of one more
+  // still fits the budget at its median pace, at most pacedStepCeiling of them (engine trainWithin).
+  const work = (m: Sim, steps: number, budgetMs?: number) => {
+    let ms = 0, took = 0;
     if (s.workMs?.length) ms = s.workMs[Math.floor(random() * s.workMs.length)];
-    else for (let i = 0; i < steps; i++) ms += lognormal(m.stepMs);
+    else if (budgetMs === undefined) for (let i = 0; i < steps; i++) ms += lognormal(m.stepMs);
+    else while (took < pacedStepCeiling(steps) && (took === 0 || ms + m.stepMs / 2 <= budgetMs)) {
+      ms += lognormal(m.stepMs);
+      took++;
+    }
     m.workingSince = clock.now();
     m.cancelWork = clock.after(ms, () => {
       m.cancelWork = null;
       m.workingSince = null;
       m.computeMs += ms;
       m.lastWorkMs = ms;
-      handle(m.id, 'round:ready', { jobId: job.id, seq: m.seq + 1, step: 0 });
+      handle(m.id, 'round:ready', { jobId: job.id, seq: m.seq + 1, step: 0, ...(took ? { steps: took } : {}) });
     });
   };
   // Each round's (each group's) members, evaluators and uploader, who answer after its commit as a volunteer does.
@@ -333,7 +339,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
           m.seq = x.seq;
           m.x = consensus.loaded(x.seq, m.x);
           m.loaded = true;
-          work(m, Number(ack.steps ?? spec.H));
+          work(m, Number(ack.steps ?? spec.H), ack.budgetMs as number | undefined);
         }
       });
     } else if (event === 'round:begin') {
@@ -347,7 +353,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       if (m.lastCommitAt !== null) gaps.push(clock.now() - m.lastCommitAt);
       m.lastCommitAt = clock.now();
       m.seq = x.seq;
-      work(m, Number(x.steps?.[m.id] ?? spec.H));
+      work(m, Number(x.steps?.[m.id] ?? spec.H), x.budgetMs);
     } else if (event === 'checkpoint:request') {
       handle(m.id, 'checkpoint:upload', { jobId: job.id, seq: x.seq, step: 0, data: checkpoint });
     } else if (event === 'job:end') {

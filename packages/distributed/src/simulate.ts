@@ -63,7 +63,7 @@ export interface Grouping {
  * Paced rounds (LocalSGD, DiLoCo), as the server and runtime run them: a sync's local work lasts
  * about `budgetMs` on every member. Member i is given max(1, min(maxSteps, ⌊budgetMs / its ms per
  * step⌋)) steps, its pace measured on its earlier syncs (the first sync: `firstSteps` each, default H,
- * to measure), and trains while at least half a step still fits the budget, at most protocol's
+ * for `firstBudgetMs` where given, to measure), and trains while at least half a step still fits the budget, at most protocol's
  * `pacedStepCeiling` of them; the mean weighs each delta by the samples it took. A non-finite budget:
  * the given steps, exactly.
  */
@@ -71,11 +71,13 @@ export interface Pacing {
   budgetMs: number;
   maxSteps?: number;
   firstSteps?: number;
+  /** The first sync's time box, as the server's unmeasuredWork gives it (none: `firstSteps` exactly). */
+  firstBudgetMs?: number;
   /**
    * The run's mean steps per member still to go (read each sync). As the server cuts a job's last
    * syncs to its target: where a member's ceiling could pass it, members get no budget (each does
-   * exactly its steps), scaled to this mean where theirs would pass it (protocol's cutSteps), so the
-   * run ends on its samples, not past them.
+   * exactly its steps), scaled to this mean where it is at most twice theirs (protocol's cutSteps),
+   * so the run ends on its samples, not past them.
    */
   stepsLeft?: number;
 }
@@ -141,12 +143,17 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     const left = opts.pace?.stepsLeft;
     const cut = left !== undefined && pacedStepCeiling(Math.max(...given)) >= left;
     if (cut) given = cutSteps(given, left);
-    // Time-budgeted once a member's pace is known: the given steps become a ceiling (paced ddp's micro-batches make one batch: exactly those).
-    const budgetMs = opts.pace && Number.isFinite(opts.pace.budgetMs) && !cut ? opts.pace.budgetMs : undefined;
-    const budgeted = (i: number) => budgetMs !== undefined && msPerStep.has(ids[i]) && workers[i].strategy.name !== 'ddp';
+    // Time-budgeted once a member's pace is known, or by the first sync's time box before: the given
+    // steps become a ceiling (paced ddp's micro-batches make one batch: exactly those).
+    const budgetOf = (i: number): number | undefined => {
+      if (!opts.pace || cut || workers[i].strategy.name === 'ddp') return undefined;
+      const budget = msPerStep.has(ids[i]) ? opts.pace.budgetMs : opts.pace.firstBudgetMs;
+      return budget !== undefined && Number.isFinite(budget) ? budget : undefined;
+    };
+    const budgeted = (i: number) => budgetOf(i) !== undefined;
     const ceilings = given.map((n, i) => (budgeted(i) ? Math.min(opts.pace!.maxSteps ?? Infinity, pacedStepCeiling(n)) : n));
     const predictedLocalMs = opts.pace && workers.every((w) => msPerStep.has(w.id))
-      ? ceilings.map((n, i) => Math.min(n * msPerStep.get(ids[i])!, budgeted(i) ? budgetMs! : Infinity))
+      ? ceilings.map((n, i) => Math.min(n * msPerStep.get(ids[i])!, budgetOf(i) ?? Infinity))
       : null;
     const steps: number[] = [];
     const samples: number[] = [];
@@ -154,7 +161,7 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     for (const [i, w] of workers.entries()) {
       opts.beforeLocal?.();
       const t = performance.now();
-      const work = await w.strategy.local(opts.pace ? ceilings[i] : undefined, budgeted(i) ? budgetMs : undefined);
+      const work = await w.strategy.local(opts.pace ? ceilings[i] : undefined, budgetOf(i));
       // The pace is of the steps alone: the payload costs the same however many steps came before it.
       stepsMs.push(performance.now() - t);
       steps.push(budgeted(i) ? work.steps : given[i]);

@@ -476,11 +476,11 @@ test('paced Moshpit job: each group\'s begin carries the steps of its own member
   for (const id of SIX) t.loadAndReady(id);
   const begin = t.last('a', 'round:begin');
   assert.deepEqual(Object.keys(begin.steps).sort(), [...begin.members].sort());
-  assert.ok(Object.values(begin.steps).every((n) => n === 1), 'before their paces are known, members do an eighth of H, at least one step');
-  for (const id of begin.members) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: begin.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 8, wallMs: 100, computeMs: 100, bytesSent: 0, bytesReceived: 0 } });
+  assert.ok(Object.values(begin.steps).every((n) => n === 16), 'before their paces are known, members train for the budget, given half of 8 × H');
+  for (const id of begin.members) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: begin.roundId, checksum: 'abcdef01', step: 16, metrics: { loss: 1, samples: 128, wallMs: 1600, computeMs: 1600, bytesSent: 0, bytesReceived: 0 } });
   const commit = t.last('a', 'round:commit');
   assert.deepEqual(Object.keys(commit.steps).sort(), [...begin.members].sort());
-  // It took 100 ms for its first sync's one step: a 1 s budget fits 10.
+  // Its first sync's 16 steps took 1.6 s: a 1 s budget fits 10.
   assert.equal(commit.steps.a, 10);
   await t.cleanup();
 });
@@ -502,10 +502,14 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
   const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 1000, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec });
   t.add('a'); t.add('b');
-  t.loadAndReady('a'); t.loadAndReady('b');
+  // Paces unknown: the first work is time-boxed (the job's budget), given half of 8 × H, so at most 8 × H.
+  assert.deepEqual(t.c.handle('a', 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' }), { admitted: true, steps: 16, budgetMs: 1_000 });
+  assert.throws(() => t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 1, step: 33, steps: 33 }), /at most 32/);
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 1, step: 12, steps: 12 });
+  t.loadAndReady('b');
   const r1 = t.last('a', 'round:begin');
-  assert.deepEqual(r1.steps, { a: 1, b: 1 }, 'paces unknown: an eighth of H, at least one step');
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 8, wallMs: 100, computeMs: 100, bytesSent: 0, bytesReceived: 0 } });
+  assert.deepEqual(r1.steps, { a: 12, b: 16 }, 'what a member reports it took, else what it was given');
+  for (const [id, steps] of [['a', 12], ['b', 16]] as const) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: steps, metrics: { loss: 1, samples: 8 * steps, wallMs: 100 * steps, computeMs: 100 * steps, bytesSent: 0, bytesReceived: 0 } });
   const commit = t.last('a', 'round:commit');
   assert.equal(commit.budgetMs, 1_000, 'members stop at the budget');
   assert.equal(commit.steps.a, 10, '100 ms per step: 10 fit the budget');
@@ -519,7 +523,8 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
 });
 
 test('a paced job ends on its target: syncs that could pass it give at most the steps left, with no budget', async () => {
-  // Target 30: sync 1 takes one step (paces unknown: an eighth of H, at least one); then 10 fit each member's budget.
+  // Target 30: sync 1 takes one step (paces unknown, and a time box's ceiling of 8 × H could pass the
+  // target: an eighth of H, at least one, no budget); then 10 fit each member's budget.
   const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 30, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec });
   // 100 ms a step, every step.
@@ -534,16 +539,14 @@ test('a paced job ends on its target: syncs that could pass it give at most the 
   const c1 = sync(1, 1);
   assert.deepEqual([c1.steps, c1.budgetMs], [{ a: 10, b: 10 }, 1_000]);
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 11, steps: 10 });
-  // 19 left: twice 10 would pass the target, so 10 each and no budget.
+  // 19 left: twice 10 would pass the target, and 19 is at most twice the mean given: all 19 in this
+  // sync, no budget (not 10 and then a last sync of 9).
   const c2 = sync(11, 10);
-  assert.deepEqual([c2.steps, c2.budgetMs], [{ a: 10, b: 10 }, undefined]);
+  assert.deepEqual([c2.steps, c2.budgetMs], [{ a: 19, b: 19 }, undefined]);
   // Without a budget a member does what it is given and does not report steps.
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 21 });
-  // 9 left: 9 each.
-  const c3 = sync(21, 10);
-  assert.deepEqual([c3.steps, c3.budgetMs], [{ a: 9, b: 9 }, undefined]);
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 4, step: 30 });
-  assert.deepEqual([c1.step, c2.step, c3.step, sync(30, 9).step], [1, 11, 21, 30], 'the job\'s step after each sync');
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 30 });
+  const c3 = sync(30, 19);
+  assert.deepEqual([c1.step, c2.step, c3.step], [1, 11, 30], 'the job\'s step after each sync');
   await t.cleanup();
 });
 

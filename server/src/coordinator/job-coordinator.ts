@@ -43,7 +43,7 @@ import { combineEvaluations, majorityChecksum, type EvaluationReport } from './e
 import { Pace } from './pace';
 import { JoinProbes } from './join-probes';
 import { PeerDistances } from './peer-distances';
-import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps } from './pacing';
+import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps, unmeasuredWork } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -494,9 +494,11 @@ export class JobCoordinator {
     m.workSince = this.deps.clock.now();
     this.firstAdmittedAt ??= m.workSince;
     m.status.state = 'training';
-    // A joiner's pace is not measured yet: it does unmeasuredSteps, with no budget (computing one scans every member).
-    const budget = m.msPerStep === null ? null : this.stepBudget();
-    m.steps = this.plannedSteps(m, budget);
+    // A member whose pace is not measured yet (the first sync, a joiner) does its first work,
+    // time-boxed, not a budget from the others' paces (computing one scans every member).
+    const first = m.msPerStep === null ? unmeasuredWork(this.job.spec, this.stepsLeft()) : null;
+    const budget = first ? first.budgetMs ?? null : this.stepBudget();
+    m.steps = first ? first.steps : this.plannedSteps(m, budget);
     const cut = this.cutToTarget({ [m.volunteerId]: m.steps });
     // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
     // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
@@ -1291,13 +1293,14 @@ export class JobCoordinator {
   /**
    * Paced LocalSGD and DiLoCo: the syncs before the job's target are cut to it. When a member could
    * pass the target in its coming work (up to the ceiling of the steps it is given), the members in
-   * `steps` get no budget (each does exactly its steps), and where their mean would pass the steps left
-   * their steps are scaled down to it (protocol's cutSteps), so the job ends on its target instead of
-   * past it. True when cut (`steps` and the members' planned steps may be lowered).
+   * `steps` get no budget (each does exactly its steps), and where the steps left are at most twice
+   * their mean their steps are scaled to them (protocol's cutSteps), so the job ends on its target
+   * instead of past it or after a last sync of a few steps. True when cut (`steps` and the members'
+   * planned steps may change).
    */
   private cutToTarget(steps: Record<string, number>): boolean {
     if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') return false;
-    const left = Math.max(1, targetStepsOf(this.job.spec) - this.job.step);
+    const left = this.stepsLeft();
     if (pacedStepCeiling(Math.max(0, ...Object.values(steps))) < left) return false;
     const ids = Object.keys(steps);
     const cut = cutSteps(ids.map((id) => steps[id]), left);
@@ -1307,6 +1310,11 @@ export class JobCoordinator {
       if (m) m.steps = cut[i];
     });
     return true;
+  }
+
+  /** Mean steps per member before the job's target (at least one). */
+  private stepsLeft(): number {
+    return Math.max(1, targetStepsOf(this.job.spec) - this.job.step);
   }
 
   /**

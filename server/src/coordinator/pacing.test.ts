@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DDP_MICRO_BATCHES, jobSpecSchema } from '@tabfleet/protocol';
-import { AutoSync, EXCHANGE_BUDGET_FACTOR, MAX_STEPS_FACTOR, nextPace, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel } from './pacing';
+import { DDP_MICRO_BATCHES, jobSpecSchema, PACED_STEP_CEILING } from '@tabfleet/protocol';
+import { AutoSync, EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, nextPace, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel, unmeasuredWork } from './pacing';
 
 const spec = (o: object = {}) => jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', pacing: 'paced', hyperparameters: { lr: 0.1, batchSize: 32 }, targetSteps: 100, ...o });
 
@@ -13,6 +13,23 @@ test('paced steps: H steps of the fastest member fill the budget; slower members
   assert.equal(stepsFor(spec({ H: 512 }), null, 80), 64);
   assert.equal(stepsFor(spec({ pacing: 'fixed' }), null, null), 8, 'a fixed job\'s does H');
   assert.equal(roundBudgetMs(s, [null]), null);
+});
+
+test('an unmeasured member\'s first work is time-boxed, its ceiling the cap, unless that could pass the target', () => {
+  const s = spec();
+  // Half the cap given, so that its ceiling (twice what is given) is MAX_STEPS_FACTOR × H.
+  assert.deepEqual(unmeasuredWork(s, 1000), { steps: (MAX_STEPS_FACTOR * 8) / PACED_STEP_CEILING, budgetMs: FIRST_WORK_MS });
+  assert.deepEqual(unmeasuredWork(spec({ roundBudgetMs: 3000 }), 1000), { steps: 32, budgetMs: 3000 }, 'the job\'s own budget');
+  assert.deepEqual(unmeasuredWork(spec({ pacing: 'auto' }), 1000), { steps: 32, budgetMs: FIRST_WORK_MS });
+  // Near the target: an eighth of H, no box, so the sync can be cut to the target as any other.
+  assert.deepEqual(unmeasuredWork(s, MAX_STEPS_FACTOR * 8), { steps: 1 });
+  assert.deepEqual(unmeasuredWork(s, MAX_STEPS_FACTOR * 8 + 1), { steps: 32, budgetMs: FIRST_WORK_MS });
+  assert.deepEqual(unmeasuredWork(spec({ pacing: 'fixed' }), 1000), { steps: 8 }, 'a fixed job: H');
+  assert.deepEqual(unmeasuredWork(spec({ strategy: 'ddp', H: 1 }), 1000), { steps: DDP_MICRO_BATCHES }, 'paced ddp: its micro-batches');
+});
+
+test('the default budget: H steps of the fastest, a twentieth of overhead, the cap', () => {
+  const s = spec();
   // A researcher's budget: a fast member does more than H, up to MAX_STEPS_FACTOR × H.
   const long = spec({ roundBudgetMs: 10_000 });
   assert.equal(stepsFor(long, 10, roundBudgetMs(long, [10])), MAX_STEPS_FACTOR * 8);

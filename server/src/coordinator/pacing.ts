@@ -25,7 +25,7 @@
 // round's budget is the time in which the members together compute N × DDP_MICRO_BATCHES of them
 // (each at its own pace), so the global batch stays what a fixed ddp job's is and each member's share
 // of it follows its speed.
-import { DDP_MICRO_BATCHES, nextPace, type JobSpec } from '@tabfleet/protocol';
+import { DDP_MICRO_BATCHES, nextPace, PACED_STEP_CEILING, pacedStepCeiling, type JobSpec } from '@tabfleet/protocol';
 
 /**
  * A member does at most this many times the job's H steps per sync (its work drifts from the others'
@@ -46,18 +46,39 @@ export function nominalSteps(spec: JobSpec): number {
   return pacedDdp(spec) ? DDP_MICRO_BATCHES : spec.H;
 }
 
-/** A paced member's first work, before its pace is known, is H ÷ this (see unmeasuredSteps). */
+/** Without a time box (see unmeasuredWork), a paced member's first work is H ÷ this (see unmeasuredSteps). */
 const FIRST_WORK_DIVISOR = 8;
 
+/** A paced LocalSGD or DiLoCo member's work before its pace is known lasts this long (the job's roundBudgetMs where set). */
+export const FIRST_WORK_MS = 1000;
+
 /**
- * A member's steps while its pace is unknown. Paced LocalSGD and DiLoCo: an eighth of H (at least
- * one): nothing can pace that sync, so it waits for its slowest member, whose pace may be many times
- * the others'. At N = 10,000 (simulated, lognormal paces) the slowest member's nominal 512 steps held
- * the first sync for 77 s of a 10-minute run. Paced ddp keeps its micro-batches (the global batch), and
- * a fixed job its H.
+ * A member's steps while its pace is unknown and its work is not time-boxed. Paced LocalSGD and
+ * DiLoCo: an eighth of H (at least one): nothing can pace that sync, so it waits for its slowest
+ * member, whose pace may be many times the others'. At N = 10,000 (simulated, lognormal paces) the
+ * slowest member's nominal 512 steps held the first sync for 77 s of a 10-minute run. Paced ddp
+ * keeps its micro-batches (the global batch), and a fixed job its H.
  */
 export function unmeasuredSteps(spec: JobSpec): number {
   return isPaced(spec) && spec.strategy !== 'ddp' ? Math.max(1, Math.ceil(spec.H / FIRST_WORK_DIVISOR)) : nominalSteps(spec);
+}
+
+/**
+ * A member's first work, before its pace is known (the job's first sync, or a joiner's). Paced
+ * LocalSGD and DiLoCo: steps for FIRST_WORK_MS (the job's roundBudgetMs where set), given as half of
+ * MAX_STEPS_FACTOR × H so that their ceiling (protocol's pacedStepCeiling) is that cap. Every member
+ * then ends within half a step of the same time, and the sync waits at most for one step of its
+ * slowest member. An eighth of H each (unmeasuredSteps) had the fast members idle while the slowest
+ * took its one step: in bench/results/heterogeneous.json of 11-27 the first sync cost the MLP runs
+ * 1.1–1.6% of their time, busy about a fifth of it. Where that ceiling could pass the job's target
+ * (`stepsLeft`, mean steps per member), unmeasuredSteps and no budget: the sync is then cut to the
+ * target as any other (job-coordinator cutToTarget). Paced ddp and fixed jobs: their nominal steps.
+ */
+export function unmeasuredWork(spec: JobSpec, stepsLeft: number): { steps: number; budgetMs?: number } {
+  if (!isPaced(spec) || spec.strategy === 'ddp') return { steps: nominalSteps(spec) };
+  const steps = Math.max(1, Math.floor((MAX_STEPS_FACTOR * spec.H) / PACED_STEP_CEILING));
+  if (pacedStepCeiling(steps) >= stepsLeft) return { steps: unmeasuredSteps(spec) };
+  return { steps, budgetMs: spec.roundBudgetMs ?? FIRST_WORK_MS };
 }
 
 /** Paced (`paced` or `auto`): members' steps follow their measured paces. */
