@@ -43,18 +43,12 @@ export interface LmRunConfig {
   /** Evaluate every this many steps per worker, on the first `evalWindows` validation windows. */
   evalEvery: number;
   evalWindows: number;
-  /** Stop once an evaluation's loss is at or below this. */
-  stopAtLoss?: number;
   sparsity?: number;
   warmupSteps?: number;
   outerLr?: number;
   outerMomentum?: number;
-  /** Stop once this page has trained this long (wall time, evaluations excluded): bounds the benchmark. */
-  maxWallMs?: number;
   link?: LinkFaults;
   seed?: number;
-  /** Skip the closing pass over the validation windows (a race asks only when the target fell). */
-  skipFinalEvaluation?: boolean;
   /** The closing pass reads the first this many validation windows (default: every one). */
   finalWindows?: number;
 }
@@ -75,12 +69,10 @@ export interface LmRunResult {
   syncs: number;
   tokens: number;
   evals: LmEval[];
-  /** Mean loss and next-token accuracy on the validation windows at the end (null: skipped). */
-  finalLoss: number | null;
-  finalAccuracy: number | null;
+  /** Mean loss and next-token accuracy on the validation windows at the end. */
+  finalLoss: number;
+  finalAccuracy: number;
   validationTokens: number;
-  /** The first evaluation at or below `stopAtLoss` (null: never). */
-  msToTarget: { wallMs: number; modeledMs: number; tokens: number } | null;
   wallMs: number;
   modeledMs: number;
   bytesPerWorker: number;
@@ -95,10 +87,9 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
   const tokensPerStep = cfg.batchSize * cfg.gpt.context * cfg.workers;
   const evalSet: Dataset = { ...data.validation, count: Math.min(cfg.evalWindows, data.validation.count) };
   const evals: LmEval[] = [];
-  let evalMs = 0, msToTarget: LmRunResult['msToTarget'] = null;
+  let evalMs = 0;
   const t0 = performance.now();
-  /** Evaluates at `step`; true when the target is reached. */
-  const evaluateAt = async (engine: ModelEngine, step: number, modeledMs: number): Promise<boolean> => {
+  const evaluateAt = async (engine: ModelEngine, step: number, modeledMs: number): Promise<void> => {
     const e0 = performance.now();
     const wallMs = e0 - t0 - evalMs;
     const ev = await engine.evaluate(Infinity, EVAL_BATCH, evalSet);
@@ -106,9 +97,6 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
     const tokens = step * tokensPerStep;
     evals.push({ step, tokens, loss: ev.loss, accuracy: ev.accuracy, wallMs, modeledMs });
     log(`lm ${cfg.strategy}/${cfg.compression} ×${cfg.workers} step ${step}: validation loss ${ev.loss.toFixed(4)}, ${(wallMs / 1000).toFixed(1)} s (modeled ${(modeledMs / 1000).toFixed(1)} s)`);
-    const reached = cfg.stopAtLoss !== undefined && ev.loss <= cfg.stopAtLoss;
-    if (reached) msToTarget ??= { wallMs, modeledMs, tokens };
-    return reached || (cfg.maxWallMs !== undefined && wallMs > cfg.maxWallMs);
   };
 
   let engine: ModelEngine, syncs = 0, bytes = 0, exchangeMs = 0, modeledMs = 0;
@@ -122,7 +110,7 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
       const s0 = performance.now();
       await engine.trainSteps(Math.min(cfg.evalEvery, cfg.maxSteps - engine.step));
       modeledMs += performance.now() - s0;
-      if (await evaluateAt(engine, engine.step, modeledMs)) break;
+      await evaluateAt(engine, engine.step, modeledMs);
     }
   } else {
     const workers = presetWorkers(backend, preset, {
@@ -142,15 +130,16 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
         exchangeMs += r.exchangeMs;
         modeledMs += Math.max(...r.localMs) + r.exchangeMs + Math.max(...r.applyMs);
         const due = r.step % cfg.evalEvery < stepsPerSync || r.step >= cfg.maxSteps;
-        return due ? evaluateAt(engine, r.step, modeledMs) : false;
+        if (due) await evaluateAt(engine, r.step, modeledMs);
+        return false;
       },
     });
   }
   const wallMs = performance.now() - t0 - evalMs;
-  const final = cfg.skipFinalEvaluation ? { loss: null, accuracy: null, count: 0 } : await engine.evaluate(cfg.finalWindows ?? Infinity, EVAL_BATCH, data.validation);
+  const final = await engine.evaluate(cfg.finalWindows ?? Infinity, EVAL_BATCH, data.validation);
   return {
     config: cfg, steps: engine.step, syncs, tokens: engine.step * tokensPerStep, evals, finalLoss: final.loss, finalAccuracy: final.accuracy,
-    validationTokens: final.count, msToTarget, wallMs, modeledMs, bytesPerWorker: bytes, exchangeMs,
+    validationTokens: final.count, wallMs, modeledMs, bytesPerWorker: bytes, exchangeMs,
     parameters: engine.model.store.manifest.reduce((n, p) => n + p.size, 0),
   };
 }
