@@ -76,8 +76,8 @@ export interface Pacing {
   /**
    * The run's mean steps per member still to go (read each sync). As the server cuts a job's last
    * syncs to its target: where a member's ceiling could pass it, members get no budget (each does
-   * exactly its steps), scaled to this mean where it is at most twice theirs (protocol's cutSteps),
-   * so the run ends on its samples, not past them.
+   * exactly its steps), scaled to this mean where theirs would pass it (protocol's cutSteps), so the
+   * run ends on its samples, not past them.
    */
   stepsLeft?: number;
 }

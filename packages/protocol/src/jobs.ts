@@ -133,18 +133,14 @@ export const pacedStepCeiling = (givenSteps: number) => PACED_STEP_CEILING * giv
 
 /**
  * A paced job's last syncs, `left` mean steps per member before its target (the job's step counts
- * the mean): each member's planned steps scaled by left ÷ their mean where left is at most
- * PACED_STEP_CEILING × that mean (at least one step each), so the sync ends on the target and each
- * member's share of it follows its pace as in a budgeted sync. (Capping each at `left` instead cut
- * the fast members alone: the sync fell short of the target, and the next ones were shorter still,
- * each waiting on the slow members.) Scaled up too, to at most the ceiling a budgeted member may
- * take: a last sync of the few steps left cost a whole sync's exchange for them and waited on the
- * slowest member's one step (the two cut syncs were 1.2–1.6% of the MLP's paced runs in
- * bench/results/heterogeneous.json of 11-27, against about 5% for each of the others).
+ * the mean): each member's planned steps scaled by left ÷ their mean where that mean would pass it
+ * (at least one step each), so the sync ends on the target and each member's share of it follows its
+ * pace as in a budgeted sync. (Capping each at `left` instead cut the fast members alone: the sync
+ * fell short of the target, and the next ones were shorter still, each waiting on the slow members.)
  */
 export function cutSteps(planned: readonly number[], left: number): number[] {
   const mean = planned.reduce((a, b) => a + b, 0) / Math.max(1, planned.length);
-  const scale = left <= PACED_STEP_CEILING * mean ? Math.max(1, left) / mean : 1;
+  const scale = mean > left ? Math.max(1, left) / mean : 1;
   return planned.map((n) => Math.max(1, Math.round(n * scale)));
 }
 

@@ -539,14 +539,16 @@ test('a paced job ends on its target: syncs that could pass it give at most the 
   const c1 = sync(1, 1);
   assert.deepEqual([c1.steps, c1.budgetMs], [{ a: 10, b: 10 }, 1_000]);
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 11, steps: 10 });
-  // 19 left: twice 10 would pass the target, and 19 is at most twice the mean given: all 19 in this
-  // sync, no budget (not 10 and then a last sync of 9).
+  // 19 left: twice 10 would pass the target, so 10 each and no budget.
   const c2 = sync(11, 10);
-  assert.deepEqual([c2.steps, c2.budgetMs], [{ a: 19, b: 19 }, undefined]);
+  assert.deepEqual([c2.steps, c2.budgetMs], [{ a: 10, b: 10 }, undefined]);
   // Without a budget a member does what it is given and does not report steps.
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 30 });
-  const c3 = sync(30, 19);
-  assert.deepEqual([c1.step, c2.step, c3.step], [1, 11, 30], 'the job\'s step after each sync');
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 21 });
+  // 9 left: 9 each.
+  const c3 = sync(21, 10);
+  assert.deepEqual([c3.steps, c3.budgetMs], [{ a: 9, b: 9 }, undefined]);
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 4, step: 30 });
+  assert.deepEqual([c1.step, c2.step, c3.step, sync(30, 9).step], [1, 11, 21, 30], 'the job\'s step after each sync');
   await t.cleanup();
 });
 

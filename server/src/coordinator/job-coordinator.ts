@@ -1293,10 +1293,9 @@ export class JobCoordinator {
   /**
    * Paced LocalSGD and DiLoCo: the syncs before the job's target are cut to it. When a member could
    * pass the target in its coming work (up to the ceiling of the steps it is given), the members in
-   * `steps` get no budget (each does exactly its steps), and where the steps left are at most twice
-   * their mean their steps are scaled to them (protocol's cutSteps), so the job ends on its target
-   * instead of past it or after a last sync of a few steps. True when cut (`steps` and the members'
-   * planned steps may change).
+   * `steps` get no budget (each does exactly its steps), and where their mean would pass the steps left
+   * their steps are scaled down to it (protocol's cutSteps), so the job ends on its target instead of
+   * past it. True when cut (`steps` and the members' planned steps may be lowered).
    */
   private cutToTarget(steps: Record<string, number>): boolean {
     if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') return false;
