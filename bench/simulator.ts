@@ -1,10 +1,10 @@
 // The discrete-event simulator of one job's round clock. It drives the real JobCoordinator
 // (server/src/coordinator, with its SQLite store) through its injected clock; only the volunteers are
 // simulated: each step's compute time is drawn from a lognormal around a measured median (or from
-// measured work times; a paced member stops at its budget as the runtime does), model loads and ring allreduces take the time a link model gives them
-// (bandwidth, latency, frames pipelined around the ring), and volunteers leave as a Poisson process
-// (each departure replaced by a joiner). Simulated time runs as fast as the coordinator handles its
-// events. A scenario with `groupSize` is a Moshpit job: the coordinator splits each sync into groups
+// measured work times; a paced member stops at its budget as the runtime does), model loads and
+// ring allreduces take the time a link model gives them (bandwidth, latency, frames pipelined around
+// the ring), and volunteers leave as a Poisson process (each departure replaced by a joiner).
+// Simulated time runs as fast as the coordinator handles its events. A scenario with `groupSize` is a Moshpit job: the coordinator splits each sync into groups
 // (grouped-sync.ts), each a ring of its own, so it may hold up to 10,000 members.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -63,8 +63,8 @@ export interface Grouping {
  * Paced rounds (LocalSGD, DiLoCo), as the server and runtime run them: a sync's local work lasts
  * about `budgetMs` on every member. Member i is given max(1, min(maxSteps, ⌊budgetMs / its ms per
  * step⌋)) steps, its pace measured on its earlier syncs (the first sync: `firstSteps` each, default H,
- * for `firstBudgetMs` where given, to measure), and trains while at least half a step still fits the budget, at most protocol's
- * `pacedStepCeiling` of them; the mean weighs each delta by the samples it took. A non-finite budget:
+ * for `firstBudgetMs` where given, to measure), and trains while at least half a step still fits the
+ * budget, at most protocol's `pacedStepCeiling` of them; the mean weighs each delta by the samples it took. A non-finite budget:
  * the given steps, exactly.
  */
 export interface Pacing {

@@ -69,8 +69,8 @@ export function unmeasuredSteps(spec: JobSpec): number {
  * MAX_STEPS_FACTOR × H so that their ceiling (protocol's pacedStepCeiling) is that cap. Every member
  * then ends within half a step of the same time, and the sync waits at most for one step of its
  * slowest member. An eighth of H each (unmeasuredSteps) had the fast members idle while the slowest
- * took its one step: in bench/results/heterogeneous.json of 11-27 the first sync cost the MLP runs
- * 1.1–1.6% of their time, busy about a fifth of it. Where that ceiling could pass the job's target
+ * took its one step: in bench/results/heterogeneous.json of 11-27 03:23 the first sync was 1.9–2.6%
+ * of the MLP's paced runs, its members busy 0.36–0.43 of it. Where that ceiling could pass the job's target
  * (`stepsLeft`, mean steps per member), unmeasuredSteps and no budget: the sync is then cut to the
  * target as any other (job-coordinator cutToTarget). Paced ddp and fixed jobs: their nominal steps.
  */

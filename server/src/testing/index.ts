@@ -8,4 +8,4 @@ export { SqliteStore } from '../store/sqlite';
 export type { JobRecord } from '../store/store';
 export * from './test-server';
 export * from './redis-server';
-export { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredSteps, unmeasuredWork } from '../coordinator/pacing';
+export { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '../coordinator/pacing';
