@@ -90,7 +90,10 @@ async function runLane(lane) {
   for (const queue of lane) while (queue.length && !stopped) await runFile(queue.shift());
 }
 
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => running.forEach(({ child }) => process.kill(-child.pid, sig)));
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => {
+  stopped = true;
+  running.forEach(({ child }) => process.kill(-child.pid, sig));
+});
 const watchdog = setTimeout(() => {
   console.error(`[test] the run passed ${RUN_LIMIT_MS / 60_000} minutes: stopping it (a test or hook is hanging); not run: ${queues.flat().join(', ') || 'none'}`);
   stopped = true;
