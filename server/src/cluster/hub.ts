@@ -26,6 +26,8 @@ export const OWNERSHIP_SWEEP_MS = 2_000;
 export class JobHub {
   private readonly coordinators = new Map<string, JobCoordinator>();
   private cancelSweep: (() => void) | null = null;
+  /** The sweep under way, if any (close waits for it). */
+  private sweeping: Promise<void> | null = null;
   /** Set by close(): nothing is adopted or dispatched any more. */
   private closed = false;
 
@@ -45,7 +47,7 @@ export class JobHub {
     await this.sweep();
     const loop = () => {
       this.cancelSweep = this.deps.clock.after(OWNERSHIP_SWEEP_MS, () => {
-        this.sweep().catch((e) => this.deps.log(`ownership sweep failed: ${(e as Error).message}`)).finally(() => this.cancelSweep && loop());
+        this.sweeping = this.sweep().catch((e) => this.deps.log(`ownership sweep failed: ${(e as Error).message}`)).finally(() => this.cancelSweep && loop());
       });
     };
     loop();
@@ -94,6 +96,10 @@ export class JobHub {
     this.closed = true;
     this.cancelSweep?.();
     this.cancelSweep = null;
+    // A sweep under way may still adopt a job: its coordinator must be among those released below,
+    // or its timers and writes reach the closed Redis clients (the likely source of a CI run's
+    // unhandled "The client is closed" after a two-node test).
+    await this.sweeping;
     // Timers of a coordinator would otherwise fire into closed sockets and Redis clients, and the
     // disconnects that closing the sockets causes must not reach a coordinator and start new ones.
     const owned = [...this.coordinators];
