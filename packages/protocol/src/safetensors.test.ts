@@ -31,6 +31,8 @@ const malformed: [string, Uint8Array, RegExp][] = [
   ['header not JSON', withHeader('{nope'), /not valid JSON/],
   ['header is an array', withHeader('[1,2]'), /not a JSON object/],
   ['unknown dtype', withHeader('{"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}'), /unsupported dtype/],
+  // Found by the fuzzer: naming the dtype with String() threw a TypeError for this one.
+  ['a dtype with no string form', withHeader('{"toString":{"dtype":{"toString":0}}}'), /toString: unsupported dtype \{"toString":0\}/],
   ['negative shape', withHeader('{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}'), /bad shape/],
   ['offsets past the data', withHeader('{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}'), /out of range/],
   ['size does not match shape', withHeader('{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}'), /does not match/],

@@ -89,7 +89,7 @@ export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
       continue;
     }
     const e = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (!e || typeof e !== 'object' || typeof e.dtype !== 'string' || !Object.hasOwn(BYTES, e.dtype)) throw new SafetensorsError(`${name}: unsupported dtype ${String(e?.dtype)}`);
+    if (!e || typeof e !== 'object' || typeof e.dtype !== 'string' || !Object.hasOwn(BYTES, e.dtype)) throw new SafetensorsError(`${name}: unsupported dtype ${JSON.stringify(e?.dtype) ?? 'none'}`);
     const dtype = e.dtype as SafetensorsDType;
     if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isInteger(d) && d >= 0)) throw new SafetensorsError(`${name}: bad shape`);
     const off = e.data_offsets;
