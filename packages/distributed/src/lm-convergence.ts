@@ -131,7 +131,6 @@ export async function runLmConvergence(backend: Backend, data: { train: Dataset;
         modeledMs += Math.max(...r.localMs) + r.exchangeMs + Math.max(...r.applyMs);
         const due = r.step % cfg.evalEvery < stepsPerSync || r.step >= cfg.maxSteps;
         if (due) await evaluateAt(engine, r.step, modeledMs);
-        return false;
       },
     });
   }

@@ -522,6 +522,40 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
   await t.cleanup();
 });
 
+test('paced LocalSGD: a member not ready is left out a pace-derived time past its budget, counted from the latest budget still running', async () => {
+  // Budgets of 10 s that members end 100 ms past: the bound is 4 × that overrun + 5 s, not 4 × the 10 s.
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 10_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
+  const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
+  const ready = (id: string, seq: number) => t.c.handle(id, 'round:ready', { jobId: 'job-t', seq, step: seq, steps: 16 });
+  const commit = (ids: string[]) => {
+    const r = t.last(ids[0], 'round:begin');
+    for (const id of ids) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step: r.seq, metrics: { loss: 1, samples: 128, wallMs: 10_000, computeMs: 10_000, bytesSent: 0, bytesReceived: 0 } });
+    return t.last(ids[0], 'round:commit');
+  };
+  for (const id of ['a', 'b', 'c']) t.add(id);
+  for (const id of ['a', 'b', 'c']) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  t.clock.advance(10_100);
+  for (const id of ['a', 'b', 'c']) ready(id, 1);
+  assert.equal(commit(['a', 'b', 'c']).budgetMs, 10_000);
+  // Sync 2: c goes silent. a and b end 100 ms past the budget, as before.
+  t.clock.advance(10_100);
+  ready('a', 2); ready('b', 2);
+  t.clock.advance(5_399);
+  assert.equal(t.last('a', 'round:begin').seq, 1, 'c is waited for 4 × 100 ms + 5 s');
+  t.clock.advance(1);
+  assert.deepEqual(t.last('a', 'round:begin').members, ['a', 'b'], 'then left out');
+  assert.equal(t.last('c', 'job:end'), undefined, 'not evicted');
+  commit(['a', 'b']);
+  // Sync 3: a stops early (its step ceiling); b is not left out while its budget runs, nor for the bound after.
+  t.clock.advance(2_000);
+  ready('a', 3);
+  t.clock.advance(8_000 + 5_399);
+  assert.equal(t.last('a', 'round:begin').seq, 2, 'b is waited for until its budget ends, then the bound');
+  ready('b', 3);
+  assert.deepEqual(t.last('a', 'round:begin').members, ['a', 'b']);
+  await t.cleanup();
+});
+
 test('a paced job ends on its target: syncs that could pass it give at most the steps left, with no budget', async () => {
   // Target 30: sync 1 takes one step (paces unknown, and a time box's ceiling of 8 × H could pass the
   // target: an eighth of H, at least one, no budget); then 10 fit each member's budget.

@@ -68,6 +68,8 @@ interface Member extends VolunteerInfo {
   /** When it was last handed work (admitted, or a sync committed), and how long it took to be ready. */
   workSince: number;
   workMs: number;
+  /** The time budget its current work was handed (0: none), so its lateness is counted past it. */
+  workBudgetMs: number;
   /** Not ready when the others were: rounds go on without it (since when), until it reports ready. */
   leftOutSince: number | null;
   /** A sync committed without it: its local work is for an older model, and it reloads when it reports. */
@@ -319,7 +321,7 @@ export class JobCoordinator {
     const identity = v.clientId ?? v.volunteerId;
     const member: Member = {
       ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
-      status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0,
+      status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0, workBudgetMs: 0,
       leftOutSince: null, stale: false, msPerStep: null, steps: unmeasuredSteps(this.job.spec), share: null,
     };
     this.members.set(v.volunteerId, member);
@@ -500,6 +502,7 @@ export class JobCoordinator {
     const budget = first ? first.budgetMs ?? null : this.stepBudget();
     m.steps = first ? first.steps : this.plannedSteps(m, budget);
     const cut = this.cutToTarget({ [m.volunteerId]: m.steps });
+    this.handBudgets([m.volunteerId], cut ? null : budget);
     // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
     // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
     if (grouped && this.joinersJoinLater()) this.setLeftOut(m, m.workSince);
@@ -526,7 +529,9 @@ export class JobCoordinator {
     this.setPhase(m, 'ready');
     // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
-    this.pace.record('work', m.workMs);
+    // The barrier's pace is how far members run past their budgets (all their work when they have
+    // none): a paced job's budgets change from sync to sync, their overruns much less.
+    this.pace.record('work', Math.max(0, m.workMs - m.workBudgetMs));
     this.tryBegin();
     return { waiting: this.round === null };
   }
@@ -804,7 +809,11 @@ export class JobCoordinator {
     if (ready + training < this.job.spec.minWorkers) return;
     if (training > 0) {
       if (ready > 0 && !this.cancelBarrier) {
-        const boundMs = this.pace.bound('work', this.deps.timing.barrierTimeoutMs);
+        // Counted from the first ready member, or from the latest end of a budget still running.
+        const now = this.deps.clock.now();
+        const waitedFor = [...this.inPhase.admitted].filter((m) => !this.leftOut.has(m));
+        const budgetsEnd = Math.max(now, ...waitedFor.map((m) => m.workSince + m.workBudgetMs));
+        const boundMs = Math.round(budgetsEnd - now) + this.pace.bound('work', this.deps.timing.barrierTimeoutMs);
         this.cancelBarrier = this.deps.clock.after(boundMs, () => this.barrierExpired(boundMs));
       }
       return;
@@ -1076,6 +1085,7 @@ export class JobCoordinator {
       if (m) nextSteps[id] = m.steps = this.plannedSteps(m, budget);
     }
     const cut = this.cutToTarget(nextSteps);
+    this.handBudgets(r.members, cut ? null : budget);
     // Scored only across syncs of the same members: a member joining or left out changes what a sync waits for.
     if (this.syncTimeMembers !== r.members.join(',')) this.syncTime.reset();
     this.syncTimeMembers = r.members.join(',');
@@ -1148,6 +1158,7 @@ export class JobCoordinator {
       nextSteps[id] = m.steps = this.plannedSteps(m, budget);
     }
     const cut = this.cutToTarget(nextSteps);
+    this.handBudgets(ids, r.steps && !cut ? budget : null);
     this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...(r.steps ? { steps: nextSteps, ...(cut ? {} : this.localBudget(budget)) } : {}) });
     this.deps.count('groups_committed');
     const evaluators = r.evaluators.filter((id) => ids.includes(id) && this.members.has(id));
@@ -1323,6 +1334,15 @@ export class JobCoordinator {
    */
   private localBudget(budget: number | null): { budgetMs?: number } {
     return budget !== null && this.job.spec.strategy !== 'ddp' ? { budgetMs: Math.round(budget) } : {};
+  }
+
+  /** The budget the members' new work was handed (null: none), which their lateness is counted past. */
+  private handBudgets(ids: readonly string[], budget: number | null): void {
+    const budgetMs = this.localBudget(budget).budgetMs ?? 0;
+    for (const id of ids) {
+      const m = this.members.get(id);
+      if (m) m.workBudgetMs = budgetMs;
+    }
   }
 
   /**
