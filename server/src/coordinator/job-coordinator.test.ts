@@ -556,6 +556,29 @@ test('paced LocalSGD: a member not ready is left out a pace-derived time past it
   await t.cleanup();
 });
 
+test('paced LocalSGD: a joiner mid-job works until a second before the others\' budgets end, not one second from its start', async () => {
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 10_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1, trust: 'trusted' });
+  const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
+  t.add('a'); t.add('b');
+  for (const id of ['a', 'b']) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  t.clock.advance(10_000);
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 1, step: 16, steps: 16 });
+  const r1 = t.last('a', 'round:begin');
+  t.add('c');
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 16, metrics: { loss: 1, samples: 128, wallMs: 10_000, computeMs: 10_000, bytesSent: 0, bytesReceived: 0 } });
+  assert.equal(t.last('a', 'round:commit').budgetMs, 10_000);
+  const model = initialParams('mlp-fashion', 1);
+  t.evaluate(r1, model);
+  t.c.handle(r1.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 1, step: 16, data: checkpointOf('mlp-fashion', model) });
+  await t.c.flushed();
+  for (let i = 0; i < 50 && t.last('c', 'model:load')?.seq !== 1; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(t.last('c', 'model:load').seq, 1);
+  // c loads 4 s into a and b's 10-s budgets: it works 5 s, ready a second before they are.
+  t.clock.advance(4_000);
+  assert.deepEqual(t.c.handle('c', 'model:loaded', { jobId: 'job-t', seq: 1, checksum: modelDigest(model) }), { admitted: true, steps: 16, budgetMs: 5_000 });
+  await t.cleanup();
+});
+
 test('a paced job ends on its target: syncs that could pass it give at most the steps left, with no budget', async () => {
   // Target 30: sync 1 takes one step (paces unknown, and a time box's ceiling of 8 × H could pass the
   // target: an eighth of H, at least one, no budget); then 10 fit each member's budget.

@@ -494,11 +494,13 @@ export class JobCoordinator {
     }
     this.setPhase(m, 'admitted');
     m.workSince = this.deps.clock.now();
+    m.workBudgetMs = 0;
     this.firstAdmittedAt ??= m.workSince;
     m.status.state = 'training';
     // A member whose pace is not measured yet (the first sync, a joiner) does its first work,
     // time-boxed, not a budget from the others' paces (computing one scans every member).
-    const first = m.msPerStep === null ? unmeasuredWork(this.job.spec, this.stepsLeft()) : null;
+    const budgetsEnd = m.msPerStep === null && this.job.seq > 0 ? this.budgetsEndAt() : null;
+    const first = m.msPerStep === null ? unmeasuredWork(this.job.spec, this.stepsLeft(), budgetsEnd === null ? null : budgetsEnd - m.workSince) : null;
     const budget = first ? first.budgetMs ?? null : this.stepBudget();
     m.steps = first ? first.steps : this.plannedSteps(m, budget);
     const cut = this.cutToTarget({ [m.volunteerId]: m.steps });
@@ -811,9 +813,7 @@ export class JobCoordinator {
       if (ready > 0 && !this.cancelBarrier) {
         // Counted from the first ready member, or from the latest end of a budget still running.
         const now = this.deps.clock.now();
-        const waitedFor = [...this.inPhase.admitted].filter((m) => !this.leftOut.has(m));
-        const budgetsEnd = Math.max(now, ...waitedFor.map((m) => m.workSince + m.workBudgetMs));
-        const boundMs = Math.round(budgetsEnd - now) + this.pace.bound('work', this.deps.timing.barrierTimeoutMs);
+        const boundMs = Math.round(Math.max(now, this.budgetsEndAt() ?? now) - now) + this.pace.bound('work', this.deps.timing.barrierTimeoutMs);
         this.cancelBarrier = this.deps.clock.after(boundMs, () => this.barrierExpired(boundMs));
       }
       return;
@@ -1334,6 +1334,15 @@ export class JobCoordinator {
    */
   private localBudget(budget: number | null): { budgetMs?: number } {
     return budget !== null && this.job.spec.strategy !== 'ddp' ? { budgetMs: Math.round(budget) } : {};
+  }
+
+  /** When the latest time budget of the members a sync waits for ends, or null when none runs. */
+  private budgetsEndAt(): number | null {
+    let end: number | null = null;
+    for (const m of this.inPhase.admitted) {
+      if (m.workBudgetMs > 0 && !this.leftOut.has(m)) end = Math.max(end ?? -Infinity, m.workSince + m.workBudgetMs);
+    }
+    return end;
   }
 
   /** The budget the members' new work was handed (null: none), which their lateness is counted past. */

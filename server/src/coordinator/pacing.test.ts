@@ -24,6 +24,11 @@ test('an unmeasured member\'s first work is time-boxed, its ceiling the cap, unl
   // Near the target: an eighth of H, no box, so the sync can be cut to the target as any other.
   assert.deepEqual(unmeasuredWork(s, MAX_STEPS_FACTOR * 8), { steps: 1 });
   assert.deepEqual(unmeasuredWork(s, MAX_STEPS_FACTOR * 8 + 1), { steps: 32, budgetMs: FIRST_WORK_MS });
+  // A joiner while the others' budgets run: until a box before the latest ends, at least a box.
+  assert.deepEqual(unmeasuredWork(s, 1000, 6_000), { steps: 32, budgetMs: 6_000 - FIRST_WORK_MS });
+  assert.deepEqual(unmeasuredWork(spec({ roundBudgetMs: 10_000 }), 1000, 1_500), { steps: 32, budgetMs: FIRST_WORK_MS });
+  assert.deepEqual(unmeasuredWork(s, 1000, -200), { steps: 32, budgetMs: FIRST_WORK_MS });
+  assert.deepEqual(unmeasuredWork(s, MAX_STEPS_FACTOR * 8, 6_000), { steps: 1 }, 'near the target as before');
   assert.deepEqual(unmeasuredWork(spec({ pacing: 'fixed' }), 1000), { steps: 8 }, 'a fixed job: H');
   assert.deepEqual(unmeasuredWork(spec({ strategy: 'ddp', H: 1 }), 1000), { steps: DDP_MICRO_BATCHES }, 'paced ddp: its micro-batches');
 });

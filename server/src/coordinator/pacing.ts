@@ -73,11 +73,15 @@ export function unmeasuredSteps(spec: JobSpec): number {
  * of the MLP's paced runs, its members busy 0.36–0.43 of it. Where that ceiling could pass the job's target
  * (`stepsLeft`, mean steps per member), unmeasuredSteps and no budget: the sync is then cut to the
  * target as any other (job-coordinator cutToTarget). Paced ddp and fixed jobs: their nominal steps.
+ * A joiner while others' budgets run (`othersLeftMs`, the time left of the latest) works until a box
+ * before they end, so it is ready when they are (a Moshpit sync does not wait for it), rather than
+ * idle from its first second to the sync.
  */
-export function unmeasuredWork(spec: JobSpec, stepsLeft: number): { steps: number; budgetMs?: number } {
+export function unmeasuredWork(spec: JobSpec, stepsLeft: number, othersLeftMs: number | null = null): { steps: number; budgetMs?: number } {
   if (!isPaced(spec) || spec.strategy === 'ddp') return { steps: nominalSteps(spec) };
   const steps = Math.max(1, Math.floor((MAX_STEPS_FACTOR * spec.H) / PACED_STEP_CEILING));
   if (pacedStepCeiling(steps) >= stepsLeft) return { steps: unmeasuredSteps(spec) };
+  if (othersLeftMs !== null) return { steps, budgetMs: Math.round(Math.max(FIRST_WORK_MS, othersLeftMs - FIRST_WORK_MS)) };
   return { steps, budgetMs: spec.roundBudgetMs ?? FIRST_WORK_MS };
 }
 
