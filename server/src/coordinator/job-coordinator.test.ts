@@ -523,7 +523,8 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
 });
 
 test('paced LocalSGD: a member not ready is left out a pace-derived time past its budget, counted from the latest budget still running', async () => {
-  // Budgets of 10 s that members end 100 ms past: the bound is 4 × that overrun + 5 s, not 4 × the 10 s.
+  // Budgets of 10 s that members end 100 ms past, at 625 ms a step: the bound is 4 × that overrun + 5 s,
+  // + a step of the slowest member (it may end a step past its budget), not 4 × the 10 s + 5 s.
   const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 10_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
   const ready = (id: string, seq: number) => t.c.handle(id, 'round:ready', { jobId: 'job-t', seq, step: seq, steps: 16 });
@@ -540,8 +541,8 @@ test('paced LocalSGD: a member not ready is left out a pace-derived time past it
   // Sync 2: c goes silent. a and b end 100 ms past the budget, as before.
   t.clock.advance(10_100);
   ready('a', 2); ready('b', 2);
-  t.clock.advance(5_399);
-  assert.equal(t.last('a', 'round:begin').seq, 1, 'c is waited for 4 × 100 ms + 5 s');
+  t.clock.advance(6_024);
+  assert.equal(t.last('a', 'round:begin').seq, 1, 'c is waited for 4 × 100 ms + 5 s + 625 ms');
   t.clock.advance(1);
   assert.deepEqual(t.last('a', 'round:begin').members, ['a', 'b'], 'then left out');
   assert.equal(t.last('c', 'job:end'), undefined, 'not evicted');
@@ -549,10 +550,35 @@ test('paced LocalSGD: a member not ready is left out a pace-derived time past it
   // Sync 3: a stops early (its step ceiling); b is not left out while its budget runs, nor for the bound after.
   t.clock.advance(2_000);
   ready('a', 3);
-  t.clock.advance(8_000 + 5_399);
+  t.clock.advance(8_000 + 6_024);
   assert.equal(t.last('a', 'round:begin').seq, 2, 'b is waited for until its budget ends, then the bound');
   ready('b', 3);
   assert.deepEqual(t.last('a', 'round:begin').members, ['a', 'b']);
+  await t.cleanup();
+});
+
+test('paced LocalSGD: a member whose one step is longer than the budget is waited for that step, not left out every sync', async () => {
+  // 1-s budgets; a and c at 100 ms a step, b at 8 s (it takes at least one step). Sync 1, its pace
+  // unknown: 4 of its boxes for a step; then its measured 8 s.
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
+  const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
+  const steps = { a: 10, b: 1, c: 10 } as const;
+  const syncWork = (seq: number) => {
+    t.clock.advance(1_000);
+    for (const id of ['a', 'c'] as const) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq, step: seq, steps: steps[id] });
+    t.clock.advance(7_000);
+    t.c.handle('b', 'round:ready', { jobId: 'job-t', seq, step: seq, steps: 1 });
+    const r = t.last('a', 'round:begin');
+    assert.equal(r?.seq, seq, `sync ${seq} began`);
+    assert.deepEqual(r.members, ['a', 'b', 'c'], `b is in sync ${seq}`);
+    for (const id of ['a', 'b', 'c'] as const) {
+      const computeMs = id === 'b' ? 8_000 : 100 * steps[id];
+      t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step: seq, metrics: { loss: 1, samples: 8 * steps[id], wallMs: computeMs, computeMs, bytesSent: 0, bytesReceived: 0 } });
+    }
+  };
+  for (const id of ['a', 'b', 'c']) t.add(id);
+  for (const id of ['a', 'b', 'c']) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  for (const seq of [1, 2, 3]) syncWork(seq);
   await t.cleanup();
 });
 

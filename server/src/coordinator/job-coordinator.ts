@@ -108,6 +108,8 @@ const RING_FAILURES_BEFORE_STAR = 2;
 const WORKER_TABLE_INTERVAL_MS = 500;
 /** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
 const EVALUATORS = 3;
+/** A member whose pace is unknown may take this many of its time boxes for one step (see runningBudgets). */
+const UNMEASURED_STEP_BOXES = 4;
 /** Moshpit jobs: a joiner admitted this long after the first member, once the first sync's barrier counts down, takes sync 2. */
 const JOIN_GRACE_MS = 5_000;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
@@ -499,7 +501,7 @@ export class JobCoordinator {
     m.status.state = 'training';
     // A member whose pace is not measured yet (the first sync, a joiner) does its first work,
     // time-boxed, not a budget from the others' paces (computing one scans every member).
-    const budgetsEnd = m.msPerStep === null && this.job.seq > 0 ? this.budgetsEndAt() : null;
+    const budgetsEnd = m.msPerStep === null && this.job.seq > 0 ? this.runningBudgets().endsAt : null;
     const first = m.msPerStep === null ? unmeasuredWork(this.job.spec, this.stepsLeft(), budgetsEnd === null ? null : budgetsEnd - m.workSince) : null;
     const budget = first ? first.budgetMs ?? null : this.stepBudget();
     m.steps = first ? first.steps : this.plannedSteps(m, budget);
@@ -811,9 +813,11 @@ export class JobCoordinator {
     if (ready + training < this.job.spec.minWorkers) return;
     if (training > 0) {
       if (ready > 0 && !this.cancelBarrier) {
-        // Counted from the first ready member, or from the latest end of a budget still running.
+        // Counted from the first ready member, or from the latest end of a budget still running
+        // (and a step of the slowest member still in one).
         const now = this.deps.clock.now();
-        const boundMs = Math.round(Math.max(now, this.budgetsEndAt() ?? now) - now) + this.pace.bound('work', this.deps.timing.barrierTimeoutMs);
+        const budgets = this.runningBudgets();
+        const boundMs = Math.round(Math.max(now, budgets.endsAt ?? now) - now + budgets.longestStepMs) + this.pace.bound('work', this.deps.timing.barrierTimeoutMs);
         this.cancelBarrier = this.deps.clock.after(boundMs, () => this.barrierExpired(boundMs));
       }
       return;
@@ -1336,13 +1340,20 @@ export class JobCoordinator {
     return budget !== null && this.job.spec.strategy !== 'ddp' ? { budgetMs: Math.round(budget) } : {};
   }
 
-  /** When the latest time budget of the members a sync waits for ends, or null when none runs. */
-  private budgetsEndAt(): number | null {
-    let end: number | null = null;
+  /**
+   * Of the budgets the members a sync waits for run: when the latest ends (null: none runs), and the
+   * longest step of a member that has one (it takes at least one step, so a member slower than its
+   * budget ends a step past it, not late). A member whose pace is unknown may take UNMEASURED_STEP_BOXES
+   * × its box for a step: its first steps hold its shader compiles.
+   */
+  private runningBudgets(): { endsAt: number | null; longestStepMs: number } {
+    let endsAt: number | null = null, longestStepMs = 0;
     for (const m of this.inPhase.admitted) {
-      if (m.workBudgetMs > 0 && !this.leftOut.has(m)) end = Math.max(end ?? -Infinity, m.workSince + m.workBudgetMs);
+      if (m.workBudgetMs <= 0 || this.leftOut.has(m)) continue;
+      endsAt = Math.max(endsAt ?? -Infinity, m.workSince + m.workBudgetMs);
+      longestStepMs = Math.max(longestStepMs, m.msPerStep ?? UNMEASURED_STEP_BOXES * m.workBudgetMs);
     }
-    return end;
+    return { endsAt, longestStepMs };
   }
 
   /** The budget the members' new work was handed (null: none), which their lateness is counted past. */
