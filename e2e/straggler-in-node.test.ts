@@ -54,7 +54,7 @@ test('one member of four silent for 30 s: the others commit throughout, it is le
     const gaps = times.slice(1).map((t, i) => t - times[i]);
     const leftOut = logs.filter((l) => l.includes(`${id} is left out of sync`)).at(-1);
     // The pace-derived bound (4 × the median time members run past their budgets + 5 s), counted from
-    // the first ready member, or from the end of a budget still running.
+    // the first ready member, or from the end of a budget still running and a step of its member.
     const boundMs = Number(/, (\d+) ms after the first member was/.exec(leftOut ?? '')?.[1]);
     console.log(`${during.length} syncs committed in ${windowEnd - silenceFrom} ms of silence; waits ${gaps.join(', ')} ms; the bound ${boundMs} ms after the first ready member`);
     assert.ok(leftOut, 'the server left it out');

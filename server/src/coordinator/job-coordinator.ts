@@ -499,8 +499,8 @@ export class JobCoordinator {
     m.workBudgetMs = 0;
     this.firstAdmittedAt ??= m.workSince;
     m.status.state = 'training';
-    // A member whose pace is not measured yet (the first sync, a joiner) does its first work,
-    // time-boxed, not a budget from the others' paces (computing one scans every member).
+    // A member whose pace is not measured yet (the first sync, a joiner) does its first work
+    // time-boxed (pacing unmeasuredWork): a joiner until shortly before the others' budgets end.
     const budgetsEnd = m.msPerStep === null && this.job.seq > 0 ? this.runningBudgets().endsAt : null;
     const first = m.msPerStep === null ? unmeasuredWork(this.job.spec, this.stepsLeft(), budgetsEnd === null ? null : budgetsEnd - m.workSince) : null;
     const budget = first ? first.budgetMs ?? null : this.stepBudget();
