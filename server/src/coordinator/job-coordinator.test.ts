@@ -559,7 +559,7 @@ test('paced LocalSGD: a member not ready is left out a pace-derived time past it
 
 test('paced LocalSGD: a member whose one step is longer than the budget is waited for that step, not left out every sync', async () => {
   // 1-s budgets; a and c at 100 ms a step, b at 8 s (it takes at least one step). Sync 1, its pace
-  // unknown: 4 of its boxes for a step; then its measured 8 s.
+  // unknown: 4 s for a step; then its measured 8 s.
   const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
   const steps = { a: 10, b: 1, c: 10 } as const;
@@ -579,6 +579,20 @@ test('paced LocalSGD: a member whose one step is longer than the budget is waite
   for (const id of ['a', 'b', 'c']) t.add(id);
   for (const id of ['a', 'b', 'c']) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
   for (const seq of [1, 2, 3]) syncWork(seq);
+  await t.cleanup();
+});
+
+test('paced LocalSGD: the barrier never waits longer than the configured barrier timeout, whatever the budget', async () => {
+  // A 118-s budget + an unmeasured member's 4-s step + the 5-s floor would be 127 s: capped at 120 s.
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 118_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
+  const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
+  for (const id of ['a', 'b', 'c']) t.add(id);
+  for (const id of ['a', 'b', 'c']) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 1, step: 1, steps: 1 });
+  t.clock.advance(119_999);
+  assert.equal(t.last('a', 'round:begin'), undefined);
+  t.clock.advance(1);
+  assert.deepEqual(t.last('a', 'round:begin').members, ['a', 'b'], 'c is given up on at the barrier timeout');
   await t.cleanup();
 });
 

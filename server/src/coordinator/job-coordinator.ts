@@ -43,7 +43,7 @@ import { combineEvaluations, majorityChecksum, type EvaluationReport } from './e
 import { Pace } from './pace';
 import { JoinProbes } from './join-probes';
 import { PeerDistances } from './peer-distances';
-import { AutoSync, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps, unmeasuredWork } from './pacing';
+import { AutoSync, FIRST_WORK_MS, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps, unmeasuredWork } from './pacing';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -108,8 +108,8 @@ const RING_FAILURES_BEFORE_STAR = 2;
 const WORKER_TABLE_INTERVAL_MS = 500;
 /** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
 const EVALUATORS = 3;
-/** A member whose pace is unknown may take this many of its time boxes for one step (see runningBudgets). */
-const UNMEASURED_STEP_BOXES = 4;
+/** A member whose pace is unknown may take this long for one step (4 first boxes; see runningBudgets). */
+const UNMEASURED_STEP_MS = 4 * FIRST_WORK_MS;
 /** Moshpit jobs: a joiner admitted this long after the first member, once the first sync's barrier counts down, takes sync 2. */
 const JOIN_GRACE_MS = 5_000;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
@@ -535,7 +535,7 @@ export class JobCoordinator {
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
     // The barrier's pace is how far members run past their budgets (all their work when they have
     // none): a paced job's budgets change from sync to sync, their overruns much less.
-    this.pace.record('work', Math.max(0, m.workMs - m.workBudgetMs));
+    this.pace.record('overrun', Math.max(0, m.workMs - m.workBudgetMs));
     this.tryBegin();
     return { waiting: this.round === null };
   }
@@ -817,7 +817,8 @@ export class JobCoordinator {
         // (and a step of the slowest member still in one).
         const now = this.deps.clock.now();
         const budgets = this.runningBudgets();
-        const boundMs = Math.round(Math.max(now, budgets.endsAt ?? now) - now + budgets.longestStepMs) + this.pace.bound('work', this.deps.timing.barrierTimeoutMs);
+        const cap = this.deps.timing.barrierTimeoutMs;
+        const boundMs = Math.min(cap, Math.round(Math.max(now, budgets.endsAt ?? now) - now + budgets.longestStepMs) + this.pace.bound('overrun', cap));
         this.cancelBarrier = this.deps.clock.after(boundMs, () => this.barrierExpired(boundMs));
       }
       return;
@@ -1343,15 +1344,15 @@ export class JobCoordinator {
   /**
    * Of the budgets the members a sync waits for run: when the latest ends (null: none runs), and the
    * longest step of a member that has one (it takes at least one step, so a member slower than its
-   * budget ends a step past it, not late). A member whose pace is unknown may take UNMEASURED_STEP_BOXES
-   * × its box for a step: its first steps hold its shader compiles.
+   * budget ends a step past it, not late). A member whose pace is unknown may take UNMEASURED_STEP_MS
+   * for a step: its first steps hold its shader compiles.
    */
   private runningBudgets(): { endsAt: number | null; longestStepMs: number } {
     let endsAt: number | null = null, longestStepMs = 0;
     for (const m of this.inPhase.admitted) {
       if (m.workBudgetMs <= 0 || this.leftOut.has(m)) continue;
       endsAt = Math.max(endsAt ?? -Infinity, m.workSince + m.workBudgetMs);
-      longestStepMs = Math.max(longestStepMs, m.msPerStep ?? UNMEASURED_STEP_BOXES * m.workBudgetMs);
+      longestStepMs = Math.max(longestStepMs, m.msPerStep ?? UNMEASURED_STEP_MS);
     }
     return { endsAt, longestStepMs };
   }

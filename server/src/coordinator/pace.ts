@@ -1,7 +1,8 @@
 // How long the job's members usually take, so a deadline follows their pace rather than a fixed
 // minute: a bound is a multiple of the median of recent durations, kept between a floor and the
 // configured maximum. Until there is history the configured maximum (or a given first guess) holds.
-export type PaceKind = 'round' | 'work' | 'load' | 'upload' | 'evaluate';
+/** `overrun`: how far members' local work runs past its time budget (all of it without one). */
+export type PaceKind = 'round' | 'overrun' | 'load' | 'upload' | 'evaluate';
 
 /** Durations remembered per kind. */
 const WINDOW = 16;
