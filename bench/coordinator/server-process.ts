@@ -29,7 +29,7 @@ try {
   const app = process.env.TABFLEET_BENCH_COORDINATOR_SERVER_APP;
   const { startServer } = (await import(app ? pathToFileURL(app).href : '@tabfleet/server')) as { startServer: typeof StartServer };
   // Every simulated volunteer connects from 127.0.0.1.
-  const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, token, addressLimits: { connections: 100_000, jobShare: 1 } });
+  const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, token, addressLimits: { connections: 100_000, jobShare: 1 }, networkRules: false });
   process.on('message', (m: ToServer) => {
     if (m.type === 'exit') process.exit(0);
     if (m.type === 'snapshot') send({ type: 'snapshot', file: writeHeapSnapshot(m.file) });

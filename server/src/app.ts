@@ -9,6 +9,7 @@ import { loadSecrets, type Secrets } from './auth';
 import { LocalCluster, type Cluster } from './cluster/cluster';
 import { JobHub } from './cluster/hub';
 import type { CoordinatorDeps, Timing } from './coordinator/types';
+import { DEFAULT_NETWORK_RULES, type NetworkRules } from './coordinator/standing';
 import { realClock } from './coordinator/types';
 import { DownloadSlots, ShardCache } from './http/datasets';
 import { handleApi, handleStatic, shardPath, type RouteContext } from './http/routes';
@@ -55,6 +56,12 @@ export interface ServerOptions {
    * (a local benchmark, a proxy without forwarding) raises them.
    */
   addressLimits?: { connections?: number; jobShare?: number };
+  /**
+   * Prefix lengths that make one network (default /24 and /48): in untrusted jobs one network is never
+   * a majority of the members or two seats of a quorum, and keep-outs follow it to new identities.
+   * `false` where every volunteer is this machine's (npm start, local benchmarks).
+   */
+  networkRules?: NetworkRules;
   /** How often work is replicated (redundant recompute), per sync (default protocol's REPLICATION_RATE). */
   replicationRate?: { probation: number; trusted: number };
   log?: (line: string) => void;
@@ -156,6 +163,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     count: (name, labels) => counters.count(name, labels),
     log,
     addressJobShare: opts.addressLimits?.jobShare ?? DEFAULT_ADDRESS_LIMITS.jobShare,
+    networkRules: opts.networkRules ?? DEFAULT_NETWORK_RULES,
     replicationRate: opts.replicationRate,
   };
   const hub = new JobHub(deps, cluster);

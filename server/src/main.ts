@@ -15,6 +15,9 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
   --operator T  who runs it, shown to volunteers (default $TABFLEET_OPERATOR, else not shown)
   --address-connections N   volunteer connections one address may hold (default 32)
   --address-job-share F     share (0-1] of a job's slots one address may hold (default 0.5)
+  --network-prefix V4,V6    prefix lengths that make one network (default 24,48): in untrusted jobs one
+                network is never a majority of the members or two seats of a quorum; 'off' where every
+                volunteer is this machine's
   --public-url U  the URL volunteers reach this server at (checkpoint and shard links start with it);
                 without it, a server on --host 0.0.0.0 hands out paths relative to itself
   --allow-origin O  another origin whose pages may open Socket.IO connections (repeatable; same origin always may)
@@ -25,7 +28,7 @@ the dashboard removes the token from the address bar and keeps it for the tab on
 const { values } = parseArgs({
   options: {
     port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' },
-    'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' },
+    'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, 'network-prefix': { type: 'string' },
     'public-url': { type: 'string' }, 'allow-origin': { type: 'string', multiple: true }, help: { type: 'boolean', short: 'h' },
   },
 });
@@ -46,6 +49,14 @@ if ((connections !== undefined && !(Number.isInteger(connections) && connections
   process.exit(2);
 }
 
+const prefix = values['network-prefix'];
+const prefixMatch = prefix === undefined || prefix === 'off' ? null : /^(\d+),(\d+)$/.exec(prefix);
+if (prefix !== undefined && prefix !== 'off' && !(prefixMatch && Number(prefixMatch[1]) <= 32 && Number(prefixMatch[2]) <= 128)) {
+  console.error(`bad --network-prefix ${prefix}: want V4,V6 (e.g. 24,48) or off\n${USAGE}`);
+  process.exit(2);
+}
+const networkRules = prefix === 'off' ? false : prefixMatch ? { v4: Number(prefixMatch[1]), v6: Number(prefixMatch[2]) } : undefined;
+
 const publicUrl = values['public-url'];
 if (publicUrl !== undefined && !/^https?:\/\/[^/?#]+\/?$/.test(publicUrl)) {
   console.error(`bad --public-url ${publicUrl}: want http(s)://host[:port]\n${USAGE}`);
@@ -53,6 +64,7 @@ if (publicUrl !== undefined && !/^https?:\/\/[^/?#]+\/?$/.test(publicUrl)) {
 }
 const server = await startServer({
   addressLimits: { connections, jobShare },
+  networkRules,
   port,
   host: values.host,
   publicUrl,

@@ -23,7 +23,7 @@ after(() => {
 });
 
 async function startChild(port: number): Promise<ChildProcess> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'server/src/main.ts', '--port', String(port), '--data', dataDir, '--address-job-share', '1'], {
+  const proc = spawn(process.execPath, ['--import', 'tsx', 'server/src/main.ts', '--port', String(port), '--data', dataDir, '--address-job-share', '1', '--network-prefix', 'off'], {
     cwd: root, env: { ...process.env, TABFLEET_TOKEN: 'restart-token-long-enough' }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -372,6 +372,8 @@ export interface JobSummary {
   latestAccuracy: number | null;
   /** Why the job ended, when it has. */
   endReason?: string;
+  /** What the server holds back on and why (untrusted jobs: a target accuracy vouched for by members without standing). */
+  notice?: string;
   /**
    * Sync time as the server predicts it (the slowest member's local work at its pace, plus the median
    * exchange) beside what happened: the next sync's prediction, the last sync's prediction and actual

@@ -4,11 +4,12 @@
 //
 // sender i's digest of the part it sent to owner j must equal j's digest of what it received from i;
 // every member's digest of part j as it arrived must equal owner j's digest of its aggregate. A
-// mismatch names a pair, one of whom lied or broke, but not which one. Who is blamed:
-//   - a member that is in every mismatched pair, when there are at least two (an owner that sent a
-//     wrong aggregate to everyone, a sender that sent other values than it reports to several owners);
+// mismatch names a pair, one of whom lied or broke, but not which one: a group round's mismatches are
+// settled by the server's recomputation of the parts (digest-disputes.ts). `blame` is what the
+// validators' sender → validator pairs still use:
+//   - a member that is in every mismatched pair, when there are at least two;
 //   - otherwise every member of a mismatched pair. A liar can then take one honest member out with
-//     it, one for one.
+//     it, one for one. (Counting pairs is how two colluding owners framed one honest sender.)
 // An owner that lies consistently agrees with every digest; the validators (group-validation.ts)
 // catch it.
 // A refusal is an owner's word, so a sender is blamed for refused contributions only when more than
@@ -25,7 +26,7 @@ export interface DigestMismatch {
 
 export interface GroupVerdict {
   mismatches: DigestMismatch[];
-  /** Members to remove because of mismatches (empty when the digests agree). */
+  /** Whom counting pairs would blame (`blame`); group rounds settle mismatches by recomputation instead. */
   liars: string[];
   /** Members whose contributions more than half of the owners refused, with the owners' reasons. */
   refused: { member: string; reasons: string[] }[];

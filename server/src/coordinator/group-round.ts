@@ -3,8 +3,9 @@
 // an owner–validator dispute is settled from the members' evidence (group-validation.ts). The
 // coordinator owns the round; this decides whether it commits, and whom it removes.
 import { ProtocolError, cappedWeights, checksFor, modelDigest, partRange, type JobSpec, type VolunteerEventParsed } from '@tabfleet/protocol';
+import { disputedParts, settleDigestDisputes } from './digest-disputes';
 import { checkGroup, type GroupVerdict } from './group-check';
-import { decodeEvidence, judgeValidations, partRecompute, settleDispute, validationFits } from './group-validation';
+import { decodeEvidence, judgeValidations, partRecompute, partTruth, settleDispute, validationFits } from './group-validation';
 import type { ActiveRound } from './round';
 import type { CoordinatorDeps } from './types';
 
@@ -20,6 +21,10 @@ export interface GroupRoundHost {
   onProbation(volunteerId: string): boolean;
   /** A check confirmed a part this member owned or recomputed. */
   verified(volunteerId: string): void;
+  /** Whether checks confirmed enough of this member's work for its word to count against a newcomer's (standing.ts). */
+  hasStanding(volunteerId: string): boolean;
+  /** The round was not applied and these members sit out the next sync (an accusation nobody could settle). */
+  sitOut(volunteerIds: string[], why: string): void;
 }
 
 export class GroupRoundChecks {
@@ -86,6 +91,7 @@ export class GroupRoundChecks {
     const d = r.disputes?.get(e.part);
     if (!d) throw new ProtocolError('conflict', `no evidence of part ${e.part} was asked in round ${r.roundId}`);
     if (d.evidence.has(m.volunteerId)) return { duplicate: true };
+    const digestDispute = !!d.mismatches;
     const { length } = partRecompute(this.host.spec);
     const { start, end } = partRange(length, r.members.length, e.part);
     const values = decodeEvidence(e.data, end - start);
@@ -93,12 +99,40 @@ export class GroupRoundChecks {
     const recorded = r.results.get(m.volunteerId)!.group!.digests.sent[e.part];
     if (modelDigest(values) !== recorded) {
       this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: ${m.volunteerId}'s evidence for part ${e.part} has digest ${modelDigest(values)}, it reported sending ${recorded}`);
-      this.host.reject(r, [m.volunteerId], `${m.volunteerId}'s evidence for part ${e.part} is not what it reported sending`);
+      const why = `${m.volunteerId}'s evidence for part ${e.part} is not what it reported sending`;
+      if (digestDispute) this.host.reject(r, [m.volunteerId], `the group's digests disagree (${why})`, `what it reported disagrees with its group (${why})`);
+      else this.host.reject(r, [m.volunteerId], why);
       return {};
     }
     d.evidence.set(m.volunteerId, values);
-    if ([...r.disputes!.values()].every((x) => x.evidence.size === r.members.length)) this.settleDisputes(r);
+    if (![...r.disputes!.values()].every((x) => x.evidence.size === r.members.length)) return {};
+    if (digestDispute) this.settleDigests(r);
+    else this.settleDisputes(r);
     return {};
+  }
+
+  /**
+   * Every member's evidence of the parts the digests dispute is in: the server recomputes each part and
+   * convicts only whom the recomputation (or a member with standing facing a newcomer) shows lied
+   * (digest-disputes.ts). The round is never applied: the members' models may differ.
+   */
+  private settleDigests(r: ActiveRound): void {
+    const disputes = [...r.disputes!.values()];
+    const weights = r.steps ? cappedWeights(r.members.map((id) => r.steps![id])) : undefined;
+    const truth = new Map(disputes.map((d) => [d.part, partTruth(r.members.map((id) => d.evidence.get(id)!), this.host.spec, weights)]));
+    const checksums = new Map<string, number>();
+    for (const x of r.results.values()) checksums.set(x.checksum, (checksums.get(x.checksum) ?? 0) + 1);
+    const majority = [...checksums].find(([, n]) => n * 2 > r.members.length)?.[0];
+    const verdict = settleDigestDisputes(disputes.map((d) => ({ part: d.part, owner: d.owner, ownerAggregate: d.ownerAggregate, mismatches: d.mismatches! })), truth,
+      (id) => r.results.get(id)?.checksum, majority, (id) => this.host.hasStanding(id));
+    const evidence = verdict.findings.join('; ').slice(0, 400);
+    this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests settled by recomputation: ${evidence}; lied: ${verdict.liars.join(', ') || 'nobody shown'}; unsettled: ${verdict.unresolved.map((p) => p.join(' vs ')).join(', ') || 'none'}`);
+    const sitters = [...new Set(verdict.unresolved.flat())].filter((id) => !verdict.liars.includes(id));
+    if (sitters.length) {
+      this.host.deps.count('accusations_unsettled');
+      this.host.sitOut(sitters, `round ${r.roundId}: an accusation between ${verdict.unresolved.map((p) => p.join(' and ')).join(', ')} that recomputation could not settle`);
+    }
+    this.host.reject(r, verdict.liars, `the group's digests disagree (${evidence})`, `what it reported disagrees with its group (${evidence})`);
   }
 
   /** The server recomputes each disputed part from the evidence: whoever reported another aggregate lied. */
@@ -139,8 +173,12 @@ export class GroupRoundChecks {
     if (verdict.mismatches.length === 0) return verdict.refused;
     this.host.deps.count('digest_mismatches');
     const evidence = verdict.mismatches.map((x) => `${x.kind} ${x.from}→${x.to} (part ${x.part})`).join(', ');
-    this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests disagree: ${evidence}; blamed: ${verdict.liars.join(', ')}`);
-    this.host.reject(r, verdict.liars, `the group's digests disagree (${evidence.slice(0, 300)})`, `what it reported disagrees with its group (${evidence.slice(0, 300)})`);
+    // Counting who is in the most pairs let two colluders frame one honest member: the server
+    // recomputes the disputed parts from every member's evidence instead (digest-disputes.ts).
+    const disputes = disputedParts(r.members, verdict.mismatches, (owner) => r.results.get(owner)!.group!.digests.aggregate);
+    this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests disagree: ${evidence}; asking every member for its contribution to part(s) ${disputes.map((d) => d.part).join(', ')}`);
+    r.disputes = new Map(disputes.map((d) => [d.part, { part: d.part, owner: d.owner, validator: '', ownerAggregate: d.ownerAggregate, validatorAggregate: '', mismatches: d.mismatches, evidence: new Map() }]));
+    for (const d of disputes) this.host.deps.toVolunteer(r.members, 'evidence:request', { jobId: this.host.jobId, roundId: r.roundId, part: d.part });
     return null;
   }
 }

@@ -71,11 +71,16 @@ export function decodeEvidence(bytes: Uint8Array, expectedLength: number): Float
   return values;
 }
 
-/** The part's true aggregate digest from the members' evidence (in member order), and who disagreed with it. */
-export function settleDispute(d: Dispute, evidence: readonly Float32Array[], spec: JobSpec, weights?: readonly number[]): { truth: string; liars: string[] } {
+/** The digest of a part's aggregate recomputed by the server from the members' evidence (in member order; '' when all were refused). */
+export function partTruth(evidence: readonly Float32Array[], spec: JobSpec, weights?: readonly number[]): string {
   const { rule, trimFraction, f16 } = partRecompute(spec);
   const { aggregate } = combinePart(evidence, evidence[0].length, rule, { trimFraction, weights, f16 });
-  const truth = aggregate ? modelDigest(aggregate) : '';
+  return aggregate ? modelDigest(aggregate) : '';
+}
+
+/** The part's true aggregate digest from the members' evidence (in member order), and who disagreed with it. */
+export function settleDispute(d: Dispute, evidence: readonly Float32Array[], spec: JobSpec, weights?: readonly number[]): { truth: string; liars: string[] } {
+  const truth = partTruth(evidence, spec, weights);
   const liars = [...(d.ownerAggregate !== truth ? [d.owner] : []), ...(d.validatorAggregate !== truth ? [d.validator] : [])];
   return { truth, liars };
 }

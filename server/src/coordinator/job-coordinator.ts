@@ -44,14 +44,15 @@ import { Pace } from './pace';
 import { JoinProbes } from './join-probes';
 import { PeerDistances } from './peer-distances';
 import { AutoSync, FIRST_WORK_MS, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps, unmeasuredWork } from './pacing';
-import { Penalties } from './penalties';
+import { Penalties, type FaultKind } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
+import { hasStanding, networkOf, networkWouldDominate, seatsFrom } from './standing';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
 type Phase = 'loading' | 'admitted' | 'ready';
 /** A fault of timing (missed a deadline) or of what it sent (a wrong checkpoint, digest or evaluation). */
-type Fault = 'liveness' | 'integrity';
+type Fault = Exclude<FaultKind, 'departure'>;
 
 interface Member extends VolunteerInfo {
   shard: number;
@@ -65,6 +66,8 @@ interface Member extends VolunteerInfo {
   lastRoundMs: number | null;
   /** Whom its work is credited to: its client id, or its volunteer id when it sent none. */
   identity: string;
+  /** The network it connects from (its address, or prefix where the server tells networks apart: standing.ts). */
+  network: string;
   /** When it was last handed work (admitted, or a sync committed), and how long it took to be ready. */
   workSince: number;
   workMs: number;
@@ -74,6 +77,8 @@ interface Member extends VolunteerInfo {
   leftOutSince: number | null;
   /** A sync committed without it: its local work is for an older model, and it reloads when it reports. */
   stale: boolean;
+  /** Sits out the next sync (an accusation nobody could settle), then reloads the job's model. */
+  sitsOut: boolean;
   /** Measured time per local step (pacing.ts), the steps it was given for its current work, its share of the last sync's samples. */
   msPerStep: number | null;
   steps: number;
@@ -166,6 +171,8 @@ export class JobCoordinator {
   private workerTableTimer: (() => void) | null = null;
   private persistQueue: Promise<void> = Promise.resolve();
   private latestAccuracy: number | null = null;
+  /** What the job holds back on and why (an unvouched target accuracy), shown on the dashboard. */
+  private notice: string | null = null;
   /** Everyone who has been in the job, by identity (loaded from the store, kept in step with it). */
   private readonly contributors: ContributorLedger;
 
@@ -197,6 +204,8 @@ export class JobCoordinator {
       reject: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault),
       onProbation: (volunteerId) => this.reputations.onProbation(identity(volunteerId)),
       verified: (volunteerId) => this.reputations.verified(identity(volunteerId)),
+      hasStanding: (volunteerId) => this.hasStanding(identity(volunteerId)),
+      sitOut: (ids, why) => this.sitOut(ids, why),
     });
     this.replication = new Replication({
       get jobId() {
@@ -264,7 +273,10 @@ export class JobCoordinator {
 
   /** Why this volunteer may not join now: kept out after a fault, or its address holds its share of slots. */
   private refusal(v: VolunteerInfo): string | null {
-    const kept = this.penalties.keptOut(v.clientId ?? v.volunteerId, v.address, this.deps.clock.now());
+    const identity = v.clientId ?? v.volunteerId;
+    const network = this.networkOf(v.address);
+    const newcomer = !hasStanding(v.reputation) && !this.hasStanding(identity);
+    const kept = this.penalties.keptOut(identity, network, this.deps.clock.now(), newcomer);
     if (kept) return kept;
     const share = this.deps.addressJobShare ?? 1;
     if (v.address && share < 1) {
@@ -272,7 +284,27 @@ export class JobCoordinator {
       const fromAddress = [...this.members.values()].filter((m) => m.address === v.address).length;
       if (fromAddress >= cap) return `${fromAddress} of this job's slots are taken from your address (at most ${cap})`;
     }
+    if (this.networkRulesApply) {
+      const fromNetwork = [...this.members.values()].filter((m) => m.network === network).length;
+      if (networkWouldDominate(fromNetwork, this.members.size)) {
+        return `${fromNetwork} of this job's ${this.members.size} members are from your network (${network}); one network is never a majority of an untrusted job`;
+      }
+    }
     return null;
+  }
+
+  /** Untrusted jobs on a server that tells networks apart: quorums count networks and need standing (standing.ts). */
+  private get networkRulesApply(): boolean {
+    return !!this.deps.networkRules && this.job.spec.trust === 'untrusted';
+  }
+
+  private networkOf(address: string | undefined): string {
+    return networkOf(address, this.deps.networkRules ?? false);
+  }
+
+  /** Checks confirmed enough of this identity's work since its last fault (it may evaluate, upload, break ties). */
+  private hasStanding(identity: string): boolean {
+    return !this.reputations.onProbation(identity);
   }
 
   summary(): JobSummary {
@@ -280,6 +312,7 @@ export class JobCoordinator {
       id: this.job.id, name: this.job.name, spec: this.job.spec, state: this.job.state, createdAt: this.job.createdAt,
       updatedAt: this.job.updatedAt, seq: this.job.seq, step: this.job.step, workers: this.members.size,
       latestCheckpoint: this.latestCheckpoint, latestAccuracy: this.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
+      ...(this.notice ? { notice: this.notice } : {}),
       syncTime: {
         nextPredictedMs: this.syncTime.next, last: this.syncTime.last, medianError: this.syncTime.medianError,
         ...(this.autoSync ? { auto: this.autoSync.choice && { ...this.autoSync.choice, exchangeMs: { ...this.autoSync.exchangeMs } } } : {}),
@@ -322,9 +355,9 @@ export class JobCoordinator {
     this.shardsHeld.add(shard);
     const identity = v.clientId ?? v.volunteerId;
     const member: Member = {
-      ...v, shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
+      ...v, network: this.networkOf(v.address), shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
       status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0, workBudgetMs: 0,
-      leftOutSince: null, stale: false, msPerStep: null, steps: unmeasuredSteps(this.job.spec), share: null,
+      leftOutSince: null, stale: false, sitsOut: false, msPerStep: null, steps: unmeasuredSteps(this.job.spec), share: null,
     };
     this.members.set(v.volunteerId, member);
     this.inPhase.loading.add(member);
@@ -351,8 +384,21 @@ export class JobCoordinator {
 
   /** A member left (disconnect, leave). Aborts its round; the survivors re-form at once. */
   leave(volunteerId: string, reason: string): void {
+    const m = this.members.get(volunteerId);
+    // Leaving mid-round aborts it (or its group): a light fault, so leaving and asking again is not free.
+    if (m && this.inRunningRound(volunteerId)) {
+      this.penalties.punish(m.identity, m.network, `left during a round (${reason})`, this.deps.clock.now(), 'departure', !!this.deps.networkRules);
+    }
     this.removeMember(volunteerId, reason);
     this.tryBegin();
+  }
+
+  private inRunningRound(volunteerId: string): boolean {
+    const r = this.round;
+    if (!r) return false;
+    if (!r.groups) return r.members.includes(volunteerId);
+    const g = r.groups.groupOf(volunteerId);
+    return g !== undefined && r.groups.state[g] === 'running';
   }
 
   private removeMember(volunteerId: string, reason: string): void {
@@ -391,7 +437,7 @@ export class JobCoordinator {
   private evict(volunteerId: string, reason: string, fault: Fault = 'liveness'): void {
     const m = this.members.get(volunteerId);
     if (!m) return;
-    const keptOutMs = this.penalties.punish(m.identity, fault === 'integrity' ? m.address : undefined, reason, this.deps.clock.now());
+    const keptOutMs = this.penalties.punish(m.identity, m.network, reason, this.deps.clock.now(), fault, !!this.deps.networkRules);
     if (fault === 'integrity') this.reputations.fault(m.identity, reason, this.deps.clock.now());
     this.deps.count('members_evicted');
     this.deps.log(`job ${this.job.id}: evicting ${volunteerId} (${m.identity}${m.address ? ` at ${m.address}` : ''}), kept out ${Math.round(keptOutMs / 1000)} s: ${reason}`);
@@ -569,10 +615,11 @@ export class JobCoordinator {
     if (r.groups) {
       const g = r.groups.groupOf(m.volunteerId)!;
       if (r.groups.groups[g].every((id) => r.results.has(id))) this.commitGroup(r, g);
+      else this.settleIfAnswered(r, m.volunteerId);
     } else if (r.results.size === r.members.length) {
       if (r.mode === 'group') this.groupChecks.resultsIn(r);
       else this.commit(r);
-    }
+    } else this.settleIfAnswered(r, m.volunteerId);
     return {};
   }
 
@@ -584,23 +631,49 @@ export class JobCoordinator {
     const r = this.currentRound(m, e.roundId);
     if (r.failures.has(m.volunteerId)) return { duplicate: true };
     r.failures.set(m.volunteerId, `${e.code}${e.message ? `: ${e.message}` : ''}`);
-    if (e.code === 'unreachable') this.starNext = true;
     if (e.code === 'device_lost' || r.mode === 'star') {
       // A star round needs nothing but this member and the server: failing it is the member's own fault.
       this.evict(m.volunteerId, e.code === 'device_lost' ? 'GPU device lost' : `failed a star round (${e.code})`);
       this.tryBegin();
       return {};
     }
-    if (r.groups) {
-      const g = r.groups.groupOf(m.volunteerId)!;
-      const members = r.groups.groups[g];
-      if (members.every((id) => r.failures.has(id) || r.results.has(id))) this.failGroup(r, g, `failed: ${members.flatMap((id) => (r.failures.has(id) ? [`${id} ${r.failures.get(id)}`] : [])).join('; ')}`, []);
-    } else if (r.failures.size + [...r.results.keys()].filter((id) => !r.failures.has(id)).length === r.members.length) {
-      this.ringFailures++;
-      this.abortRound(`failed: ${[...r.failures].map(([id, why]) => `${id} ${why}`).join('; ')}`, []);
-      this.tryBegin();
-    }
+    this.settleIfAnswered(r, m.volunteerId);
     return {};
+  }
+
+  /**
+   * Once every member of the round (a Moshpit sync: of `member`'s group) has answered with a result or
+   * a failure, and some failed, it is re-formed at once rather than at the deadline. (It ran only on
+   * failures before: a failure that arrived before the others' results left the round to its deadline.)
+   */
+  private settleIfAnswered(r: ActiveRound, member: string): void {
+    const group = r.groups ? r.groups.groups[r.groups.groupOf(member)!] : r.members;
+    if (!group.every((id) => r.failures.has(id) || r.results.has(id)) || !group.some((id) => r.failures.has(id))) return;
+    const failed = group.filter((id) => r.failures.has(id));
+    const why = `failed: ${failed.map((id) => `${id} ${r.failures.get(id)}`).join('; ')}`;
+    if (r.groups) return this.failGroup(r, r.groups.groupOf(member)!, why, []);
+    const unreachable = this.checkUnreachableClaims(r, failed);
+    this.ringFailures++;
+    this.abortRound(why, unreachable.refuted);
+    for (const id of unreachable.refuted) this.evict(id, `round ${r.roundId}: claimed it could not reach its peers, but every other member finished the exchange with it`);
+    if (unreachable.corroborated) this.starNext = true;
+    this.tryBegin();
+  }
+
+  /**
+   * A member's `unreachable` is checked against what the others saw before the next sync goes through
+   * the server: a link has two ends, so when the claimant could not reach its peers they could not
+   * finish either. A claim while every other member finished the exchange is refuted (it forced every
+   * sync into a star round, 17 of 17, by claiming after taking part); one some other member's failure
+   * bears out moves the next sync to the star path as before.
+   */
+  private checkUnreachableClaims(r: ActiveRound, failed: string[]): { corroborated: boolean; refuted: string[] } {
+    const claims = failed.filter((id) => r.failures.get(id)!.startsWith('unreachable'));
+    if (claims.length === 0) return { corroborated: false, refuted: [] };
+    const othersFinished = (id: string) => r.members.every((x) => x === id || r.results.has(x));
+    const refuted = claims.filter(othersFinished);
+    if (refuted.length) this.deps.count('unreachable_claims_refuted');
+    return { corroborated: refuted.length < claims.length, refuted };
   }
 
   private onSignal(m: Member, e: VolunteerEventParsed<'signal'>): object {
@@ -774,7 +847,7 @@ export class JobCoordinator {
   private finishEvaluation(ev: OpenEvaluation): void {
     ev.cancelTimer();
     this.evaluations.delete(ev.seq);
-    const outcome = combineEvaluations(ev.reports, ev.asked);
+    const outcome = this.weighStanding(combineEvaluations(ev.reports, ev.asked), ev);
     this.settledChecksums.set(ev.seq, outcome.agreed ? outcome.checksum : null);
     for (const seq of this.settledChecksums.keys()) if (seq < ev.seq - 4) this.settledChecksums.delete(seq);
     if (!outcome.agreed) {
@@ -792,13 +865,41 @@ export class JobCoordinator {
     this.persist(() => this.deps.store.addMetric(this.job.id, point));
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
     const target = this.job.spec.targetAccuracy;
-    const enough = outcome.vouchers >= Math.min(2, ev.asked);
+    const vouchers = this.networkRulesApply ? this.standingVouchers(ev, outcome.checksum) : outcome.vouchers;
+    const enough = vouchers >= Math.min(2, ev.asked);
+    if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && !enough && !this.ended) {
+      this.notice = `sync ${ev.seq}: accuracy ${outcome.accuracy} reaches the target ${target}, but ${vouchers} of the ${outcome.vouchers} evaluators who vouch for it have standing (2 needed): training goes on`;
+      this.deps.count('targets_unvouched');
+      this.deps.log(`job ${this.job.id}: ${this.notice}`);
+      this.deps.toDashboards(this.job.id, 'job:update', this.summary());
+    }
     if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough && !this.finishing && !this.ended) {
       this.deps.log(`job ${this.job.id}: test accuracy ${outcome.accuracy} (${outcome.vouchers} members vouch) reached the target ${target}`);
       this.finishing = true;
       if (this.latestCheckpoint?.seq === this.job.seq && !this.pendingUpload) this.stop(`reached target accuracy ${target}`, 'done');
     }
     if (!this.ended) this.tryBegin();
+  }
+
+  /**
+   * Untrusted jobs: evaluators without standing convict nobody and decide nothing alone. When the
+   * reports disagree, a majority needs two members with standing behind it, else the sync's model is
+   * not agreed (no checkpoint of it, no accuracy; the outvoted are not evicted).
+   */
+  private weighStanding(outcome: ReturnType<typeof combineEvaluations>, ev: OpenEvaluation): ReturnType<typeof combineEvaluations> {
+    if (!this.networkRulesApply || !outcome.agreed || outcome.outvoted.length === 0) return outcome;
+    const standing = this.standingVouchers(ev, outcome.checksum);
+    if (standing >= 2) return outcome;
+    this.deps.count('evaluations_unvouched');
+    return { agreed: false, reason: `evaluators disagree (${outcome.outvoted.join(', ')} outvoted) and ${standing} of the majority have standing (2 needed): nobody is believed` };
+  }
+
+  /** Evaluators of `ev` with standing that reported the model `checksum`. */
+  private standingVouchers(ev: OpenEvaluation, checksum: string): number {
+    return [...ev.reports].filter(([id, r]) => {
+      const m = this.members.get(id);
+      return r.checksum === checksum && !!m && this.hasStanding(m.identity);
+    }).length;
   }
 
   // ---------- the round clock ----------
@@ -839,7 +940,7 @@ export class JobCoordinator {
     this.cancelJoinerHold?.();
     this.cancelJoinerHold = null;
     this.joinerHoldExpired = false;
-    this.begin([...this.inPhase.ready].sort((a, b) => a.shard - b.shard));
+    this.begin(this.ringWithoutSitters([...this.inPhase.ready].sort((a, b) => a.shard - b.shard)));
   }
 
   /**
@@ -901,11 +1002,36 @@ export class JobCoordinator {
     this.tryBegin();
   }
 
+  /**
+   * Members that sit out (sitOut) are left out of the coming sync and reload the job's model after it,
+   * unless that leaves fewer than the job's minimum: then nobody sits out.
+   */
+  private ringWithoutSitters(ready: Member[]): Member[] {
+    const ring = ready.filter((m) => !m.sitsOut);
+    if (ring.length === ready.length) return ready;
+    if (ring.length >= Math.max(1, this.job.spec.minWorkers)) return ring;
+    this.deps.log(`job ${this.job.id}: ${ready.length - ring.length} member(s) were to sit out sync ${this.job.seq + 1}, which leaves fewer than ${this.job.spec.minWorkers}: all take part`);
+    for (const m of ready) m.sitsOut = false;
+    return ready;
+  }
+
+  /** An accusation nobody could settle: both sides sit out the next sync (no fault recorded) and reload after it. */
+  private sitOut(ids: string[], why: string): void {
+    for (const id of ids) {
+      const m = this.members.get(id);
+      if (!m) continue;
+      m.sitsOut = true;
+      this.deps.count('members_sat_out');
+    }
+    this.deps.log(`job ${this.job.id}: ${ids.join(', ')} sit(s) out sync ${this.job.seq + 1}: ${why}`);
+  }
+
   /** A member whose work is stale goes back to loading: the job's model of the last sync, when a checkpoint of it exists. */
   private reload(m: Member): void {
     this.setPhase(m, 'loading');
     this.setLoadSeq(m, null);
     m.stale = false;
+    m.sitsOut = false;
     m.status.state = 'loading';
     if (!this.round && !this.pendingUpload && this.latestCheckpoint?.seq === this.job.seq) this.sendLoad(m, this.job.seq);
     this.changedWorkers();
@@ -953,7 +1079,10 @@ export class JobCoordinator {
     // members with no faults on record first.
     const ranked = shuffled(ring).sort((a, b) => this.penalties.offences(a.identity) - this.penalties.offences(b.identity));
     // Moshpit: the evaluators share the uploader's group, so they vouch for the model it uploads.
-    const byTrust = grouped ? ranked.filter((m) => grouped.groupOf(m.volunteerId) === grouped.groupOf(ranked[0].volunteerId)) : ranked;
+    const inGroup = grouped ? ranked.filter((m) => grouped.groupOf(m.volunteerId) === grouped.groupOf(ranked[0].volunteerId)) : ranked;
+    // Untrusted: members with standing first, never two seats from one network (one address was the
+    // evaluators' majority: it ended a job on a forged 0.99 and evicted the honest evaluator).
+    const byTrust = this.networkRulesApply ? seatsFrom(inGroup, EVALUATORS, (m) => m.network, (m) => this.hasStanding(m.identity)) : inGroup;
     const members = ring.map((m) => m.volunteerId);
     const roundId = grouped?.lastRoundId ?? this.nextRoundId;
     this.nextRoundId = roundId + 1;

@@ -1,6 +1,12 @@
-// Members removed for a fault are kept out of the job for a while, longer each time: by identity
-// (the browser's client id) and, for faults of integrity past a few, by address, since a client id
-// is the client's own choice and a fresh one costs nothing. Every fault is counted and logged with why.
+// Members removed for a fault are kept out of the job for a while, longer each time. A client id is
+// the client's own choice and a fresh one costs nothing, so faults also follow the network the member
+// came from (its address, or its prefix where the server tells networks apart, standing.ts):
+//   - while an identity is kept out, a newcomer (an identity with no standing) from its network is
+//     kept out as long: evicted, it came back at once under a new id (13 syncs in 30 s against 108);
+//   - integrity faults past a few keep the whole network out, established identities too.
+// Liveness faults alone never keep out identities with standing: an honest but slow tab behind a
+// shared address (a campus NAT, a test machine) must not shut out its established neighbours.
+// Leaving mid-round is a light fault: counted, and kept out from the third on.
 export interface Offence {
   offences: number;
   /** Epoch ms until which it may not rejoin. */
@@ -8,34 +14,55 @@ export interface Offence {
   lastReason: string;
 }
 
+/** A fault of timing (missed a deadline), of what it sent (a wrong checkpoint, digest or evaluation), or a departure mid-round. */
+export type FaultKind = 'liveness' | 'integrity' | 'departure';
+
 /** First keep-out; doubled per repeat offence. */
 export const KEEP_OUT_BASE_MS = 10_000;
 export const KEEP_OUT_MAX_MS = 60 * 60_000;
-/** Offences from one address (any identity) before the address itself is kept out. */
+/** Integrity offences from one network (any identity) before the network itself is kept out. */
 export const ADDRESS_OFFENCES = 3;
+/** Departures mid-round before they keep the identity out (each one is counted). */
+export const DEPARTURES_BEFORE_KEEP_OUT = 3;
 
 export class Penalties {
   private readonly byIdentity = new Map<string, Offence>();
-  private readonly byAddress = new Map<string, Offence>();
+  private readonly departures = new Map<string, Offence>();
+  private readonly byNetwork = new Map<string, Offence>();
+  /** Until when newcomers from a network are kept out (the latest keep-out of an identity from it). */
+  private readonly newcomersUntil = new Map<string, { until: number; reason: string }>();
 
-  /** Records a fault (against `address` too when given); returns how long the offender is kept out. */
-  punish(identity: string, address: string | undefined, reason: string, now: number): number {
-    const o = bump(this.byIdentity, identity, reason, now, 1);
-    if (address) bump(this.byAddress, address, reason, now, ADDRESS_OFFENCES);
-    return o.until - now;
+  /**
+   * Records a fault against the identity and its network; returns how long the identity is kept out
+   * (0: not yet). `newcomersFollow`: newcomers from the network share the keep-out (off where every
+   * volunteer is one machine's, which would shut out everyone).
+   */
+  punish(identity: string, network: string | undefined, reason: string, now: number, kind: FaultKind, newcomersFollow = false): number {
+    const o = kind === 'departure' ? bump(this.departures, identity, reason, now, DEPARTURES_BEFORE_KEEP_OUT) : bump(this.byIdentity, identity, reason, now, 1);
+    if (network && kind === 'integrity') bump(this.byNetwork, network, reason, now, ADDRESS_OFFENCES);
+    if (network && newcomersFollow && o.until > now) {
+      const prev = this.newcomersUntil.get(network);
+      if (!prev || prev.until < o.until) this.newcomersUntil.set(network, { until: o.until, reason });
+    }
+    return Math.max(0, o.until - now);
   }
 
-  /** Why this identity or address may not join now (null: it may). */
-  keptOut(identity: string, address: string | undefined, now: number): string | null {
-    const o = this.byIdentity.get(identity);
-    if (o && o.until > now) return `kept out for ${Math.ceil((o.until - now) / 1000)} s more after ${o.offences} fault(s), the last: ${o.lastReason}`;
-    const a = address ? this.byAddress.get(address) : undefined;
-    if (a && a.until > now) return `address kept out for ${Math.ceil((a.until - now) / 1000)} s more after ${a.offences} faults from it, the last: ${a.lastReason}`;
+  /** Why this identity (a newcomer: no standing) from `network` may not join now (null: it may). */
+  keptOut(identity: string, network: string | undefined, now: number, newcomer: boolean): string | null {
+    for (const o of [this.byIdentity.get(identity), this.departures.get(identity)]) {
+      if (o && o.until > now) return `kept out for ${Math.ceil((o.until - now) / 1000)} s more after ${o.offences} fault(s), the last: ${o.lastReason}`;
+    }
+    const n = network ? this.byNetwork.get(network) : undefined;
+    if (n && n.until > now) return `address kept out for ${Math.ceil((n.until - now) / 1000)} s more after ${n.offences} faults from it, the last: ${n.lastReason}`;
+    const shadow = network ? this.newcomersUntil.get(network) : undefined;
+    if (newcomer && shadow && shadow.until > now) {
+      return `a member from your address is kept out for ${Math.ceil((shadow.until - now) / 1000)} s more (${shadow.reason}); new identities from it wait as long`;
+    }
     return null;
   }
 
   offences(identity: string): number {
-    return this.byIdentity.get(identity)?.offences ?? 0;
+    return (this.byIdentity.get(identity)?.offences ?? 0) + (this.departures.get(identity)?.offences ?? 0);
   }
 }
 

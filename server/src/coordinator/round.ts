@@ -1,5 +1,6 @@
 // A round in flight at a job's coordinator, as the coordinator and the group round's checks see it.
 import type { PartCheck, PartValidationReport, RoundBegin, VolunteerEventParsed, GroupReport } from '@tabfleet/protocol';
+import type { DigestMismatch } from './group-check';
 import type { Dispute } from './group-validation';
 import type { GroupedSync } from './grouped-sync';
 
@@ -28,8 +29,11 @@ export interface ActiveRound {
   removeAtCommit: { member: string; reason: string }[];
   /** Group rounds being validated: the parts checked and the validators' reports so far. */
   validation: { checks: PartCheck[]; reports: Map<string, PartValidationReport[]> } | null;
-  /** Validators and owners that disagree, by part, with the members' evidence so far. */
-  disputes: Map<number, Dispute & { evidence: Map<string, Float32Array> }> | null;
+  /**
+   * Parts in dispute, with the members' evidence so far: a validator and the owner disagree, or (with
+   * `mismatches`) the members' digests do (digest-disputes.ts).
+   */
+  disputes: Map<number, Dispute & { evidence: Map<string, Float32Array>; mismatches?: DigestMismatch[] }> | null;
   /** Paced jobs: the local steps each member did for this sync (the weights of its average). */
   steps: Record<string, number> | null;
   /** `auto` jobs' ring rounds at fp16 (else the job's precision). */

@@ -3,6 +3,7 @@
 // can run coordinators whose volunteers are connected to other nodes.
 import type { Capabilities, DashboardServerEvents, JobSpec, VolunteerServerEvents } from '@tabfleet/protocol';
 import type { ReputationRecord, Store } from '../store/store';
+import type { NetworkRules } from './standing';
 
 export interface Clock {
   now(): number;
@@ -46,6 +47,11 @@ export interface CoordinatorDeps {
   log(message: string): void;
   /** Share of a job's slots (0–1] that volunteers from one address may hold (default 1: no limit). */
   addressJobShare?: number;
+  /**
+   * How networks are told apart in untrusted jobs' quorums and keep-outs (standing.ts): prefix lengths,
+   * or false (the default here) where every volunteer is one machine's.
+   */
+  networkRules?: NetworkRules;
   /** Probability per sync of replicating a unit of a member on probation, and of anyone (default protocol's REPLICATION_RATE). */
   replicationRate?: { probation: number; trusted: number };
 }

@@ -33,8 +33,8 @@ export async function startTestServer(opts: ServerOptions = {}): Promise<TestSer
     if (logLines.length > 400) logLines.splice(0, logLines.length - 200);
   };
   const server = await startServer({ port: 0, dataDir, token: 'test-token', log: keepLog, timing: { roundTimeoutMs: 5_000, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 },
-    // Every test volunteer comes from 127.0.0.1: no per-address limits unless a test sets them.
-    addressLimits: { connections: 100_000, jobShare: 1 }, ...opts });
+    // Every test volunteer comes from 127.0.0.1: no per-address or per-network rules unless a test sets them.
+    addressLimits: { connections: 100_000, jobShare: 1 }, networkRules: false, ...opts });
   const oracle = new RingOracle();
   const sims: SimVolunteer[] = [];
   const api: TestServer['api'] = async (path, init = {}) => {

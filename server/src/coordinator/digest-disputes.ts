@@ -1,0 +1,85 @@
+// Settles a group round's digest mismatches (group-check.ts) by the server's own recomputation, not by
+// counting accusers. A mismatch names a pair, one of whom lied or broke; two colluding owners that
+// both reported a wrong digest for one honest sender used to make it the one member in every
+// mismatched pair, and it alone was evicted (2 Sybils removed 4 honest members in 4 rounds).
+//
+// Every member uploads its contribution to each disputed part (its evidence, checked against the
+// digest it reported sending: a member whose upload differs lied), and the server recomputes the part
+// (the part's truth). Then, for each mismatched pair:
+//   - sender i → owner j (j says it received other values than i says it sent): when j's aggregate is
+//     the truth, j aggregated exactly what i sent, so j's receipt is a lie; otherwise it is i's word
+//     against j's;
+//   - owner j → receiver k (k says it gathered another aggregate than j reports): when j's aggregate is
+//     the truth and k ended the round with the same model as the others (its result checksum), k's
+//     receipt is a lie; when j's aggregate is not the truth and no sender disputes what j received, j
+//     combined wrongly; otherwise it is word against word.
+// Word against word convicts only a member without standing facing one with standing; otherwise
+// nobody is convicted, the round is not applied and both sit out the next sync (BTARD's rule for an
+// unresolved accusation: the accuser pays as much as the accused).
+import type { DigestMismatch } from './group-check';
+
+export interface DigestDispute {
+  part: number;
+  owner: string;
+  ownerAggregate: string;
+  /** The mismatched pairs that involve this part. */
+  mismatches: DigestMismatch[];
+}
+
+export interface DigestVerdict {
+  liars: string[];
+  /** Pairs neither recomputation nor standing could settle. */
+  unresolved: [string, string][];
+  findings: string[];
+}
+
+/**
+ * `truth` is the part's aggregate recomputed from every member's evidence (by part); `resultChecksum`
+ * a member's result checksum and `majorityChecksum` the one most members reported.
+ */
+export function settleDigestDisputes(
+  disputes: readonly DigestDispute[],
+  truth: ReadonlyMap<number, string>,
+  resultChecksum: (id: string) => string | undefined,
+  majorityChecksum: string | undefined,
+  hasStanding: (id: string) => boolean,
+): DigestVerdict {
+  const liars = new Set<string>();
+  const pairs: [string, string][] = [];
+  const findings: string[] = [];
+  for (const d of disputes) {
+    const correct = truth.get(d.part) === d.ownerAggregate;
+    const contested = d.mismatches.some((m) => m.kind === 'contribution');
+    findings.push(`part ${d.part}: recomputed ${truth.get(d.part) || '(all refused)'}, owner ${d.owner} reported ${d.ownerAggregate}`);
+    for (const m of d.mismatches) {
+      if (m.kind === 'contribution') {
+        if (correct) liars.add(m.to);
+        else pairs.push([m.from, m.to]);
+      } else if (m.kind === 'aggregate') {
+        if (correct && majorityChecksum !== undefined && resultChecksum(m.to) === majorityChecksum) liars.add(m.to);
+        else if (!correct && !contested) liars.add(m.from);
+        else pairs.push([m.from, m.to]);
+      }
+    }
+  }
+  const unresolved: [string, string][] = [];
+  const seen = new Set<string>();
+  for (const [a, b] of pairs) {
+    if (liars.has(a) || liars.has(b)) continue;
+    const key = [a, b].sort().join('|');
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const sa = hasStanding(a), sb = hasStanding(b);
+    if (sa && !sb) liars.add(b);
+    else if (sb && !sa) liars.add(a);
+    else unresolved.push([a, b]);
+  }
+  return { liars: [...liars], unresolved, findings };
+}
+
+/** The parts a set of mismatches involves, each with its owner (members in the round's order). */
+export function disputedParts(members: readonly string[], mismatches: readonly DigestMismatch[], aggregateOf: (owner: string) => string): DigestDispute[] {
+  const byPart = new Map<number, DigestMismatch[]>();
+  for (const m of mismatches) byPart.set(m.part, [...(byPart.get(m.part) ?? []), m]);
+  return [...byPart].sort(([a], [b]) => a - b).map(([part, ms]) => ({ part, owner: members[part], ownerAggregate: aggregateOf(members[part]), mismatches: ms }));
+}
