@@ -219,6 +219,8 @@ export class JobCoordinator {
       onProbation: (id) => this.reputations.onProbation(id),
       verified: (id) => this.reputations.verified(id),
       fault: (id, reason) => this.reputations.fault(id, reason, deps.clock.now()),
+      networkOf: (volunteerId) => (this.networkRulesApply ? this.members.get(volunteerId)?.network ?? null : null),
+      hasStanding: (id) => this.hasStanding(id),
       shardUrl: (index) => deps.shardUrl?.(current().id, current().spec, index, current().spec.maxWorkers) ?? null,
     });
   }
@@ -1205,7 +1207,9 @@ export class JobCoordinator {
       if (!m) continue;
       // Counted from what the server saw: the steps it gave (of the job's batch, or paced ddp's micro-batches), and the time from being handed work to being ready.
       const steps = r.steps?.[id] ?? this.job.spec.H;
-      this.contributors.credit(m.identity, steps * samplesPerStep(this.job.spec), m.workMs, now);
+      // A member that owes the upload of a replicated unit (its work this sync) is credited once it uploads.
+      const samples = steps * samplesPerStep(this.job.spec), workMs = m.workMs;
+      this.replication.credit(id, r.seq, () => this.contributors.credit(m.identity, samples, workMs, now));
       const share = r.steps ? steps / Object.values(r.steps).reduce((a, b) => a + b, 0) : null;
       this.setPhase(m, 'admitted');
       Object.assign(m, { lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share });

@@ -5,6 +5,12 @@
 // a disagreement goes to a third member, and the one that disagrees with both others loses reputation.
 // One unit is open at a time. Members on probation are replicated often, everyone else rarely
 // (BOINC's adaptive replication).
+//
+// Where the server tells networks apart (untrusted jobs, standing.ts), the replica comes from another
+// network than the original, and a tie is broken only by a member with standing from a third network
+// (two Sybils of one address won every tie against an honest member). An original or replica that
+// does not upload within two syncs gets a fault, and its credit for the sync the unit was waits for
+// its upload (it had full credit and no fault).
 import { randomInt } from 'node:crypto';
 import { ProtocolError, REPLICATION_RATE, compareReplicas, type JobSpec, type ReplicaComparison, type ReplicaTask, type ReplicaUnit, type VolunteerEventParsed } from '@tabfleet/protocol';
 import type { CoordinatorDeps } from './types';
@@ -23,6 +29,10 @@ export interface ReplicationHost {
   fault(identity: string, reason: string): void;
   /** Where a member downloads shard `index` (with a ticket), when the server serves the dataset. */
   shardUrl(index: number): string | null;
+  /** When networks count (untrusted jobs on a server that tells them apart): a member's network; else null. */
+  networkOf(volunteerId: string): string | null;
+  /** Whether checks confirmed enough of this identity's work (standing.ts). */
+  hasStanding(identity: string): boolean;
 }
 
 interface OpenUnit {
@@ -33,7 +43,12 @@ interface OpenUnit {
   tieBreak: boolean;
   /** The members that hold the unit's starting model (a tie-break is asked of one of them). */
   holders: readonly string[];
+  /** Commit credit of the original and replica held until they upload (see `credit`). */
+  deferred: Map<string, () => void>;
 }
+
+/** Syncs after a unit's start by which its original and replica must have uploaded. */
+const UPLOAD_WITHIN_SYNCS = 2;
 
 export class Replication {
   private open: OpenUnit | null = null;
@@ -50,6 +65,7 @@ export class Replication {
    * replicate one member's next unit. Call before sending `round:commit`.
    */
   schedule(seq: number, committed: readonly string[]): void {
+    if (this.open && this.open.unit.seq + UPLOAD_WITHIN_SYNCS <= seq) this.faultMissingUploads(this.open);
     if (this.open && this.open.unit.seq + UNIT_LIFETIME_SYNCS <= seq) this.close(`unresolved: still open ${UNIT_LIFETIME_SYNCS} syncs later`);
     const members = this.host.members().filter((m) => committed.includes(m.volunteerId));
     if (!this.applies || this.open || members.length < 2) return;
@@ -58,14 +74,16 @@ export class Replication {
     const pool = probation.length && this.rand() < rate.probation ? probation : this.rand() < rate.trusted ? members : [];
     if (pool.length === 0) return;
     const original = pool[Math.floor(this.rand() * pool.length)];
-    const others = members.filter((m) => m !== original);
+    const elsewhere = members.filter((m) => m !== original && (this.host.networkOf(m.volunteerId) ?? '') !== (this.host.networkOf(original.volunteerId) ?? '-'));
+    const others = this.host.networkOf(original.volunteerId) === null ? members.filter((m) => m !== original) : elsewhere;
+    if (others.length === 0) return;
     const trusted = others.filter((m) => !this.host.onProbation(m.identity));
     const replica = pickFrom(trusted.length ? trusted : others, this.rand);
     const unit: ReplicaUnit = {
       unitId: `unit-${seq}-${randomInt(1e9)}`, seq, shard: { index: original.shard, count: this.host.spec.maxWorkers },
       batchSeed: randomInt(2 ** 31), steps: this.host.spec.H,
     };
-    this.open = { unit, asked: new Map([[original.volunteerId, original.identity], [replica.volunteerId, replica.identity]]), deltas: new Map(), tieBreak: false, holders: committed };
+    this.open = { unit, asked: new Map([[original.volunteerId, original.identity], [replica.volunteerId, replica.identity]]), deltas: new Map(), tieBreak: false, holders: committed, deferred: new Map() };
     this.send(original.volunteerId, 'original');
     this.send(replica.volunteerId, 'replica');
     this.host.deps.count('units_replicated');
@@ -80,8 +98,34 @@ export class Replication {
     const delta = new Float32Array(length);
     new Uint8Array(delta.buffer).set(e.data);
     o.deltas.set(volunteerId, delta);
+    o.deferred.get(volunteerId)?.();
+    o.deferred.delete(volunteerId);
     this.judge(o);
     return {};
+  }
+
+  /**
+   * A commit's credit for `volunteerId` (`grant`): given now, or, for the original and replica of the
+   * open unit whose sync this was, once it has uploaded (never, if it does not).
+   */
+  credit(volunteerId: string, seq: number, grant: () => void): void {
+    const o = this.open;
+    const [original, replica] = o ? [...o.asked.keys()] : [];
+    if (o && seq === o.unit.seq + 1 && (volunteerId === original || volunteerId === replica) && !o.deltas.has(volunteerId)) o.deferred.set(volunteerId, grant);
+    else grant();
+  }
+
+  /** The original or replica still owes its upload UPLOAD_WITHIN_SYNCS syncs after the unit began: a fault, and no credit for it. */
+  private faultMissingUploads(o: OpenUnit): void {
+    const present = new Set(this.host.members().map((m) => m.volunteerId));
+    for (const id of [...o.asked.keys()].slice(0, 2)) {
+      if (o.deltas.has(id) || !present.has(id)) continue;
+      o.deferred.delete(id);
+      const why = `unit ${o.unit.unitId}: did not upload its ${id === [...o.asked.keys()][0] ? 'original' : 'replica'} within ${UPLOAD_WITHIN_SYNCS} syncs`;
+      this.host.deps.log(`job ${this.host.jobId}: ${id} ${why}; its credit for sync ${o.unit.seq + 1} is withheld`);
+      this.host.deps.count('replicas_missing');
+      this.host.fault(o.asked.get(id)!, why);
+    }
   }
 
   /** A member left the job: a unit waiting on it cannot finish. */
@@ -104,8 +148,12 @@ export class Replication {
       }
       this.host.deps.log(`job ${this.host.jobId}: unit ${o.unit.unitId}: ${original} and ${replica} disagree (${describe(ab)}); asking a third member`);
       this.host.deps.count('replicas_disagreed');
-      const candidates = this.host.members().filter((m) => o.holders.includes(m.volunteerId) && !o.asked.has(m.volunteerId));
-      if (candidates.length === 0) return this.close('unresolved: no third member to break the tie');
+      const taken = new Set([original, replica].map((id) => this.host.networkOf(id)));
+      const networksCount = this.host.networkOf(original) !== null;
+      // Where networks count, a tie-breaker has standing and a network of its own: a tie is one word against another.
+      const candidates = this.host.members().filter((m) => o.holders.includes(m.volunteerId) && !o.asked.has(m.volunteerId)
+        && (!networksCount || (this.host.hasStanding(m.identity) && !taken.has(this.host.networkOf(m.volunteerId)))));
+      if (candidates.length === 0) return this.close(`unresolved: no third member${networksCount ? ' with standing on another network' : ''} to break the tie`);
       const third = pickFrom(candidates, this.rand);
       o.asked.set(third.volunteerId, third.identity);
       o.tieBreak = true;
@@ -136,6 +184,7 @@ export class Replication {
       this.host.deps.count('replicas_unresolved');
       this.host.deps.log(`job ${this.host.jobId}: unit ${this.open?.unit.unitId} closed ${unresolved}`);
     }
+    for (const grant of this.open?.deferred.values() ?? []) grant();
     this.open = null;
   }
 }
