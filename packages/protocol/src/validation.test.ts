@@ -23,3 +23,15 @@ test('checks: distinct parts, never validated by their owner, VALIDATED_PART_SHA
   }
   assert.deepEqual(checksFor(['alone']), []);
 });
+
+test('checksFor: a validator on another network than the part owner wherever the group has one', () => {
+  const members = ['a1', 'a2', 'b1', 'c1'];
+  const net = (id: string) => id[0];
+  for (let seed = 1; seed <= 50; seed++) {
+    let x = seed;
+    const rand = () => ((x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (const c of checksFor(members, rand, new Set(members), (p, q) => net(p) === net(q))) {
+      assert.notEqual(net(c.validator), net(members[c.part]), `seed ${seed}: part ${c.part} validated by ${c.validator}`);
+    }
+  }
+});

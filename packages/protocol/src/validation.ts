@@ -32,9 +32,10 @@ export interface PartCheck {
 /**
  * The parts to validate this round, each with a validator that is not its owner: on average
  * VALIDATED_PART_SHARE of them (at least one in a group of two or more), the parts of members on
- * `probation` first, validators spread over different members where there are enough.
+ * `probation` first, validators spread over different members where there are enough, and on another
+ * network than the owner (`sameNetwork`) where there is one.
  */
-export function checksFor(members: readonly string[], rand: () => number = Math.random, probation: ReadonlySet<string> = new Set()): PartCheck[] {
+export function checksFor(members: readonly string[], rand: () => number = Math.random, probation: ReadonlySet<string> = new Set(), sameNetwork?: (a: string, b: string) => boolean): PartCheck[] {
   const n = members.length;
   if (n < 2) return [];
   const expected = VALIDATED_PART_SHARE * n;
@@ -44,7 +45,9 @@ export function checksFor(members: readonly string[], rand: () => number = Math.
   const parts = shuffled.sort((a, b) => first(a) - first(b)).slice(0, k);
   const busy = new Set<string>();
   return parts.map((part) => {
-    const candidates = members.filter((id, i) => i !== part);
+    const others = members.filter((id, i) => i !== part);
+    const apart = sameNetwork ? others.filter((id) => !sameNetwork(id, members[part])) : others;
+    const candidates = apart.length ? apart : others;
     const free = candidates.filter((id) => !busy.has(id));
     const pool = free.length ? free : candidates;
     const validator = pool[Math.floor(rand() * pool.length)];

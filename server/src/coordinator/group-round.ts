@@ -21,6 +21,8 @@ export interface GroupRoundHost {
   onProbation(volunteerId: string): boolean;
   /** A check confirmed a part this member owned or recomputed. */
   verified(volunteerId: string): void;
+  /** Whether two members are of one network (false for all where networks do not count). */
+  sameNetwork(a: string, b: string): boolean;
   /** Whether checks confirmed enough of this member's work for its word to count against a newcomer's (standing.ts). */
   hasStanding(volunteerId: string): boolean;
   /** The round was not applied and these members sit out the next sync (an accusation nobody could settle). */
@@ -42,7 +44,7 @@ export class GroupRoundChecks {
     if (!refused) return;
     // Their values were left out of this sync; they take no part in the next.
     r.removeAtCommit = refused.map((x) => ({ member: x.member, reason: `its contributions to round ${r.roundId} were refused by most owners (${x.reasons[0].slice(0, 200)})` }));
-    const checks = checksFor(r.members, Math.random, new Set(r.members.filter((id) => this.host.onProbation(id))));
+    const checks = checksFor(r.members, Math.random, new Set(r.members.filter((id) => this.host.onProbation(id))), (a, b) => this.host.sameNetwork(a, b));
     if (checks.length === 0) return this.host.commit(r);
     r.validation = { checks, reports: new Map() };
     this.host.deps.toVolunteer(r.members, 'round:validate', { jobId: this.host.jobId, roundId: r.roundId, checks });
@@ -73,7 +75,8 @@ export class GroupRoundChecks {
     }
     const disputed = new Set(verdict.disputes.map((d) => d.part));
     for (const c of v.checks) {
-      if (disputed.has(c.part)) continue;
+      // Two identities of one network confirming each other would be standing for free.
+      if (disputed.has(c.part) || this.host.sameNetwork(r.members[c.part], c.validator)) continue;
       this.host.verified(r.members[c.part]);
       this.host.verified(c.validator);
     }

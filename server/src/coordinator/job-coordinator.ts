@@ -205,6 +205,7 @@ export class JobCoordinator {
       onProbation: (volunteerId) => this.reputations.onProbation(identity(volunteerId)),
       verified: (volunteerId) => this.reputations.verified(identity(volunteerId)),
       hasStanding: (volunteerId) => this.hasStanding(identity(volunteerId)),
+      sameNetwork: (a, b) => this.networkRulesApply && this.members.get(a)?.network === this.members.get(b)?.network,
       sitOut: (ids, why) => this.sitOut(ids, why),
     });
     this.replication = new Replication({
