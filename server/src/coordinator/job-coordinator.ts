@@ -760,7 +760,9 @@ export class JobCoordinator {
     const ev = this.evaluations.get(seq);
     if (!ev) return this.settledChecksums.get(seq) ?? this.checkpointChecksums.get(seq) ?? null;
     const majority = majorityChecksum(ev.reports, ev.asked);
-    if (majority) return majority;
+    // Untrusted jobs: a majority of newcomers is known only once every evaluator spoke (weighStanding).
+    if (majority && (!this.networkRulesApply || this.standingVouchers(ev, majority) >= 2)) return majority;
+    if (this.networkRulesApply) return undefined;
     // Out of evaluators still to report, or too few left to make a majority: no agreement.
     const counts = new Map<string, number>();
     for (const r of ev.reports.values()) counts.set(r.checksum, (counts.get(r.checksum) ?? 0) + 1);
@@ -861,6 +863,7 @@ export class JobCoordinator {
     }
     for (const id of outcome.outvoted) if (!this.ended) this.evict(id, `evaluated a model (sync ${ev.seq}) other than the one its evaluators agree on`, 'integrity');
     if (outcome.accuracy !== null) this.latestAccuracy = outcome.accuracy;
+    if (this.pendingUpload?.seq === ev.seq) this.settleUpload();
     const point: MetricPoint = {
       seq: ev.seq, step: ev.step, time: this.deps.clock.now(), loss: outcome.loss, accuracy: outcome.accuracy, samplesPerSec: null, bytesSent: null,
       workers: this.members.size, vouchers: outcome.vouchers,
