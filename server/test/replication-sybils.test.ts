@@ -37,6 +37,7 @@ test('a member that never uploads its replicated unit gets a fault and no credit
   // Before: no fault, and its credit was the same as everyone's.
   assert.ok((await faultsOf('never-uploads-000')) >= 2);
   for (const h of [2, 3, 4]) assert.equal(await faultsOf(`honest-uploader-${h}`), 0);
+  await server.hub.flushed(); // the contributor ledger is written behind the coordinator
   const credit = new Map((await server.store.contributors(job.id)).map((c) => [c.clientId, c.samples]));
   const honestMean = honest.reduce((a, h, i) => a + (credit.get(`honest-uploader-${2 + i}`) ?? 0), 0) / honest.length;
   assert.ok((credit.get('never-uploads-000') ?? 0) < honestMean, `credited ${credit.get('never-uploads-000')} samples against ${honestMean}`);
