@@ -257,7 +257,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     let ms = 0, took = 0;
     if (s.workMs?.length) ms = s.workMs[Math.floor(random() * s.workMs.length)];
     else if (budgetMs === undefined) for (let i = 0; i < steps; i++) ms += lognormal(m.stepMs);
-    else while (took < pacedStepCeiling(steps) && (took === 0 || ms + m.stepMs / 2 <= budgetMs)) {
+    else while (took < pacedStepCeiling(steps, spec.trust) && (took === 0 || ms + m.stepMs / 2 <= budgetMs)) {
       ms += lognormal(m.stepMs);
       took++;
     }

@@ -64,7 +64,7 @@ export interface Grouping {
  * about `budgetMs` on every member. Member i is given max(1, min(maxSteps, ⌊budgetMs / its ms per
  * step⌋)) steps, its pace measured on its earlier syncs (the first sync: `firstSteps` each, default H,
  * for `firstBudgetMs` where given, to measure), and trains while at least half a step still fits the
- * budget, at most protocol's `pacedStepCeiling` of them; the mean weighs each delta by the samples it took. A non-finite budget:
+ * budget, at most protocol's `pacedStepCeiling` of them (a trusted job's: its members are the researcher's own); the mean weighs each delta by the samples it took. A non-finite budget:
  * the given steps, exactly.
  */
 export interface Pacing {
@@ -141,7 +141,7 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     const localMs: number[] = [];
     let given = workers.map((w) => stepsOf(w, msPerStep.get(w.id) ?? null, opts.pace));
     const left = opts.pace?.stepsLeft;
-    const cut = left !== undefined && pacedStepCeiling(Math.max(...given)) >= left;
+    const cut = left !== undefined && pacedStepCeiling(Math.max(...given), 'trusted') >= left;
     if (cut) given = cutSteps(given, left);
     // Time-budgeted once a member's pace is known, or by the first sync's time box before: the given
     // steps become a ceiling (paced ddp's micro-batches make one batch: exactly those).
@@ -151,7 +151,7 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
       return budget !== undefined && Number.isFinite(budget) ? budget : undefined;
     };
     const budgeted = (i: number) => budgetOf(i) !== undefined;
-    const ceilings = given.map((n, i) => (budgeted(i) ? Math.min(opts.pace!.maxSteps ?? Infinity, pacedStepCeiling(n)) : n));
+    const ceilings = given.map((n, i) => (budgeted(i) ? Math.min(opts.pace!.maxSteps ?? Infinity, pacedStepCeiling(n, 'trusted')) : n));
     const predictedLocalMs = opts.pace && workers.every((w) => msPerStep.has(w.id))
       ? ceilings.map((n, i) => Math.min(n * msPerStep.get(ids[i])!, budgetOf(i) ?? Infinity))
       : null;

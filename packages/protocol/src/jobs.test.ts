@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bitsPerByte, cutSteps, jobSpecSchema, nextPace, targetStepsOf, type JobSpecInput } from './jobs';
+import { bitsPerByte, cutSteps, jobSpecSchema, nextPace, pacedStepCeiling, targetStepsOf, type JobSpecInput } from './jobs';
 import { layoutOf } from './models';
 
 const base: JobSpecInput = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, hyperparameters: { lr: 0.1, batchSize: 64 }, maxWorkers: 4, targetSteps: 100 };
@@ -101,6 +101,12 @@ test('bits per byte: a byte-level loss of ln 2 nats is one bit per byte; BPE div
   assert.equal(bitsPerByte(Math.LN2, 'chars'), 1);
   assert.equal(bitsPerByte(4 * Math.LN2, 'gpt2', 4), 1);
   assert.equal(bitsPerByte(1, 'gpt2'), null);
+});
+
+test('a paced member\'s step ceiling: twice the steps given in a trusted job, the steps given in an untrusted one', () => {
+  assert.equal(pacedStepCeiling(10, 'trusted'), 20);
+  assert.equal(pacedStepCeiling(10, 'untrusted'), 10);
+  assert.equal(pacedStepCeiling(10, jobSpecSchema.parse(base).trust), 10, 'the default: untrusted');
 });
 
 test('a paced member\'s pace: a weighted mean of what it measured, but a measurement at half the estimate or less (a warm-up forgotten) replaces it', () => {

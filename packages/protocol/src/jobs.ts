@@ -124,12 +124,22 @@ export function defaultPacing(s: { strategy: string; groupSize?: number; hyperpa
 
 /**
  * Paced LocalSGD and DiLoCo members are given steps and a time budget: they train while at least
- * half a step still fits the budget, up to this many times the steps given (a pace measured slow, a
- * tab back from the background), and say how many they took. The server weighs what they report,
- * never past this ceiling, so a member can lower its weight but not raise it beyond it.
+ * half a step still fits the budget, up to a ceiling, and say how many they took. The server weighs,
+ * credits and counts what they report, never past the ceiling (a claim above it is refused), so a
+ * member can lower its weight but not raise it beyond the ceiling. In a trusted job the ceiling is
+ * this many times the steps given (a pace measured slow, a tab back from the background, makes up
+ * the difference); in an untrusted job it is the steps given: a member stops at them or at its
+ * budget, whichever comes first. A claim past the steps given cannot be checked there (the server
+ * sees only when the member is ready), and each one believed compounded: the pace measured from it
+ * was faster, the next sync gave more steps, and the member claimed twice those (3.9 times an honest
+ * member's credit at a live server, issue 34). A member that finishes its given steps early is ready
+ * early, so the server's time still learns its faster pace.
  */
 export const PACED_STEP_CEILING = 2;
-export const pacedStepCeiling = (givenSteps: number) => PACED_STEP_CEILING * givenSteps;
+/** The ceiling's factor over the steps given: PACED_STEP_CEILING in a trusted job, 1 in an untrusted one. */
+export const pacedStepFactor = (trust: JobSpec['trust']) => (trust === 'trusted' ? PACED_STEP_CEILING : 1);
+/** The most local steps a paced member with a budget takes and the server accepts (see PACED_STEP_CEILING). */
+export const pacedStepCeiling = (givenSteps: number, trust: JobSpec['trust']) => pacedStepFactor(trust) * givenSteps;
 
 /**
  * A paced job's last syncs, `left` mean steps per member before its target (the job's step counts

@@ -149,9 +149,9 @@ export class JobEngine {
     return { digest: modelDigest(await engine.readParams()) };
   }
 
-  /** `steps` local steps (paced: with `budgetMs`, at most `pacedStepCeiling(steps)`, stopping at the budget). */
+  /** `steps` local steps (paced: with `budgetMs`, at most `pacedStepCeiling(steps, trust)`, stopping at the budget). */
   local(steps?: number, budgetMs?: number) {
-    return this.ready.strategy.local(budgetMs === undefined || steps === undefined ? steps : pacedStepCeiling(steps), budgetMs);
+    return this.ready.strategy.local(budgetMs === undefined || steps === undefined ? steps : pacedStepCeiling(steps, this.ready.spec.trust), budgetMs);
   }
 
   /**

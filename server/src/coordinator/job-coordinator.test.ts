@@ -522,6 +522,31 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
   await t.cleanup();
 });
 
+test('untrusted paced LocalSGD: a member may claim at most the steps it was given, and its pace is the server\'s time, not its computeMs', async () => {
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 1000, checkpointEvery: 1000, trust: 'untrusted' });
+  const t = await setup({ spec });
+  t.add('a'); t.add('b');
+  // Paces unknown: the first work is time-boxed, given the whole cap of 8 × H (its ceiling: what is given).
+  for (const id of ['a', 'b']) assert.deepEqual(t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' }), { admitted: true, steps: 32, budgetMs: 1_000 });
+  t.clock.advance(1_000);
+  assert.throws(() => t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 1, step: 33, steps: 33 }), /33 local steps: at most 32 \(the steps given, in an untrusted job\)/);
+  t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 1, step: 32, steps: 32 });
+  t.clock.advance(250);
+  t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 1, step: 25, steps: 25 });
+  const r1 = t.last('a', 'round:begin');
+  assert.equal(r1.mode, 'group');
+  assert.deepEqual(r1.steps, { a: 32, b: 25 }, 'the weights: what each claimed, at most what it was given');
+  const group = { refused: [], digests: { sent: ['abcdef01', 'abcdef01'], received: ['abcdef01', 'abcdef01'], aggregate: 'abcdef01', gathered: ['abcdef01', 'abcdef01'] } };
+  // a claims its 32 steps took 1 ms; b says 1,000 ms for its 25. The server saw 1,000 and 1,250.
+  for (const [id, computeMs] of [['a', 1], ['b', 1_000]] as const) {
+    t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 8, wallMs: computeMs, computeMs, bytesSent: 0, bytesReceived: 0 }, group });
+  }
+  const pace = (id: string) => t.c.workers().find((w) => w.volunteerId === id)!.pace!.msPerStep;
+  assert.equal(pace('a'), 31.3, '1,000 ms over its 32 steps, not 1 ms');
+  assert.equal(pace('b'), 50, '1,250 ms over its 25 steps');
+  await t.cleanup();
+});
+
 test('paced LocalSGD: a member not ready is left out a pace-derived time past its budget, counted from the latest budget still running', async () => {
   // Budgets of 10 s that members end 100 ms past, at 625 ms a step: the bound is 4 × that overrun + 5 s,
   // + a step of the slowest member (it may end a step past its budget), not 4 × the 10 s + 5 s.

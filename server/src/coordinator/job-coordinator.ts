@@ -43,7 +43,7 @@ import { combineEvaluations, majorityChecksum, type EvaluationReport } from './e
 import { Pace } from './pace';
 import { JoinProbes } from './join-probes';
 import { PeerDistances } from './peer-distances';
-import { AutoSync, FIRST_WORK_MS, isPaced, nextPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps, unmeasuredWork } from './pacing';
+import { AutoSync, FIRST_WORK_MS, isPaced, measuredPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps, unmeasuredWork } from './pacing';
 import { Penalties, type FaultKind } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
@@ -613,7 +613,8 @@ export class JobCoordinator {
     // Round trips only to the peers it was linked to in this round: its ring neighbours.
     if (e.rttMs && this.job.spec.regionalGroups) this.distances.record(m.volunteerId, linkedPeersOnly(r, m.volunteerId, e.rttMs));
     // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
-    m.msPerStep = nextPace(m.msPerStep, e.metrics.computeMs ?? e.metrics.wallMs, r.steps?.[m.volunteerId] ?? nominalSteps(this.job.spec));
+    // Paced: untrusted, from the server's time for the steps it counted (pacing measuredPace), not the member's computeMs.
+    m.msPerStep = measuredPace(this.job.spec, m.msPerStep, { steps: r.steps?.[m.volunteerId] ?? nominalSteps(this.job.spec), workMs: m.workMs, computeMs: e.metrics.computeMs ?? e.metrics.wallMs });
     r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
     if (r.groups) {
       const g = r.groups.groupOf(m.volunteerId)!;
@@ -1453,7 +1454,7 @@ export class JobCoordinator {
   private cutToTarget(steps: Record<string, number>): boolean {
     if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') return false;
     const left = this.stepsLeft();
-    if (pacedStepCeiling(Math.max(0, ...Object.values(steps))) < left) return false;
+    if (pacedStepCeiling(Math.max(0, ...Object.values(steps)), this.job.spec.trust) < left) return false;
     const ids = Object.keys(steps);
     const cut = cutSteps(ids.map((id) => steps[id]), left);
     ids.forEach((id, i) => {
@@ -1504,14 +1505,15 @@ export class JobCoordinator {
   }
 
   /**
-   * The steps a member says it took when it stopped at the budget: its weight in the sync, the job's
-   * step and its pace follow them. At most `pacedStepCeiling` × the steps it was given, so a member
-   * can lower its weight but not raise it past that.
+   * The steps a member says it took when it stopped at the budget: its weight in the sync, its credit,
+   * the job's step and its pace follow them. At most protocol's `pacedStepCeiling` of the steps it was
+   * given (trusted: twice them; untrusted: those), so a member can lower its weight but not raise it past that.
    */
   private reportedSteps(m: Member, steps: number): number {
     if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') throw new ProtocolError('bad_request', 'only a paced localsgd or diloco member reports its steps: the others do the steps they are given');
-    const ceiling = pacedStepCeiling(m.steps);
-    if (steps > ceiling) throw new ProtocolError('bad_request', `${steps} local steps: at most ${ceiling} (twice the ${m.steps} given)`);
+    const ceiling = pacedStepCeiling(m.steps, this.job.spec.trust);
+    const why = ceiling === m.steps ? 'the steps given, in an untrusted job' : `twice the ${m.steps} given`;
+    if (steps > ceiling) throw new ProtocolError('bad_request', `${steps} local steps: at most ${ceiling} (${why})`);
     return steps;
   }
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { DDP_MICRO_BATCHES, jobSpecSchema, PACED_STEP_CEILING } from '@tabfleet/protocol';
-import { AutoSync, EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, nextPace, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel, unmeasuredWork } from './pacing';
+import { AutoSync, EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, measuredPace, nextPace, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel, unmeasuredWork } from './pacing';
 
 const spec = (o: object = {}) => jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', pacing: 'paced', hyperparameters: { lr: 0.1, batchSize: 32 }, targetSteps: 100, ...o });
 
@@ -31,6 +31,23 @@ test('an unmeasured member\'s first work is time-boxed, its ceiling the cap, unl
   assert.deepEqual(unmeasuredWork(s, MAX_STEPS_FACTOR * 8, 6_000), { steps: 1 }, 'near the target as before');
   assert.deepEqual(unmeasuredWork(spec({ pacing: 'fixed' }), 1000), { steps: 8 }, 'a fixed job: H');
   assert.deepEqual(unmeasuredWork(spec({ strategy: 'ddp', H: 1 }), 1000), { steps: DDP_MICRO_BATCHES }, 'paced ddp: its micro-batches');
+  // Untrusted: its ceiling is the steps given, so it is given the whole cap.
+  const untrusted = spec({ trust: 'untrusted' });
+  assert.deepEqual(unmeasuredWork(untrusted, 1000), { steps: MAX_STEPS_FACTOR * 8, budgetMs: FIRST_WORK_MS });
+  assert.deepEqual(unmeasuredWork(untrusted, MAX_STEPS_FACTOR * 8), { steps: 1 }, 'its ceiling could reach the target: an eighth of H, no box');
+  assert.deepEqual(unmeasuredWork(untrusted, MAX_STEPS_FACTOR * 8 + 1), { steps: MAX_STEPS_FACTOR * 8, budgetMs: FIRST_WORK_MS });
+});
+
+test('a paced member\'s pace: in an untrusted job the server\'s time for the steps it counted, never the member\'s computeMs', () => {
+  const untrusted = spec({ trust: 'untrusted' });
+  // 20 steps, handed out 1,000 ms before the member was ready; it claims 1 ms of compute.
+  assert.equal(measuredPace(untrusted, null, { steps: 20, workMs: 1_000, computeMs: 1 }), 50);
+  assert.equal(measuredPace(untrusted, 50, { steps: 20, workMs: 1_400, computeMs: 1 }), 60, 'the mean with its estimate, as nextPace');
+  // Faster only by being ready sooner: half the time for the same steps replaces the estimate.
+  assert.equal(measuredPace(untrusted, 50, { steps: 20, workMs: 500, computeMs: 1 }), 25);
+  assert.equal(measuredPace(untrusted, null, { steps: 20, workMs: 0, computeMs: 0 }), 1 / 20, 'at least a millisecond of work: never a pace of 0');
+  // A trusted job's members are the researcher's own: their compute time, without the trip to the server.
+  assert.equal(measuredPace(spec(), null, { steps: 20, workMs: 1_000, computeMs: 800 }), 40);
 });
 
 test('the default budget: H steps of the fastest, a twentieth of overhead, the cap', () => {

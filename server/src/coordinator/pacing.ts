@@ -25,7 +25,7 @@
 // round's budget is the time in which the members together compute N × DDP_MICRO_BATCHES of them
 // (each at its own pace), so the global batch stays what a fixed ddp job's is and each member's share
 // of it follows its speed.
-import { DDP_MICRO_BATCHES, nextPace, PACED_STEP_CEILING, pacedStepCeiling, type JobSpec } from '@tabfleet/protocol';
+import { DDP_MICRO_BATCHES, nextPace, pacedStepCeiling, pacedStepFactor, type JobSpec } from '@tabfleet/protocol';
 
 /**
  * A member does at most this many times the job's H steps per sync (its work drifts from the others'
@@ -35,6 +35,23 @@ import { DDP_MICRO_BATCHES, nextPace, PACED_STEP_CEILING, pacedStepCeiling, type
 export const MAX_STEPS_FACTOR = 8;
 
 export { nextPace };
+
+/** A paced member's work is taken to have lasted at least this long (a pace of 0 would plan a budget of 0). */
+const MIN_WORK_MS = 1;
+
+/**
+ * A paced member's time per step once it reported its result (protocol's nextPace over `steps`, the
+ * steps the server counted for the work: those it was given, or fewer that it reported). The time is,
+ * in an untrusted job, the server's own: from handing the member its work to its `round:ready`
+ * (`workMs`; so it holds the payload's readback and a trip to the server too, as what the sync waits
+ * for does). A member's `computeMs` is its word: claiming 1 ms got a member the most steps every sync
+ * and, with a budget, a tiny budget for everyone (issue 34). Nor can it claim steps past those given
+ * (pacedStepCeiling), so it can look faster only by being ready sooner. In a trusted job, its
+ * `computeMs` (its local steps alone): its members are the researcher's own.
+ */
+export function measuredPace(spec: JobSpec, previous: number | null, work: { steps: number; workMs: number; computeMs: number }): number {
+  return nextPace(previous, Math.max(MIN_WORK_MS, spec.trust === 'untrusted' ? work.workMs : work.computeMs), work.steps);
+}
 
 /** The default budget keeps a sync's overhead (the exchange and the rest, see the header) at most a twentieth of its time. */
 export const EXCHANGE_BUDGET_FACTOR = 19;
@@ -65,8 +82,9 @@ export function unmeasuredSteps(spec: JobSpec): number {
 
 /**
  * A member's first work, before its pace is known (the job's first sync, or a joiner's). Paced
- * LocalSGD and DiLoCo: steps for FIRST_WORK_MS (the job's roundBudgetMs where set), given as half of
- * MAX_STEPS_FACTOR × H so that their ceiling (protocol's pacedStepCeiling) is that cap. Every member
+ * LocalSGD and DiLoCo: steps for FIRST_WORK_MS (the job's roundBudgetMs where set), given as
+ * MAX_STEPS_FACTOR × H over the ceiling's factor (a half in a trusted job, all of it in an untrusted
+ * one) so that their ceiling (protocol's pacedStepCeiling) is that cap. Every member
  * then ends within half a step of the same time, and the sync waits at most for one step of its
  * slowest member. An eighth of H each (unmeasuredSteps) had the fast members idle while the slowest
  * took its one step: in bench/results/heterogeneous.json of 11-27 03:23 the first sync was 1.9–2.6%
@@ -79,8 +97,8 @@ export function unmeasuredSteps(spec: JobSpec): number {
  */
 export function unmeasuredWork(spec: JobSpec, stepsLeft: number, othersLeftMs: number | null = null): { steps: number; budgetMs?: number } {
   if (!isPaced(spec) || spec.strategy === 'ddp') return { steps: nominalSteps(spec) };
-  const steps = Math.max(1, Math.floor((MAX_STEPS_FACTOR * spec.H) / PACED_STEP_CEILING));
-  if (pacedStepCeiling(steps) >= stepsLeft) return { steps: unmeasuredSteps(spec) };
+  const steps = Math.max(1, Math.floor((MAX_STEPS_FACTOR * spec.H) / pacedStepFactor(spec.trust)));
+  if (pacedStepCeiling(steps, spec.trust) >= stepsLeft) return { steps: unmeasuredSteps(spec) };
   if (othersLeftMs !== null) return { steps, budgetMs: Math.round(Math.max(FIRST_WORK_MS, othersLeftMs - FIRST_WORK_MS)) };
   return { steps, budgetMs: spec.roundBudgetMs ?? FIRST_WORK_MS };
 }

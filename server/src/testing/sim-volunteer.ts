@@ -14,6 +14,7 @@ import {
   encodeSafetensors,
   modelDigest,
   f32Tensor,
+  pacedStepCeiling,
   partRange,
   verifyCheckpoint,
   type Ack,
@@ -21,6 +22,7 @@ import {
   type Assignment,
   type CapabilitiesInput,
   type GroupReport,
+  type JobSpec,
   type PartValidationReport,
   type ReplicaTask,
   type RoundBegin,
@@ -167,6 +169,13 @@ export interface SimOptions {
   stepsPerRound?: number;
   /** Delay before reporting ready, to model training time. */
   trainMs?: number;
+  /**
+   * Paced jobs: "trains" at this many ms a step, as a worker does: the steps it is given (model:loaded's
+   * ack, round:commit), with a budget while half a step still fits it, at most pacedStepCeiling of them,
+   * reporting them in `round:ready` and their time as `computeMs`; `claim` changes what it says.
+   */
+  msPerStep?: number;
+  claim?: { steps?: (took: number, given: number, spec: JobSpec) => number; computeMs?: (honest: number) => number };
   capabilities?: CapabilitiesInput;
   /** Sent in the handshake: the identity credit is kept under, and its display name. */
   clientId?: string;
@@ -249,6 +258,11 @@ export class SimVolunteer {
   private replicaTasks: ReplicaTask[] = [];
   readonly replicated: { unitId: string; role: ReplicaTask['role'] }[] = [];
   private readonly opts: SimOptions;
+  /** Paced (msPerStep): each work's sync, the steps it was given, those it took and those it claimed. */
+  readonly pacedWorks: { seq: number; given: number; took: number; claimed?: number }[] = [];
+  /** Paced: the steps and budget its next work was given, and the time its last work took (msPerStep). */
+  private given: { steps?: number; budgetMs?: number } = {};
+  private computeMs = 0;
 
   constructor(opts: SimOptions) {
     this.opts = opts;
@@ -351,15 +365,23 @@ export class SimVolunteer {
     if (this.holdLoad) return;
     const honest = modelDigest(this.params);
     const ack = await this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: this.opts.loadedChecksum?.(honest) ?? honest });
-    if (ack.ok && ack.admitted) await this.trainThenReady();
+    if (ack.ok && ack.admitted) {
+      this.given = { steps: ack.steps as number | undefined, budgetMs: ack.budgetMs as number | undefined };
+      await this.trainThenReady();
+    }
   }
 
   private async trainThenReady(): Promise<void> {
-    if (this.opts.trainMs) await new Promise((r) => setTimeout(r, this.opts.trainMs));
-    const h = this.opts.stepsPerRound ?? this.assignment?.job.spec.H ?? 1;
+    const original = (t: ReplicaTask) => t.role === 'original' && t.unit.seq === this.baseSeq;
+    // Paced with a pace of its own (not a replicated unit, which it trains as given): the steps that fit its budget.
+    const { msPerStep } = this.opts;
+    const paced = msPerStep !== undefined && this.given.steps !== undefined && !this.replicaTasks.some(original) ? this.pacedWork(msPerStep, this.given.steps, this.given.budgetMs) : null;
+    const trainMs = paced ? (this.computeMs = paced.took * msPerStep!) : this.opts.trainMs;
+    if (trainMs) await new Promise((r) => setTimeout(r, trainMs));
+    const h = paced?.took ?? this.opts.stepsPerRound ?? this.assignment?.job.spec.H ?? 1;
     const shard = this.assignment?.shard.index ?? 0;
     const entries = this.assignment ? layoutOf(this.assignment.job.spec).entries : [];
-    const i = this.replicaTasks.findIndex((t) => t.role === 'original' && t.unit.seq === this.baseSeq);
+    const i = this.replicaTasks.findIndex(original);
     if (i >= 0) {
       // Its work this sync is the unit, so that another member can recompute it.
       const [task] = this.replicaTasks.splice(i, 1);
@@ -367,13 +389,30 @@ export class SimVolunteer {
       trainUnit(this.params, entries, task.unit);
       await this.uploadReplica(task, start, this.params);
     } else {
-      for (let s = 0; s < h; s++) for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) this.params[i] += 0.01 * (shard + 1) * Math.cos(this.step + i);
+      // Paced: its steps in one pass (h passes of the 200k-value model, in the server's process, held the
+      // server's events long enough that members of unequal steps all looked as slow as the slowest).
+      const [passes, by] = paced ? [1, h] : [h, 1];
+      for (let s = 0; s < passes; s++) for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) this.params[i] += 0.01 * by * (shard + 1) * Math.cos(this.step + i);
     }
     await this.runDueReplicas();
     this.step += h;
     if (this.holdReady || this.ended) return;
-    const ack = await this.emit('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step });
+    const ack = await this.emit('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step, ...(paced?.claimed !== undefined ? { steps: paced.claimed } : {}) });
     if (!ack.ok) this.log(`ready refused: ${ack.error.code} ${ack.error.message}`);
+  }
+
+  /** A worker's paced work (engine trainWithin): with a budget, steps while half of one still fits, at most the ceiling, claimed in round:ready. */
+  private pacedWork(msPerStep: number, given: number, budgetMs: number | undefined): { took: number; claimed?: number } {
+    if (budgetMs === undefined) {
+      this.pacedWorks.push({ seq: this.baseSeq + 1, given, took: given });
+      return { took: given };
+    }
+    const spec = this.assignment!.job.spec;
+    let took = 1;
+    while (took < pacedStepCeiling(given, spec.trust) && took * msPerStep + msPerStep / 2 <= budgetMs) took++;
+    const work = { seq: this.baseSeq + 1, given, took, claimed: this.opts.claim?.steps?.(took, given, spec) ?? took };
+    this.pacedWorks.push(work);
+    return work;
   }
 
   /** Takes part in the round that was held open (later rounds are held while `holdRounds` is set). */
@@ -472,14 +511,18 @@ export class SimVolunteer {
     this.pending = { roundId, values: result.slice() };
     const ack = await this.emit('round:result', {
       jobId, roundId, checksum: checksumOf(result), step: this.opts.reportStep?.(this.step) ?? this.step,
-      metrics: { loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: result.byteLength, bytesReceived: result.byteLength },
+      metrics: {
+        loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: result.byteLength, bytesReceived: result.byteLength,
+        ...(this.opts.msPerStep !== undefined ? { computeMs: this.opts.claim?.computeMs?.(this.computeMs) ?? this.computeMs } : {}),
+      },
       ...(group ? { group } : {}),
     });
     if (!ack.ok) this.log(`round result refused: ${ack.error.message}`);
   }
 
-  private async onCommit(c: { jobId: string; roundId: number; seq: number }): Promise<void> {
+  private async onCommit(c: { jobId: string; roundId: number; seq: number; steps?: Record<string, number>; budgetMs?: number }): Promise<void> {
     if (!this.pending || this.pending.roundId !== c.roundId) return;
+    this.given = { steps: c.steps?.[this.volunteerId], budgetMs: c.budgetMs };
     this.params = this.pending.values;
     this.pending = null;
     this.baseSeq = c.seq;
