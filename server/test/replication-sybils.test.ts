@@ -59,8 +59,13 @@ test('a tie between a Sybil and an honest member is broken only by a member with
   const byUnit = new Map<string, SimVolunteer[]>();
   for (const e of sims.flatMap((s) => s.events.filter((x) => x.name === 'work:replicate').map((x) => ({ s, at: x.at, unitId: (x.payload as ReplicaTask).unit.unitId })))
     .sort((a, b) => a.at - b.at)) byUnit.set(e.unitId, [...(byUnit.get(e.unitId) ?? []), e.s]);
-  const thirds = [...byUnit.values()].filter((asked) => asked.length === 3).map((asked) => asked[2]);
-  assert.ok(thirds.length >= 1 || server.counters.get('replicas_unresolved') >= 1, 'ties were asked');
-  assert.ok(thirds.every((t) => t === honest[2]), 'the only member with standing on a third network breaks ties');
+  const ties = [...byUnit.values()].filter((asked) => asked.length === 3);
+  assert.ok(ties.length >= 1 || server.counters.get('replicas_unresolved') >= 1, 'ties were asked');
+  // Only honest members can be a third here: both Sybils share a network, and one of them is in every
+  // disagreement. (Honest members other than honest[2] earn standing as their parts are confirmed.)
+  for (const [original, replica, third] of ties) {
+    assert.ok(honest.includes(third), 'a tie-breaker is never of the Sybils\' network');
+    assert.ok(third !== original && third !== replica);
+  }
   for (const [, asked] of byUnit) assert.ok(!(sybils.includes(asked[0]) && sybils.includes(asked[1])), 'original and replica are never of one network');
 });

@@ -578,7 +578,10 @@ export class JobCoordinator {
     const grouped = this.job.spec.groupSize !== undefined;
     if (grouped ? e.seq > this.job.seq + 1 : e.seq !== this.job.seq + 1) throw new ProtocolError('stale_round', `the next sync is ${this.job.seq + 1}, not ${e.seq}`);
     if (m.phase === 'ready') return { waiting: true };
-    if (e.steps !== undefined) m.steps = this.reportedSteps(m, e.steps);
+    // The original of a replicated unit trained the unit (its H steps) as this sync's work, whatever it was given.
+    const unitSteps = this.replication.unitWorkOf(m.volunteerId, e.seq);
+    if (unitSteps !== null) m.steps = unitSteps;
+    else if (e.steps !== undefined) m.steps = this.reportedSteps(m, e.steps);
     this.setPhase(m, 'ready');
     // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);

@@ -104,6 +104,12 @@ export class Replication {
     return {};
   }
 
+  /** The steps of the unit `volunteerId` trains as its work for sync `seq` when it is that unit's original (else null). */
+  unitWorkOf(volunteerId: string, seq: number): number | null {
+    const o = this.open;
+    return o && seq === o.unit.seq + 1 && [...o.asked.keys()][0] === volunteerId ? o.unit.steps : null;
+  }
+
   /**
    * A commit's credit for `volunteerId` (`grant`): given now, or, for the original and replica of the
    * open unit whose sync this was, once it has uploaded (never, if it does not).
