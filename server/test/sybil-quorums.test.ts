@@ -135,3 +135,21 @@ test('leaving mid-round and asking again is a light fault: the third time keeps 
     }
   }
 });
+
+test('honest members leaving cannot hand a network the majority: its surplus sits out each sync', async () => {
+  const job = await server.createJob({ minWorkers: 2, maxWorkers: 6, H: 1 });
+  const [sybilA, honestA, honestB] = [await at(9), await at(2), await at(3)];
+  for (const s of [sybilA, honestA, honestB]) assert.equal((await s.request(job.id)).ok, true);
+  const sybilB = await at(9);
+  assert.equal((await sybilB.request(job.id)).ok, true, 'two of four: not a majority');
+  await waitFor('a sync of all four', () => honestA.committed.length >= 1, 30_000);
+  honestB.close();
+  const upTo = honestA.committed.length + 3;
+  await waitFor('three syncs after the departure', () => honestA.committed.length >= upTo, 60_000);
+  const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { roundId: number; outcome: string; members: string[] }[];
+  const sybilIds = [sybilA.volunteerId, sybilB.volunteerId];
+  const after = rounds.filter((r) => r.outcome === 'committed' && !r.members.includes(honestB.volunteerId)).slice(-3);
+  assert.equal(after.length, 3);
+  // Before: the two Sybils were two of the three members of every round after it left.
+  for (const r of after) assert.ok(r.members.filter((id) => sybilIds.includes(id)).length <= 1, JSON.stringify(r));
+});

@@ -1017,12 +1017,31 @@ export class JobCoordinator {
    * unless that leaves fewer than the job's minimum: then nobody sits out.
    */
   private ringWithoutSitters(ready: Member[]): Member[] {
-    const ring = ready.filter((m) => !m.sitsOut);
+    const ring = this.withoutNetworkMajority(ready.filter((m) => !m.sitsOut));
     if (ring.length === ready.length) return ready;
     if (ring.length >= Math.max(1, this.job.spec.minWorkers)) return ring;
     this.deps.log(`job ${this.job.id}: ${ready.length - ring.length} member(s) were to sit out sync ${this.job.seq + 1}, which leaves fewer than ${this.job.spec.minWorkers}: all take part`);
     for (const m of ready) m.sitsOut = false;
     return ready;
+  }
+
+  /**
+   * Untrusted jobs: one network is never a majority of a round. A join cannot make it one, but the
+   * others leaving can: then its surplus members (those with standing and the earliest seats kept)
+   * sit out the sync. A network alone in the job has nobody to outvote, and keeps its members.
+   */
+  private withoutNetworkMajority(ring: Member[]): Member[] {
+    if (!this.networkRulesApply) return ring;
+    const byNetwork = new Map<string, Member[]>();
+    for (const m of ring) byNetwork.set(m.network, [...(byNetwork.get(m.network) ?? []), m]);
+    for (const [network, ms] of byNetwork) {
+      const others = ring.length - ms.length;
+      if (ms.length * 2 <= ring.length || others === 0) continue;
+      const surplus = [...ms].sort((a, b) => Number(this.hasStanding(b.identity)) - Number(this.hasStanding(a.identity)) || a.shard - b.shard).slice(others);
+      this.sitOut(surplus.map((m) => m.volunteerId), `${ms.length} of the ${ring.length} ready members are of network ${network}: one network is never a majority of a round`);
+      return ring.filter((m) => !surplus.includes(m));
+    }
+    return ring;
   }
 
   /** An accusation nobody could settle: both sides sit out the next sync (no fault recorded) and reload after it. */
