@@ -13,9 +13,11 @@
 //     the truth and k ended the round with the same model as the others (its result checksum), k's
 //     receipt is a lie; when j's aggregate is not the truth and no sender disputes what j received, j
 //     combined wrongly; otherwise it is word against word.
-// Word against word convicts only a member without standing facing one with standing; otherwise
-// nobody is convicted, the round is not applied and both sit out the next sync (BTARD's rule for an
-// unresolved accusation: the accuser pays as much as the accused).
+// Word against word convicts a member without standing facing one with standing, and a member that
+// more than half of the others' networks contradict (a sender that sent every owner other values than
+// it reports, as a tab scaling its frames on the wire does; two colluders of one network against one
+// sender are not that). Otherwise nobody is convicted, the round is not applied and both sit out the
+// next sync (BTARD's rule for an unresolved accusation: the accuser pays as much as the accused).
 import type { DigestMismatch } from './group-check';
 
 export interface DigestDispute {
@@ -43,6 +45,8 @@ export function settleDigestDisputes(
   resultChecksum: (id: string) => string | undefined,
   majorityChecksum: string | undefined,
   hasStanding: (id: string) => boolean,
+  /** The round's members and what counts as one voice among them: a network where networks count, else the member. */
+  voices: { members: readonly string[]; of: (id: string) => string },
 ): DigestVerdict {
   const liars = new Set<string>();
   const pairs: [string, string][] = [];
@@ -62,19 +66,33 @@ export function settleDigestDisputes(
       }
     }
   }
-  const unresolved: [string, string][] = [];
+  const open: [string, string][] = [];
   const seen = new Set<string>();
   for (const [a, b] of pairs) {
-    if (liars.has(a) || liars.has(b)) continue;
     const key = [a, b].sort().join('|');
-    if (seen.has(key)) continue;
+    if (liars.has(a) || liars.has(b) || seen.has(key)) continue;
     seen.add(key);
     const sa = hasStanding(a), sb = hasStanding(b);
     if (sa && !sb) liars.add(b);
     else if (sb && !sa) liars.add(a);
-    else unresolved.push([a, b]);
+    else open.push([a, b]);
   }
+  for (const id of contradictedByMost(open, voices)) liars.add(id);
+  const unresolved = open.filter(([a, b]) => !liars.has(a) && !liars.has(b));
   return { liars: [...liars], unresolved, findings };
+}
+
+/** Members whose counterparts in `pairs` are more than half of the voices among the round's other members. */
+function contradictedByMost(pairs: readonly [string, string][], voices: { members: readonly string[]; of: (id: string) => string }): string[] {
+  const against = new Map<string, Set<string>>();
+  for (const [a, b] of pairs) {
+    against.set(a, (against.get(a) ?? new Set()).add(voices.of(b)));
+    against.set(b, (against.get(b) ?? new Set()).add(voices.of(a)));
+  }
+  return [...against].filter(([id, by]) => {
+    const others = new Set(voices.members.filter((m) => m !== id && voices.of(m) !== voices.of(id)).map(voices.of));
+    return by.size * 2 > others.size && others.size > 0;
+  }).map(([id]) => id);
 }
 
 /** The parts a set of mismatches involves, each with its owner (members in the round's order). */

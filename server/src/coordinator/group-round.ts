@@ -23,6 +23,8 @@ export interface GroupRoundHost {
   verified(volunteerId: string): void;
   /** Whether two members are of one network (false for all where networks do not count). */
   sameNetwork(a: string, b: string): boolean;
+  /** One voice among a round's members: its network where networks count, else the member itself. */
+  voiceOf(volunteerId: string): string;
   /** Whether checks confirmed enough of this member's work for its word to count against a newcomer's (standing.ts). */
   hasStanding(volunteerId: string): boolean;
   /** The round was not applied and these members sit out the next sync (an accusation nobody could settle). */
@@ -127,7 +129,7 @@ export class GroupRoundChecks {
     for (const x of r.results.values()) checksums.set(x.checksum, (checksums.get(x.checksum) ?? 0) + 1);
     const majority = [...checksums].find(([, n]) => n * 2 > r.members.length)?.[0];
     const verdict = settleDigestDisputes(disputes.map((d) => ({ part: d.part, owner: d.owner, ownerAggregate: d.ownerAggregate, mismatches: d.mismatches! })), truth,
-      (id) => r.results.get(id)?.checksum, majority, (id) => this.host.hasStanding(id));
+      (id) => r.results.get(id)?.checksum, majority, (id) => this.host.hasStanding(id), { members: r.members, of: (id) => this.host.voiceOf(id) });
     const evidence = verdict.findings.join('; ').slice(0, 400);
     this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests settled by recomputation: ${evidence}; lied: ${verdict.liars.join(', ') || 'nobody shown'}; unsettled: ${verdict.unresolved.map((p) => p.join(' vs ')).join(', ') || 'none'}`);
     const sitters = [...new Set(verdict.unresolved.flat())].filter((id) => !verdict.liars.includes(id));

@@ -206,6 +206,7 @@ export class JobCoordinator {
       verified: (volunteerId) => this.reputations.verified(identity(volunteerId)),
       hasStanding: (volunteerId) => this.hasStanding(identity(volunteerId)),
       sameNetwork: (a, b) => this.networkRulesApply && this.members.get(a)?.network === this.members.get(b)?.network,
+      voiceOf: (volunteerId) => (this.networkRulesApply ? this.members.get(volunteerId)?.network ?? volunteerId : volunteerId),
       sitOut: (ids, why) => this.sitOut(ids, why),
     });
     this.replication = new Replication({
