@@ -1261,7 +1261,7 @@ export class JobCoordinator {
     const leftOut = [...this.members.values()].filter((m) => !r.members.includes(m.volunteerId) && m.phase !== 'loading');
     for (const m of leftOut) m.stale = true;
     // Before the commit, so a member given a unit trains it as the next sync's work.
-    this.replication.schedule(r.seq, r.members);
+    this.replication.schedule(r.seq, r.members, (id) => (isPaced(this.job.spec) ? nextSteps[id] : undefined));
     this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(isPaced(this.job.spec) ? { steps: nextSteps, ...(cut ? {} : this.localBudget(budget)) } : {}) });
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());

@@ -45,6 +45,8 @@ interface OpenUnit {
   holders: readonly string[];
   /** Commit credit of the original and replica held until they upload (see `credit`). */
   deferred: Map<string, () => void>;
+  /** Asked members already faulted for not uploading (once per unit). */
+  missing: Set<string>;
 }
 
 /** Syncs after a unit's start by which its original and replica must have uploaded. */
@@ -62,9 +64,10 @@ export class Replication {
 
   /**
    * At the commit of sync `seq` by `committed` (the round's members, who hold its model next): maybe
-   * replicate one member's next unit. Call before sending `round:commit`.
+   * replicate one member's next unit, of the steps it was given for that work (`stepsOf`; else the
+   * job's H), so a paced job's plan, cut to its target, holds. Call before sending `round:commit`.
    */
-  schedule(seq: number, committed: readonly string[]): void {
+  schedule(seq: number, committed: readonly string[], stepsOf?: (volunteerId: string) => number | undefined): void {
     if (this.open && this.open.unit.seq + UPLOAD_WITHIN_SYNCS <= seq) this.faultMissingUploads(this.open);
     if (this.open && this.open.unit.seq + UNIT_LIFETIME_SYNCS <= seq) this.close(`unresolved: still open ${UNIT_LIFETIME_SYNCS} syncs later`);
     const members = this.host.members().filter((m) => committed.includes(m.volunteerId));
@@ -81,9 +84,9 @@ export class Replication {
     const replica = pickFrom(trusted.length ? trusted : others, this.rand);
     const unit: ReplicaUnit = {
       unitId: `unit-${seq}-${randomInt(1e9)}`, seq, shard: { index: original.shard, count: this.host.spec.maxWorkers },
-      batchSeed: randomInt(2 ** 31), steps: this.host.spec.H,
+      batchSeed: randomInt(2 ** 31), steps: stepsOf?.(original.volunteerId) ?? this.host.spec.H,
     };
-    this.open = { unit, asked: new Map([[original.volunteerId, original.identity], [replica.volunteerId, replica.identity]]), deltas: new Map(), tieBreak: false, holders: committed, deferred: new Map() };
+    this.open = { unit, asked: new Map([[original.volunteerId, original.identity], [replica.volunteerId, replica.identity]]), deltas: new Map(), tieBreak: false, holders: committed, deferred: new Map(), missing: new Set() };
     this.send(original.volunteerId, 'original');
     this.send(replica.volunteerId, 'replica');
     this.host.deps.count('units_replicated');
@@ -125,7 +128,8 @@ export class Replication {
   private faultMissingUploads(o: OpenUnit): void {
     const present = new Set(this.host.members().map((m) => m.volunteerId));
     for (const id of [...o.asked.keys()].slice(0, 2)) {
-      if (o.deltas.has(id) || !present.has(id)) continue;
+      if (o.deltas.has(id) || !present.has(id) || o.missing.has(id)) continue;
+      o.missing.add(id);
       o.deferred.delete(id);
       const why = `unit ${o.unit.unitId}: did not upload its ${id === [...o.asked.keys()][0] ? 'original' : 'replica'} within ${UPLOAD_WITHIN_SYNCS} syncs`;
       this.host.deps.log(`job ${this.host.jobId}: ${id} ${why}; its credit for sync ${o.unit.seq + 1} is withheld`);
