@@ -7,9 +7,13 @@
 /** Binary as Socket.IO delivers it (a Buffer in Node, an ArrayBuffer in browsers), or any view of bytes. */
 export type Binary = ArrayBufferView | ArrayBuffer;
 
+/** %TypedArray%, the prototype of every typed array class. */
+const TypedArray = Object.getPrototypeOf(Uint8Array) as abstract new () => ArrayBufferView;
+
 export function isBinary(v: unknown): v is Binary {
-  // `instanceof` too: what the event schemas accept as binary (`binaryAttachmentSchema`) is measured as binary.
-  return ArrayBuffer.isView(v) || v instanceof ArrayBuffer || v instanceof Uint8Array || (typeof SharedArrayBuffer !== 'undefined' && v instanceof SharedArrayBuffer);
+  // `instanceof` too, as the event schemas test (`binaryAttachmentSchema`): whatever passes for binary is measured as binary.
+  return ArrayBuffer.isView(v) || v instanceof TypedArray || v instanceof DataView || v instanceof ArrayBuffer
+    || (typeof SharedArrayBuffer !== 'undefined' && v instanceof SharedArrayBuffer);
 }
 
 /**
