@@ -52,8 +52,8 @@ export interface ServerOptions {
   operator?: string;
   /**
    * Per-address limits: volunteer connections at once (per node; Socket.IO connections of any kind
-   * at most CONNECTION_SLACK more), and the share of one job's slots they may hold. Defaults 32 and 0.5; a
-   * node whose volunteers all come through one address (a local benchmark, a proxy without
+   * at most CONNECTION_SLACK more), and the share of one job's slots they may hold. Defaults 32 and
+   * 0.5; a node whose volunteers all come through one address (a local benchmark, a proxy without
    * forwarding) raises them.
    */
   addressLimits?: { connections?: number; jobShare?: number };
@@ -128,7 +128,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   // Host, Origin (same origin, or none from Node clients, unless listed), the per-address bucket and
   // connection cap at every engine handshake; connections without a namespace closed after the grace.
   const edge = new SocketEdge({
-    hosts, allowOrigins, limiter, maxConnectionsPerAddress: maxConnectionsPerAddress + CONNECTION_SLACK, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS, count: (name, labels) => counters.count(name, labels), log,
+    hosts, allowOrigins, limiter, maxConnectionsPerAddress: maxConnectionsPerAddress + CONNECTION_SLACK, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS,
+    count: (name, labels) => counters.count(name, labels), log,
   });
   const io = new Server(httpServer, {
     // The largest legitimate message: a model attachment and the rest of its event (LIMITS). Anything
@@ -223,8 +224,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     }
     if (!hostAllowed(req.headers.host, hosts)) {
       counters.count('http_misdirected');
-      const names = [...hosts.names].join(', ');
-      sendJson(res, 421, { error: { code: 'bad_request', message: `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server (IP addresses, ${names}; more with --allow-host)` } });
+      // Which names it does answer to is for the log (at start), not for whoever asks.
+      sendJson(res, 421, { error: { code: 'bad_request', message: `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server (the operator adds names with --allow-host)` } });
       return;
     }
     handleApi(ctx, req, res)
