@@ -60,7 +60,11 @@ const valueArb = fc.oneof(
   { weight: 3, arbitrary: eventArb.chain((event) => payloadArb(event).map((value) => ({ event, value }))) },
   { weight: 1, arbitrary: fc.tuple(eventArb, wireValueArb).map(([event, value]) => ({ event, value })) },
   // A model attachment buried below its field (the finding's star:update with data: [Buffer]).
-  { weight: 1, arbitrary: fc.tuple(eventArb, fc.array(fc.option(fc.constantFrom('data', 'x', 'y'), { nil: null }), { minLength: 1, maxLength: 20 })).map(([event, path]) => ({ event, value: { jobId: 'job-1', roundId: 1, data: buried(new Uint8Array(8), path) } })) },
+  {
+    weight: 1,
+    arbitrary: fc.tuple(eventArb, fc.array(fc.option(fc.constantFrom('data', 'x', 'y'), { nil: null }), { minLength: 1, maxLength: 20 }))
+      .map(([event, path]) => ({ event, value: { jobId: 'job-1', roundId: 1, data: buried(new Uint8Array(8), path) } })),
+  },
 );
 /** Budgets from a few bytes to the real ones, so both sides of every bound are reached. */
 const limitArb = fc.oneof(

@@ -225,7 +225,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     if (!hostAllowed(req.headers.host, hosts)) {
       counters.count('http_misdirected');
       // Which names it does answer to is for the log (at start), not for whoever asks.
-      sendJson(res, 421, { error: { code: 'bad_request', message: `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server (the operator adds names with --allow-host)` } });
+      const message = `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server (the operator adds names with --allow-host)`;
+      sendJson(res, 421, { error: { code: 'bad_request', message } });
       return;
     }
     handleApi(ctx, req, res)

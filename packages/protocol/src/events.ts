@@ -229,7 +229,9 @@ export type VolunteerEventName = keyof typeof VOLUNTEER_EVENTS;
  * before it is parsed (`eventSizeLimit`): this attachment at most LIMITS.maxModelBytes, everything
  * else in it (JSON text, and any binary anywhere else) at most LIMITS.maxEventBytes.
  */
-export const ATTACHMENT_FIELDS = { 'star:update': 'data', 'checkpoint:upload': 'data', 'replica:upload': 'data', 'evidence:upload': 'data' } as const satisfies Partial<Record<VolunteerEventName, string>>;
+export const ATTACHMENT_FIELDS = {
+  'star:update': 'data', 'checkpoint:upload': 'data', 'replica:upload': 'data', 'evidence:upload': 'data',
+} as const satisfies Partial<Record<VolunteerEventName, string>>;
 
 /** What the server lets event `name` carry, checked on its raw argument before anything parses it. */
 export function eventSizeLimit(name: string): SizeLimit {
