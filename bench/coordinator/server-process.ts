@@ -28,8 +28,13 @@ try {
   // a proposed server change without touching server/.
   const app = process.env.TABFLEET_BENCH_COORDINATOR_SERVER_APP;
   const { startServer } = (await import(app ? pathToFileURL(app).href : '@tabfleet/server')) as { startServer: typeof StartServer };
-  // Every simulated volunteer connects from 127.0.0.1.
-  const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, token, addressLimits: { connections: 100_000, jobShare: 1 }, networkRules: false });
+  // Every simulated volunteer connects from 127.0.0.1: no per-address caps, and no per-address
+  // request bucket either (each Socket.IO connection takes two tokens of it, its engine handshake and
+  // its namespace's).
+  const server = await startServer({
+    port: 0, host: '127.0.0.1', dataDir, token, addressLimits: { connections: 100_000, jobShare: 1 }, httpRateLimit: { perSecond: 100_000, burst: 100_000 },
+    networkRules: false,
+  });
   process.on('message', (m: ToServer) => {
     if (m.type === 'exit') process.exit(0);
     if (m.type === 'snapshot') send({ type: 'snapshot', file: writeHeapSnapshot(m.file) });

@@ -1,6 +1,6 @@
 // Every Socket.IO event schema a volunteer or dashboard reaches (@tabfleet/protocol events.ts): the
 // handshakes and each event's payload, as Socket.IO delivers them (JSON values, binary attachments as
-// Node Buffers).
+// Node Buffers, at any depth).
 import fc from 'fast-check';
 import { DASHBOARD_EVENTS, dashboardAuthSchema, parseEvent, ProtocolError, VOLUNTEER_EVENTS, volunteerAuthSchema } from '@tabfleet/protocol';
 import { decodeOrRefuse, type FuzzTarget } from './target';
@@ -49,14 +49,26 @@ const numberArb = fc.oneof(
   fc.double({ noNaN: true, noDefaultInfinity: true }),
   fc.constantFrom(0, -0, 1, -1, 0.5, 1.0000001, 2 ** 31, 2 ** 32, 2 ** 53, 2 ** 53 + 2, 1e308, -1e308, 5e-324),
 );
-const binaryArb = fc.oneof(
+export const binaryArb: fc.Arbitrary<ArrayBufferView | ArrayBuffer> = fc.oneof(
   fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)),
   fc.uint8Array({ maxLength: 64 }),
   fc.uint8Array({ maxLength: 64 }).map((b) => b.slice().buffer),
+  fc.float32Array({ maxLength: 16 }),
+  fc.uint8Array({ maxLength: 64 }).map((b) => new DataView(b.buffer)),
 );
+/** `value` buried `depth` levels down in arrays and objects with keys from `keys`. */
+export function buried(value: unknown, path: (string | null)[]): unknown {
+  return path.reduceRight<unknown>((inner, key) => (key === null ? [inner] : { [key]: inner }), value);
+}
+const pathArb = fc.array(fc.option(fc.constantFrom('x', 'y', 'data', 'candidate', 'sdp', '__proto__', 'jobId'), { nil: null }), { minLength: 1, maxLength: 40 });
+/** A binary value nested 1 to 40 levels deep: what the guard once stringified a number per byte. */
+export const deepBinaryArb: fc.Arbitrary<unknown> = fc.tuple(binaryArb, pathArb).map(([b, path]) => buried(b, path));
 /** What one field of a Socket.IO payload can be. */
 export const wireValueArb: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
-  value: fc.oneof({ depthSize: 'small', withCrossShrink: true }, stringArb, numberArb, fc.boolean(), fc.constant(null), binaryArb, fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(stringArb, tie('value'), { maxKeys: 4 })),
+  value: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    stringArb, numberArb, fc.boolean(), fc.constant(null), binaryArb, deepBinaryArb, fc.array(tie('value'), { maxLength: 4 }), fc.dictionary(stringArb, tie('value'), { maxKeys: 4 }),
+  ),
 })).value;
 
 type Edit = { kind: 'delete'; key: number } | { kind: 'replace'; key: number; value: unknown } | { kind: 'add'; key: string; value: unknown } | { kind: 'nested'; key: number; inner: number; value: unknown };

@@ -5,5 +5,6 @@ import { HTTP_TARGETS } from './http-bodies';
 import { SAFETENSORS_TARGETS } from './safetensors';
 import { SPARSE_TARGETS } from './sparse-codec';
 import type { FuzzTarget } from './target';
+import { WIRE_SIZE_TARGETS } from './wire-size';
 
-export const TARGETS: FuzzTarget[] = [...FRAME_TARGETS, ...SPARSE_TARGETS, ...SAFETENSORS_TARGETS, ...EVENT_TARGETS, ...HTTP_TARGETS];
+export const TARGETS: FuzzTarget[] = [...FRAME_TARGETS, ...SPARSE_TARGETS, ...SAFETENSORS_TARGETS, ...EVENT_TARGETS, ...WIRE_SIZE_TARGETS, ...HTTP_TARGETS];

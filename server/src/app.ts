@@ -13,10 +13,11 @@ import { DEFAULT_NETWORK_RULES, type NetworkRules } from './coordinator/standing
 import { realClock } from './coordinator/types';
 import { DownloadSlots, ShardCache } from './http/datasets';
 import { handleApi, handleStatic, shardPath, type RouteContext } from './http/routes';
-import { sendError } from './http/respond';
-import { AddressRateLimiter, clientAddress, DEFAULT_HTTP_RATE_LIMIT, originAllowed, redactUrl, setSecurityHeaders, type HttpRateLimit } from './http/security';
+import { sendError, sendJson } from './http/respond';
+import { AddressRateLimiter, clientAddress, DEFAULT_HTTP_RATE_LIMIT, FAILED_AUTH_COST, hostAllowed, hostPolicy, redactUrl, setSecurityHeaders, type HttpRateLimit } from './http/security';
 import { Counters } from './metrics';
 import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
+import { CONNECTION_SLACK, DEFAULT_JOIN_GRACE_MS, SocketEdge } from './sockets/edge';
 import { attachVolunteerNamespace, volunteerRoom } from './sockets/volunteer';
 import { SqliteStore } from './store/sqlite';
 import { Uploads } from './uploads';
@@ -51,9 +52,10 @@ export interface ServerOptions {
   name?: string;
   operator?: string;
   /**
-   * Per-address limits on volunteers: connections at once (per node), and the share of one job's
-   * slots they may hold. Defaults 32 and 0.5; a node whose volunteers all come through one address
-   * (a local benchmark, a proxy without forwarding) raises them.
+   * Per-address limits: volunteer connections at once (per node; Socket.IO connections of any kind
+   * at most CONNECTION_SLACK more), and the share of one job's slots they may hold. Defaults 32 and
+   * 0.5; a node whose volunteers all come through one address (a local benchmark, a proxy without
+   * forwarding) raises them.
    */
   addressLimits?: { connections?: number; jobShare?: number };
   /**
@@ -62,6 +64,8 @@ export interface ServerOptions {
    * `false` where every volunteer is this machine's (npm start, local benchmarks).
    */
   networkRules?: NetworkRules;
+  /** How long a Socket.IO connection may hold no namespace socket before it is closed (default 5 s). */
+  joinGraceMs?: number;
   /** How often work is replicated (redundant recompute), per sync (default protocol's REPLICATION_RATE). */
   replicationRate?: { probation: number; trusted: number };
   log?: (line: string) => void;
@@ -73,7 +77,12 @@ export interface ServerOptions {
   publicUrl?: string;
   /** Origins besides the server's own that may open Socket.IO connections ('*': any). */
   allowOrigins?: string[];
-  /** HTTP requests per client address (default DEFAULT_HTTP_RATE_LIMIT). */
+  /**
+   * Names besides the server's own (`hostPolicy`: localhost, this machine's name, the listen host, the
+   * public URL's host; IP literals always) that requests may carry in their Host header ('*': any).
+   */
+  allowHosts?: string[];
+  /** HTTP requests per client address, and Socket.IO handshakes (default DEFAULT_HTTP_RATE_LIMIT). */
   httpRateLimit?: HttpRateLimit;
   /** How long checkpoint and shard tickets stay valid (default 10 min). */
   ticketLifetimeMs?: number;
@@ -120,16 +129,28 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const counters = new Counters();
   const httpServer = createServer();
   const allowOrigins = opts.allowOrigins ?? [];
+  const hosts = hostPolicy({ listenHost: opts.host ?? '127.0.0.1', publicUrl: opts.publicUrl, extra: opts.allowHosts });
+  const limiter = new AddressRateLimiter(opts.httpRateLimit ?? DEFAULT_HTTP_RATE_LIMIT);
+  const maxConnectionsPerAddress = opts.addressLimits?.connections ?? DEFAULT_ADDRESS_LIMITS.connections;
+  // Host, Origin (same origin, or none from Node clients, unless listed), the per-address bucket and
+  // connection cap at every engine handshake; connections without a namespace closed after the grace.
+  const edge = new SocketEdge({
+    hosts, allowOrigins, limiter, maxConnectionsPerAddress: maxConnectionsPerAddress + CONNECTION_SLACK, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS,
+    count: (name, labels) => counters.count(name, labels), log,
+  });
   const io = new Server(httpServer, {
+    // The largest legitimate message: a model attachment and the rest of its event (LIMITS). Anything
+    // smaller refuses real star updates and checkpoints; what it lets one address hold is bounded by
+    // the connection cap (one message in flight each: the decoder takes one attachment per packet).
     maxHttpBufferSize: LIMITS.maxSocketMessageBytes,
     serveClient: false,
     pingInterval: 10_000,
     pingTimeout: 20_000,
-    // Same origin (or none, from Node clients) unless listed: a page elsewhere may not drive a volunteer or dashboard socket.
-    allowRequest: (req, cb) => cb(originAllowed(req, allowOrigins) ? null : 'origin not allowed', originAllowed(req, allowOrigins)),
+    ...edge.serverOptions(),
     cors: { origin: allowOrigins.includes('*') ? true : allowOrigins, credentials: false },
   });
   backends.adapt(io);
+  edge.attach(io, [NAMESPACES.volunteer, NAMESPACES.dashboard]);
   // Only the named namespaces serve anyone: the default one would otherwise accept anonymous sockets and their events.
   io.of('/').use((_socket, next) => next(Object.assign(new Error('no such namespace: connect to /volunteer or /dashboard'), { data: { code: 'unknown_event' } })));
   const volunteers = io.of(NAMESPACES.volunteer);
@@ -168,10 +189,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   };
   const hub = new JobHub(deps, cluster);
   await hub.start();
-  const volunteerNsp = attachVolunteerNamespace(io, hub, store, {
-    maxConnectionsPerAddress: opts.addressLimits?.connections ?? DEFAULT_ADDRESS_LIMITS.connections, count: deps.count, log,
-  });
-  attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, count: deps.count, log });
+  const volunteerNsp = attachVolunteerNamespace(io, hub, store, { maxConnectionsPerAddress, count: deps.count, log });
+  attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, failedToken: (address) => edge.failedAuth(address), count: deps.count, log });
 
   const startedAt = Date.now();
   const ctx: RouteContext = {
@@ -199,21 +218,30 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       });
     },
   };
-  const limiter = new AddressRateLimiter(opts.httpRateLimit ?? DEFAULT_HTTP_RATE_LIMIT);
   httpServer.on('request', (req, res) => {
-    // Socket.IO answers its own path (its handshakes are limited per socket); everything else is ours.
+    // Socket.IO answers its own path (its handshakes take from the same bucket, in `edge`); everything else is ours.
     if (req.url?.startsWith('/socket.io/')) return;
     setSecurityHeaders(res);
-    const waitMs = limiter.take(clientAddress(req));
+    const address = clientAddress(req);
+    const waitMs = limiter.take(address);
     if (waitMs > 0) {
       counters.count('http_rate_limited');
       res.setHeader('retry-after', String(Math.ceil(waitMs / 1000)));
       sendError(res, new ProtocolError('rate_limited', 'too many requests from this address'));
       return;
     }
+    if (!hostAllowed(req.headers.host, hosts)) {
+      counters.count('http_misdirected');
+      // Which names it does answer to is for the log (at start), not for whoever asks.
+      const message = `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server (the operator adds names with --allow-host)`;
+      sendJson(res, 421, { error: { code: 'bad_request', message } });
+      return;
+    }
     handleApi(ctx, req, res)
       .then((handled) => handled || handleStatic(ctx, req, res))
       .catch((e) => {
+        // A bad token or ticket costs more than a request: guessing goes at a tenth of the rate.
+        if (e instanceof ProtocolError && e.code === 'unauthorized') limiter.charge(address, FAILED_AUTH_COST);
         // Query strings may carry tickets: never logged.
         log(`HTTP ${req.method} ${redactUrl(req.url).slice(0, 200)} failed: ${(e as Error).stack}`);
         if (!res.headersSent) sendError(res, e);
@@ -231,6 +259,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   if (!ctx.identity.name) ctx.identity.name = new URL(url).host;
   log(`node ${nodeId} listening on ${url} (store: ${store.kind})`);
   if (wildcardHost && !opts.publicUrl) log(`listening on every interface without --public-url: volunteers get checkpoint and shard paths relative to the server they connected to`);
+  if (!hosts.any) log(`answering requests whose Host is an IP address or one of: ${[...hosts.names].join(', ')} (more with --allow-host)`);
 
   let closed = false;
   return {

@@ -21,6 +21,9 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
   --public-url U  the URL volunteers reach this server at (checkpoint and shard links start with it);
                 without it, a server on --host 0.0.0.0 hands out paths relative to itself
   --allow-origin O  another origin whose pages may open Socket.IO connections (repeatable; same origin always may)
+  --allow-host H    another name requests may carry in their Host header (repeatable; '*': any). IP addresses,
+                localhost, this machine's name and the --host and --public-url names always may; others
+                are refused (421), so a page whose DNS name was pointed at this server cannot use it
 The researcher token comes from $TABFLEET_TOKEN (at least 16 characters), or is generated at the
 first start and kept in the data directory (mode 0600). The sign-in link is printed once per start;
 the dashboard removes the token from the address bar and keeps it for the tab only.`;
@@ -29,7 +32,8 @@ const { values } = parseArgs({
   options: {
     port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' },
     'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, 'network-prefix': { type: 'string' },
-    'public-url': { type: 'string' }, 'allow-origin': { type: 'string', multiple: true }, help: { type: 'boolean', short: 'h' },
+    'public-url': { type: 'string' }, 'allow-origin': { type: 'string', multiple: true }, 'allow-host': { type: 'string', multiple: true },
+    help: { type: 'boolean', short: 'h' },
   },
 });
 if (values.help) {
@@ -69,6 +73,7 @@ const server = await startServer({
   host: values.host,
   publicUrl,
   allowOrigins: values['allow-origin'],
+  allowHosts: values['allow-host'],
   dataDir: values.data ?? process.env.TABFLEET_DATA,
   redisUrl: values.redis ?? process.env.REDIS_URL,
   nodeId: values.node,

@@ -21,11 +21,15 @@ function connect(): Promise<{ socket: Socket; error: string | null }> {
   });
 }
 
-test('300 connections at once from one address: 5 are accepted, the rest refused with rate_limited', async () => {
+test('300 connections at once from one address: 5 are accepted, the rest refused', async () => {
   const all = await Promise.all(Array.from({ length: 300 }, connect));
   try {
     assert.equal(all.filter((c) => c.error === null).length, 5);
-    assert.ok(all.filter((c) => c.error !== null).every((c) => c.error === 'rate_limited'));
+    // By the volunteer namespace (`rate_limited`), or before it: the engine handshake refused beyond
+    // 5 + CONNECTION_SLACK connections or the address's request bucket (a bare websocket error).
+    const errors = all.filter((c) => c.error !== null).map((c) => c.error);
+    assert.ok(errors.every((e) => e === 'rate_limited' || e === 'websocket error'), JSON.stringify([...new Set(errors)]));
+    assert.ok(errors.includes('rate_limited'), 'the namespace says why');
   } finally {
     for (const c of all) c.socket.close();
   }

@@ -80,3 +80,33 @@ for (const kind of ['sqlite', 'redis'] as const) {
     assert.notEqual(await store.digest(), before, 'the digest covers reputations');
   });
 }
+
+for (const kind of ['sqlite', 'redis'] as const) {
+  // Issue 34: display names were never pruned (280 rows/s from one address). The bound is 10,000
+  // (MAX_UNPROVEN_NAMES); 5 here.
+  test(`${kind}: names of ids without a committed sync are kept for the 5 most recently named; ids with one keep theirs`, async () => {
+    const client = createClient({ url: `${redis.url}/1` }); // its own keyspace: the other Redis store uses db 0
+    const store: Store = kind === 'sqlite' ? new SqliteStore(join(dir, 'names'), { maxUnprovenNames: 5 }) : new RedisStore(await client.connect(), undefined, 5);
+    try {
+      await store.saveContributors([record('job-n', 'proven', 1), { ...record('job-n', 'joined', 1), syncs: 0 }]);
+      await store.setDisplayName('proven', 'Proven'); // named first, and a member of a committed sync
+      await store.setDisplayName('joined', 'Joined'); // in a job, but no sync committed with it yet
+      const unproven = Array.from({ length: 12 }, (_, i) => `u${i}`);
+      for (const u of unproven) await store.setDisplayName(u, u.toUpperCase());
+      const all = () => store.displayNames(['proven', 'joined', 'later', ...unproven]);
+      assert.deepEqual([...(await all()).keys()].sort(), ['proven', 'u10', 'u11', 'u7', 'u8', 'u9']);
+      // Setting a name again makes it the newest.
+      await store.setDisplayName('u7', 'U7 again');
+      await store.setDisplayName('later', 'Later');
+      assert.deepEqual([...(await all()).keys()].sort(), ['later', 'proven', 'u10', 'u11', 'u7', 'u9']);
+      // An id whose sync commits keeps its name from then on.
+      await store.saveContributors([record('job-n', 'u9', 2)]);
+      for (const u of ['v1', 'v2', 'v3', 'v4', 'v5', 'v6']) await store.setDisplayName(u, u);
+      const names = await store.displayNames(['proven', 'u9', 'u7', 'later', 'v1', 'v2', 'v6']);
+      assert.deepEqual([...names.keys()].sort(), ['proven', 'u9', 'v2', 'v6']);
+    } finally {
+      if (kind === 'sqlite') await store.close();
+      else await client.quit();
+    }
+  });
+}

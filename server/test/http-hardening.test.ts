@@ -1,6 +1,6 @@
 // HTTP and Socket.IO hardening through the real server: malformed URIs, security headers, the
-// per-address rate limit, the closed default namespace, the Origin check, and the token kept out of
-// URLs and logs.
+// per-address rate limit, the closed default namespace, the Origin and Host checks, and the token
+// kept out of URLs and logs.
 import assert from 'node:assert/strict';
 import { get } from 'node:http';
 import { after, before, test } from 'node:test';
@@ -105,5 +105,46 @@ test('one address gets 429 with Retry-After once it spends its burst; others are
     assert.equal(status, 200);
   } finally {
     await limitedServer.stop();
+  }
+});
+
+/** Status of a GET with the given Host header (fetch would not send one of its own choosing). */
+function statusWithHost(url: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    get(url, { headers: { host } }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    }).on('error', reject);
+  });
+}
+
+test('a Host that is not a name of this server is refused, over HTTP and Socket.IO (DNS rebinding)', async () => {
+  // A page at http://rebind.attacker.example whose name the attacker later points at this server: its
+  // requests are same-origin as far as the browser knows, and carry the attacker's name as Host.
+  const port = server.port;
+  const foreign = await statusWithHost(`${server.url}/api/public/info`, `rebind.attacker.example:${port}`);
+  assert.equal(foreign.status, 421);
+  assert.match(JSON.parse(foreign.body).error.message, /not a name of this server/);
+  for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`, `[::1]:${port}`, '10.1.2.3']) {
+    assert.equal((await statusWithHost(`${server.url}/api/public/info`, host)).status, 200, host);
+  }
+  const auth = { protocol: PROTOCOL_VERSION, token: 'test-token' };
+  const rebound = { host: `rebind.attacker.example:${port}`, origin: `http://rebind.attacker.example:${port}` };
+  assert.notEqual(await tryConnect(NAMESPACES.dashboard, { auth, extraHeaders: rebound }), 'connected');
+  assert.equal(await tryConnect(NAMESPACES.dashboard, { auth, extraHeaders: { host: `localhost:${port}`, origin: `http://localhost:${port}` } }), 'connected');
+});
+
+test('names given with allowHosts (--allow-host) and the public URL\'s are accepted; \'*\' accepts any', async () => {
+  const named = await startTestServer({ allowHosts: ['tabfleet.example'], publicUrl: 'https://volunteer.example' });
+  const any = await startTestServer({ allowHosts: ['*'] });
+  try {
+    assert.equal((await statusWithHost(`${named.url}/healthz`, 'tabfleet.example')).status, 200);
+    assert.equal((await statusWithHost(`${named.url}/healthz`, 'volunteer.example:443')).status, 200);
+    assert.equal((await statusWithHost(`${named.url}/healthz`, 'other.example')).status, 421);
+    assert.equal((await statusWithHost(`${any.url}/healthz`, 'other.example')).status, 200);
+  } finally {
+    await named.stop();
+    await any.stop();
   }
 });

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { clientIdSchema, displayNameSchema, profileSchema } from './credit';
 import { idSchema, type JobSpec, type JobSummary, type MetricPoint } from './jobs';
 import { LIMITS } from './limits';
+import { measureWire, type SizeLimit } from './wire-size';
 import type { ReplicaTask } from './replication';
 
 /** A round trip reported above this is no measurement of a link (ms). */
@@ -102,40 +103,21 @@ export const dashboardAuthSchema = z.strictObject({ protocol: z.number().int(), 
 
 const checksum = z.string().regex(/^[0-9a-f]{8,64}$/, 'lower-case hex, 8 to 64 digits');
 /** Binary arrives as a Buffer in Node and an ArrayBuffer in browsers; both become a Uint8Array. */
-const binary = z
+export const binaryAttachmentSchema = z
   .custom<Uint8Array | ArrayBuffer>((v) => v instanceof Uint8Array || v instanceof ArrayBuffer, 'must be binary (Uint8Array or ArrayBuffer)')
   // A plain Uint8Array either way (a Node Buffer's slice() would not copy).
   .transform((v) => (v instanceof Uint8Array && v.constructor === Uint8Array ? v : new Uint8Array(v)))
   .refine((v) => v.byteLength <= LIMITS.maxModelBytes, `at most ${LIMITS.maxModelBytes} bytes`);
+const binary = binaryAttachmentSchema;
 
 /**
- * Whether `v` is plain JSON (no binary) of at most `max` serialized bytes. Walks with its own stack and
- * stops at the first byte over `max`: serializing a 32 MiB Buffer to find out costs seconds, and data
- * nested 20,000 deep overflows JSON.stringify's recursion.
+ * Whether `v` is plain JSON (no binary) of at most `max` serialized bytes. Measured without serializing
+ * or recursing (`measureWire`): serializing a 32 MiB Buffer to find out costs seconds, and data nested
+ * 20,000 deep overflows JSON.stringify's recursion.
  */
 function isSmallJson(v: unknown, max: number): boolean {
   if (v === undefined) return false;
-  let size = 0;
-  const todo: unknown[] = [v];
-  while (todo.length) {
-    const x = todo.pop();
-    if (x === null || typeof x === 'boolean' || typeof x === 'number') size += String(x).length;
-    else if (typeof x === 'string') size += x.length + 2;
-    else if (Array.isArray(x)) {
-      size += 1 + x.length;
-      if (size > max) return false;
-      for (const y of x) todo.push(y);
-    } else if (typeof x === 'object' && !(x instanceof ArrayBuffer) && !ArrayBuffer.isView(x)) {
-      const entries = Object.entries(x);
-      size += 1 + entries.length;
-      for (const [k, y] of entries) {
-        size += k.length + 3;
-        todo.push(y);
-      }
-    } else return false;
-    if (size > max) return false;
-  }
-  return true;
+  return !measureWire(v, { bytes: max, jsonOnly: true }).over;
 }
 
 const roundRef = { jobId: idSchema, roundId: z.number().int().min(1) };
@@ -240,6 +222,22 @@ export const VOLUNTEER_EVENTS = {
 } as const;
 
 export type VolunteerEventName = keyof typeof VOLUNTEER_EVENTS;
+
+/**
+ * The events that carry a model-sized binary attachment, and the field it is in (each of them is
+ * `binaryAttachmentSchema`; a protocol test holds this table to the schemas). Every event is measured
+ * before it is parsed (`eventSizeLimit`): this attachment at most LIMITS.maxModelBytes, everything
+ * else in it (JSON text, and any binary anywhere else) at most LIMITS.maxEventBytes.
+ */
+export const ATTACHMENT_FIELDS = {
+  'star:update': 'data', 'checkpoint:upload': 'data', 'replica:upload': 'data', 'evidence:upload': 'data',
+} as const satisfies Partial<Record<VolunteerEventName, string>>;
+
+/** What the server lets event `name` carry, checked on its raw argument before anything parses it. */
+export function eventSizeLimit(name: string): SizeLimit {
+  const field = Object.hasOwn(ATTACHMENT_FIELDS, name) ? ATTACHMENT_FIELDS[name as keyof typeof ATTACHMENT_FIELDS] : undefined;
+  return field ? { bytes: LIMITS.maxEventBytes, attachment: { field, bytes: LIMITS.maxModelBytes } } : { bytes: LIMITS.maxEventBytes };
+}
 export type VolunteerEvent<E extends VolunteerEventName> = z.input<(typeof VOLUNTEER_EVENTS)[E]>;
 export type VolunteerEventParsed<E extends VolunteerEventName> = z.output<(typeof VOLUNTEER_EVENTS)[E]>;
 

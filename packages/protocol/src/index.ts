@@ -2,6 +2,7 @@ export * from './safetensors';
 export * from './limits';
 export * from './jobs';
 export * from './events';
+export * from './wire-size';
 export * from './frames';
 export * from './credit';
 export * from './random';

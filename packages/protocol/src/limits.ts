@@ -5,13 +5,19 @@
 export const PROTOCOL_VERSION = 1;
 
 export const LIMITS = {
-  /** Largest JSON (non-binary) event argument, serialized. */
+  /**
+   * Largest event argument besides a model attachment: its JSON text and any binary in it, measured
+   * before anything parses it (`measureWire`, `eventSizeLimit`).
+   */
   maxEventBytes: 64 * 1024,
   /** Largest WebRTC signaling blob (an SDP offer is a few KiB). */
   maxSignalBytes: 16 * 1024,
   /** Largest model vector or checkpoint file sent through the server (star update, upload). */
   maxModelBytes: 32 * 1024 * 1024,
-  /** Socket.IO's own cap per message: the model bound plus room for the envelope. */
+  /**
+   * Socket.IO's own cap per message: the largest legitimate event, a model attachment (maxModelBytes)
+   * and the rest of its argument (maxEventBytes).
+   */
   maxSocketMessageBytes: 32 * 1024 * 1024 + 64 * 1024,
   /** Largest HTTP JSON body. */
   maxHttpJsonBytes: 64 * 1024,

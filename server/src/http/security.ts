@@ -1,6 +1,9 @@
 // What every HTTP response and connection passes before a route sees it: security headers, a token
-// bucket per client address, an Origin check for Socket.IO, and URLs redacted before they are logged.
+// bucket per client address, the Host header checked against the server's own names, an Origin check
+// for Socket.IO, and URLs redacted before they are logged.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isIP } from 'node:net';
+import { hostname } from 'node:os';
 
 /**
  * The built apps are same-origin module scripts and stylesheets; `data:` covers the empty favicon the
@@ -30,6 +33,11 @@ export interface HttpRateLimit {
 }
 
 export const DEFAULT_HTTP_RATE_LIMIT: HttpRateLimit = { perSecond: 100, burst: 300 };
+/**
+ * Tokens a failed researcher-token attempt costs (a dashboard handshake or an HTTP request answered
+ * 401), besides its own: guessing runs at a tenth of the request rate (10/s at the defaults).
+ */
+export const FAILED_AUTH_COST = 10;
 /** Addresses tracked at once; the fullest (idle) buckets are dropped first when there are more. */
 const MAX_TRACKED_ADDRESSES = 10_000;
 
@@ -41,6 +49,21 @@ export class AddressRateLimiter {
 
   /** 0 when the request may go on, otherwise the milliseconds until one token is back. */
   take(address: string): number {
+    const b = this.bucket(address);
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return Math.ceil(((1 - b.tokens) / this.limit.perSecond) * 1000);
+  }
+
+  /** Takes `tokens` more after the fact (a failed token): the bucket may go into debt, down to minus a burst. */
+  charge(address: string, tokens: number): void {
+    const b = this.bucket(address);
+    b.tokens = Math.max(-this.limit.burst, b.tokens - tokens);
+  }
+
+  private bucket(address: string): { tokens: number; last: number } {
     const t = this.now();
     let b = this.buckets.get(address);
     if (!b) {
@@ -49,11 +72,7 @@ export class AddressRateLimiter {
     }
     b.tokens = Math.min(this.limit.burst, b.tokens + ((t - b.last) / 1000) * this.limit.perSecond);
     b.last = t;
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
-      return 0;
-    }
-    return Math.ceil(((1 - b.tokens) / this.limit.perSecond) * 1000);
+    return b;
   }
 
   /** Forgets addresses whose bucket has refilled (they would start full anyway), or all if none has. */
@@ -74,6 +93,44 @@ export function redactUrl(url: string | undefined): string {
   const raw = url ?? '';
   const q = raw.indexOf('?');
   return q < 0 ? raw : `${raw.slice(0, q)}?…`;
+}
+
+/**
+ * The names in Host headers this server answers to. A page on another name whose DNS the attacker
+ * points at this server (DNS rebinding) is same-origin with it as far as the browser knows; the Host
+ * header, which still carries the attacker's name, is what tells them apart.
+ */
+export interface HostPolicy {
+  /** Any Host at all (`--allow-host '*'`). */
+  any: boolean;
+  /** Lower-case names without port. */
+  names: ReadonlySet<string>;
+}
+
+/**
+ * The server's own names: `localhost`, this machine's host name, the listen host and the public
+ * URL's host, and `extra` (`--allow-host`; '*' allows any). IP literals are always accepted: no DNS
+ * answer can make a page's origin an address, so they cannot be rebound.
+ */
+export function hostPolicy(opts: { listenHost?: string; publicUrl?: string; extra?: readonly string[] }): HostPolicy {
+  const extra = opts.extra ?? [];
+  const names = new Set(['localhost', hostname().toLowerCase()]);
+  if (opts.listenHost) names.add(opts.listenHost.toLowerCase());
+  if (opts.publicUrl) names.add(new URL(opts.publicUrl).hostname.toLowerCase());
+  for (const n of extra) if (n !== '*') names.add(n.toLowerCase().replace(/\.$/, ''));
+  return { any: extra.includes('*'), names };
+}
+
+/** Whether a Host header names this server (`hostPolicy`). A request without one (HTTP/1.0) is no browser's. */
+export function hostAllowed(host: string | undefined, policy: HostPolicy): boolean {
+  if (host === undefined || policy.any) return true;
+  const h = host.trim().toLowerCase();
+  const bracketed = /^\[([0-9a-f:.]+)\](?::\d+)?$/.exec(h);
+  if (bracketed) return isIP(bracketed[1]) === 6;
+  const m = /^([^:]+)(?::\d+)?$/.exec(h);
+  if (!m) return false;
+  const name = m[1].replace(/\.$/, '');
+  return isIP(name) !== 0 || policy.names.has(name);
 }
 
 /**

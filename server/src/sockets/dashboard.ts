@@ -14,7 +14,13 @@ export function attachDashboardNamespace(
   io: Server,
   hub: JobHub,
   store: Store,
-  opts: { tokenMatches(token: string): boolean; count(name: string, labels?: Record<string, string>): void; log(m: string): void },
+  opts: {
+    tokenMatches(token: string): boolean;
+    /** A handshake from `address` brought a bad token (it costs that address more of its request bucket). */
+    failedToken(address: string): void;
+    count(name: string, labels?: Record<string, string>): void;
+    log(m: string): void;
+  },
 ): void {
   const nsp = io.of(NAMESPACES.dashboard);
   nsp.use((socket, next) => {
@@ -24,7 +30,10 @@ export function attachDashboardNamespace(
       next(Object.assign(new Error(message), { data: { code } }));
     };
     if (!auth.success || auth.data.protocol !== PROTOCOL_VERSION) return fail('protocol_version', `dashboard handshake needs { protocol: ${PROTOCOL_VERSION}, token }`);
-    if (!opts.tokenMatches(auth.data.token)) return fail('unauthorized', 'bad researcher token');
+    if (!opts.tokenMatches(auth.data.token)) {
+      opts.failedToken(socket.handshake.address);
+      return fail('unauthorized', 'bad researcher token');
+    }
     next();
   });
   nsp.on('connection', (socket) => {

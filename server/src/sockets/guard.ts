@@ -1,7 +1,9 @@
 // The checks every inbound Socket.IO event passes before a handler sees it: a token bucket per
-// socket (floods end in a disconnect), a size bound on JSON arguments, schema validation, and a reply
-// that is always an ack with a code (or a `protocol:error` event when the client sent no ack).
-import { LIMITS, ProtocolError, parseEvent, type Ack } from '@tabfleet/protocol';
+// socket (floods end in a disconnect), the event's size bound on its raw argument, binary
+// attachments at any depth included, measured before anything parses or serializes it
+// (`measureWire`, `eventSizeLimit`), schema validation, and a reply that is always an ack with a
+// code (or a `protocol:error` event when the client sent no ack).
+import { eventSizeLimit, LIMITS, measureWire, ProtocolError, parseEvent, type Ack, type SizeLimit } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io';
 import type { z } from 'zod';
 
@@ -39,19 +41,6 @@ export class TokenBucket {
   }
 }
 
-/** Size of the JSON part of an argument; binary fields count as nothing here (Socket.IO caps them). */
-export function jsonSize(value: unknown): number {
-  try {
-    // Most events carry no binary: skip the replacer's per-key call for them.
-    if (value && typeof value === 'object' && !Object.values(value).some((v) => v instanceof Uint8Array || v instanceof ArrayBuffer)) return JSON.stringify(value)?.length ?? 0;
-    // A Buffer has been through its toJSON before the replacer sees it.
-    const binary = (v: unknown) => v instanceof Uint8Array || v instanceof ArrayBuffer || (!!v && (v as { type?: unknown }).type === 'Buffer' && Array.isArray((v as { data?: unknown }).data));
-    return JSON.stringify(value, (_k, v) => (binary(v) ? null : v))?.length ?? 0;
-  } catch {
-    return Infinity; // cyclic or otherwise unserializable
-  }
-}
-
 export type Handler = (payload: never) => Promise<object | void> | object | void;
 
 export interface GuardOptions {
@@ -70,9 +59,12 @@ export function guardSocket(socket: Socket, opts: GuardOptions): void {
   const bucket = new TokenBucket(LIMITS.eventsPerSecond, LIMITS.eventBurst, opts.now ?? Date.now);
   socket.onAny((event: unknown, ...args: unknown[]) => {
     const ack = typeof args[args.length - 1] === 'function' ? (args.pop() as (a: Ack) => void) : null;
+    // Only a string names an event: anything else (a Buffer, an object) is never turned into text here.
+    const name = typeof event === 'string' ? event : '';
+    const shownName = typeof event === 'string' ? event.slice(0, 80) : `(a ${typeof event}, not an event name)`;
     const reply = (a: Ack) => {
       if (ack) ack(a);
-      else if (!a.ok) socket.emit('protocol:error', { event: String(event), ...a.error });
+      else if (!a.ok) socket.emit('protocol:error', { event: shownName, ...a.error });
     };
     const refuse = (e: ProtocolError) => {
       opts.count('events_rejected', { code: e.code });
@@ -82,16 +74,16 @@ export function guardSocket(socket: Socket, opts: GuardOptions): void {
       refuse(new ProtocolError('rate_limited', `more than ${LIMITS.eventsPerSecond} events/s`));
       if (bucket.refusedInWindow >= LIMITS.floodDisconnectAfter) {
         opts.log(`disconnecting ${socket.id}: event flood`);
-        socket.emit('protocol:error', { event: String(event), code: 'rate_limited', message: 'event flood: disconnecting' });
+        socket.emit('protocol:error', { event: shownName, code: 'rate_limited', message: 'event flood: disconnecting' });
         socket.disconnect(true);
       }
       return;
     }
-    const name = typeof event === 'string' ? event : '';
     const schema = Object.hasOwn(opts.schemas, name) ? opts.schemas[name] : undefined;
-    if (!schema) return refuse(new ProtocolError('unknown_event', `unknown event ${JSON.stringify(String(event)).slice(0, 80)}`));
+    if (!schema) return refuse(new ProtocolError('unknown_event', `unknown event ${JSON.stringify(shownName)}`));
     if (args.length !== 1) return refuse(new ProtocolError('bad_request', `${name}: expected one argument and an ack, got ${args.length} arguments`));
-    if (jsonSize(args[0]) > LIMITS.maxEventBytes) return refuse(new ProtocolError('too_large', `${name}: more than ${LIMITS.maxEventBytes} bytes of JSON`));
+    const limit = eventSizeLimit(name);
+    if (measureWire(args[0], limit).over) return refuse(new ProtocolError('too_large', tooLarge(name, limit)));
     let payload: unknown;
     try {
       payload = parseEvent(schema, args[0], name);
@@ -107,4 +99,9 @@ export function guardSocket(socket: Socket, opts: GuardOptions): void {
         refuse(new ProtocolError('internal', 'internal error'));
       });
   });
+}
+
+function tooLarge(name: string, limit: SizeLimit): string {
+  const besides = limit.attachment ? ` besides its \`${limit.attachment.field}\` (binary, at most ${limit.attachment.bytes} bytes)` : '';
+  return `${name}: more than ${limit.bytes} bytes of JSON and binary${besides}, or not JSON and binary`;
 }

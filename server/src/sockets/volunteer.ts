@@ -13,6 +13,7 @@ import {
 } from '@tabfleet/protocol';
 import type { Namespace, Server, Socket } from 'socket.io';
 import type { JobHub } from '../cluster/hub';
+import { AddressRateLimiter, type HttpRateLimit } from '../http/security';
 import type { Store } from '../store/store';
 import { guardSocket, type Handler } from './guard';
 
@@ -46,9 +47,18 @@ function handshakeError(code: string, message: string): Error {
   return Object.assign(new Error(message), { data: { code } });
 }
 
+/**
+ * Display names one address may set or change (a name it sets again unchanged is free): a burst of
+ * 32, one address's worth of tabs naming themselves at once, then one a minute. The store bounds
+ * the names of ids without work (MAX_UNPROVEN_NAMES); this keeps one address from cycling them all.
+ */
+export const DEFAULT_NAME_WRITES: HttpRateLimit = { perSecond: 1 / 60, burst: 32 };
+
 export interface VolunteerNamespaceOptions {
   /** Volunteer connections one address may hold on this node at once. */
   maxConnectionsPerAddress: number;
+  /** Display-name writes per address (default DEFAULT_NAME_WRITES). */
+  nameWrites?: HttpRateLimit;
   count(name: string, labels?: Record<string, string>): void;
   log(m: string): void;
 }
@@ -56,6 +66,13 @@ export interface VolunteerNamespaceOptions {
 export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, opts: VolunteerNamespaceOptions): { namespace: Namespace; close(): void } {
   const nsp = io.of(NAMESPACES.volunteer);
   const connectionsByAddress = new Map<string, number>();
+  const nameWrites = new AddressRateLimiter(opts.nameWrites ?? DEFAULT_NAME_WRITES);
+  const nameWriteRefused = (address: string) => {
+    const waitMs = nameWrites.take(address);
+    if (waitMs <= 0) return null;
+    opts.count('display_names_refused');
+    return new ProtocolError('rate_limited', `too many display names set from your address: try again in ${Math.ceil(waitMs / 1000)} s`);
+  };
   const release = (address: string) => {
     const n = (connectionsByAddress.get(address) ?? 1) - 1;
     if (n > 0) connectionsByAddress.set(address, n);
@@ -101,11 +118,19 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       jobId: null, waitingForWork: false, requestedJob: undefined, assigning: null,
     };
     socket.data = data;
-    // A name in the handshake is kept under the client id; without one, the stored name (if any) holds.
-    const named = !clientId ? Promise.resolve()
-      : displayName ? store.setDisplayName(clientId, displayName)
-      : store.displayNames([clientId]).then((names) => void (data.displayName = names.get(clientId) ?? null));
-    named.then(() => next(), (e) => {
+    // A name in the handshake is kept under the client id (a new or changed one takes from the
+    // address's name writes); without one, the stored name (if any) holds.
+    const named = !clientId ? Promise.resolve(null) : store.displayNames([clientId]).then((names) => {
+      const stored = names.get(clientId) ?? null;
+      if (!displayName) data.displayName = stored;
+      if (!displayName || displayName === stored) return null;
+      return nameWriteRefused(address) ?? store.setDisplayName(clientId, displayName).then(() => null);
+    });
+    named.then((refused) => {
+      if (!refused) return next();
+      opts.count('handshakes_rejected', { code: refused.code });
+      fail(handshakeError(refused.code, refused.message));
+    }, (e) => {
       opts.log(`handshake: display name lookup failed: ${(e as Error).message}`);
       fail(handshakeError('internal', 'internal error'));
     });
@@ -169,7 +194,13 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       },
       profile: async (p: VolunteerEventParsed<'profile'>) => {
         if (!d.clientId) throw new ProtocolError('bad_request', 'profile: a display name is kept under a client id: connect with one');
-        await store.setDisplayName(d.clientId, p.displayName);
+        const stored = (await store.displayNames([d.clientId])).get(d.clientId) ?? null;
+        if (p.displayName !== stored) {
+          // Clearing a name is free; setting or changing one takes from the address's name writes.
+          const refused = p.displayName === null ? null : nameWriteRefused(d.address);
+          if (refused) throw refused;
+          await store.setDisplayName(d.clientId, p.displayName);
+        }
         d.displayName = p.displayName;
         return { displayName: p.displayName };
       },

@@ -1,10 +1,12 @@
 // The Store in Redis, for several server nodes sharing one: jobs, rounds, metrics, contributors,
 // checkpoints (the latest few blobs) and settings under `tf:` keys. cluster/redis.ts connects it.
+// Display names are `tf:names`; the ids among them with no committed sync yet are `tf:names-unproven`,
+// scored by `tf:names-seq` (the order they were set), and kept to `maxUnprovenNames`.
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
 import { commandOptions, type createClient } from 'redis';
 import {
-  checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, metricKind, verifiedCheckpoint,
+  checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, MAX_UNPROVEN_NAMES, metricKind, verifiedCheckpoint,
   type CheckpointRetention, type ContributorRecord, type JobRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
 } from './store';
 
@@ -15,7 +17,11 @@ const METRICS_SCAN_CHUNK = 256;
 
 export class RedisStore implements Store {
   readonly kind = 'redis';
-  constructor(private readonly r: Client, private readonly retention: CheckpointRetention = DEFAULT_CHECKPOINT_RETENTION) {}
+  constructor(
+    private readonly r: Client,
+    private readonly retention: CheckpointRetention = DEFAULT_CHECKPOINT_RETENTION,
+    private readonly maxUnprovenNames = MAX_UNPROVEN_NAMES,
+  ) {}
 
   async createJob(j: JobRecord): Promise<void> {
     await this.r.multi().set(`tf:job:${j.id}`, JSON.stringify(j)).zAdd('tf:jobs', { score: j.createdAt, value: j.id }).exec();
@@ -83,6 +89,8 @@ export class RedisStore implements Store {
     if (records.length === 0) return;
     const m = this.r.multi();
     for (const c of records) m.hSet(`tf:contrib:${c.jobId}`, c.clientId, JSON.stringify(c)).sAdd(`tf:client-jobs:${c.clientId}`, c.jobId);
+    const proven = records.filter((c) => c.syncs > 0).map((c) => c.clientId);
+    if (proven.length) m.zRem('tf:names-unproven', proven);
     await m.exec();
   }
   async contributors(jobId: string): Promise<ContributorRecord[]> {
@@ -105,8 +113,20 @@ export class RedisStore implements Store {
     return new Map(ids.flatMap((id, i) => (names[i] ? [[id, names[i]] as [string, string]] : [])));
   }
   async setDisplayName(clientId: string, name: string | null): Promise<void> {
-    if (name === null) await this.r.hDel('tf:names', clientId);
-    else await this.r.hSet('tf:names', clientId, name);
+    if (name === null) return void (await this.r.multi().hDel('tf:names', clientId).zRem('tf:names-unproven', clientId).exec());
+    if (await this.proven(clientId)) return void (await this.r.hSet('tf:names', clientId, name));
+    const seq = await this.r.incr('tf:names-seq');
+    await this.r.multi().hSet('tf:names', clientId, name).zAdd('tf:names-unproven', { score: seq, value: clientId }).exec();
+    const excess = (await this.r.zCard('tf:names-unproven')) - this.maxUnprovenNames;
+    if (excess <= 0) return;
+    const dropped = (await this.r.zPopMinCount('tf:names-unproven', excess)).map((e) => e.value);
+    if (dropped.length) await this.r.hDel('tf:names', dropped);
+  }
+  /** Whether the id was a member of a committed sync in some job. */
+  private async proven(clientId: string): Promise<boolean> {
+    const jobs = await this.r.sMembers(`tf:client-jobs:${clientId}`);
+    const rows = jobs.length ? await Promise.all(jobs.map((j) => this.r.hGet(`tf:contrib:${j}`, clientId))) : [];
+    return rows.some((t) => !!t && (JSON.parse(t) as ContributorRecord).syncs > 0);
   }
   async reputations(clientIds: string[]): Promise<Map<string, ReputationRecord>> {
     const out = new Map<string, ReputationRecord>();

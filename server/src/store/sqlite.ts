@@ -8,7 +8,7 @@ import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, readF
 import { join } from 'node:path';
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 import {
-  checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, metricKind, verifiedCheckpoint,
+  checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, MAX_UNPROVEN_NAMES, metricKind, verifiedCheckpoint,
   type CheckpointRetention, type ContributorRecord, type JobRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
 } from './store';
 
@@ -122,9 +122,11 @@ export class SqliteStore implements Store {
   private readonly statements = new Map<string, Database.Statement>();
 
   private readonly retention: CheckpointRetention;
+  private readonly maxUnprovenNames: number;
 
-  constructor(dataDir: string, opts: { retention?: CheckpointRetention } = {}) {
+  constructor(dataDir: string, opts: { retention?: CheckpointRetention; maxUnprovenNames?: number } = {}) {
     this.retention = opts.retention ?? DEFAULT_CHECKPOINT_RETENTION;
+    this.maxUnprovenNames = opts.maxUnprovenNames ?? MAX_UNPROVEN_NAMES;
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     chmodSync(dataDir, 0o700);
     this.checkpointDir = join(dataDir, 'checkpoints');
@@ -270,8 +272,11 @@ export class SqliteStore implements Store {
   }
 
   async setDisplayName(clientId: string, name: string | null): Promise<void> {
-    if (name === null) this.sql('DELETE FROM volunteers WHERE client_id = ?').run(clientId);
-    else this.sql('INSERT OR REPLACE INTO volunteers (client_id, display_name) VALUES (?, ?)').run(clientId, name);
+    if (name === null) return void this.sql('DELETE FROM volunteers WHERE client_id = ?').run(clientId);
+    // A replaced row gets a new rowid: rowid order is the order names were last set.
+    this.sql('INSERT OR REPLACE INTO volunteers (client_id, display_name) VALUES (?, ?)').run(clientId, name);
+    this.sql(`DELETE FROM volunteers WHERE rowid IN (SELECT v.rowid FROM volunteers v
+      WHERE NOT EXISTS (SELECT 1 FROM contributors c WHERE c.client_id = v.client_id AND c.syncs > 0) ORDER BY v.rowid DESC LIMIT -1 OFFSET ?)`).run(this.maxUnprovenNames);
   }
 
   async reputations(clientIds: string[]): Promise<Map<string, ReputationRecord>> {

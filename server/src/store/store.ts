@@ -96,6 +96,10 @@ export interface Store {
   volunteerCredit(clientId: string): Promise<VolunteerCredit | null>;
   /** Display names by client id (ids without one are absent). */
   displayNames(clientIds: string[]): Promise<Map<string, string>>;
+  /**
+   * Sets (null: clears) an id's display name. Names of ids with no committed sync yet are kept for at
+   * most `maxUnprovenNames` ids (MAX_UNPROVEN_NAMES): past that, the least recently set are deleted.
+   */
   setDisplayName(clientId: string, name: string | null): Promise<void>;
   /** Reputations by client id (ids never seen are absent). */
   reputations(clientIds: string[]): Promise<Map<string, ReputationRecord>>;
@@ -107,6 +111,14 @@ export interface Store {
   digest(): Promise<string>;
   close(): Promise<void>;
 }
+
+/**
+ * Display names kept for client ids that have not yet been a member of a committed sync. A name costs
+ * nothing to set, so these are bounded: 10,000 names of at most 40 characters are well under a MiB,
+ * and more than any node sees arrive before their first sync. An id with a committed sync keeps its
+ * name (those are bounded by the work it took to earn them).
+ */
+export const MAX_UNPROVEN_NAMES = 10_000;
 
 /** A metric point is either a sync's (bytes on the wire) or an evaluation's; each is stored once per sync. */
 export function metricKind(p: MetricPoint): 'sync' | 'eval' {

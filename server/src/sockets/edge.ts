@@ -1,0 +1,142 @@
+// What a Socket.IO connection passes before any namespace sees it. Every engine handshake
+// (`allowRequest`): the Host header, the Origin, a token from the per-address bucket HTTP requests
+// take from too, and the per-address connection cap. A connection that holds no namespace socket for
+// the grace period is closed: Socket.IO's `connectTimeout` from its opening, and here again whenever
+// its last namespace socket has gone. Every namespace handshake takes another token (a failed
+// researcher token several more, `FAILED_AUTH_COST`). And the packet decoder refuses what no
+// legitimate client sends: a text message longer than any event, or more than one binary attachment
+// in a packet (a packet waiting for its attachments would hold every one of them in memory).
+import { LIMITS } from '@tabfleet/protocol';
+import type { IncomingMessage } from 'node:http';
+import type { Server, ServerOptions, Socket } from 'socket.io';
+import * as parser from 'socket.io-parser';
+import { clientAddress, FAILED_AUTH_COST, hostAllowed, originAllowed, type AddressRateLimiter, type HostPolicy } from '../http/security';
+
+/** The longest text message a client has reason to send: an event's JSON and its envelope (namespace, ack id, event name). */
+export const MAX_TEXT_MESSAGE = LIMITS.maxEventBytes + 1024;
+
+/** socket.io-parser's decoder, refusing (the connection closes) text over MAX_TEXT_MESSAGE and packets with more than one attachment. */
+class EdgeDecoder extends parser.Decoder {
+  constructor() {
+    super({ maxAttachments: 1 });
+  }
+
+  override add(obj: unknown): void {
+    if (typeof obj === 'string' && obj.length > MAX_TEXT_MESSAGE) throw new Error(`a text message of ${obj.length} characters (no event is over ${MAX_TEXT_MESSAGE})`);
+    super.add(obj);
+  }
+}
+
+/**
+ * Engine connections one address may hold beyond its volunteer connections: its dashboards, and
+ * connections still joining. A volunteer over its own cap then hears why (`rate_limited` from the
+ * namespace) before the engine refuses it bare.
+ */
+export const CONNECTION_SLACK = 8;
+
+/** How long a connection may hold no namespace socket before it is closed (default). */
+export const DEFAULT_JOIN_GRACE_MS = 5_000;
+
+export interface EdgeOptions {
+  hosts: HostPolicy;
+  allowOrigins: readonly string[];
+  /** The per-address bucket HTTP requests take from. */
+  limiter: AddressRateLimiter;
+  /** Socket.IO connections one address may hold at once on this node, joined to a namespace or not (volunteers' cap + CONNECTION_SLACK). */
+  maxConnectionsPerAddress: number;
+  joinGraceMs: number;
+  count(name: string, labels?: Record<string, string>): void;
+  log(m: string): void;
+}
+
+/** An engine.io connection, as far as this file uses it. */
+interface EngineConnection {
+  remoteAddress: string;
+  readyState: string;
+  close(): void;
+  once(event: 'close', listener: () => void): void;
+}
+
+export class SocketEdge {
+  private readonly held = new Map<string, number>();
+  /** Namespace sockets each open connection holds, and the timer that closes one that holds none. */
+  private readonly joined = new WeakMap<EngineConnection, number>();
+  private readonly emptyTimers = new WeakMap<EngineConnection, NodeJS.Timeout>();
+
+  constructor(private readonly opts: EdgeOptions) {}
+
+  /** What `new Server(…)` takes from the edge. */
+  serverOptions(): Pick<ServerOptions, 'allowRequest' | 'parser' | 'connectTimeout'> {
+    return {
+      allowRequest: (req, cb) => this.allowRequest(req, cb),
+      parser: { ...parser, Decoder: EdgeDecoder },
+      connectTimeout: this.opts.joinGraceMs,
+    };
+  }
+
+  /** Counts engine connections per address and watches `namespaces` for connections left without a socket; registers the handshake's rate check first. */
+  attach(io: Server, namespaces: readonly string[]): void {
+    io.engine.on('connection', (conn: EngineConnection) => this.onConnection(conn));
+    for (const name of namespaces) {
+      const nsp = io.of(name);
+      nsp.use((socket, next) => {
+        const waitMs = this.opts.limiter.take(socket.handshake.address);
+        if (waitMs <= 0) return next();
+        this.opts.count('handshakes_rejected', { code: 'rate_limited' });
+        next(Object.assign(new Error(`too many handshakes and requests from your address: try again in ${Math.ceil(waitMs / 1000)} s`), { data: { code: 'rate_limited' } }));
+      });
+      nsp.on('connection', (socket: Socket) => this.onJoin(socket));
+    }
+  }
+
+  /** A failed researcher token from `address`: it costs FAILED_AUTH_COST tokens more. */
+  failedAuth(address: string): void {
+    this.opts.limiter.charge(address, FAILED_AUTH_COST);
+  }
+
+  private allowRequest(req: IncomingMessage, cb: (err: string | null | undefined, success: boolean) => void): void {
+    const refuse = (code: string, message: string) => {
+      this.opts.count('handshakes_rejected', { code });
+      cb(message, false);
+    };
+    const address = clientAddress(req);
+    if (!hostAllowed(req.headers.host, this.opts.hosts)) return refuse('bad_request', `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server`);
+    if (!originAllowed(req, this.opts.allowOrigins)) return refuse('bad_request', 'origin not allowed');
+    if (this.opts.limiter.take(address) > 0) return refuse('rate_limited', 'rate_limited: too many requests from this address');
+    const held = this.held.get(address) ?? 0;
+    if (held >= this.opts.maxConnectionsPerAddress) return refuse('rate_limited', `rate_limited: ${held} connections from this address already (at most ${this.opts.maxConnectionsPerAddress})`);
+    cb(null, true);
+  }
+
+  private onConnection(conn: EngineConnection): void {
+    const address = conn.remoteAddress;
+    const held = (this.held.get(address) ?? 0) + 1;
+    this.held.set(address, held);
+    conn.once('close', () => {
+      const n = (this.held.get(address) ?? 1) - 1;
+      if (n > 0) this.held.set(address, n);
+      else this.held.delete(address);
+    });
+    // Handshakes in flight together all passed allowRequest before any was counted: the cap holds here.
+    if (held > this.opts.maxConnectionsPerAddress) {
+      this.opts.count('handshakes_rejected', { code: 'rate_limited' });
+      conn.close();
+    }
+  }
+
+  private onJoin(socket: Socket): void {
+    const conn = socket.conn as unknown as EngineConnection;
+    this.joined.set(conn, (this.joined.get(conn) ?? 0) + 1);
+    clearTimeout(this.emptyTimers.get(conn));
+    socket.once('disconnect', () => {
+      const n = (this.joined.get(conn) ?? 1) - 1;
+      this.joined.set(conn, n);
+      if (n > 0 || conn.readyState !== 'open') return;
+      const timer = setTimeout(() => {
+        if ((this.joined.get(conn) ?? 0) === 0 && conn.readyState === 'open') conn.close();
+      }, this.opts.joinGraceMs);
+      timer.unref();
+      this.emptyTimers.set(conn, timer);
+    });
+  }
+}
