@@ -77,8 +77,9 @@ export class Replication {
     const pool = probation.length && this.rand() < rate.probation ? probation : this.rand() < rate.trusted ? members : [];
     if (pool.length === 0) return;
     const original = pool[Math.floor(this.rand() * pool.length)];
-    const elsewhere = members.filter((m) => m !== original && (this.host.networkOf(m.volunteerId) ?? '') !== (this.host.networkOf(original.volunteerId) ?? '-'));
-    const others = this.host.networkOf(original.volunteerId) === null ? members.filter((m) => m !== original) : elsewhere;
+    // Where networks count, the replica is of another network than the original.
+    const network = this.host.networkOf(original.volunteerId);
+    const others = members.filter((m) => m !== original && (network === null || this.host.networkOf(m.volunteerId) !== network));
     if (others.length === 0) return;
     const trusted = others.filter((m) => !this.host.onProbation(m.identity));
     const replica = pickFrom(trusted.length ? trusted : others, this.rand);
