@@ -30,8 +30,14 @@ test('honest members: units are replicated, the deltas agree, and both members a
     const roles = tasks.filter((t) => t.unit.unitId === unitId).map((t) => t.role).sort();
     assert.deepEqual(roles.slice(0, 2), ['original', 'replica'], `unit ${unitId}`);
   }
-  const original = tasks.find((t) => t.role === 'original')!;
-  assert.equal(original.unit.steps, 2, 'a unit is the job\'s H steps');
+  // A unit is the work its original was given for the next sync: the job's H, or paced (auto, the
+  // default), its planned steps, so the unit does not move the job's step count off its plan.
+  for (const s of sims) {
+    for (const t of tasksOf(s).filter((x) => x.role === 'original')) {
+      const commit = s.events.find((e) => e.name === 'round:commit' && (e.payload as { seq: number }).seq === t.unit.seq)?.payload as { steps?: Record<string, number> } | undefined;
+      assert.equal(t.unit.steps, commit?.steps?.[s.volunteerId] ?? 2, `unit ${t.unit.unitId}`);
+    }
+  }
   assert.equal(await counter('replicas_disagreed'), 0);
   const rows = await workersOf(id);
   assert.ok(rows.every((w) => w.reputation && w.reputation.faults === 0));
