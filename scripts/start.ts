@@ -47,7 +47,8 @@ if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(wor
 await ensureBuilt('apps', console.log);
 // It listens on 127.0.0.1 only and its workers are this machine's own: no per-address share of a job.
 const server = await startServer({
-  port, dataDir: values.data, redisUrl: values.redis ?? process.env.REDIS_URL, addressLimits: { connections: 32 + workerCount, jobShare: 1 }, networkRules: false, log: (l) => console.log(`[server] ${l}`),
+  port, dataDir: values.data, redisUrl: values.redis ?? process.env.REDIS_URL, addressLimits: { connections: 32 + workerCount, jobShare: 1 },
+  networkRules: false, log: (l) => console.log(`[server] ${l}`),
 }).catch((e: unknown) => {
   if ((e as Error).name !== 'WeakTokenError') throw e;
   console.error((e as Error).message);

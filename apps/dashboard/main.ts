@@ -206,7 +206,8 @@ function renderJob(): void {
   if (!current) return;
   const j = jobs.get(current.id)!;
   $('job-title').textContent = j.name;
-  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(formatModel(j.spec))} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''} · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}${j.spec.pacing !== 'fixed' ? ` · ${esc(j.spec.pacing)}` : ''}${j.spec.groupSize ? ` · Moshpit groups of ${j.spec.groupSize}${j.spec.hierarchical ? ', tabs of one address together' : ''}${j.spec.regionalGroups ? ', by region' : ''}` : ''}${j.endReason ? ` · ${esc(j.endReason)}` : ''}${j.notice ? ` · ${esc(j.notice)}` : ''}`;
+  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(formatModel(j.spec))} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''} · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}${j.spec.pacing !== 'fixed' ? ` · ${esc(j.spec.pacing)}` : ''}${j.spec.groupSize ? ` · Moshpit groups of ${j.spec.groupSize}${j.spec.hierarchical ? ', tabs of one address together' : ''}${j.spec.regionalGroups ? ', by region' : ''}` : ''}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`
+    + (j.notice ? ` · ${esc(j.notice)}` : '');
   $('sync-time').textContent = syncTimeText(j);
   // A finished job has nothing to stop: no button, not a greyed one.
   $('stop').hidden = !isActive(j);

@@ -131,7 +131,8 @@ export class GroupRoundChecks {
     const verdict = settleDigestDisputes(disputes.map((d) => ({ part: d.part, owner: d.owner, ownerAggregate: d.ownerAggregate, mismatches: d.mismatches! })), truth,
       (id) => r.results.get(id)?.checksum, majority, (id) => this.host.hasStanding(id), { members: r.members, of: (id) => this.host.voiceOf(id) });
     const evidence = verdict.findings.join('; ').slice(0, 400);
-    this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests settled by recomputation: ${evidence}; lied: ${verdict.liars.join(', ') || 'nobody shown'}; unsettled: ${verdict.unresolved.map((p) => p.join(' vs ')).join(', ') || 'none'}`);
+    const unsettled = verdict.unresolved.map((p) => p.join(' vs ')).join(', ') || 'none';
+    this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests settled by recomputation: ${evidence}; lied: ${verdict.liars.join(', ') || 'nobody shown'}; unsettled: ${unsettled}`);
     const sitters = [...new Set(verdict.unresolved.flat())].filter((id) => !verdict.liars.includes(id));
     if (sitters.length) {
       this.host.deps.count('accusations_unsettled');
@@ -182,7 +183,7 @@ export class GroupRoundChecks {
     // recomputes the disputed parts from every member's evidence instead (digest-disputes.ts).
     const disputes = disputedParts(r.members, verdict.mismatches, (owner) => r.results.get(owner)!.group!.digests.aggregate);
     this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests disagree: ${evidence}; asking every member for its contribution to part(s) ${disputes.map((d) => d.part).join(', ')}`);
-    r.disputes = new Map(disputes.map((d) => [d.part, { part: d.part, owner: d.owner, validator: '', ownerAggregate: d.ownerAggregate, validatorAggregate: '', mismatches: d.mismatches, evidence: new Map() }]));
+    r.disputes = new Map(disputes.map((d) => [d.part, { ...d, validator: '', validatorAggregate: '', evidence: new Map() }]));
     for (const d of disputes) this.host.deps.toVolunteer(r.members, 'evidence:request', { jobId: this.host.jobId, roundId: r.roundId, part: d.part });
     return null;
   }

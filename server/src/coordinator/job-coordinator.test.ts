@@ -523,7 +523,10 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
 });
 
 test('untrusted paced LocalSGD: a member may claim at most the steps it was given, and its pace is the server\'s time, not its computeMs', async () => {
-  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 1000, checkpointEvery: 1000, trust: 'untrusted' });
+  const spec = jobSpecSchema.parse({
+    preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000,
+    hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 1000, checkpointEvery: 1000, trust: 'untrusted',
+  });
   const t = await setup({ spec });
   t.add('a'); t.add('b');
   // Paces unknown: the first work is time-boxed, given the whole cap of 8 × H (its ceiling: what is given).
@@ -539,7 +542,8 @@ test('untrusted paced LocalSGD: a member may claim at most the steps it was give
   const group = { refused: [], digests: { sent: ['abcdef01', 'abcdef01'], received: ['abcdef01', 'abcdef01'], aggregate: 'abcdef01', gathered: ['abcdef01', 'abcdef01'] } };
   // a claims its 32 steps took 1 ms; b says 1,000 ms for its 25. The server saw 1,000 and 1,250.
   for (const [id, computeMs] of [['a', 1], ['b', 1_000]] as const) {
-    t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 8, wallMs: computeMs, computeMs, bytesSent: 0, bytesReceived: 0 }, group });
+    const metrics = { loss: 1, samples: 8, wallMs: computeMs, computeMs, bytesSent: 0, bytesReceived: 0 };
+    t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 1, metrics, group });
   }
   const pace = (id: string) => t.c.workers().find((w) => w.volunteerId === id)!.pace!.msPerStep;
   assert.equal(pace('a'), 31.3, '1,000 ms over its 32 steps, not 1 ms');

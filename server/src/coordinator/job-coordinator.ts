@@ -879,7 +879,8 @@ export class JobCoordinator {
     const vouchers = this.networkRulesApply ? this.standingVouchers(ev, outcome.checksum) : outcome.vouchers;
     const enough = vouchers >= Math.min(2, ev.asked);
     if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && !enough && !this.ended) {
-      this.notice = `sync ${ev.seq}: accuracy ${outcome.accuracy} reaches the target ${target}, but ${vouchers} of the ${outcome.vouchers} evaluators who vouch for it have standing (2 needed): training goes on`;
+      this.notice = `sync ${ev.seq}: accuracy ${outcome.accuracy} reaches the target ${target}, but ${vouchers} of the ${outcome.vouchers} evaluators`
+        + ' who vouch for it have standing (2 needed): training goes on';
       this.deps.count('targets_unvouched');
       this.deps.log(`job ${this.job.id}: ${this.notice}`);
       this.deps.toDashboards(this.job.id, 'job:update', this.summary());

@@ -87,7 +87,8 @@ export class Replication {
       unitId: `unit-${seq}-${randomInt(1e9)}`, seq, shard: { index: original.shard, count: this.host.spec.maxWorkers },
       batchSeed: randomInt(2 ** 31), steps: stepsOf?.(original.volunteerId) ?? this.host.spec.H,
     };
-    this.open = { unit, asked: new Map([[original.volunteerId, original.identity], [replica.volunteerId, replica.identity]]), deltas: new Map(), tieBreak: false, holders: committed, deferred: new Map(), missing: new Set() };
+    const asked = new Map([[original.volunteerId, original.identity], [replica.volunteerId, replica.identity]]);
+    this.open = { unit, asked, deltas: new Map(), tieBreak: false, holders: committed, deferred: new Map(), missing: new Set() };
     this.send(original.volunteerId, 'original');
     this.send(replica.volunteerId, 'replica');
     this.host.deps.count('units_replicated');
