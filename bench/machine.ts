@@ -1,5 +1,6 @@
 // The machine a benchmark ran on, for every bench JSON.
 import os from 'node:os';
+import { execFileSync } from 'node:child_process';
 
 export function machineInfo() {
   const cpus = os.cpus();
@@ -13,5 +14,30 @@ export function machineInfo() {
     osRelease: os.release(),
     arch: os.arch(),
     node: process.version,
+  };
+}
+
+/** The commit measured (with `-dirty` when tracked files had uncommitted changes), or null outside a git checkout. */
+export function commitOf(cwd = process.cwd()): string | null {
+  try {
+    const git = (...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return `${git('rev-parse', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') ? '-dirty' : ''}`;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What every results file records about the run that made it, so a figure can be traced to the code
+ * it measured: the commit, when it started, the command, the machine and how long it took (ms).
+ * Call it when the run ends, with the epoch ms it started at.
+ */
+export function runRecord(startedAt: number, command = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim()) {
+  return {
+    commit: commitOf(),
+    date: new Date(startedAt).toISOString(),
+    command,
+    machine: machineInfo(),
+    durationMs: Date.now() - startedAt,
   };
 }
