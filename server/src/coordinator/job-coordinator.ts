@@ -1,26 +1,19 @@
-// The round clock of one job. Members go loading → admitted (holding the global model of the last
-// committed sync and training locally) → ready (at the barrier for the next sync). When every admitted
-// member is ready the coordinator begins a round (ring order, deadline, quorum); members report their
-// result without applying it, and the round commits when all have reported. A member lost mid-round
-// aborts the round and it is re-formed at once with the survivors, who still hold their local progress.
-// All state changes are synchronous; persistence is queued behind them in order.
+// The round clock of one job and its membership. When every admitted member is ready the
+// coordinator begins a round (ring order, deadline, quorum); members report their result without
+// applying it, and the round commits when all have reported. A member lost mid-round aborts the round
+// and it is re-formed at once with the survivors, who still hold their local progress. All state
+// changes are synchronous; persistence is queued behind them in order.
 //
-// No single member is believed: steps are the server's own count, accuracy is combined from several
-// evaluators (evaluations.ts), a checkpoint is stored only when it is the job's model with the
-// checksum the evaluators agreed on, a joiner's loaded model is checked against it, and deadlines
-// follow the members' pace (pace.ts). A member removed for a fault is kept out for a while, longer
-// each time (penalties.ts).
+// No single member is believed: steps are the server's own count, checkpoints and accuracy come from
+// several evaluators (checkpoints.ts), a joiner's loaded model is checked against the agreed checksum,
+// and deadlines follow the members' pace (deadlines.ts). A member removed for a fault is kept out for
+// a while, longer each time (penalties.ts). The modules beside it each hold one concern behind a narrow
+// host: members.ts (phases), step-planner.ts (the work handed out), checkpoints.ts, grouped-sync.ts
+// (Moshpit syncs), group-round.ts (untrusted group rounds), replication.ts, peer-links.ts.
 import {
   flatLengthOf,
   ProtocolError,
   targetStepsOf,
-  aggregateWith,
-  cappedWeights,
-  cutSteps,
-  pacedStepCeiling,
-  PROBE_ROUND_ID,
-  screenContributions,
-  verifyCheckpoint,
   type Assignment,
   type CheckpointInfo,
   type JobSummary,
@@ -30,149 +23,59 @@ import {
   type VolunteerEventParsed,
   type WorkerRow,
 } from '@tabfleet/protocol';
-import { createHash, randomInt } from 'node:crypto';
 import { contributorName, departedRow } from '../credit';
 import type { JobRecord, RoundRecord } from '../store/store';
+import { Checkpoints, EVALUATORS, type Fault } from './checkpoints';
 import { ContributorLedger, describeAdapter } from './contributors';
+import { Deadlines } from './deadlines';
 import { reportFits } from './group-check';
 import { GroupRoundChecks } from './group-round';
 import { GroupedSync } from './grouped-sync';
-import type { ActiveRound } from './round';
-import { decodeUpdate } from './star-update';
-import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
-import { Pace } from './pace';
-import { JoinProbes } from './join-probes';
-import { PeerDistances } from './peer-distances';
-import { AutoSync, FIRST_WORK_MS, isPaced, measuredPace, nominalSteps, roundBudgetMs, samplesPerStep, snappedBudgetMs, stepsFor, SyncTimeModel, unmeasuredSteps, unmeasuredWork } from './pacing';
-import { Penalties, type FaultKind } from './penalties';
+import { MemberBook, type Member, type MemberStatus } from './members';
+import { isPaced, samplesPerStep } from './pacing';
+import { PeerLinks } from './peer-links';
+import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
-import { hasStanding, networkOf, networkWouldDominate, seatsFrom } from './standing';
+import type { ActiveRound } from './round';
+import { shuffled } from './shuffle';
+import { hasStanding, networkOf, networkWouldDominate } from './standing';
+import { decodeUpdate, starResult } from './star-update';
+import { checksumsOf, syncPoint } from './sync-point';
+import { StepPlanner } from './step-planner';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
-
-type Phase = 'loading' | 'admitted' | 'ready';
-/** A fault of timing (missed a deadline) or of what it sent (a wrong checkpoint, digest or evaluation). */
-type Fault = Exclude<FaultKind, 'departure'>;
-
-interface Member extends VolunteerInfo {
-  shard: number;
-  phase: Phase;
-  /** The sync whose model it was told to load (null: waiting for a checkpoint to exist). */
-  loadSeq: number | null;
-  loadSince: number;
-  cancelLoadTimer: (() => void) | null;
-  status: { state: string; hidden: boolean; step: number; samplesPerSec: number; bytesSent: number; bytesReceived: number };
-  lastRound: number | null;
-  lastRoundMs: number | null;
-  /** Whom its work is credited to: its client id, or its volunteer id when it sent none. */
-  identity: string;
-  /** The network it connects from (its address, or prefix where the server tells networks apart: standing.ts). */
-  network: string;
-  /** When it was last handed work (admitted, or a sync committed), and how long it took to be ready. */
-  workSince: number;
-  workMs: number;
-  /** The time budget its current work was handed (0: none), so its lateness is counted past it. */
-  workBudgetMs: number;
-  /** Not ready when the others were: rounds go on without it (since when), until it reports ready. */
-  leftOutSince: number | null;
-  /** A sync committed without it: its local work is for an older model, and it reloads when it reports. */
-  stale: boolean;
-  /** Sits out the next sync (an accusation nobody could settle), then reloads the job's model. */
-  sitsOut: boolean;
-  /** Measured time per local step (pacing.ts), the steps it was given for its current work, its share of the last sync's samples. */
-  msPerStep: number | null;
-  steps: number;
-  share: number | null;
-}
-
-/** A checkpoint for the just-committed sync that the uploader still owes, or that waits to be verified. */
-interface PendingUpload {
-  seq: number;
-  uploader: string;
-  since: number;
-  /** Arrived and is the job's model; stored once it matches the evaluators' agreed checksum. */
-  received: { data: Uint8Array; checksum: string } | null;
-  cancelTimer: () => void;
-}
-
-/** A sync's model being evaluated by several members. */
-interface OpenEvaluation {
-  seq: number;
-  step: number;
-  /** How many were asked (the majority is of this number, so silence cannot shrink it). */
-  asked: number;
-  since: number;
-  evaluators: Set<string>;
-  reports: Map<string, EvaluationReport>;
-  cancelTimer: () => void;
-}
 
 /** Ring failures within one sync before that sync falls back to the star (server) path. */
 const RING_FAILURES_BEFORE_STAR = 2;
 /** Dashboards get the worker table at most this often. */
 const WORKER_TABLE_INTERVAL_MS = 500;
-/** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
-const EVALUATORS = 3;
-/** A member whose pace is unknown may take this long for one step (4 first boxes; see runningBudgets). */
-const UNMEASURED_STEP_MS = 4 * FIRST_WORK_MS;
 /** Moshpit jobs: a joiner admitted this long after the first member, once the first sync's barrier counts down, takes sync 2. */
 const JOIN_GRACE_MS = 5_000;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
 const FIRST_LOAD_GUESS_MS = 30_000;
-/** Attempts at writing a verified checkpoint to the store before the sync's checkpoint is re-asked. */
-const STORE_ATTEMPTS = 3;
 
 export class JobCoordinator {
-  private readonly members = new Map<string, Member>();
-  /**
-   * Members by phase, and those left out of the coming sync (all admitted): kept beside the map so
-   * the barrier is counted, not scanned, on every event (a Moshpit job has up to 10,000 members).
-   * Phases and left-outs change only through setPhase and setLeftOut.
-   */
-  private readonly inPhase: Record<Phase, Set<Member>> = { loading: new Set(), admitted: new Set(), ready: new Set() };
-  private readonly leftOut = new Set<Member>();
-  /** Loading members not sent a model yet (loadSeq null): the rest of `inPhase.loading` have a load out. */
-  private readonly unsentLoads = new Set<Member>();
-  /** Data shards of the members: a joiner takes the lowest free one. */
-  private readonly shardsHeld = new Set<number>();
+  readonly members = new MemberBook();
   private round: ActiveRound | null = null;
-  private pendingUpload: PendingUpload | null = null;
   private nextRoundId: number;
-  private latestCheckpoint: CheckpointInfo | null;
   private ringFailures = 0;
   private starNext = false;
-  /** Stop after the next committed sync that leaves a checkpoint (target accuracy reached). */
-  private finishing = false;
   private cancelBarrier: (() => void) | null = null;
   /** When the first member was admitted (to this coordinator): Moshpit joiners much later take sync 2. */
   private firstAdmittedAt: number | null = null;
   /** Loading joiners are waited for until this fires; then the round goes on without them. */
   private cancelJoinerHold: (() => void) | null = null;
   private joinerHoldExpired = false;
-  /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
-  private checkpointOwed = false;
-  private readonly pace = new Pace();
-  /** Round trips members measured to each other (regional Moshpit jobs lay their groups out by them). */
-  private readonly distances = new PeerDistances();
-  private readonly probes: JoinProbes;
-  private readonly syncTime = new SyncTimeModel();
-  private syncTimeMembers = '';
-  /** `auto` LocalSGD and DiLoCo jobs: the next sync's H and payload precision (paced ddp has no H to choose). */
-  private readonly autoSync: AutoSync | null;
+  private readonly deadlines = new Deadlines();
+  private readonly links: PeerLinks;
+  private readonly planner: StepPlanner;
+  private readonly checkpoints: Checkpoints;
   private readonly penalties = new Penalties();
   private readonly groupChecks: GroupRoundChecks;
   private readonly replication: Replication;
   private readonly reputations = new Reputations((clientId, change) => this.persist(() => this.deps.store.addReputation(clientId, change)));
-  private readonly evaluations = new Map<number, OpenEvaluation>();
-  /** Checksum of the parameters in each stored checkpoint (what a joiner that loads it must report). */
-  private readonly checkpointChecksums = new Map<number, string>();
-  /** Closed evaluations of recent syncs: the agreed checksum, or null when the evaluators disagreed. */
-  private readonly settledChecksums = new Map<number, string | null>();
   private workerTableTimer: (() => void) | null = null;
   private persistQueue: Promise<void> = Promise.resolve();
-  private latestAccuracy: number | null = null;
-  /** What the job holds back on and why (an unvouched target accuracy), shown on the dashboard. */
-  private notice: string | null = null;
   /** Everyone who has been in the job, by identity (loaded from the store, kept in step with it). */
   private readonly contributors: ContributorLedger;
 
@@ -183,22 +86,22 @@ export class JobCoordinator {
     latestCheckpoint: CheckpointInfo | null,
   ) {
     this.nextRoundId = lastRoundId + 1;
-    this.latestCheckpoint = latestCheckpoint;
-    this.probes = new JoinProbes(() => deps.clock.now());
-    const spec = job.spec;
-    // fp16 only where the ring moves the dense payload as sent: trusted jobs without compression.
-    this.autoSync = spec.pacing === 'auto' && spec.strategy !== 'ddp' ? new AutoSync(spec, spec.trust === 'trusted' && spec.compression === 'none' ? ['f32', 'f16'] : ['f32']) : null;
     this.contributors = new ContributorLedger(job.id, deps.clock, (records) => this.persist(() => deps.store.saveContributors(records)));
     // The helpers' hosts read the job as it is when they call (it is replaced on every change).
+    const self = this;
     const current = () => this.job;
     const identity = (volunteerId: string) => this.members.get(volunteerId)?.identity ?? volunteerId;
+    this.links = new PeerLinks({ jobId: job.id, deps, members: this.members });
+    this.planner = new StepPlanner({ get job() { return current(); }, members: this.members, deadlines: this.deadlines });
+    this.checkpoints = new Checkpoints({
+      get job() { return current(); }, deps, members: this.members, get ended() { return self.ended; }, get networkRulesApply() { return self.networkRulesApply; },
+      deadlines: this.deadlines, hasStanding: (id) => this.hasStanding(id), offences: (id) => this.penalties.offences(id), evict: (id, why, fault) => this.evict(id, why, fault),
+      tryBegin: () => this.tryBegin(), stop: (reason, state) => this.stop(reason, state), persist: (write) => this.persist(write), sendLoad: (m, seq) => this.sendLoad(m, seq),
+      changed: () => this.deps.toDashboards(this.job.id, 'job:update', this.summary()),
+    }, latestCheckpoint);
     this.groupChecks = new GroupRoundChecks({
-      get jobId() {
-        return current().id;
-      },
-      get spec() {
-        return current().spec;
-      },
+      get jobId() { return current().id; },
+      get spec() { return current().spec; },
       deps,
       commit: (r) => this.commit(r),
       reject: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault),
@@ -210,14 +113,10 @@ export class JobCoordinator {
       sitOut: (ids, why) => this.sitOut(ids, why),
     });
     this.replication = new Replication({
-      get jobId() {
-        return current().id;
-      },
-      get spec() {
-        return current().spec;
-      },
+      get jobId() { return current().id; },
+      get spec() { return current().spec; },
       deps,
-      members: () => [...this.members.values()].filter((m) => m.phase !== 'loading').map((m) => ({ volunteerId: m.volunteerId, identity: m.identity, shard: m.shard })),
+      members: () => this.members.holders().map((m) => ({ volunteerId: m.volunteerId, identity: m.identity, shard: m.shard })),
       onProbation: (id) => this.reputations.onProbation(id),
       verified: (id) => this.reputations.verified(id),
       fault: (id, reason) => this.reputations.fault(id, reason, deps.clock.now()),
@@ -236,11 +135,7 @@ export class JobCoordinator {
     const checkpoint = await deps.store.latestCheckpoint(job.id);
     const resumed = { ...job, seq: checkpoint?.seq ?? 0, step: checkpoint?.step ?? 0, updatedAt: deps.clock.now() };
     const c = new JobCoordinator(resumed, deps, rounds.reduce((m, r) => Math.max(m, r.roundId), 0), checkpoint);
-    c.latestAccuracy = await deps.store.latestAccuracy(job.id);
-    if (checkpoint) {
-      const bytes = await deps.store.readCheckpoint(job.id, checkpoint.seq);
-      if (bytes) c.checkpointChecksums.set(checkpoint.seq, verifyCheckpoint(job.spec, bytes).digest);
-    }
+    c.checkpoints.restore(await deps.store.latestAccuracy(job.id), checkpoint && (await deps.store.readCheckpoint(job.id, checkpoint.seq)));
     const contributors = await deps.store.contributors(job.id);
     // Members when the server stopped are not members now; they rejoin under the same identity.
     c.contributors.restore(contributors, await deps.store.displayNames(contributors.map((x) => x.clientId)));
@@ -283,13 +178,13 @@ export class JobCoordinator {
     const kept = this.penalties.keptOut(identity, network, this.deps.clock.now(), newcomer);
     if (kept) return kept;
     const share = this.deps.addressJobShare ?? 1;
+    const from = this.members.countFrom(v.address, network);
     if (v.address && share < 1) {
       const cap = Math.max(1, Math.floor(this.job.spec.maxWorkers * share));
-      const fromAddress = [...this.members.values()].filter((m) => m.address === v.address).length;
-      if (fromAddress >= cap) return `${fromAddress} of this job's slots are taken from your address (at most ${cap})`;
+      if (from.address >= cap) return `${from.address} of this job's slots are taken from your address (at most ${cap})`;
     }
     if (this.networkRulesApply) {
-      const fromNetwork = [...this.members.values()].filter((m) => m.network === network).length;
+      const fromNetwork = from.network;
       if (networkWouldDominate(fromNetwork, this.members.size)) {
         return `${fromNetwork} of this job's ${this.members.size} members are from your network (${network}); one network is never a majority of an untrusted job`;
       }
@@ -298,7 +193,7 @@ export class JobCoordinator {
   }
 
   /** Untrusted jobs on a server that tells networks apart: quorums count networks and need standing (standing.ts). */
-  private get networkRulesApply(): boolean {
+  get networkRulesApply(): boolean {
     return !!this.deps.networkRules && this.job.spec.trust === 'untrusted';
   }
 
@@ -315,12 +210,8 @@ export class JobCoordinator {
     return {
       id: this.job.id, name: this.job.name, spec: this.job.spec, state: this.job.state, createdAt: this.job.createdAt,
       updatedAt: this.job.updatedAt, seq: this.job.seq, step: this.job.step, workers: this.members.size,
-      latestCheckpoint: this.latestCheckpoint, latestAccuracy: this.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
-      ...(this.notice ? { notice: this.notice } : {}),
-      syncTime: {
-        nextPredictedMs: this.syncTime.next, last: this.syncTime.last, medianError: this.syncTime.medianError,
-        ...(this.autoSync ? { auto: this.autoSync.choice && { ...this.autoSync.choice, exchangeMs: { ...this.autoSync.exchangeMs } } } : {}),
-      },
+      latestCheckpoint: this.checkpoints.latest, latestAccuracy: this.checkpoints.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
+      ...(this.checkpoints.notice ? { notice: this.checkpoints.notice } : {}), syncTime: this.planner.summary(),
     };
   }
 
@@ -354,33 +245,19 @@ export class JobCoordinator {
     if (!this.fits(v)) throw new ProtocolError('capacity', `this adapter cannot hold the ${this.job.spec.preset} model`);
     const refusal = this.refusal(v);
     if (refusal) throw new ProtocolError('rate_limited', `job ${this.job.id}: ${refusal}`);
-    let shard = 0;
-    while (this.shardsHeld.has(shard)) shard++;
-    this.shardsHeld.add(shard);
-    const identity = v.clientId ?? v.volunteerId;
-    const member: Member = {
-      ...v, network: this.networkOf(v.address), shard, phase: 'loading', loadSeq: null, loadSince: this.deps.clock.now(), cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
-      status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity, workSince: this.deps.clock.now(), workMs: 0, workBudgetMs: 0,
-      leftOutSince: null, stale: false, sitsOut: false, msPerStep: null, steps: unmeasuredSteps(this.job.spec), share: null,
-    };
-    this.members.set(v.volunteerId, member);
-    this.inPhase.loading.add(member);
-    this.unsentLoads.add(member);
-    this.reputations.know(identity, v.reputation);
+    const member = this.members.add(v, this.networkOf(v.address), this.deps.clock.now(), this.planner.initialSteps());
+    this.reputations.know(member.identity, v.reputation);
     this.contributors.joined(member);
+    const shard = member.shard;
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
     const dataUrl = this.deps.shardUrl?.(this.job.id, this.job.spec, shard, this.job.spec.maxWorkers);
     if (dataUrl) assignment.dataUrl = dataUrl;
-    if (this.job.spec.regionalGroups) {
-      const probePeers = this.probes.assign(v.volunteerId, [...this.members.keys()], shuffled);
-      if (probePeers.length) assignment.probePeers = probePeers;
-      for (const peer of probePeers) this.deps.toVolunteer(peer, 'peers:probe', { jobId: this.job.id, peer: v.volunteerId });
-    }
+    if (this.job.spec.regionalGroups) this.links.probeJoiner(v.volunteerId, assignment);
     this.deps.toVolunteer(v.volunteerId, 'job:assign', assignment);
     // The model it can load now: the seed (nothing committed yet) or a checkpoint of the last sync,
     // unless a round is under way (its commit would make that model stale before the joiner is in).
     if (!this.round && this.job.seq === 0) this.sendLoad(member, 0);
-    else if (!this.round && this.latestCheckpoint?.seq === this.job.seq) this.sendLoad(member, this.job.seq);
+    else if (!this.round && this.checkpoints.latest?.seq === this.job.seq) this.sendLoad(member, this.job.seq);
     this.changedWorkers();
     this.tryBegin();
     return assignment;
@@ -408,27 +285,19 @@ export class JobCoordinator {
   private removeMember(volunteerId: string, reason: string): void {
     const m = this.members.get(volunteerId);
     if (!m) return;
-    m.cancelLoadTimer?.();
-    this.members.delete(volunteerId);
-    this.distances.forget(volunteerId);
-    this.probes.forget(volunteerId);
-    this.inPhase[m.phase].delete(m);
-    this.leftOut.delete(m);
-    this.unsentLoads.delete(m);
-    this.shardsHeld.delete(m.shard);
+    this.members.remove(m);
+    this.links.forget(volunteerId);
     this.replication.left(volunteerId);
     this.contributors.departed(m, reason, [...this.members.values()].some((x) => x.identity === m.identity));
     this.deps.log(`job ${this.job.id}: ${volunteerId} left (${reason})`);
-    if (this.pendingUpload?.uploader === volunteerId && !this.pendingUpload.received) this.loseCheckpoint(`its uploader ${volunteerId} left`);
+    this.checkpoints.uploaderLeft(volunteerId);
     const r = this.round;
     if (r?.groups) {
       // Only its group's ring needs it; the other groups go on.
       const g = r.groups.groupOf(volunteerId);
       if (g !== undefined && r.groups.state[g] === 'running') this.failGroup(r, g, `member ${volunteerId} lost: ${reason}`, [volunteerId]);
     } else if (r?.members.includes(volunteerId)) this.abortRound(`member ${volunteerId} lost: ${reason}`, [volunteerId]);
-    for (const ev of [...this.evaluations.values()]) {
-      if (ev.evaluators.delete(volunteerId)) this.evaluationProgress(ev);
-    }
+    this.checkpoints.evaluatorLeft(volunteerId);
     this.changedWorkers();
   }
 
@@ -459,8 +328,7 @@ export class JobCoordinator {
     this.cancelBarrier = null;
     this.cancelJoinerHold?.();
     this.cancelJoinerHold = null;
-    for (const ev of this.evaluations.values()) ev.cancelTimer();
-    this.pendingUpload?.cancelTimer();
+    this.checkpoints.release();
     this.workerTableTimer?.();
     this.workerTableTimer = null;
     for (const m of this.members.values()) m.cancelLoadTimer?.();
@@ -471,19 +339,12 @@ export class JobCoordinator {
     if (this.round) this.abortRound(reason, []);
     this.cancelBarrier?.();
     this.cancelJoinerHold?.();
-    this.dropPendingUpload();
+    this.checkpoints.dropPendingUpload();
     this.job = { ...this.job, state, endReason: reason, updatedAt: this.deps.clock.now() };
     this.persist(() => this.deps.store.updateJob(this.job));
     // Evaluations still open are recorded with the reports in (the final sync's accuracy among them).
-    for (const ev of [...this.evaluations.values()]) this.finishEvaluation(ev);
-    const leaving = [...this.members.values()];
-    this.members.clear();
-    for (const set of Object.values(this.inPhase)) set.clear();
-    this.leftOut.clear();
-    this.unsentLoads.clear();
-    this.shardsHeld.clear();
-    for (const m of leaving) {
-      m.cancelLoadTimer?.();
+    this.checkpoints.closeEvaluations();
+    for (const m of this.members.clear()) {
       this.contributors.departed(m, `job ${state}`, false);
       this.deps.toVolunteer(m.volunteerId, 'job:end', { jobId: this.job.id, reason });
     }
@@ -506,11 +367,11 @@ export class JobCoordinator {
       case 'round:validation': return this.groupChecks.onValidation(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'round:validation'>);
       case 'replica:upload': return this.replication.onUpload(m.volunteerId, payload as VolunteerEventParsed<'replica:upload'>, flatLengthOf(this.job.spec));
       case 'evidence:upload': return this.groupChecks.onEvidence(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'evidence:upload'>);
-      case 'signal': return this.onSignal(m, payload as VolunteerEventParsed<'signal'>);
-      case 'peers:rtt': return this.onProbeReport(m, payload as VolunteerEventParsed<'peers:rtt'>);
+      case 'signal': return this.links.signal(m.volunteerId, payload as VolunteerEventParsed<'signal'>, () => this.currentRound(m, (payload as { roundId: number }).roundId));
+      case 'peers:rtt': return this.links.probeReport(m.volunteerId, payload as VolunteerEventParsed<'peers:rtt'>);
       case 'star:update': return this.onStarUpdate(m, payload as VolunteerEventParsed<'star:update'>);
-      case 'checkpoint:upload': return this.onUpload(m, payload as VolunteerEventParsed<'checkpoint:upload'>);
-      case 'metrics': return this.onMetrics(m, payload as VolunteerEventParsed<'metrics'>);
+      case 'checkpoint:upload': return this.checkpoints.onUpload(m, payload as VolunteerEventParsed<'checkpoint:upload'>);
+      case 'metrics': return this.checkpoints.onMetrics(m, payload as VolunteerEventParsed<'metrics'>);
       default: throw new ProtocolError('unknown_event', `${event} is not a job event`);
     }
   }
@@ -526,7 +387,7 @@ export class JobCoordinator {
 
   private onModelLoaded(m: Member, e: VolunteerEventParsed<'model:loaded'>): object {
     if (m.phase !== 'loading' || m.loadSeq !== e.seq) throw new ProtocolError('stale_round', `was not asked to load the model of sync ${e.seq}`);
-    const expected = this.checkpointChecksums.get(e.seq);
+    const expected = this.checkpoints.checksumOf(e.seq);
     if (expected && e.checksum !== expected) {
       const why = `loaded a model with checksum ${e.checksum}; the checkpoint of sync ${e.seq} holds ${expected}`;
       this.evict(m.volunteerId, why, 'integrity');
@@ -535,35 +396,27 @@ export class JobCoordinator {
     }
     m.cancelLoadTimer?.();
     m.cancelLoadTimer = null;
-    this.pace.record('load', this.deps.clock.now() - m.loadSince);
+    this.deadlines.record('load', this.deps.clock.now() - m.loadSince);
     // A Moshpit member's model may be a sync old: the groups average it in like any other.
     const grouped = this.job.spec.groupSize !== undefined;
     if (e.seq !== this.job.seq && !grouped) {
       // A sync committed while it loaded; it needs the newer model.
-      this.setLoadSeq(m, null);
-      if (this.latestCheckpoint?.seq === this.job.seq && !this.round) this.sendLoad(m, this.job.seq);
+      this.members.setLoadSeq(m, null);
+      if (this.checkpoints.latest?.seq === this.job.seq && !this.round) this.sendLoad(m, this.job.seq);
       return { admitted: false };
     }
-    this.setPhase(m, 'admitted');
+    this.members.setPhase(m, 'admitted');
     m.workSince = this.deps.clock.now();
     m.workBudgetMs = 0;
     this.firstAdmittedAt ??= m.workSince;
     m.status.state = 'training';
-    // A member whose pace is not measured yet (the first sync, a joiner) does its first work
-    // time-boxed (pacing unmeasuredWork): a joiner until shortly before the others' budgets end.
-    const budgetsEnd = m.msPerStep === null && this.job.seq > 0 ? this.runningBudgets().endsAt : null;
-    const first = m.msPerStep === null ? unmeasuredWork(this.job.spec, this.stepsLeft(), budgetsEnd === null ? null : budgetsEnd - m.workSince) : null;
-    const budget = first ? first.budgetMs ?? null : this.stepBudget();
-    m.steps = first ? first.steps : this.plannedSteps(m, budget);
-    const cut = this.cutToTarget({ [m.volunteerId]: m.steps });
-    this.handBudgets([m.volunteerId], cut ? null : budget);
+    const work = this.planner.admitted(m);
     // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
     // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
-    if (grouped && this.joinersJoinLater()) this.setLeftOut(m, m.workSince);
+    if (grouped && this.joinersJoinLater()) this.members.setLeftOut(m, m.workSince);
     this.changedWorkers();
     this.tryBegin();
-    // Steps only in a paced job: otherwise every member does the job's H (ddp: one gradient on its batch).
-    return { admitted: true, ...(isPaced(this.job.spec) ? { steps: m.steps, ...(cut ? {} : this.localBudget(budget)) } : {}) };
+    return { admitted: true, ...work };
   }
 
   private onReady(m: Member, e: VolunteerEventParsed<'round:ready'>): object {
@@ -582,13 +435,13 @@ export class JobCoordinator {
     // The original of a replicated unit trained the unit (its H steps) as this sync's work, whatever it was given.
     const unitSteps = this.replication.unitWorkOf(m.volunteerId, e.seq);
     if (unitSteps !== null) m.steps = unitSteps;
-    else if (e.steps !== undefined) m.steps = this.reportedSteps(m, e.steps);
-    this.setPhase(m, 'ready');
+    else if (e.steps !== undefined) m.steps = this.planner.reportedSteps(m, e.steps);
+    this.members.setPhase(m, 'ready');
     // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
     // The barrier's pace is how far members run past their budgets (all their work when they have
     // none): a paced job's budgets change from sync to sync, their overruns much less.
-    this.pace.record('overrun', Math.max(0, m.workMs - m.workBudgetMs));
+    this.deadlines.record('overrun', Math.max(0, m.workMs - m.workBudgetMs));
     this.tryBegin();
     return { waiting: this.round === null };
   }
@@ -614,11 +467,9 @@ export class JobCoordinator {
       const misfit = e.group ? reportFits(r.members, e.group) : 'a group round\'s result carries its group report';
       if (misfit) throw new ProtocolError('bad_request', misfit);
     }
-    // Round trips only to the peers it was linked to in this round: its ring neighbours.
-    if (e.rttMs && this.job.spec.regionalGroups) this.distances.record(m.volunteerId, linkedPeersOnly(r, m.volunteerId, e.rttMs));
+    if (e.rttMs && this.job.spec.regionalGroups) this.links.roundTrips(r, m.volunteerId, e.rttMs);
     // `e.step` is the member's own count: the job's step is the server's (r.step), whatever it says.
-    // Paced: untrusted, from the server's time for the steps it counted (pacing measuredPace), not the member's computeMs.
-    m.msPerStep = measuredPace(this.job.spec, m.msPerStep, { steps: r.steps?.[m.volunteerId] ?? nominalSteps(this.job.spec), workMs: m.workMs, computeMs: e.metrics.computeMs ?? e.metrics.wallMs });
+    this.planner.measured(m, r.steps?.[m.volunteerId], e.metrics.computeMs ?? e.metrics.wallMs);
     r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
     if (r.groups) {
       const g = r.groups.groupOf(m.volunteerId)!;
@@ -684,31 +535,6 @@ export class JobCoordinator {
     return { corroborated: refuted.length < claims.length, refuted };
   }
 
-  private onSignal(m: Member, e: VolunteerEventParsed<'signal'>): object {
-    if (e.roundId === PROBE_ROUND_ID) {
-      if (!this.probes.linked(m.volunteerId, e.to)) throw new ProtocolError('not_neighbour', `${e.to} and ${m.volunteerId} are not a joiner and the member it was told to measure`);
-      this.deps.toVolunteer(e.to, 'signal', { jobId: this.job.id, roundId: PROBE_ROUND_ID, from: m.volunteerId, data: e.data });
-      return {};
-    }
-    const r = this.currentRound(m, e.roundId);
-    // A ring member talks to its two neighbours; a group member to every other member.
-    const ring = r.groups ? r.groups.groups[r.groups.groupOf(m.volunteerId)!] : r.members;
-    const peers = r.mode === 'ring' ? ringNeighbours(ring, m.volunteerId) : r.mode === 'group' ? r.members.filter((id) => id !== m.volunteerId) : [];
-    if (!peers.includes(e.to)) {
-      throw new ProtocolError('not_neighbour', `${e.to} is not a ${r.mode === 'group' ? 'group member' : 'ring neighbour'} of ${m.volunteerId} in round ${r.roundId}`);
-    }
-    this.deps.toVolunteer(e.to, 'signal', { jobId: this.job.id, roundId: e.roundId, from: m.volunteerId, data: e.data });
-    return {};
-  }
-
-  /** A joiner's round trips to its probe peers (join-probes.ts): kept to those, once. */
-  private onProbeReport(m: Member, e: VolunteerEventParsed<'peers:rtt'>): object {
-    const kept = this.probes.take(m.volunteerId, e.rttMs);
-    if (!kept) throw new ProtocolError('conflict', 'no probe is open: peers:rtt answers the probePeers of an assignment, once');
-    this.distances.record(m.volunteerId, kept);
-    return { kept: Object.keys(kept).length };
-  }
-
   private onStarUpdate(m: Member, e: VolunteerEventParsed<'star:update'>): object {
     const r = this.currentRound(m, e.roundId);
     if (r.mode !== 'star') throw new ProtocolError('conflict', `round ${r.roundId} is a ring round`);
@@ -718,220 +544,24 @@ export class JobCoordinator {
     return {};
   }
 
-  /**
-   * The uploader's checkpoint: refused (and the uploader evicted) unless it is the job's model; kept
-   * until the sync's evaluators agree on the model's checksum, then stored only if it matches.
-   */
-  private onUpload(m: Member, e: VolunteerEventParsed<'checkpoint:upload'>): object {
-    const p = this.pendingUpload;
-    if (!p || p.uploader !== m.volunteerId || p.seq !== e.seq || p.received) throw new ProtocolError('conflict', `no checkpoint of sync ${e.seq} was asked of this member`);
-    let checksum: string;
-    try {
-      checksum = verifyCheckpoint(this.job.spec, e.data).digest;
-    } catch (err) {
-      this.uploaderFault(p, `sent a checkpoint that is not the job's model: ${(err as Error).message}`, 'integrity');
-      throw err;
-    }
-    p.received = { data: e.data.slice(), checksum };
-    this.settleUpload();
-    return { bytes: e.data.byteLength };
-  }
-
-  /** Stores the received upload once the sync's agreed checksum is known, or refuses it. */
-  private settleUpload(): void {
-    const p = this.pendingUpload;
-    if (!p?.received) return;
-    const agreed = this.agreedChecksum(p.seq);
-    if (agreed === undefined) return; // the evaluators have not agreed yet
-    if (agreed === null) {
-      this.loseCheckpoint(`the evaluators of sync ${p.seq} did not agree on its model, so its checkpoint cannot be verified`);
-      this.tryBegin();
-      return;
-    }
-    if (p.received.checksum !== agreed) {
-      this.uploaderFault(p, `uploaded parameters with checksum ${p.received.checksum}; the evaluators of sync ${p.seq} agree on ${agreed}`, 'integrity');
-      return;
-    }
-    const { data, checksum } = p.received;
-    p.cancelTimer();
-    this.pendingUpload = null;
-    this.pace.record('upload', this.deps.clock.now() - p.since);
-    const info: CheckpointInfo = { seq: p.seq, step: this.job.step, bytes: data.byteLength, sha256: createHash('sha256').update(data).digest('hex'), createdAt: this.deps.clock.now() };
-    this.storeCheckpoint(info, data, checksum, 1);
-  }
-
-  /** The agreed checksum of a sync's model: a string, null (they cannot agree), undefined (not yet known). */
-  private agreedChecksum(seq: number): string | null | undefined {
-    const ev = this.evaluations.get(seq);
-    if (!ev) return this.settledChecksums.get(seq) ?? this.checkpointChecksums.get(seq) ?? null;
-    const majority = majorityChecksum(ev.reports, ev.asked);
-    // Untrusted jobs: a majority of newcomers is known only once every evaluator spoke (weighStanding).
-    if (majority && (!this.networkRulesApply || this.standingVouchers(ev, majority) >= 2)) return majority;
-    if (this.networkRulesApply) return undefined;
-    // Out of evaluators still to report, or too few left to make a majority: no agreement.
-    const counts = new Map<string, number>();
-    for (const r of ev.reports.values()) counts.set(r.checksum, (counts.get(r.checksum) ?? 0) + 1);
-    const best = Math.max(0, ...counts.values());
-    const outstanding = [...ev.evaluators].filter((id) => !ev.reports.has(id)).length;
-    return (best + outstanding) * 2 > ev.asked ? undefined : null;
-  }
-
-  private storeCheckpoint(info: CheckpointInfo, data: Uint8Array, checksum: string, attempt: number): void {
-    this.persist(async () => {
-      try {
-        await this.deps.store.putCheckpoint(this.job.id, info, data);
-      } catch (e) {
-        this.deps.log(`job ${this.job.id}: storing the checkpoint of sync ${info.seq} failed (attempt ${attempt} of ${STORE_ATTEMPTS}): ${(e as Error).message}`);
-        this.deps.count('checkpoint_store_failures');
-        if (attempt < STORE_ATTEMPTS) this.deps.clock.after(1_000 * attempt, () => !this.ended && this.storeCheckpoint(info, data, checksum, attempt + 1));
-        else this.checkpointLost(info.seq, `the store refused it ${STORE_ATTEMPTS} times: ${(e as Error).message}`);
-        return;
-      }
-      this.checkpointChecksums.set(info.seq, checksum);
-      // Joiners are only sent the latest checkpoints.
-      for (const seq of this.checkpointChecksums.keys()) if (this.checkpointChecksums.size > 8) this.checkpointChecksums.delete(seq);
-      this.checkpointStored(info);
-    });
-  }
-
-  /** A verified checkpoint could not be stored: the next sync is checkpointed; a job at its end fails. */
-  private checkpointLost(seq: number, why: string): void {
-    if (this.ended) return;
-    if (seq === this.job.seq && this.job.step >= targetStepsOf(this.job.spec)) {
-      this.stop(`could not store the final checkpoint: ${why}`, 'failed');
-      return;
-    }
-    this.checkpointOwed = true;
-    this.tryBegin();
-  }
-
-  /** The uploader sent something wrong: it is evicted and the next sync's checkpoint is asked of another member. */
-  private uploaderFault(p: PendingUpload, why: string, fault: Fault): void {
-    this.loseCheckpoint(why);
-    this.evict(p.uploader, why, fault);
-    this.tryBegin();
-  }
-
-  /**
-   * Gives up on the pending upload. The next sync is checkpointed, by another member chosen at random;
-   * after the last sync (members stop training there, so they still hold its model) another member
-   * is asked for it at once.
-   */
-  private loseCheckpoint(why: string): void {
-    const p = this.pendingUpload;
-    if (!p) return;
-    this.deps.log(`job ${this.job.id}: no checkpoint of sync ${p.seq}: ${why}`);
-    this.deps.count('checkpoints_lost');
-    this.dropPendingUpload();
-    this.checkpointOwed = true;
-    if (p.seq !== this.job.seq || this.job.step < targetStepsOf(this.job.spec)) return;
-    const next = shuffled([...this.members.values()].filter((m) => m.phase !== 'loading' && m.volunteerId !== p.uploader))
-      .sort((a, b) => this.penalties.offences(a.identity) - this.penalties.offences(b.identity))[0];
-    if (!next) return;
-    this.awaitUpload(p.seq, next.volunteerId, false);
-    this.deps.toVolunteer(next.volunteerId, 'checkpoint:request', { jobId: this.job.id, seq: p.seq });
-  }
-
-  private onMetrics(m: Member, e: VolunteerEventParsed<'metrics'>): object {
-    const ev = this.evaluations.get(e.seq);
-    if (!ev || !ev.evaluators.has(m.volunteerId)) throw new ProtocolError('not_member', `not an evaluator of sync ${e.seq} (or its evaluation is closed)`);
-    if (ev.reports.has(m.volunteerId)) return { duplicate: true };
-    ev.reports.set(m.volunteerId, { checksum: e.checksum, accuracy: e.accuracy, loss: e.loss });
-    this.pace.record('evaluate', this.deps.clock.now() - ev.since);
-    this.uploadAfterEvaluation(e.seq, m.volunteerId);
-    this.evaluationProgress(ev);
-    return {};
-  }
-
-  /** A report came in or an evaluator left: verify a waiting upload, and close the evaluation when all are in. */
-  private evaluationProgress(ev: OpenEvaluation): void {
-    if (this.pendingUpload?.seq === ev.seq) this.settleUpload();
-    if ([...ev.evaluators].every((id) => ev.reports.has(id))) this.finishEvaluation(ev);
-  }
-
-  /**
-   * Records a sync's evaluation: the lower median of the reports of the agreed model, with how many
-   * vouched for it. Evaluators that reported another model are evicted. A target accuracy ends the
-   * job only when at least two members vouch for it (one, when the round had one member).
-   */
-  private finishEvaluation(ev: OpenEvaluation): void {
-    ev.cancelTimer();
-    this.evaluations.delete(ev.seq);
-    const outcome = this.weighStanding(combineEvaluations(ev.reports, ev.asked), ev);
-    this.settledChecksums.set(ev.seq, outcome.agreed ? outcome.checksum : null);
-    for (const seq of this.settledChecksums.keys()) if (seq < ev.seq - 4) this.settledChecksums.delete(seq);
-    if (!outcome.agreed) {
-      this.deps.count('evaluation_disagreements');
-      this.deps.log(`job ${this.job.id}: evaluation of sync ${ev.seq} not recorded: ${outcome.reason}`);
-      if (this.pendingUpload?.seq === ev.seq) this.settleUpload();
-      return;
-    }
-    for (const id of outcome.outvoted) if (!this.ended) this.evict(id, `evaluated a model (sync ${ev.seq}) other than the one its evaluators agree on`, 'integrity');
-    if (outcome.accuracy !== null) this.latestAccuracy = outcome.accuracy;
-    if (this.pendingUpload?.seq === ev.seq) this.settleUpload();
-    const point: MetricPoint = {
-      seq: ev.seq, step: ev.step, time: this.deps.clock.now(), loss: outcome.loss, accuracy: outcome.accuracy, samplesPerSec: null, bytesSent: null,
-      workers: this.members.size, vouchers: outcome.vouchers,
-    };
-    this.persist(() => this.deps.store.addMetric(this.job.id, point));
-    this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
-    const target = this.job.spec.targetAccuracy;
-    const vouchers = this.networkRulesApply ? this.standingVouchers(ev, outcome.checksum) : outcome.vouchers;
-    const enough = vouchers >= Math.min(2, ev.asked);
-    if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && !enough && !this.ended) {
-      this.notice = `sync ${ev.seq}: accuracy ${outcome.accuracy} reaches the target ${target}, but ${vouchers} of the ${outcome.vouchers} evaluators`
-        + ' who vouch for it have standing (2 needed): training goes on';
-      this.deps.count('targets_unvouched');
-      this.deps.log(`job ${this.job.id}: ${this.notice}`);
-      this.deps.toDashboards(this.job.id, 'job:update', this.summary());
-    }
-    if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough && !this.finishing && !this.ended) {
-      this.deps.log(`job ${this.job.id}: test accuracy ${outcome.accuracy} (${outcome.vouchers} members vouch) reached the target ${target}`);
-      this.finishing = true;
-      if (this.latestCheckpoint?.seq === this.job.seq && !this.pendingUpload) this.stop(`reached target accuracy ${target}`, 'done');
-    }
-    if (!this.ended) this.tryBegin();
-  }
-
-  /**
-   * Untrusted jobs: evaluators without standing convict nobody and decide nothing alone. When the
-   * reports disagree, a majority needs two members with standing behind it, else the sync's model is
-   * not agreed (no checkpoint of it, no accuracy; the outvoted are not evicted).
-   */
-  private weighStanding(outcome: ReturnType<typeof combineEvaluations>, ev: OpenEvaluation): ReturnType<typeof combineEvaluations> {
-    if (!this.networkRulesApply || !outcome.agreed || outcome.outvoted.length === 0) return outcome;
-    const standing = this.standingVouchers(ev, outcome.checksum);
-    if (standing >= 2) return outcome;
-    this.deps.count('evaluations_unvouched');
-    return { agreed: false, reason: `evaluators disagree (${outcome.outvoted.join(', ')} outvoted) and ${standing} of the majority have standing (2 needed): nobody is believed` };
-  }
-
-  /** Evaluators of `ev` with standing that reported the model `checksum`. */
-  private standingVouchers(ev: OpenEvaluation, checksum: string): number {
-    return [...ev.reports].filter(([id, r]) => {
-      const m = this.members.get(id);
-      return r.checksum === checksum && !!m && this.hasStanding(m.identity);
-    }).length;
-  }
-
   // ---------- the round clock ----------
 
   private tryBegin(): void {
-    if (this.ended || this.round || this.pendingUpload) return;
+    if (this.ended || this.round || this.checkpoints.uploadPending) return;
     this.resumeIfOrphaned();
     this.evictSilent();
     // Members left out of the coming sync are not waited for.
-    const ready = this.inPhase.ready.size;
-    const training = this.inPhase.admitted.size - this.leftOut.size;
+    const ready = this.members.inPhase.ready.size;
+    const training = this.members.inPhase.admitted.size - this.members.leftOut.size;
     if (ready + training < this.job.spec.minWorkers) return;
     if (training > 0) {
       if (ready > 0 && !this.cancelBarrier) {
         // Counted from the first ready member, or from the latest end of a budget still running
         // (and a step of the slowest member still in one).
         const now = this.deps.clock.now();
-        const budgets = this.runningBudgets();
+        const budgets = this.planner.runningBudgets();
         const cap = this.deps.timing.barrierTimeoutMs;
-        const boundMs = Math.min(cap, Math.round(Math.max(now, budgets.endsAt ?? now) - now + budgets.longestStepMs) + this.pace.bound('overrun', cap));
+        const boundMs = Math.min(cap, Math.round(Math.max(now, budgets.endsAt ?? now) - now + budgets.longestStepMs) + this.deadlines.bound('overrun', cap));
         this.cancelBarrier = this.deps.clock.after(boundMs, () => this.barrierExpired(boundMs));
       }
       return;
@@ -939,8 +569,8 @@ export class JobCoordinator {
     // Joiners loading the current model are waited for, at the pace joiners usually load; after that
     // the round goes on without them and they load the next checkpoint. (Moshpit jobs do not wait
     // once a sync is due: joiners take a later sync.)
-    if (this.inPhase.loading.size > this.unsentLoads.size && !this.joinerHoldExpired && !(this.job.spec.groupSize !== undefined && this.joinersJoinLater())) {
-      this.cancelJoinerHold ??= this.deps.clock.after(this.pace.bound('load', this.deps.timing.loadTimeoutMs, FIRST_LOAD_GUESS_MS), () => {
+    if (this.members.inPhase.loading.size > this.members.unsentLoads.size && !this.joinerHoldExpired && !(this.job.spec.groupSize !== undefined && this.joinersJoinLater())) {
+      this.cancelJoinerHold ??= this.deps.clock.after(this.deadlines.bound('load', this.deps.timing.loadTimeoutMs, FIRST_LOAD_GUESS_MS), () => {
         this.cancelJoinerHold = null;
         this.joinerHoldExpired = true;
         this.tryBegin();
@@ -952,7 +582,7 @@ export class JobCoordinator {
     this.cancelJoinerHold?.();
     this.cancelJoinerHold = null;
     this.joinerHoldExpired = false;
-    this.begin(this.ringWithoutSitters([...this.inPhase.ready].sort((a, b) => a.shard - b.shard)));
+    this.begin(this.ringWithoutSitters([...this.members.inPhase.ready].sort((a, b) => a.shard - b.shard)));
   }
 
   /**
@@ -973,7 +603,7 @@ export class JobCoordinator {
   /** Members left out of rounds that have not reported for the configured barrier timeout are evicted. */
   private evictSilent(): void {
     const now = this.deps.clock.now();
-    for (const m of [...this.leftOut]) {
+    for (const m of [...this.members.leftOut]) {
       if (now - m.workSince >= this.deps.timing.barrierTimeoutMs) this.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
     }
   }
@@ -983,14 +613,14 @@ export class JobCoordinator {
    * back to its latest checkpoint (or the seed) and waiting joiners load that.
    */
   private resumeIfOrphaned(): void {
-    if (this.members.size === 0 || this.inPhase.loading.size < this.members.size) return;
-    const seq = this.latestCheckpoint?.seq ?? 0;
+    if (this.members.size === 0 || this.members.inPhase.loading.size < this.members.size) return;
+    const seq = this.checkpoints.latest?.seq ?? 0;
     if (seq !== this.job.seq) {
       this.deps.log(`job ${this.job.id}: every member that held sync ${this.job.seq} left; going back to ${seq ? `the checkpoint of sync ${seq}` : 'the initial model'}`);
-      this.job = { ...this.job, seq, step: this.latestCheckpoint?.step ?? 0, updatedAt: this.deps.clock.now() };
+      this.job = { ...this.job, seq, step: this.checkpoints.latest?.step ?? 0, updatedAt: this.deps.clock.now() };
       this.persist(() => this.deps.store.updateJob(this.job));
     }
-    for (const m of [...this.unsentLoads]) this.sendLoad(m, seq);
+    for (const m of [...this.members.unsentLoads]) this.sendLoad(m, seq);
   }
 
   /**
@@ -1006,7 +636,7 @@ export class JobCoordinator {
       if (now - m.workSince >= this.deps.timing.barrierTimeoutMs) {
         this.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
       } else if (m.leftOutSince === null) {
-        this.setLeftOut(m, now);
+        this.members.setLeftOut(m, now);
         this.deps.count('members_left_out');
         this.deps.log(`job ${this.job.id}: ${m.volunteerId} is left out of sync ${this.job.seq + 1}: not ready ${Math.round(now - m.workSince)} ms after it was handed work, ${boundMs} ms after the first member was`);
       }
@@ -1059,28 +689,13 @@ export class JobCoordinator {
 
   /** A member whose work is stale goes back to loading: the job's model of the last sync, when a checkpoint of it exists. */
   private reload(m: Member): void {
-    this.setPhase(m, 'loading');
-    this.setLoadSeq(m, null);
+    this.members.setPhase(m, 'loading');
+    this.members.setLoadSeq(m, null);
     m.stale = false;
     m.sitsOut = false;
     m.status.state = 'loading';
-    if (!this.round && !this.pendingUpload && this.latestCheckpoint?.seq === this.job.seq) this.sendLoad(m, this.job.seq);
+    if (!this.round && !this.checkpoints.uploadPending && this.checkpoints.latest?.seq === this.job.seq) this.sendLoad(m, this.job.seq);
     this.changedWorkers();
-  }
-
-  /**
-   * Regional Moshpit jobs: a member's locality is the near cluster its measured round trips put it in
-   * (peer-distances.ts; clusters of at least half a group, since each locality starts a run of a
-   * group's grid cells and smaller ones would leave most of theirs empty), else its region hint.
-   */
-  private localityOf(members: string[], minCluster: number): (id: string) => string | undefined {
-    const near = this.distances.localities(members, minCluster);
-    return (id) => {
-      const cluster = near.get(id);
-      if (cluster !== undefined) return `near:${cluster}`;
-      const hint = this.members.get(id)?.capabilities.region;
-      return hint === undefined ? undefined : `region:${hint}`;
-    };
   }
 
   private begin(ring: Member[]): void {
@@ -1088,36 +703,30 @@ export class JobCoordinator {
     const seq = this.job.seq + 1;
     // Every member took the steps the server gave it since the last sync (H, or paced: the mean of
     // theirs; ddp: one optimizer step whatever its micro-batches): that is the count, not their word.
-    const steps = isPaced(this.job.spec) ? Object.fromEntries(ring.map((m) => [m.volunteerId, m.steps])) : null;
+    const steps = this.planner.paced ? Object.fromEntries(ring.map((m) => [m.volunteerId, m.steps])) : null;
     const paced = steps && this.job.spec.strategy !== 'ddp';
     const step = this.job.step + (paced ? Math.round(ring.reduce((a, m) => a + m.steps, 0) / ring.length) : this.job.spec.H);
     const groupSize = this.job.spec.groupSize;
     const layout = {
       householdOf: this.job.spec.hierarchical ? (id: string) => this.members.get(id)?.address : undefined,
-      localityOf: this.job.spec.regionalGroups ? this.localityOf(ring.map((m) => m.volunteerId), Math.ceil((groupSize ?? 2) / 2)) : undefined,
+      localityOf: this.job.spec.regionalGroups ? this.links.localityOf(ring.map((m) => m.volunteerId), Math.ceil((groupSize ?? 2) / 2)) : undefined,
     };
     const grouped = groupSize !== undefined ? new GroupedSync(ring.map((m) => m.volunteerId), seq, groupSize, this.job.spec.seed, this.nextRoundId, layout) : null;
     // Moshpit groups are rings of parameters, with no star path: a failing group fails alone.
     const mode: RoundBegin['mode'] = grouped ? 'ring' : this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
-    const dtype = mode === 'ring' && this.autoSync?.choice?.dtype === 'f16' ? ('f16' as const) : undefined;
+    const dtype = mode === 'ring' ? this.planner.ringDtype : undefined;
     // Moshpit joiners load whatever checkpoint they were sent (an older model is fine); others need this sync's.
-    const joinersWaiting = (grouped ? this.unsentLoads : this.inPhase.loading).size > 0;
-    const final = step >= targetStepsOf(this.job.spec) || this.finishing;
-    const wantCheckpoint = joinersWaiting || final || this.checkpointOwed || seq % this.job.spec.checkpointEvery === 0;
+    const joinersWaiting = (grouped ? this.members.unsentLoads : this.members.inPhase.loading).size > 0;
+    const final = step >= targetStepsOf(this.job.spec) || this.checkpoints.finishing;
+    const wantCheckpoint = joinersWaiting || final || this.checkpoints.owed || seq % this.job.spec.checkpointEvery === 0;
     const every = this.job.spec.evalEverySteps;
     const evaluate = wantCheckpoint || Math.floor(step / every) > Math.floor(this.job.step / every);
-    // Chosen at random, so no seat in the ring (the first joiner, shard 0) is always the one trusted;
-    // members with no faults on record first.
-    const ranked = shuffled(ring).sort((a, b) => this.penalties.offences(a.identity) - this.penalties.offences(b.identity));
     // Moshpit: the evaluators share the uploader's group, so they vouch for the model it uploads.
-    const inGroup = grouped ? ranked.filter((m) => grouped.groupOf(m.volunteerId) === grouped.groupOf(ranked[0].volunteerId)) : ranked;
-    // Untrusted: members with standing first, never two seats from one network (one address was the
-    // evaluators' majority: it ended a job on a forged 0.99 and evicted the honest evaluator).
-    const byTrust = this.networkRulesApply ? seatsFrom(inGroup, EVALUATORS, (m) => m.network, (m) => this.hasStanding(m.identity)) : inGroup;
+    const byTrust = this.checkpoints.seats(ring, grouped && ((a, b) => grouped.groupOf(a) === grouped.groupOf(b)));
     const members = ring.map((m) => m.volunteerId);
     const roundId = grouped?.lastRoundId ?? this.nextRoundId;
     this.nextRoundId = roundId + 1;
-    const timeoutMs = this.pace.bound('round', this.deps.timing.roundTimeoutMs);
+    const timeoutMs = this.deadlines.bound('round', this.deps.timing.roundTimeoutMs);
     const deadline = now + timeoutMs;
     this.round = {
       roundId, seq, mode, members, uploader: wantCheckpoint ? byTrust[0].volunteerId : null,
@@ -1187,23 +796,15 @@ export class JobCoordinator {
   }
 
   private sendStarResult(r: ActiveRound): void {
-    // In the round's member order, so the result does not depend on who sent first.
     const senders = r.members.filter((id) => r.starUpdates.has(id));
-    const updates = senders.map((id) => r.starUpdates.get(id)!);
-    // The same screening and rules as a group's owners (protocol's robust.ts).
-    const { accepted, refused } = screenContributions(updates, updates[0].length);
+    const { result, accepted, refused } = starResult(this.job.spec, senders, senders.map((id) => r.starUpdates.get(id)!), r.steps);
     for (const x of refused) {
       this.deps.count('updates_rejected', { reason: 'norm' });
-      this.deps.log(`job ${this.job.id}: round ${r.roundId}: refused the star update of ${senders[x.index]}: ${x.reason}`);
+      this.deps.log(`job ${this.job.id}: round ${r.roundId}: refused the star update of ${x.sender}: ${x.reason}`);
     }
-    const rejected = refused.length;
-    // Paced: weighted by samples (capped at the median weight in untrusted jobs), as the ring and the group weigh them.
-    const stepsOf = r.steps && senders.map((id) => r.steps![id]);
-    const weights = stepsOf && (this.job.spec.trust === 'untrusted' ? cappedWeights(stepsOf) : stepsOf);
-    const result = aggregateWith(this.job.spec.aggregation, accepted.map((i) => updates[i]), { trimFraction: this.job.spec.trimFraction, ...(weights ? { weights: accepted.map((i) => weights[i]) } : {}) });
     r.starSent = true;
     const data = new Uint8Array(result.buffer);
-    this.deps.toVolunteer(r.members, 'star:result', { jobId: this.job.id, roundId: r.roundId, data, contributors: accepted.length, rejected });
+    this.deps.toVolunteer(r.members, 'star:result', { jobId: this.job.id, roundId: r.roundId, data, contributors: accepted, rejected: refused.length });
   }
 
   private commit(r: ActiveRound): void {
@@ -1211,59 +812,31 @@ export class JobCoordinator {
     this.round = null;
     const now = this.deps.clock.now();
     const results = [...r.results.values()];
-    const checksums = new Set(results.map((x) => x.checksum));
     const step = r.step;
-    this.pace.record('round', now - r.startedAt);
-    if (r.mode === 'ring') this.autoSync?.measured(r.dtype ?? 'f32', now - r.startedAt);
+    this.deadlines.record('round', now - r.startedAt);
+    if (r.mode === 'ring') this.planner.exchangeMeasured(r.dtype ?? 'f32', now - r.startedAt);
     this.job = { ...this.job, seq: r.seq, step, updatedAt: now };
     this.ringFailures = 0;
     this.starNext = false;
-    if (checksums.size > 1) {
+    const checksums = checksumsOf(results);
+    if (checksums.length > 1) {
       this.deps.count('checksum_mismatches');
-      this.deps.log(`job ${this.job.id}: members disagree after sync ${r.seq}: ${[...checksums].join(', ')}`);
+      this.deps.log(`job ${this.job.id}: members disagree after sync ${r.seq}: ${checksums.join(', ')}`);
     }
-    this.saveRound(r, 'committed', checksums.size === 1 ? results[0].checksum : `checksum mismatch: ${[...checksums].join(',')}`);
+    this.saveRound(r, 'committed', checksums.length === 1 ? checksums[0] : `checksum mismatch: ${checksums.join(',')}`);
     this.persist(() => this.deps.store.updateJob(this.job));
-    const losses = results.map((x) => x.metrics.loss).filter((x): x is number => x !== null);
-    const point: MetricPoint = {
-      seq: r.seq, step, time: now, loss: losses.length ? losses.reduce((a, b) => a + b, 0) / losses.length : null, accuracy: null,
-      samplesPerSec: results.reduce((s, x) => s + (x.metrics.wallMs > 0 ? (x.metrics.samples * 1000) / x.metrics.wallMs : 0), 0),
-      bytesSent: results.reduce((s, x) => s + x.metrics.bytesSent, 0), workers: r.members.length,
-    };
+    const point = syncPoint(r.seq, step, now, results, r.members.length);
     this.persist(() => this.deps.store.addMetric(this.job.id, point));
-    for (const id of r.members) {
-      const m = this.members.get(id);
-      if (!m) continue;
-      // Counted from what the server saw: the steps it gave (of the job's batch, or paced ddp's micro-batches), and the time from being handed work to being ready.
-      const steps = r.steps?.[id] ?? this.job.spec.H;
-      // A member that owes the upload of a replicated unit (its work this sync) is credited once it uploads.
-      const samples = steps * samplesPerStep(this.job.spec), workMs = m.workMs;
-      this.replication.credit(id, r.seq, () => this.contributors.credit(m.identity, samples, workMs, now));
-      const share = r.steps ? steps / Object.values(r.steps).reduce((a, b) => a + b, 0) : null;
-      this.setPhase(m, 'admitted');
-      Object.assign(m, { lastRound: r.roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share });
-    }
+    this.backToWork(r, r.members, r.roundId, now, true);
     // The next sync's steps, from the paces measured in this one (auto: and its H and precision).
-    this.autoSync?.choose(this.fastestPace());
-    const nextSteps: Record<string, number> = {};
-    const budget = this.stepBudget();
-    for (const id of r.members) {
-      const m = this.members.get(id);
-      if (m) nextSteps[id] = m.steps = this.plannedSteps(m, budget);
-    }
-    const cut = this.cutToTarget(nextSteps);
-    this.handBudgets(r.members, cut ? null : budget);
-    // Scored only across syncs of the same members: a member joining or left out changes what a sync waits for.
-    if (this.syncTimeMembers !== r.members.join(',')) this.syncTime.reset();
-    this.syncTimeMembers = r.members.join(',');
-    const exchangeMs = this.autoSync?.choice ? this.autoSync.predictedExchangeMs(this.autoSync.choice.dtype) : this.pace.median('round');
-    this.syncTime.committed(now, r.members.flatMap((id) => this.members.get(id) ?? []).map((m) => ({ steps: m.steps, msPerStep: m.msPerStep })), exchangeMs);
+    const next = this.planner.nextWork(r.members);
+    this.planner.predictNext(r.members, now);
     // Members left out of this sync hold work for the model before it: dropped (see docs/protocol.md).
     const leftOut = [...this.members.values()].filter((m) => !r.members.includes(m.volunteerId) && m.phase !== 'loading');
     for (const m of leftOut) m.stale = true;
     // Before the commit, so a member given a unit trains it as the next sync's work.
-    this.replication.schedule(r.seq, r.members, (id) => (isPaced(this.job.spec) ? nextSteps[id] : undefined));
-    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...(isPaced(this.job.spec) ? { steps: nextSteps, ...(cut ? {} : this.localBudget(budget)) } : {}) });
+    this.replication.schedule(r.seq, r.members, (id) => (this.planner.paced ? next.steps[id] : undefined));
+    this.deps.toVolunteer(r.members, 'round:commit', { jobId: this.job.id, roundId: r.roundId, seq: r.seq, step, ...next.order });
     this.deps.count('rounds_committed', { mode: r.mode });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
@@ -1274,19 +847,34 @@ export class JobCoordinator {
     // Their load timer stops: they wait for the server now, and get a new one with the next model.
     for (const m of this.members.values()) {
       if (m.phase === 'loading' && m.loadSeq !== null && m.loadSeq < r.seq) {
-        this.setLoadSeq(m, null);
+        this.members.setLoadSeq(m, null);
         m.cancelLoadTimer?.();
         m.cancelLoadTimer = null;
       }
     }
-    const evaluators = r.evaluators.filter((id) => this.members.has(id));
-    if (evaluators.length) this.openEvaluation(r.seq, step, evaluators);
-    if (r.uploader && this.members.has(r.uploader)) {
-      this.awaitUpload(r.seq, r.uploader, evaluators.includes(r.uploader));
-    } else if (step >= targetStepsOf(this.job.spec)) {
-      this.stop(`reached ${step} steps`, 'done');
-    } else {
-      this.tryBegin();
+    if (this.checkpoints.committed(r.seq, step, r.evaluators, r.uploader).awaitingUpload) return;
+    if (step >= targetStepsOf(this.job.spec)) this.stop(`reached ${step} steps`, 'done');
+    else this.tryBegin();
+  }
+
+  /**
+   * Members `ids` of a committed sync (or Moshpit group, under `roundId`) are credited and go back to
+   * training. Counted from what the server saw: the steps it gave (of the job's batch, or paced ddp's
+   * micro-batches), and the time from being handed work to being ready. `replicated`: a member that
+   * owes the upload of a replicated unit (its work this sync) is credited once it uploads.
+   */
+  private backToWork(r: ActiveRound, ids: readonly string[], roundId: number, now: number, replicated: boolean): void {
+    const totalSteps = r.steps && ids.reduce((a, id) => a + r.steps![id], 0);
+    for (const id of ids) {
+      const m = this.members.get(id);
+      if (!m) continue;
+      const steps = r.steps?.[id] ?? this.job.spec.H;
+      const samples = steps * samplesPerStep(this.job.spec), workMs = m.workMs;
+      const credit = () => this.contributors.credit(m.identity, samples, workMs, now);
+      if (replicated) this.replication.credit(id, r.seq, credit);
+      else credit();
+      this.members.setPhase(m, 'admitted');
+      Object.assign(m, { lastRound: roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share: totalSteps ? steps / totalSteps : null });
     }
   }
 
@@ -1300,10 +888,10 @@ export class JobCoordinator {
     gs.state[g] = 'committed';
     const now = this.deps.clock.now();
     const ids = gs.groups[g];
-    const checksums = new Set(ids.map((id) => r.results.get(id)!.checksum));
-    if (checksums.size > 1) {
+    const checksums = checksumsOf(ids.map((id) => r.results.get(id)!));
+    if (checksums.length > 1) {
       this.deps.count('checksum_mismatches');
-      this.deps.log(`job ${this.job.id}: members of group round ${gs.roundIdOf(g)} disagree after sync ${r.seq}: ${[...checksums].join(', ')}`);
+      this.deps.log(`job ${this.job.id}: members of group round ${gs.roundIdOf(g)} disagree after sync ${r.seq}: ${checksums.join(', ')}`);
     }
     gs.lastCommitAt = now;
     if (this.job.seq < r.seq) {
@@ -1311,28 +899,12 @@ export class JobCoordinator {
       this.ringFailures = 0;
       this.persist(() => this.deps.store.updateJob(this.job));
     }
+    this.backToWork(r, ids, gs.roundIdOf(g), now, false);
     // One budget for the whole sync: members that commit later must not plan by other paces.
-    const budget = (gs.budgetMs ??= this.stepBudget());
-    const groupSteps = r.steps && ids.reduce((a, id) => a + r.steps![id], 0);
-    const nextSteps: Record<string, number> = {};
-    for (const id of ids) {
-      const m = this.members.get(id);
-      if (!m) continue;
-      const steps = r.steps?.[id] ?? this.job.spec.H;
-      this.contributors.credit(m.identity, steps * samplesPerStep(this.job.spec), m.workMs, now);
-      this.setPhase(m, 'admitted');
-      Object.assign(m, { lastRound: gs.roundIdOf(g), lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share: groupSteps ? steps / groupSteps : null });
-      nextSteps[id] = m.steps = this.plannedSteps(m, budget);
-    }
-    const cut = this.cutToTarget(nextSteps);
-    this.handBudgets(ids, r.steps && !cut ? budget : null);
-    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...(r.steps ? { steps: nextSteps, ...(cut ? {} : this.localBudget(budget)) } : {}) });
+    const next = this.planner.nextWork(ids, (gs.budgetMs ??= this.planner.stepBudget()));
+    this.deps.toVolunteer(ids, 'round:commit', { jobId: this.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...next.order });
     this.deps.count('groups_committed');
-    const evaluators = r.evaluators.filter((id) => ids.includes(id) && this.members.has(id));
-    if (evaluators.length) this.openEvaluation(r.seq, r.step, evaluators);
-    if (r.uploader && ids.includes(r.uploader) && this.members.has(r.uploader)) {
-      this.awaitUpload(r.seq, r.uploader, evaluators.includes(r.uploader));
-    }
+    this.checkpoints.committed(r.seq, r.step, r.evaluators.filter((id) => ids.includes(id)), r.uploader && ids.includes(r.uploader) ? r.uploader : null);
     this.changedWorkers();
     if (gs.settled()) this.finishGroupedSync(r);
   }
@@ -1362,225 +934,34 @@ export class JobCoordinator {
     }
     const now = this.deps.clock.now();
     // The sync's exchange: its slowest group (the next deadline and a paced budget follow it).
-    this.pace.record('round', gs.lastCommitAt! - r.startedAt);
+    this.deadlines.record('round', gs.lastCommitAt! - r.startedAt);
     this.saveRound(r, 'committed', gs.summary());
-    const results = committed.flatMap((id) => r.results.get(id) ?? []);
-    const losses = results.map((x) => x.metrics.loss).filter((x): x is number => x !== null);
-    const point: MetricPoint = {
-      seq: r.seq, step: r.step, time: now, loss: losses.length ? losses.reduce((a, b) => a + b, 0) / losses.length : null, accuracy: null,
-      samplesPerSec: results.reduce((sum, x) => sum + (x.metrics.wallMs > 0 ? (x.metrics.samples * 1000) / x.metrics.wallMs : 0), 0),
-      bytesSent: results.reduce((sum, x) => sum + x.metrics.bytesSent, 0), workers: committed.length,
-    };
+    const point = syncPoint(r.seq, r.step, now, committed.flatMap((id) => r.results.get(id) ?? []), committed.length);
     this.persist(() => this.deps.store.addMetric(this.job.id, point));
     this.deps.count('rounds_committed', { mode: 'grouped' });
     this.deps.toDashboards(this.job.id, 'job:update', this.summary());
     this.deps.toDashboards(this.job.id, 'job:metrics', { jobId: this.job.id, points: [point] });
     // A checkpoint this sync was to give, whose group failed, is owed by the next.
-    if (r.uploader && !committed.includes(r.uploader)) this.checkpointOwed = true;
+    if (r.uploader && !committed.includes(r.uploader)) this.checkpoints.owed = true;
     // Joiners loading an older model go on loading it: a Moshpit member's model may be a sync old.
-    if (!this.pendingUpload && r.step >= targetStepsOf(this.job.spec)) this.stop(`reached ${r.step} steps`, 'done');
+    if (!this.checkpoints.uploadPending && r.step >= targetStepsOf(this.job.spec)) this.stop(`reached ${r.step} steps`, 'done');
     else this.tryBegin();
   }
 
-  /** A checkpoint of `seq` is stored: joiners load it, and a finishing job ends. */
-  private checkpointStored(info: CheckpointInfo): void {
-    const seq = info.seq;
-    if (seq === this.job.seq) this.checkpointOwed = false;
-    if (!this.latestCheckpoint || seq >= this.latestCheckpoint.seq) this.latestCheckpoint = info;
-    this.deps.toDashboards(this.job.id, 'job:update', this.summary());
-    if (this.ended) return;
-    if (seq === this.job.seq && (this.finishing || this.job.step >= targetStepsOf(this.job.spec))) {
-      this.stop(this.finishing ? `reached target accuracy ${this.job.spec.targetAccuracy}` : `reached ${this.job.step} steps`, 'done');
-      return;
-    }
-    if (seq === this.job.seq) for (const m of [...this.unsentLoads]) this.sendLoad(m, seq);
-    this.tryBegin();
-  }
-
-  /**
-   * Waits for a sync's checkpoint from its uploader. An uploader that also evaluates the sync uploads
-   * after its evaluation, so until it reports that, its deadline is the evaluation's plus the upload's;
-   * its report restarts the clock (`uploadAfterEvaluation`). Timing the upload from the commit
-   * instead evicted uploaders whose evaluation was slow under load.
-   */
-  private awaitUpload(seq: number, uploader: string, evaluatesFirst: boolean): void {
-    const ms = this.uploadTimeoutMs() + (evaluatesFirst ? this.pace.bound('evaluate', this.deps.timing.loadTimeoutMs) : 0);
-    this.pendingUpload = { seq, uploader, since: this.deps.clock.now(), received: null, cancelTimer: this.deps.clock.after(ms, () => this.uploadTimedOut()) };
-  }
-
-  /** The uploader reported its evaluation: its upload is timed from now. */
-  private uploadAfterEvaluation(seq: number, volunteerId: string): void {
-    const p = this.pendingUpload;
-    if (!p || p.seq !== seq || p.uploader !== volunteerId || p.received) return;
-    p.cancelTimer();
-    p.since = this.deps.clock.now();
-    p.cancelTimer = this.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut());
-  }
-
-  /** Bounded by the pace of earlier uploads; before any, by the configured maximum. */
-  private uploadTimeoutMs(): number {
-    return this.pace.bound('upload', this.deps.timing.loadTimeoutMs);
-  }
-
-  private uploadTimedOut(): void {
-    const p = this.pendingUpload;
-    if (!p) return;
-    // Arrived but not yet verifiable (the evaluators are late): not the uploader's fault.
-    if (p.received) this.loseCheckpoint(`its evaluators did not agree on the model of sync ${p.seq} in time`);
-    else this.uploaderFault(p, `did not upload the checkpoint of sync ${p.seq} in time`, 'liveness');
-    this.tryBegin();
-  }
-
-  private openEvaluation(seq: number, step: number, evaluators: string[]): void {
-    const ev: OpenEvaluation = {
-      seq, step, asked: evaluators.length, since: this.deps.clock.now(), evaluators: new Set(evaluators), reports: new Map(),
-      cancelTimer: this.deps.clock.after(this.pace.bound('evaluate', this.deps.timing.loadTimeoutMs), () => {
-        for (const id of ev.evaluators) if (!ev.reports.has(id)) this.evict(id, `did not report its evaluation of sync ${seq} in time`);
-        if (this.evaluations.get(seq) === ev) this.finishEvaluation(ev);
-      }),
-    };
-    this.evaluations.set(seq, ev);
-  }
-
-  private dropPendingUpload(): void {
-    this.pendingUpload?.cancelTimer();
-    this.pendingUpload = null;
-  }
-
   private sendLoad(m: Member, seq: number): void {
-    this.setLoadSeq(m, seq);
+    this.members.setLoadSeq(m, seq);
     m.cancelLoadTimer?.();
     m.loadSince = this.deps.clock.now();
-    m.cancelLoadTimer = this.deps.clock.after(this.pace.bound('load', this.deps.timing.loadTimeoutMs), () => {
+    m.cancelLoadTimer = this.deps.clock.after(this.deadlines.bound('load', this.deps.timing.loadTimeoutMs), () => {
       this.evict(m.volunteerId, 'model load timed out');
       this.tryBegin();
     });
-    const url = seq === 0 && this.latestCheckpoint === null ? null : this.deps.checkpointUrl(this.job.id, seq);
+    const url = seq === 0 && this.checkpoints.latest === null ? null : this.deps.checkpointUrl(this.job.id, seq);
     this.deps.toVolunteer(m.volunteerId, 'model:load', { jobId: this.job.id, seq, step: this.job.step, url });
-  }
-
-  // ---------- helpers ----------
-
-  /** A member's local steps for its next work: H, or paced, what fits the round's budget at its pace. */
-  private plannedSteps(m: Member, budget?: number | null): number {
-    // Unpaced, or its pace not measured yet (a joiner): a few steps or the nominal, with no budget to compute.
-    if (!isPaced(this.job.spec) || m.msPerStep === null) return unmeasuredSteps(this.job.spec);
-    return stepsFor(this.job.spec, m.msPerStep, budget === undefined ? this.stepBudget() : budget);
-  }
-
-  /**
-   * Paced LocalSGD and DiLoCo: the syncs before the job's target are cut to it. When a member could
-   * pass the target in its coming work (up to the ceiling of the steps it is given), the members in
-   * `steps` get no budget (each does exactly its steps), and where their mean would pass the steps left
-   * their steps are scaled down to it (protocol's cutSteps), so the job ends on its target instead of
-   * past it. True when cut (`steps` and the members' planned steps may be lowered).
-   */
-  private cutToTarget(steps: Record<string, number>): boolean {
-    if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') return false;
-    const left = this.stepsLeft();
-    if (pacedStepCeiling(Math.max(0, ...Object.values(steps)), this.job.spec.trust) < left) return false;
-    const ids = Object.keys(steps);
-    const cut = cutSteps(ids.map((id) => steps[id]), left);
-    ids.forEach((id, i) => {
-      steps[id] = cut[i];
-      const m = this.members.get(id);
-      if (m) m.steps = cut[i];
-    });
-    return true;
-  }
-
-  /** Mean steps per member before the job's target (at least one). */
-  private stepsLeft(): number {
-    return Math.max(1, targetStepsOf(this.job.spec) - this.job.step);
-  }
-
-  /**
-   * Paced LocalSGD and DiLoCo: the time budget sent with the steps, so members stop at it (a step
-   * count alone overran it whenever a member's steps ran slower than its measured pace). Paced ddp's
-   * micro-batches make up one global batch: exactly those, no budget.
-   */
-  private localBudget(budget: number | null): { budgetMs?: number } {
-    return budget !== null && this.job.spec.strategy !== 'ddp' ? { budgetMs: Math.round(budget) } : {};
-  }
-
-  /**
-   * Of the budgets the members a sync waits for run: when the latest ends (null: none runs), and the
-   * longest step of a member that has one (it takes at least one step, so a member slower than its
-   * budget ends a step past it, not late). A member whose pace is unknown may take UNMEASURED_STEP_MS
-   * for a step: its first steps hold its shader compiles.
-   */
-  private runningBudgets(): { endsAt: number | null; longestStepMs: number } {
-    let endsAt: number | null = null, longestStepMs = 0;
-    for (const m of this.inPhase.admitted) {
-      if (m.workBudgetMs <= 0 || this.leftOut.has(m)) continue;
-      endsAt = Math.max(endsAt ?? -Infinity, m.workSince + m.workBudgetMs);
-      longestStepMs = Math.max(longestStepMs, m.msPerStep ?? UNMEASURED_STEP_MS);
-    }
-    return { endsAt, longestStepMs };
-  }
-
-  /** The budget the members' new work was handed (null: none), which their lateness is counted past. */
-  private handBudgets(ids: readonly string[], budget: number | null): void {
-    const budgetMs = this.localBudget(budget).budgetMs ?? 0;
-    for (const id of ids) {
-      const m = this.members.get(id);
-      if (m) m.workBudgetMs = budgetMs;
-    }
-  }
-
-  /**
-   * The steps a member says it took when it stopped at the budget: its weight in the sync, its credit,
-   * the job's step and its pace follow them. At most protocol's `pacedStepCeiling` of the steps it was
-   * given (trusted: twice them; untrusted: those), so a member can lower its weight but not raise it past that.
-   */
-  private reportedSteps(m: Member, steps: number): number {
-    if (!isPaced(this.job.spec) || this.job.spec.strategy === 'ddp') throw new ProtocolError('bad_request', 'only a paced localsgd or diloco member reports its steps: the others do the steps they are given');
-    const ceiling = pacedStepCeiling(m.steps, this.job.spec.trust);
-    const why = ceiling === m.steps ? 'the steps given, in an untrusted job' : `twice the ${m.steps} given`;
-    if (steps > ceiling) throw new ProtocolError('bad_request', `${steps} local steps: at most ${ceiling} (${why})`);
-    return steps;
-  }
-
-  /** A paced job's local compute time per sync (null: every member does H); computed over all members, so callers planning many members pass it once. */
-  private stepBudget(): number | null {
-    if (!isPaced(this.job.spec)) return null;
-    const paces = [...this.members.values()].map((x) => x.msPerStep);
-    const known = paces.filter((p): p is number => p !== null);
-    return this.autoSync?.choice && known.length
-      ? snappedBudgetMs(this.job.spec, known, this.autoSync.choice.H * Math.min(...known))
-      : roundBudgetMs(this.job.spec, paces, this.syncTime.medianOverheadMs ?? this.pace.median('round'));
-  }
-
-  /** The smallest measured time per step among the members, or null before any is measured. */
-  private fastestPace(): number | null {
-    const known = [...this.members.values()].flatMap((x) => (x.msPerStep === null ? [] : [x.msPerStep]));
-    return known.length ? Math.min(...known) : null;
   }
 
   private fits(v: VolunteerInfo): boolean {
     return v.capabilities.limits.maxStorageBufferBindingSize >= flatLengthOf(this.job.spec) * 4;
-  }
-
-  /** A member moves to `phase`; leaving 'admitted' ends its being left out. */
-  private setPhase(m: Member, phase: Phase): void {
-    this.inPhase[m.phase].delete(m);
-    m.phase = phase;
-    this.inPhase[phase].add(m);
-    if (phase === 'loading' && m.loadSeq === null) this.unsentLoads.add(m);
-    else this.unsentLoads.delete(m);
-    if (phase !== 'admitted') this.setLeftOut(m, null);
-  }
-
-  private setLoadSeq(m: Member, seq: number | null): void {
-    m.loadSeq = seq;
-    if (seq === null && m.phase === 'loading') this.unsentLoads.add(m);
-    else this.unsentLoads.delete(m);
-  }
-
-  private setLeftOut(m: Member, since: number | null): void {
-    m.leftOutSince = since;
-    if (since === null) this.leftOut.delete(m);
-    else this.leftOut.add(m);
   }
 
   private saveRound(r: ActiveRound, outcome: RoundRecord['outcome'], detail: string): void {
@@ -1602,29 +983,4 @@ export class JobCoordinator {
       this.deps.toDashboards(this.job.id, 'job:workers', { jobId: this.job.id, workers: this.workers() });
     });
   }
-}
-
-/** The members a member may signal: its left and right neighbours in the ring. */
-export function ringNeighbours(ring: readonly string[], id: string): string[] {
-  const i = ring.indexOf(id);
-  if (i < 0 || ring.length < 2) return [];
-  return [...new Set([ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]])];
-}
-
-function shuffled<T>(xs: T[]): T[] {
-  const out = [...xs];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = randomInt(i + 1);
-    [out[i], out[j]] = [out[j], out[i]];
-  }
-  return out;
-}
-
-/** The round trips of `rtts` to the members `self` was linked to in round `r`: its ring neighbours (in a Moshpit job, in its group's ring). */
-function linkedPeersOnly(r: { members: string[]; groups?: GroupedSync | null }, self: string, rtts: Record<string, number>): Record<string, number> {
-  const g = r.groups?.groupOf(self);
-  const ring = r.groups && g !== undefined ? r.groups.groups[g] : r.members;
-  const i = ring.indexOf(self);
-  const neighbours = i < 0 || ring.length < 2 ? [] : [ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]];
-  return Object.fromEntries(Object.entries(rtts).filter(([peer]) => peer !== self && neighbours.includes(peer)));
 }

@@ -1,6 +1,7 @@
-// The check every star update passes on arrival: a whole f32 vector of the round's length, every
-// value finite. Screening by norm and the aggregation rules are protocol's robust.ts.
-import { ProtocolError } from '@tabfleet/protocol';
+// Star rounds (through the server): the check every update passes on arrival (a whole f32 vector of
+// the round's length, every value finite), and the result the server sends back. Screening by norm and
+// the aggregation rules are protocol's robust.ts, the same as a group's owners use.
+import { aggregateWith, cappedWeights, ProtocolError, screenContributions, type JobSpec } from '@tabfleet/protocol';
 
 /** Reads little-endian f32 bytes; throws `bad_tensor` on a length that is not a whole, matching vector. */
 export function decodeUpdate(bytes: Uint8Array, expectedLength: number | null): Float32Array {
@@ -13,4 +14,17 @@ export function decodeUpdate(bytes: Uint8Array, expectedLength: number | null): 
     if (!Number.isFinite(copy[i])) throw new ProtocolError('bad_tensor', `update value ${i} is ${copy[i]}: not finite`);
   }
   return copy;
+}
+
+/**
+ * The star round's result from the updates of `senders` (in the round's member order, so the result
+ * does not depend on who sent first): screened, then combined by the job's rule; paced rounds weigh
+ * them by samples (capped at the median weight in untrusted jobs), as the ring and the group weigh them.
+ */
+export function starResult(spec: JobSpec, senders: string[], updates: Float32Array[], steps: Record<string, number> | null) {
+  const { accepted, refused } = screenContributions(updates, updates[0].length);
+  const stepsOf = steps && senders.map((id) => steps[id]);
+  const weights = stepsOf && (spec.trust === 'untrusted' ? cappedWeights(stepsOf) : stepsOf);
+  const result = aggregateWith(spec.aggregation, accepted.map((i) => updates[i]), { trimFraction: spec.trimFraction, ...(weights ? { weights: accepted.map((i) => weights[i]) } : {}) });
+  return { result, accepted: accepted.length, refused: refused.map((x) => ({ sender: senders[x.index], reason: x.reason })) };
 }

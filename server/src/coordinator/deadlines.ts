@@ -1,3 +1,4 @@
+// Deadlines that follow the job's pace (this file was pace.ts; pacing.ts and step-planner.ts plan the work itself).
 // How long the job's members usually take, so a deadline follows their pace rather than a fixed
 // minute: a bound is a multiple of the median of recent durations, kept between a floor and the
 // configured maximum. Until there is history the configured maximum (or a given first guess) holds.
@@ -11,7 +12,7 @@ const FACTOR = 4;
 /** Never less than this (scheduling jitter, a GC pause). */
 const FLOOR_MS = 5_000;
 
-export class Pace {
+export class Deadlines {
   private readonly recent = new Map<PaceKind, number[]>();
 
   record(kind: PaceKind, ms: number): void {

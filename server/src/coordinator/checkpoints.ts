@@ -1,0 +1,408 @@
+// A job's checkpoints and evaluations: which members evaluate and upload a sync, the evaluators'
+// reports combined (evaluations.ts), an upload kept until the evaluators agree on the model's checksum
+// and stored only if it matches, a lost checkpoint owed by the next sync, and a target accuracy that
+// ends the job only when members with standing vouch for it. The round clock calls in after commits
+// and when members leave; this module calls back through its narrow host.
+import { ProtocolError, targetStepsOf, verifyCheckpoint, type CheckpointInfo, type MetricPoint, type VolunteerEventParsed } from '@tabfleet/protocol';
+import { createHash } from 'node:crypto';
+import type { JobRecord } from '../store/store';
+import type { Deadlines } from './deadlines';
+import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
+import type { Member, MemberBook } from './members';
+import type { FaultKind } from './penalties';
+import { shuffled } from './shuffle';
+import { seatsFrom } from './standing';
+import type { CoordinatorDeps } from './types';
+
+/** A fault of timing (missed a deadline) or of what it sent (a wrong checkpoint, digest or evaluation). */
+export type Fault = Exclude<FaultKind, 'departure'>;
+
+/** A checkpoint for the just-committed sync that the uploader still owes, or that waits to be verified. */
+interface PendingUpload {
+  seq: number;
+  uploader: string;
+  since: number;
+  /** Arrived and is the job's model; stored once it matches the evaluators' agreed checksum. */
+  received: { data: Uint8Array; checksum: string } | null;
+  cancelTimer: () => void;
+}
+
+/** A sync's model being evaluated by several members. */
+interface OpenEvaluation {
+  seq: number;
+  step: number;
+  /** How many were asked (the majority is of this number, so silence cannot shrink it). */
+  asked: number;
+  since: number;
+  evaluators: Set<string>;
+  reports: Map<string, EvaluationReport>;
+  cancelTimer: () => void;
+}
+
+/** Members that evaluate an evaluated or checkpointed sync (fewer when the round has fewer). */
+export const EVALUATORS = 3;
+/** Attempts at writing a verified checkpoint to the store before the sync's checkpoint is re-asked. */
+const STORE_ATTEMPTS = 3;
+
+/** What the checkpoints need of the round clock. */
+export interface CheckpointHost {
+  readonly job: JobRecord;
+  readonly deps: CoordinatorDeps;
+  readonly members: MemberBook;
+  readonly ended: boolean;
+  readonly networkRulesApply: boolean;
+  readonly deadlines: Deadlines;
+  hasStanding(identity: string): boolean;
+  offences(identity: string): number;
+  evict(volunteerId: string, why: string, fault?: Fault): void;
+  tryBegin(): void;
+  stop(reason: string, state: 'done' | 'failed'): void;
+  persist(write: () => Promise<void> | void): void;
+  sendLoad(m: Member, seq: number): void;
+  /** The job's summary changed (dashboards are told). */
+  changed(): void;
+}
+
+export class Checkpoints {
+  /** The latest stored checkpoint. */
+  latest: CheckpointInfo | null;
+  latestAccuracy: number | null = null;
+  /** What the job holds back on and why (an unvouched target accuracy), shown on the dashboard. */
+  notice: string | null = null;
+  /** Stop after the next committed sync that leaves a checkpoint (target accuracy reached). */
+  finishing = false;
+  /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
+  owed = false;
+  private pending: PendingUpload | null = null;
+  private readonly evaluations = new Map<number, OpenEvaluation>();
+  /** Checksum of the parameters in each stored checkpoint (what a joiner that loads it must report). */
+  private readonly checksums = new Map<number, string>();
+  /** Closed evaluations of recent syncs: the agreed checksum, or null when the evaluators disagreed. */
+  private readonly settled = new Map<number, string | null>();
+
+  constructor(private readonly host: CheckpointHost, latest: CheckpointInfo | null) {
+    this.latest = latest;
+  }
+
+  /** What a loaded job knew: its latest accuracy and the checksum of its latest checkpoint's model. */
+  restore(latestAccuracy: number | null, checkpointBytes: Uint8Array | null): void {
+    this.latestAccuracy = latestAccuracy;
+    if (this.latest && checkpointBytes) this.checksums.set(this.latest.seq, verifyCheckpoint(this.host.job.spec, checkpointBytes).digest);
+  }
+
+  /** The checksum a joiner that loads the checkpoint of `seq` must report (undefined: not known). */
+  checksumOf(seq: number): string | undefined {
+    return this.checksums.get(seq);
+  }
+
+  /** An upload is owed or waits to be verified: no round begins meanwhile. */
+  get uploadPending(): boolean {
+    return this.pending !== null;
+  }
+
+  /**
+   * Who evaluates and uploads a sync of `ring` (members of one group in a Moshpit sync, `sameGroup`):
+   * chosen at random, so no seat (the first joiner, shard 0) is always the one trusted; members with
+   * no faults on record first; in untrusted jobs members with standing first, never two seats from
+   * one network (one address was the evaluators' majority: it ended a job on a forged 0.99 and
+   * evicted the honest evaluator).
+   */
+  seats(ring: Member[], sameGroup: ((a: string, b: string) => boolean) | null): Member[] {
+    const ranked = shuffled(ring).sort((a, b) => this.host.offences(a.identity) - this.host.offences(b.identity));
+    const inGroup = sameGroup ? ranked.filter((m) => sameGroup(m.volunteerId, ranked[0].volunteerId)) : ranked;
+    return this.host.networkRulesApply ? seatsFrom(inGroup, EVALUATORS, (m) => m.network, (m) => this.host.hasStanding(m.identity)) : inGroup;
+  }
+
+  /** A sync (or a Moshpit group of it) committed: its evaluators evaluate it and its uploader uploads it. */
+  committed(seq: number, step: number, evaluators: string[], uploader: string | null): { awaitingUpload: boolean } {
+    const asked = evaluators.filter((id) => this.host.members.has(id));
+    if (asked.length) this.openEvaluation(seq, step, asked);
+    if (!uploader || !this.host.members.has(uploader)) return { awaitingUpload: false };
+    this.awaitUpload(seq, uploader, asked.includes(uploader));
+    return { awaitingUpload: true };
+  }
+
+  /** A member left: an upload it owed is lost (before its round is aborted). */
+  uploaderLeft(volunteerId: string): void {
+    if (this.pending?.uploader === volunteerId && !this.pending.received) this.loseCheckpoint(`its uploader ${volunteerId} left`);
+  }
+
+  /** A member left: its evaluations go on without it (after its round was aborted). */
+  evaluatorLeft(volunteerId: string): void {
+    for (const ev of [...this.evaluations.values()]) {
+      if (ev.evaluators.delete(volunteerId)) this.evaluationProgress(ev);
+    }
+  }
+
+  /** The job ended: evaluations still open are recorded with the reports in (the final sync's accuracy among them). */
+  closeEvaluations(): void {
+    for (const ev of [...this.evaluations.values()]) this.finishEvaluation(ev);
+  }
+
+  /** This node lets go of the job: timers stop. */
+  release(): void {
+    for (const ev of this.evaluations.values()) ev.cancelTimer();
+    this.pending?.cancelTimer();
+  }
+
+  /**
+   * The uploader's checkpoint: refused (and the uploader evicted) unless it is the job's model; kept
+   * until the sync's evaluators agree on the model's checksum, then stored only if it matches.
+   */
+  onUpload(m: Member, e: VolunteerEventParsed<'checkpoint:upload'>): object {
+    const p = this.pending;
+    if (!p || p.uploader !== m.volunteerId || p.seq !== e.seq || p.received) throw new ProtocolError('conflict', `no checkpoint of sync ${e.seq} was asked of this member`);
+    let checksum: string;
+    try {
+      checksum = verifyCheckpoint(this.host.job.spec, e.data).digest;
+    } catch (err) {
+      this.uploaderFault(p, `sent a checkpoint that is not the job's model: ${(err as Error).message}`, 'integrity');
+      throw err;
+    }
+    p.received = { data: e.data.slice(), checksum };
+    this.settleUpload();
+    return { bytes: e.data.byteLength };
+  }
+
+  /** Stores the received upload once the sync's agreed checksum is known, or refuses it. */
+  private settleUpload(): void {
+    const p = this.pending;
+    if (!p?.received) return;
+    const agreed = this.agreedChecksum(p.seq);
+    if (agreed === undefined) return; // the evaluators have not agreed yet
+    if (agreed === null) {
+      this.loseCheckpoint(`the evaluators of sync ${p.seq} did not agree on its model, so its checkpoint cannot be verified`);
+      this.host.tryBegin();
+      return;
+    }
+    if (p.received.checksum !== agreed) {
+      this.uploaderFault(p, `uploaded parameters with checksum ${p.received.checksum}; the evaluators of sync ${p.seq} agree on ${agreed}`, 'integrity');
+      return;
+    }
+    const { data, checksum } = p.received;
+    p.cancelTimer();
+    this.pending = null;
+    this.host.deadlines.record('upload', this.host.deps.clock.now() - p.since);
+    const info: CheckpointInfo = { seq: p.seq, step: this.host.job.step, bytes: data.byteLength, sha256: createHash('sha256').update(data).digest('hex'), createdAt: this.host.deps.clock.now() };
+    this.storeCheckpoint(info, data, checksum, 1);
+  }
+
+  /** The agreed checksum of a sync's model: a string, null (they cannot agree), undefined (not yet known). */
+  private agreedChecksum(seq: number): string | null | undefined {
+    const ev = this.evaluations.get(seq);
+    if (!ev) return this.settled.get(seq) ?? this.checksums.get(seq) ?? null;
+    const majority = majorityChecksum(ev.reports, ev.asked);
+    // Untrusted jobs: a majority of newcomers is known only once every evaluator spoke (weighStanding).
+    if (majority && (!this.host.networkRulesApply || this.standingVouchers(ev, majority) >= 2)) return majority;
+    if (this.host.networkRulesApply) return undefined;
+    // Out of evaluators still to report, or too few left to make a majority: no agreement.
+    const counts = new Map<string, number>();
+    for (const r of ev.reports.values()) counts.set(r.checksum, (counts.get(r.checksum) ?? 0) + 1);
+    const best = Math.max(0, ...counts.values());
+    const outstanding = [...ev.evaluators].filter((id) => !ev.reports.has(id)).length;
+    return (best + outstanding) * 2 > ev.asked ? undefined : null;
+  }
+
+  private storeCheckpoint(info: CheckpointInfo, data: Uint8Array, checksum: string, attempt: number): void {
+    this.host.persist(async () => {
+      try {
+        await this.host.deps.store.putCheckpoint(this.host.job.id, info, data);
+      } catch (e) {
+        this.host.deps.log(`job ${this.host.job.id}: storing the checkpoint of sync ${info.seq} failed (attempt ${attempt} of ${STORE_ATTEMPTS}): ${(e as Error).message}`);
+        this.host.deps.count('checkpoint_store_failures');
+        if (attempt < STORE_ATTEMPTS) this.host.deps.clock.after(1_000 * attempt, () => !this.host.ended && this.storeCheckpoint(info, data, checksum, attempt + 1));
+        else this.checkpointLost(info.seq, `the store refused it ${STORE_ATTEMPTS} times: ${(e as Error).message}`);
+        return;
+      }
+      this.checksums.set(info.seq, checksum);
+      // Joiners are only sent the latest checkpoints.
+      for (const seq of this.checksums.keys()) if (this.checksums.size > 8) this.checksums.delete(seq);
+      this.checkpointStored(info);
+    });
+  }
+
+  /** A verified checkpoint could not be stored: the next sync is checkpointed; a job at its end fails. */
+  private checkpointLost(seq: number, why: string): void {
+    if (this.host.ended) return;
+    if (seq === this.host.job.seq && this.host.job.step >= targetStepsOf(this.host.job.spec)) {
+      this.host.stop(`could not store the final checkpoint: ${why}`, 'failed');
+      return;
+    }
+    this.owed = true;
+    this.host.tryBegin();
+  }
+
+  /** The uploader sent something wrong: it is evicted and the next sync's checkpoint is asked of another member. */
+  private uploaderFault(p: PendingUpload, why: string, fault: Fault): void {
+    this.loseCheckpoint(why);
+    this.host.evict(p.uploader, why, fault);
+    this.host.tryBegin();
+  }
+
+  /**
+   * Gives up on the pending upload. The next sync is checkpointed, by another member chosen at random;
+   * after the last sync (members stop training there, so they still hold its model) another member
+   * is asked for it at once.
+   */
+  loseCheckpoint(why: string): void {
+    const p = this.pending;
+    if (!p) return;
+    this.host.deps.log(`job ${this.host.job.id}: no checkpoint of sync ${p.seq}: ${why}`);
+    this.host.deps.count('checkpoints_lost');
+    this.dropPendingUpload();
+    this.owed = true;
+    if (p.seq !== this.host.job.seq || this.host.job.step < targetStepsOf(this.host.job.spec)) return;
+    const next = shuffled([...this.host.members.values()].filter((m) => m.phase !== 'loading' && m.volunteerId !== p.uploader))
+      .sort((a, b) => this.host.offences(a.identity) - this.host.offences(b.identity))[0];
+    if (!next) return;
+    this.awaitUpload(p.seq, next.volunteerId, false);
+    this.host.deps.toVolunteer(next.volunteerId, 'checkpoint:request', { jobId: this.host.job.id, seq: p.seq });
+  }
+
+  onMetrics(m: Member, e: VolunteerEventParsed<'metrics'>): object {
+    const ev = this.evaluations.get(e.seq);
+    if (!ev || !ev.evaluators.has(m.volunteerId)) throw new ProtocolError('not_member', `not an evaluator of sync ${e.seq} (or its evaluation is closed)`);
+    if (ev.reports.has(m.volunteerId)) return { duplicate: true };
+    ev.reports.set(m.volunteerId, { checksum: e.checksum, accuracy: e.accuracy, loss: e.loss });
+    this.host.deadlines.record('evaluate', this.host.deps.clock.now() - ev.since);
+    this.uploadAfterEvaluation(e.seq, m.volunteerId);
+    this.evaluationProgress(ev);
+    return {};
+  }
+
+  /** A report came in or an evaluator left: verify a waiting upload, and close the evaluation when all are in. */
+  private evaluationProgress(ev: OpenEvaluation): void {
+    if (this.pending?.seq === ev.seq) this.settleUpload();
+    if ([...ev.evaluators].every((id) => ev.reports.has(id))) this.finishEvaluation(ev);
+  }
+
+  /**
+   * Records a sync's evaluation: the lower median of the reports of the agreed model, with how many
+   * vouched for it. Evaluators that reported another model are evicted. A target accuracy ends the
+   * job only when at least two members vouch for it (one, when the round had one member).
+   */
+  private finishEvaluation(ev: OpenEvaluation): void {
+    ev.cancelTimer();
+    this.evaluations.delete(ev.seq);
+    const outcome = this.weighStanding(combineEvaluations(ev.reports, ev.asked), ev);
+    this.settled.set(ev.seq, outcome.agreed ? outcome.checksum : null);
+    for (const seq of this.settled.keys()) if (seq < ev.seq - 4) this.settled.delete(seq);
+    if (!outcome.agreed) {
+      this.host.deps.count('evaluation_disagreements');
+      this.host.deps.log(`job ${this.host.job.id}: evaluation of sync ${ev.seq} not recorded: ${outcome.reason}`);
+      if (this.pending?.seq === ev.seq) this.settleUpload();
+      return;
+    }
+    for (const id of outcome.outvoted) if (!this.host.ended) this.host.evict(id, `evaluated a model (sync ${ev.seq}) other than the one its evaluators agree on`, 'integrity');
+    if (outcome.accuracy !== null) this.latestAccuracy = outcome.accuracy;
+    if (this.pending?.seq === ev.seq) this.settleUpload();
+    const point: MetricPoint = {
+      seq: ev.seq, step: ev.step, time: this.host.deps.clock.now(), loss: outcome.loss, accuracy: outcome.accuracy, samplesPerSec: null, bytesSent: null,
+      workers: this.host.members.size, vouchers: outcome.vouchers,
+    };
+    this.host.persist(() => this.host.deps.store.addMetric(this.host.job.id, point));
+    this.host.deps.toDashboards(this.host.job.id, 'job:metrics', { jobId: this.host.job.id, points: [point] });
+    const target = this.host.job.spec.targetAccuracy;
+    const vouchers = this.host.networkRulesApply ? this.standingVouchers(ev, outcome.checksum) : outcome.vouchers;
+    const enough = vouchers >= Math.min(2, ev.asked);
+    if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && !enough && !this.host.ended) {
+      this.notice = `sync ${ev.seq}: accuracy ${outcome.accuracy} reaches the target ${target}, but ${vouchers} of the ${outcome.vouchers} evaluators`
+        + ' who vouch for it have standing (2 needed): training goes on';
+      this.host.deps.count('targets_unvouched');
+      this.host.deps.log(`job ${this.host.job.id}: ${this.notice}`);
+      this.host.changed();
+    }
+    if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough && !this.finishing && !this.host.ended) {
+      this.host.deps.log(`job ${this.host.job.id}: test accuracy ${outcome.accuracy} (${outcome.vouchers} members vouch) reached the target ${target}`);
+      this.finishing = true;
+      if (this.latest?.seq === this.host.job.seq && !this.pending) this.host.stop(`reached target accuracy ${target}`, 'done');
+    }
+    if (!this.host.ended) this.host.tryBegin();
+  }
+
+  /**
+   * Untrusted jobs: evaluators without standing convict nobody and decide nothing alone. When the
+   * reports disagree, a majority needs two members with standing behind it, else the sync's model is
+   * not agreed (no checkpoint of it, no accuracy; the outvoted are not evicted).
+   */
+  private weighStanding(outcome: ReturnType<typeof combineEvaluations>, ev: OpenEvaluation): ReturnType<typeof combineEvaluations> {
+    if (!this.host.networkRulesApply || !outcome.agreed || outcome.outvoted.length === 0) return outcome;
+    const standing = this.standingVouchers(ev, outcome.checksum);
+    if (standing >= 2) return outcome;
+    this.host.deps.count('evaluations_unvouched');
+    return { agreed: false, reason: `evaluators disagree (${outcome.outvoted.join(', ')} outvoted) and ${standing} of the majority have standing (2 needed): nobody is believed` };
+  }
+
+  /** Evaluators of `ev` with standing that reported the model `checksum`. */
+  private standingVouchers(ev: OpenEvaluation, checksum: string): number {
+    return [...ev.reports].filter(([id, r]) => {
+      const m = this.host.members.get(id);
+      return r.checksum === checksum && !!m && this.host.hasStanding(m.identity);
+    }).length;
+  }
+
+  /** A checkpoint of `seq` is stored: joiners load it, and a finishing job ends. */
+  private checkpointStored(info: CheckpointInfo): void {
+    const seq = info.seq;
+    if (seq === this.host.job.seq) this.owed = false;
+    if (!this.latest || seq >= this.latest.seq) this.latest = info;
+    this.host.changed();
+    if (this.host.ended) return;
+    if (seq === this.host.job.seq && (this.finishing || this.host.job.step >= targetStepsOf(this.host.job.spec))) {
+      this.host.stop(this.finishing ? `reached target accuracy ${this.host.job.spec.targetAccuracy}` : `reached ${this.host.job.step} steps`, 'done');
+      return;
+    }
+    if (seq === this.host.job.seq) for (const m of [...this.host.members.unsentLoads]) this.host.sendLoad(m, seq);
+    this.host.tryBegin();
+  }
+
+  /**
+   * Waits for a sync's checkpoint from its uploader. An uploader that also evaluates the sync uploads
+   * after its evaluation, so until it reports that, its deadline is the evaluation's plus the upload's;
+   * its report restarts the clock (`uploadAfterEvaluation`). Timing the upload from the commit
+   * instead evicted uploaders whose evaluation was slow under load.
+   */
+  private awaitUpload(seq: number, uploader: string, evaluatesFirst: boolean): void {
+    const ms = this.uploadTimeoutMs() + (evaluatesFirst ? this.host.deadlines.bound('evaluate', this.host.deps.timing.loadTimeoutMs) : 0);
+    this.pending = { seq, uploader, since: this.host.deps.clock.now(), received: null, cancelTimer: this.host.deps.clock.after(ms, () => this.uploadTimedOut()) };
+  }
+
+  /** The uploader reported its evaluation: its upload is timed from now. */
+  private uploadAfterEvaluation(seq: number, volunteerId: string): void {
+    const p = this.pending;
+    if (!p || p.seq !== seq || p.uploader !== volunteerId || p.received) return;
+    p.cancelTimer();
+    p.since = this.host.deps.clock.now();
+    p.cancelTimer = this.host.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut());
+  }
+
+  /** Bounded by the pace of earlier uploads; before any, by the configured maximum. */
+  private uploadTimeoutMs(): number {
+    return this.host.deadlines.bound('upload', this.host.deps.timing.loadTimeoutMs);
+  }
+
+  private uploadTimedOut(): void {
+    const p = this.pending;
+    if (!p) return;
+    // Arrived but not yet verifiable (the evaluators are late): not the uploader's fault.
+    if (p.received) this.loseCheckpoint(`its evaluators did not agree on the model of sync ${p.seq} in time`);
+    else this.uploaderFault(p, `did not upload the checkpoint of sync ${p.seq} in time`, 'liveness');
+    this.host.tryBegin();
+  }
+
+  private openEvaluation(seq: number, step: number, evaluators: string[]): void {
+    const ev: OpenEvaluation = {
+      seq, step, asked: evaluators.length, since: this.host.deps.clock.now(), evaluators: new Set(evaluators), reports: new Map(),
+      cancelTimer: this.host.deps.clock.after(this.host.deadlines.bound('evaluate', this.host.deps.timing.loadTimeoutMs), () => {
+        for (const id of ev.evaluators) if (!ev.reports.has(id)) this.host.evict(id, `did not report its evaluation of sync ${seq} in time`);
+        if (this.evaluations.get(seq) === ev) this.finishEvaluation(ev);
+      }),
+    };
+    this.evaluations.set(seq, ev);
+  }
+
+  dropPendingUpload(): void {
+    this.pending?.cancelTimer();
+    this.pending = null;
+  }
+}
