@@ -101,16 +101,22 @@ export class Checkpoints {
   }
 
   /**
-   * Who evaluates and uploads a sync of `ring` (members of one group in a Moshpit sync, `sameGroup`):
-   * chosen at random, so no seat (the first joiner, shard 0) is always the one trusted; members with
-   * no faults on record first; in untrusted jobs members with standing first, never two seats from
-   * one network (one address was the evaluators' majority: it ended a job on a forged 0.99 and
-   * evicted the honest evaluator).
+   * Who evaluates and uploads sync `seq` (at `step`) of `ring` (in a Moshpit sync, members of the
+   * uploader's group, `sameGroup`). Checkpointed: when joiners wait for it, at the job's end, when the
+   * last checkpoint was lost, and every checkpointEvery syncs; evaluated then and every evalEverySteps.
+   * Seats are chosen at random, so no seat (the first joiner, shard 0) is always the one trusted;
+   * members with no faults on record first; in untrusted jobs members with standing first, never two
+   * seats from one network (one address was the evaluators' majority: it ended a job on a forged 0.99
+   * and evicted the honest evaluator).
    */
-  seats(ring: Member[], sameGroup: ((a: string, b: string) => boolean) | null): Member[] {
+  seatsFor(ring: Member[], seq: number, step: number, joinersWaiting: boolean, sameGroup: ((a: string, b: string) => boolean) | null) {
+    const spec = this.host.job.spec;
+    const checkpoint = joinersWaiting || step >= targetStepsOf(spec) || this.finishing || this.owed || seq % spec.checkpointEvery === 0;
+    const evaluate = checkpoint || Math.floor(step / spec.evalEverySteps) > Math.floor(this.host.job.step / spec.evalEverySteps);
     const ranked = shuffled(ring).sort((a, b) => this.host.offences(a.identity) - this.host.offences(b.identity));
     const inGroup = sameGroup ? ranked.filter((m) => sameGroup(m.volunteerId, ranked[0].volunteerId)) : ranked;
-    return this.host.networkRulesApply ? seatsFrom(inGroup, EVALUATORS, (m) => m.network, (m) => this.host.hasStanding(m.identity)) : inGroup;
+    const seats = this.host.networkRulesApply ? seatsFrom(inGroup, EVALUATORS, (m) => m.network, (m) => this.host.hasStanding(m.identity)) : inGroup;
+    return { uploader: checkpoint ? seats[0].volunteerId : null, evaluators: evaluate ? seats.slice(0, EVALUATORS).map((m) => m.volunteerId) : [] };
   }
 
   /** A sync (or a Moshpit group of it) committed: its evaluators evaluate it and its uploader uploads it. */

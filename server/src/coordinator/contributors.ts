@@ -1,8 +1,10 @@
 // The credit ledger of one job: each identity's part in it, counted from what the server saw (syncs,
 // samples, time from being handed work to being ready) and what its tab last reported (step,
 // bytes), kept through leaving and rejoining, and written to the store in batches.
-import type { Capabilities } from '@tabfleet/protocol';
+import type { Capabilities, WorkerRow } from '@tabfleet/protocol';
+import { contributorName, departedRow } from '../credit';
 import type { ContributorRecord } from '../store/store';
+import type { Member } from './members';
 import type { Clock } from './types';
 
 /** Contributor totals are written at most this often (one batched write, not one per member per sync). */
@@ -95,6 +97,23 @@ export class ContributorLedger {
   private mark(identity: string): void {
     this.dirty.add(identity);
     this.cancelFlush ??= this.clock.after(FLUSH_MS, () => this.flush());
+  }
+
+  /**
+   * The worker table: the members, then everyone who contributed and is no longer in the job (state
+   * `left`), with their faults and reputation; paced jobs show each member's pace, steps and share.
+   */
+  table(members: Iterable<Member>, paced: boolean, faults: (identity: string) => number, reputation: (identity: string) => WorkerRow['reputation']): WorkerRow[] {
+    const list = [...members];
+    const live = list.map((m): WorkerRow => ({
+      volunteerId: m.volunteerId, jobId: this.jobId, state: m.status.state, hidden: m.status.hidden, contributor: contributorName(m.identity, this.name(m.identity)),
+      syncs: this.syncs(m.identity), adapter: describeAdapter(m), backend: m.capabilities.backend,
+      step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
+      lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading', faults: faults(m.identity), reputation: reputation(m.identity),
+      pace: paced ? { msPerStep: m.msPerStep === null ? null : Math.round(m.msPerStep * 10) / 10, steps: m.steps, share: m.share } : null,
+    }));
+    const departed = this.absent(new Set(list.map((m) => m.identity))).map((c) => departedRow(c, this.name(c.clientId), faults(c.clientId), reputation(c.clientId)));
+    return [...live, ...departed];
   }
 }
 

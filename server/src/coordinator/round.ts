@@ -1,5 +1,5 @@
 // A round in flight at a job's coordinator, as the coordinator and the group round's checks see it.
-import type { PartCheck, PartValidationReport, RoundBegin, VolunteerEventParsed, GroupReport } from '@tabfleet/protocol';
+import { ProtocolError, type PartCheck, type PartValidationReport, type RoundBegin, type VolunteerEventParsed, type GroupReport } from '@tabfleet/protocol';
 import type { DigestMismatch } from './group-check';
 import type { Dispute } from './group-validation';
 import type { GroupedSync } from './grouped-sync';
@@ -41,4 +41,31 @@ export interface ActiveRound {
   /** Moshpit jobs: the sync's groups, each a ring under its own round id (`roundId` is the last of them). */
   groups: GroupedSync | null;
   cancelDeadline: () => void;
+}
+
+/** The round `roundId` that `volunteerId` is in, if it is `r` (a Moshpit sync: its group's, still running); else a stale_round or not_member error. */
+export function roundOf(r: ActiveRound | null, volunteerId: string, roundId: number): ActiveRound {
+  if (r?.groups) {
+    const g = r.groups.groupIn(volunteerId, roundId);
+    if (g === undefined) throw new ProtocolError(r.members.includes(volunteerId) ? 'stale_round' : 'not_member', `round ${roundId} is not ${volunteerId}'s group round`);
+    if (r.groups.state[g] !== 'running') throw new ProtocolError('stale_round', `group round ${roundId} has ${r.groups.state[g]}`);
+    return r;
+  }
+  if (!r || r.roundId !== roundId) throw new ProtocolError('stale_round', `round ${roundId} is not the current round`);
+  if (!r.members.includes(volunteerId)) throw new ProtocolError('not_member', `not a member of round ${roundId}`);
+  return r;
+}
+
+/**
+ * A member's `unreachable` is checked against what the others saw before the next sync goes through
+ * the server: a link has two ends, so when the claimant could not reach its peers they could not
+ * finish either. A claim while every other member finished the exchange is refuted (it forced every
+ * sync into a star round, 17 of 17, by claiming after taking part); one some other member's failure
+ * bears out moves the next sync to the star path as before.
+ */
+export function unreachableClaims(r: ActiveRound, failed: string[]): { corroborated: boolean; refuted: string[] } {
+  const claims = failed.filter((id) => r.failures.get(id)!.startsWith('unreachable'));
+  const othersFinished = (id: string) => r.members.every((x) => x === id || r.results.has(x));
+  const refuted = claims.filter(othersFinished);
+  return { corroborated: refuted.length < claims.length, refuted };
 }

@@ -1,0 +1,131 @@
+// The barrier before each sync: a round begins when every admitted member not left out is ready.
+// Members still training are waited for up to a bound that follows their budgets and their usual
+// overrun (deadlines.ts); past it they are left out of the sync (and reload after it), and past the
+// configured barrier timeout evicted. Joiners loading the current model are waited for at the pace
+// joiners usually load; Moshpit joiners take a later sync instead of holding one of thousands.
+import type { JobRecord } from '../store/store';
+import type { Deadlines } from './deadlines';
+import type { MemberBook } from './members';
+import type { StepPlanner } from './step-planner';
+import type { CoordinatorDeps } from './types';
+
+/** Moshpit jobs: a joiner admitted this long after the first member, once the first sync's barrier counts down, takes sync 2. */
+const JOIN_GRACE_MS = 5_000;
+/** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
+const FIRST_LOAD_GUESS_MS = 30_000;
+
+export interface BarrierHost {
+  readonly job: JobRecord;
+  readonly deps: CoordinatorDeps;
+  readonly members: MemberBook;
+  readonly deadlines: Deadlines;
+  readonly planner: StepPlanner;
+  evict(volunteerId: string, why: string): void;
+  tryBegin(): void;
+}
+
+export class Barrier {
+  private cancelTimer: (() => void) | null = null;
+  /** When the first member was admitted (to this coordinator): Moshpit joiners much later take sync 2. */
+  private firstAdmittedAt: number | null = null;
+  /** Loading joiners are waited for until this fires; then the round goes on without them. */
+  private cancelJoinerHold: (() => void) | null = null;
+  private joinerHoldExpired = false;
+
+  constructor(private readonly host: BarrierHost) {}
+
+  admitted(now: number): void {
+    this.firstAdmittedAt ??= now;
+  }
+
+  /**
+   * Whether the coming sync may begin now. If not, the timers it waits on run (the barrier's bound,
+   * the joiners' hold), and they call tryBegin when they fire.
+   */
+  open(): boolean {
+    const { job, deps, members, deadlines } = this.host;
+    // Members left out of the coming sync are not waited for.
+    const ready = members.inPhase.ready.size;
+    const training = members.inPhase.admitted.size - members.leftOut.size;
+    if (ready + training < job.spec.minWorkers) return false;
+    if (training > 0) {
+      if (ready > 0 && !this.cancelTimer) {
+        // Counted from the first ready member, or from the latest end of a budget still running
+        // (and a step of the slowest member still in one).
+        const now = deps.clock.now();
+        const budgets = this.host.planner.runningBudgets();
+        const cap = deps.timing.barrierTimeoutMs;
+        const boundMs = Math.min(cap, Math.round(Math.max(now, budgets.endsAt ?? now) - now + budgets.longestStepMs) + deadlines.bound('overrun', cap));
+        this.cancelTimer = deps.clock.after(boundMs, () => this.expired(boundMs));
+      }
+      return false;
+    }
+    // Joiners loading the current model are waited for, at the pace joiners usually load; after that
+    // the round goes on without them and they load the next checkpoint. (Moshpit jobs do not wait
+    // once a sync is due: joiners take a later sync.)
+    if (members.inPhase.loading.size > members.unsentLoads.size && !this.joinerHoldExpired && !(job.spec.groupSize !== undefined && this.joinersJoinLater())) {
+      this.cancelJoinerHold ??= deps.clock.after(deadlines.bound('load', deps.timing.loadTimeoutMs, FIRST_LOAD_GUESS_MS), () => {
+        this.cancelJoinerHold = null;
+        this.joinerHoldExpired = true;
+        this.host.tryBegin();
+      });
+      return false;
+    }
+    this.cancel();
+    this.joinerHoldExpired = false;
+    return true;
+  }
+
+  /** Timers stop (the sync began, the job ended, or this node let go of it). */
+  cancel(): void {
+    this.cancelTimer?.();
+    this.cancelTimer = null;
+    this.cancelJoinerHold?.();
+    this.cancelJoinerHold = null;
+  }
+
+  /**
+   * Moshpit jobs: past the first sync, or once the first sync's barrier is counting down (members
+   * wait at it for others' work), a joiner admitted more than JOIN_GRACE_MS after the first member
+   * takes a later sync. Waiting for it would hold the first sync by about that lag: it starts the
+   * same first work as the others that much later. (Only syncs after the first used to: with 10,000
+   * members and 5% churn a joiner came every second, each one's first work held the first sync, and
+   * it began after 174 s instead of 49 s, seed against seed. A grace counted from the barrier's
+   * countdown instead let joiners hold it by a whole first work, 23 s there, and cost 4 points of
+   * utilization. The grace keeps volunteers that open together, a moment apart, in the first sync.)
+   */
+  joinersJoinLater(): boolean {
+    const now = this.host.deps.clock.now();
+    return this.host.job.seq > 0 || (this.cancelTimer !== null && now - (this.firstAdmittedAt ?? now) > JOIN_GRACE_MS);
+  }
+
+  /** Members left out of rounds that have not reported for the configured barrier timeout are evicted. */
+  evictSilent(): void {
+    const now = this.host.deps.clock.now();
+    for (const m of [...this.host.members.leftOut]) {
+      if (now - m.workSince >= this.host.deps.timing.barrierTimeoutMs) this.host.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
+    }
+  }
+
+  /**
+   * The others are ready and a member is not, past the pace-derived bound: the round goes on without
+   * it (it stays a member, and reloads when it reports), unless it has been silent past the configured
+   * barrier timeout, when it is evicted.
+   */
+  private expired(boundMs: number): void {
+    this.cancelTimer = null;
+    const { deps, members, job } = this.host;
+    const now = deps.clock.now();
+    for (const m of [...members.values()]) {
+      if (m.phase !== 'admitted') continue;
+      if (now - m.workSince >= deps.timing.barrierTimeoutMs) {
+        this.host.evict(m.volunteerId, `not ready for ${Math.round((now - m.workSince) / 1000)} s`);
+      } else if (m.leftOutSince === null) {
+        members.setLeftOut(m, now);
+        deps.count('members_left_out');
+        deps.log(`job ${job.id}: ${m.volunteerId} is left out of sync ${job.seq + 1}: not ready ${Math.round(now - m.workSince)} ms after it was handed work, ${boundMs} ms after the first member was`);
+      }
+    }
+    this.host.tryBegin();
+  }
+}

@@ -1,0 +1,102 @@
+// Members loading the job's model: a joiner, or a member whose work went stale. Each is sent the
+// model of the last sync when a checkpoint of it exists (the seed before the first), on a deadline
+// at the pace loads usually take; what it reports loading is checked against the checkpoint's
+// agreed checksum before it is admitted and handed its first work (step-planner.ts).
+import { ProtocolError, type VolunteerEventParsed } from '@tabfleet/protocol';
+import type { JobRecord } from '../store/store';
+import type { Barrier } from './barrier';
+import type { Checkpoints, Fault } from './checkpoints';
+import type { Deadlines } from './deadlines';
+import type { Member, MemberBook } from './members';
+import type { StepPlanner } from './step-planner';
+import type { CoordinatorDeps } from './types';
+
+export interface LoadsHost {
+  readonly job: JobRecord;
+  readonly deps: CoordinatorDeps;
+  readonly members: MemberBook;
+  readonly deadlines: Deadlines;
+  readonly planner: StepPlanner;
+  readonly checkpoints: Checkpoints;
+  readonly barrier: Barrier;
+  /** A round is under way (its commit would make the model a joiner loads stale). */
+  readonly roundRunning: boolean;
+  evict(volunteerId: string, why: string, fault?: Fault): void;
+  tryBegin(): void;
+  changedWorkers(): void;
+}
+
+export class ModelLoads {
+  constructor(private readonly host: LoadsHost) {}
+
+  /** Sends `m` the model of sync `seq` (a checkpoint's URL, or none for the seed), on a deadline. */
+  send(m: Member, seq: number): void {
+    const { job, deps } = this.host;
+    this.host.members.setLoadSeq(m, seq);
+    m.cancelLoadTimer?.();
+    m.loadSince = deps.clock.now();
+    m.cancelLoadTimer = deps.clock.after(this.host.deadlines.bound('load', deps.timing.loadTimeoutMs), () => {
+      this.host.evict(m.volunteerId, 'model load timed out');
+      this.host.tryBegin();
+    });
+    const url = seq === 0 && this.host.checkpoints.latest === null ? null : deps.checkpointUrl(job.id, seq);
+    deps.toVolunteer(m.volunteerId, 'model:load', { jobId: job.id, seq, step: job.step, url });
+  }
+
+  /**
+   * A joiner's model, if it can load one now: the seed (nothing committed yet) or a checkpoint of the
+   * last sync, unless a round is under way (its commit would make that model stale before it is in).
+   */
+  sendIfReady(m: Member): void {
+    const { job, checkpoints } = this.host;
+    if (this.host.roundRunning) return;
+    if (job.seq === 0 || checkpoints.latest?.seq === job.seq) this.send(m, job.seq);
+  }
+
+  /** A member whose work is stale goes back to loading: the job's model of the last sync, when a checkpoint of it exists. */
+  reload(m: Member): void {
+    this.host.members.setPhase(m, 'loading');
+    this.host.members.setLoadSeq(m, null);
+    m.stale = false;
+    m.sitsOut = false;
+    m.status.state = 'loading';
+    if (!this.host.roundRunning && !this.host.checkpoints.uploadPending && this.host.checkpoints.latest?.seq === this.host.job.seq) this.send(m, this.host.job.seq);
+    this.host.changedWorkers();
+  }
+
+  /** `m` reports the model it loaded: admitted with its first work, or sent a newer model, or evicted for the wrong one. */
+  loaded(m: Member, e: VolunteerEventParsed<'model:loaded'>): object {
+    const { job, deps, members } = this.host;
+    if (m.phase !== 'loading' || m.loadSeq !== e.seq) throw new ProtocolError('stale_round', `was not asked to load the model of sync ${e.seq}`);
+    const expected = this.host.checkpoints.checksumOf(e.seq);
+    if (expected && e.checksum !== expected) {
+      const why = `loaded a model with checksum ${e.checksum}; the checkpoint of sync ${e.seq} holds ${expected}`;
+      this.host.evict(m.volunteerId, why, 'integrity');
+      this.host.tryBegin();
+      throw new ProtocolError('bad_tensor', why);
+    }
+    m.cancelLoadTimer?.();
+    m.cancelLoadTimer = null;
+    this.host.deadlines.record('load', deps.clock.now() - m.loadSince);
+    // A Moshpit member's model may be a sync old: the groups average it in like any other.
+    const grouped = job.spec.groupSize !== undefined;
+    if (e.seq !== job.seq && !grouped) {
+      // A sync committed while it loaded; it needs the newer model.
+      members.setLoadSeq(m, null);
+      if (this.host.checkpoints.latest?.seq === job.seq && !this.host.roundRunning) this.send(m, job.seq);
+      return { admitted: false };
+    }
+    members.setPhase(m, 'admitted');
+    m.workSince = deps.clock.now();
+    m.workBudgetMs = 0;
+    this.host.barrier.admitted(m.workSince);
+    m.status.state = 'training';
+    const work = this.host.planner.admitted(m);
+    // A Moshpit joiner mid-job starts its work after the others started theirs: the coming sync does
+    // not wait for it (it joins the one after, work kept), so joiners never stall a sync of thousands.
+    if (grouped && this.host.barrier.joinersJoinLater()) members.setLeftOut(m, m.workSince);
+    this.host.changedWorkers();
+    this.host.tryBegin();
+    return { admitted: true, ...work };
+  }
+}
