@@ -4,7 +4,7 @@
 // (e2e/collective-tabs.ts), standing in for the coordinator's `signal` event.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openCollectiveTabs } from './collective-tabs';
+import { openCollectiveTabs } from '@tabfleet/headless/collective-tabs';
 import { browserSession } from '@tabfleet/headless';
 
 let session: Awaited<ReturnType<typeof browserSession>>;

@@ -8,7 +8,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { test } from 'node:test';
-import { checkImports, importSpecifiers, parseOrder, type SourceFile, type Workspace } from './layout';
+import { checkBudgets, checkImports, checkNodeOnly, importSpecifiers, MAX_FILE_LINES, parseOrder, SOURCE_EXTENSIONS, type SourceFile, type Workspace } from './layout';
 
 const root = resolve(import.meta.dirname, '..');
 
@@ -17,7 +17,7 @@ function sourceFiles(dir: string, out: string[] = []): string[] {
     if (name === 'node_modules' || name === 'dist' || name === 'dist-pages' || name === 'results') continue;
     const p = join(dir, name);
     if (statSync(p).isDirectory()) sourceFiles(p, out);
-    else if (/\.(ts|mts|mjs)$/.test(name) && !name.endsWith('.d.ts') && !name.endsWith('.d.mts')) out.push(p);
+    else if (SOURCE_EXTENSIONS.test(name) && !name.endsWith('.d.ts') && !name.endsWith('.d.mts')) out.push(p);
   }
   return out;
 }
@@ -38,7 +38,7 @@ function loadTree(): { order: string[]; workspaces: Workspace[]; files: SourceFi
       dependencies: Object.keys(pkg.dependencies ?? {}), devDependencies: Object.keys(pkg.devDependencies ?? {}),
     });
   }
-  const files = order.flatMap((dir) => sourceFiles(join(root, dir)).map((abs) => ({ path: relative(root, abs).split(sep).join('/'), text: readFileSync(abs, 'utf8') })));
+  const files = [...order, 'shaders'].flatMap((dir) => sourceFiles(join(root, dir)).map((abs) => ({ path: relative(root, abs).split(sep).join('/'), text: readFileSync(abs, 'utf8') })));
   return { order, workspaces, files };
 }
 
@@ -54,8 +54,11 @@ test('ARCHITECTURE.md lists every workspace package and folder of code, in an or
   for (const dir of ['apps', 'e2e', 'bench', 'scripts']) assert.ok(order.includes(dir), `ARCHITECTURE.md lists ${dir}`);
 });
 
+const scripts = (files: SourceFile[]) => files.filter((f) => /\.(ts|mts|mjs)$/.test(f.path));
+
 test('every import follows ARCHITECTURE.md', () => {
-  const violations = checkImports({ ...loadTree(), externalAllowedAtRoot, nodeBuiltins });
+  const tree = loadTree();
+  const violations = checkImports({ ...tree, files: scripts(tree.files), externalAllowedAtRoot, nodeBuiltins });
   assert.deepEqual(violations, [], `\n${violations.join('\n')}`);
 });
 
@@ -68,9 +71,10 @@ test('a wrong import is caught: each rule on a made-up file', () => {
     [{ path: 'e2e/bad.test.ts', text: "import { Ring } from '../packages/collective/src/ring';" }, /reaches into packages\/collective by path/],
     [{ path: 'server/src/bad.ts', text: "export { x } from '../../packages/data/src/idx';" }, /reaches into packages\/data by path/],
     [{ path: 'e2e/bad.test.ts', text: "import { x } from '@tabfleet/tensor/src/random';" }, /not exported by @tabfleet\/tensor/],
-    [{ path: 'scripts/bad.ts', text: "import { x } from '../e2e/pages/collective-types';" }, /scripts is product code/],
+    [{ path: 'scripts/bad.ts', text: "import { x } from '../e2e/pages/collective';" }, /scripts is product code/],
     [{ path: 'apps/volunteer/bad.ts', text: "const s = await import('@tabfleet/server/static');" }, /apps run in the browser/],
     [{ path: 'packages/protocol/src/bad.ts', text: "import left from 'left-pad';" }, /not declared in packages\/protocol\/package.json/],
+    [{ path: 'bench/bad.ts', text: "import { x } from '../e2e/pages/collective';" }, /bench never imports e2e/],
   ];
   for (const [file, why] of cases) {
     const violations = checkImports({ ...tree, files: [file], externalAllowedAtRoot, nodeBuiltins });
@@ -111,3 +115,38 @@ function resolveRelative(from: string, spec: string, files: Map<string, SourceFi
   for (const c of [base, `${base}.ts`, `${base}/index.ts`, base.replace(/\.m?js$/, '.ts')]) if (files.has(c)) return c;
   return null;
 }
+
+test('budgets: no hand-written source file over 800 lines, no line over 200 characters', () => {
+  const { files } = loadTree();
+  assert.ok(files.some((f) => f.path === 'server/src/coordinator/job-coordinator.ts'), 'the walk reaches the server');
+  assert.ok(files.some((f) => f.path.endsWith('.wgsl')) && files.some((f) => f.path.endsWith('.html')), 'the walk reaches shaders and pages');
+  assert.deepEqual(checkBudgets(files), [], 'split long files by concern; wrap long lines');
+});
+
+test('the round clock stays small: job-coordinator.ts at most 600 lines', () => {
+  const text = readFileSync(join(root, 'server/src/coordinator/job-coordinator.ts'), 'utf8');
+  const lines = text.split('\n').length - 1;
+  assert.ok(lines <= 600, `job-coordinator.ts has ${lines} lines: its concerns live in the modules beside it`);
+});
+
+test('a budget is caught: a long file, a long line; generated files are exempt', () => {
+  const long = Array.from({ length: MAX_FILE_LINES + 1 }, () => 'x;').join('\n');
+  assert.match(checkBudgets([{ path: 'server/src/big.ts', text: long }]).join(), /801 lines/);
+  assert.match(checkBudgets([{ path: 'apps/shared/a.css', text: `a{}\n${'b'.repeat(201)}\n` }]).join(), /a\.css:2: 201 characters/);
+  assert.deepEqual(checkBudgets([{ path: 'packages/tensor/src/shaders.generated.ts', text: long }, { path: 'shaders/matmul_unrolled.wgsl', text: long }]), []);
+  assert.deepEqual(checkBudgets([{ path: 'server/src/ok.ts', text: `${'c'.repeat(200)}\n` }]), []);
+});
+
+test('Node-only imports only where the layout allows them', () => {
+  const tree = loadTree();
+  assert.deepEqual(checkNodeOnly({ order: tree.order, files: scripts(tree.files), nodeBuiltins }), []);
+  const caught = (path: string, text: string) => checkNodeOnly({ order: tree.order, files: [{ path, text }], nodeBuiltins }).length;
+  assert.equal(caught('packages/collective/src/bad.ts', "import { readFileSync } from 'node:fs';"), 1);
+  assert.equal(caught('apps/volunteer/bad.ts', "import os from 'os';"), 1);
+  assert.equal(caught('packages/worker/src/bad.ts', "import { x } from '@tabfleet/data/node';"), 1);
+  assert.equal(caught('e2e/pages/bad.ts', "import { w } from '@tabfleet/collective/webrtc-node';"), 1);
+  assert.equal(caught('packages/data/src/node.ts', "import { readFileSync } from 'node:fs';"), 0, 'a node-named file');
+  assert.equal(caught('packages/worker/src/testing.ts', "import { x } from '@tabfleet/data/node';"), 0, 'a testing entry');
+  assert.equal(caught('packages/nn/src/a.test.ts', "import { x } from 'node:test';"), 0, 'a test');
+  assert.equal(caught('server/src/a.ts', "import { x } from 'node:fs';"), 0, 'the server runs in Node');
+});

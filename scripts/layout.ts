@@ -71,6 +71,7 @@ export function checkImports(opts: {
         else if (wsByDir.has(to)) bad(`reaches into ${to} by path: import ${wsByDir.get(to)!.name} instead`);
         else if (self) bad(`reaches out of package ${self.name} into ${to}`);
         else if (PRODUCT.has(from) && (to === 'e2e' || to === 'bench')) bad(`is test or benchmark code; ${from} is product code`);
+        else if (from === 'bench' && to === 'e2e') bad('is e2e code: bench never imports e2e (shared helpers live in a package\'s testing subpath)');
         else if (isTest(target)) bad('imports a test file');
         else if (rank(to) > rank(from) && from !== 'bench') bad(`imports ${to}, which is below ${from} in ARCHITECTURE.md`);
         continue;
@@ -91,6 +92,54 @@ export function checkImports(opts: {
       if (self) {
         if (!self.dependencies.includes(name) && !(test && self.devDependencies.includes(name))) bad(`is not declared in ${from}/package.json`);
       } else if (!opts.externalAllowedAtRoot.has(name)) bad('is not declared in the root package.json');
+    }
+  }
+  return out;
+}
+
+/** Hand-written source: what the budgets apply to. */
+export const SOURCE_EXTENSIONS = /\.(ts|mts|mjs|js|wgsl|html|css)$/;
+/** Files a generator writes, exempt by name (scripts/gen-shaders.mjs, scripts/gen-matmul-unrolled.ts). */
+export const GENERATED = [/\.generated\.ts$/, /^shaders\/matmul_unrolled\.wgsl$/];
+export const MAX_FILE_LINES = 800;
+export const MAX_LINE_CHARS = 200;
+
+/** Files over MAX_FILE_LINES lines and lines over MAX_LINE_CHARS characters (generated files exempt). */
+export function checkBudgets(files: SourceFile[]): string[] {
+  const out: string[] = [];
+  for (const f of files) {
+    if (!SOURCE_EXTENSIONS.test(f.path) || GENERATED.some((g) => g.test(f.path))) continue;
+    const lines = f.text.split('\n');
+    if (lines.at(-1) === '') lines.pop();
+    if (lines.length > MAX_FILE_LINES) out.push(`${f.path}: ${lines.length} lines (at most ${MAX_FILE_LINES}): split it by concern`);
+    lines.forEach((line, i) => {
+      if (line.length > MAX_LINE_CHARS) out.push(`${f.path}:${i + 1}: ${line.length} characters (at most ${MAX_LINE_CHARS})`);
+    });
+  }
+  return out;
+}
+
+/** Code that runs in a browser: the packages above the first Node-only one, the apps, and the test and benchmark pages. */
+function runsInBrowser(path: string, order: string[]): boolean {
+  if (path.startsWith('apps/') || path.startsWith('e2e/pages/') || path.startsWith('bench/pages/')) return true;
+  const dir = order.find((d) => d.startsWith('packages/') && path.startsWith(`${d}/`));
+  return dir !== undefined && order.indexOf(dir) < order.indexOf(FIRST_NODE_ONLY) && dir !== 'packages/headless';
+}
+
+/**
+ * Where a browser package may use Node: its tests, its `testing` entry (the worker runtime in Node), and
+ * files named for Node (`node.ts`, `node-*.ts`, `*-node.ts`) behind a subpath of their own. Anywhere else
+ * in browser code, a `node:` module, a builtin or a Node subpath (`@tabfleet/data/node`,
+ * `@tabfleet/collective/webrtc-node`) would break the page bundle.
+ */
+export function checkNodeOnly(opts: { order: string[]; files: SourceFile[]; nodeBuiltins: Set<string> }): string[] {
+  const out: string[] = [];
+  const nodeNamed = (path: string) => /\/(node|node-[\w-]+|[\w-]+-node|testing)\.m?ts$/.test(path) || path.includes('/testing/');
+  for (const f of opts.files) {
+    if (!runsInBrowser(f.path, opts.order) || isTest(f.path) || nodeNamed(f.path)) continue;
+    for (const spec of importSpecifiers(f.text)) {
+      const nodeOnly = spec.startsWith('node:') || opts.nodeBuiltins.has(packageNameOf(spec)) || /^@tabfleet\/[\w-]+\/([\w-]+-)?node$/.test(spec);
+      if (nodeOnly) out.push(`${f.path}: '${spec}' is Node-only; this file runs in the browser (Node code goes in a node-named file behind its own subpath, or in testing)`);
     }
   }
   return out;

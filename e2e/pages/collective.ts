@@ -6,7 +6,7 @@
 import { allocFrame, checksumOf, decodeFrame, FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD, mulberry32 } from '@tabfleet/protocol';
 import { Ring, type Signaler } from '@tabfleet/collective';
 import { createBrowserWebRtcTransport, type WebRtcTransport } from '@tabfleet/collective/webrtc-browser';
-import type { CollectivePageApi, InitOptions, RawResult, TimedRun } from './collective-types';
+import type { CollectivePageApi, InitOptions, RawResult, TimedRun } from '@tabfleet/collective/testing';
 
 declare global {
   interface Window {

@@ -1,10 +1,10 @@
-// N headless Chromium tabs as ring members (e2e/pages/collective.html), for the in-browser collective
+// N headless Chromium tabs as ring members (the test page e2e/pages/collective.html), for the in-browser collective
 // test and the allreduce benchmark. Signaling is relayed here, between ring neighbours only, as the
 // coordinator's `signal` event does ({ to, data } in, { from, data } out); a barrier lets every tab
 // start a timed run together.
 import type { Browser } from 'playwright-core';
-import { openPage, type OpenedPage } from '@tabfleet/headless';
-import type { InitOptions } from './pages/collective-types';
+import type { InitOptions } from '@tabfleet/collective/testing';
+import { openPage, type OpenedPage } from './index';
 
 export interface CollectiveTabs {
   ids: string[];

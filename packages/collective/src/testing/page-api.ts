@@ -1,6 +1,6 @@
 // What the collective test page (e2e/pages/collective.ts) takes and returns; shared with the Node side
-// (e2e/collective-tabs.ts, bench/allreduce.ts), so types only: no DOM, no Node globals.
-import type { LinkStats, ReduceOp, RingCounters, WireDType } from '@tabfleet/collective';
+// (headless's collective-tabs.ts, the in-browser test, bench/allreduce.ts), so types only: no DOM, no Node globals.
+import type { LinkStats, ReduceOp, RingCounters, WireDType } from '../index';
 
 export interface InitOptions {
   self: string;
