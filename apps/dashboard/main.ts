@@ -116,7 +116,8 @@ function renderJobs(): void {
   const rows = [...jobs.values()].sort((a, b) => b.createdAt - a.createdAt).map((j) => {
     const acc = j.latestAccuracy;
     return `<tr data-job="${esc(j.id)}"><td><a href="#/jobs/${esc(j.id)}">${esc(j.name)}</a></td><td class="state-${j.state}">${j.state}</td><td>${esc(formatModel(j.spec))}</td>
-      <td>${esc(j.spec.strategy)}${j.spec.compression !== 'none' ? ` + ${esc(j.spec.compression)}` : ''}</td><td>${j.step}/${targetStepsOf(j.spec)}</td><td>${j.workers}</td><td data-accuracy>${acc === null ? '—' : `${(100 * acc).toFixed(2)}%`}</td></tr>`;
+      <td>${esc(j.spec.strategy)}${j.spec.compression !== 'none' ? ` + ${esc(j.spec.compression)}` : ''}</td><td>${j.step}/${targetStepsOf(j.spec)}</td><td>${j.workers}</td>`
+      + `<td data-accuracy>${acc === null ? '—' : `${(100 * acc).toFixed(2)}%`}</td></tr>`;
   });
   $('jobs').querySelector('tbody')!.innerHTML = rows.join('') || '<tr><td colspan="7" class="muted">No jobs yet: submit one below.</td></tr>';
 }
@@ -206,7 +207,15 @@ function renderJob(): void {
   if (!current) return;
   const j = jobs.get(current.id)!;
   $('job-title').textContent = j.name;
-  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(formatModel(j.spec))} on ${esc(j.spec.dataset)} · ${esc(j.spec.strategy)} (H ${j.spec.H})${j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : ''} · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}${j.spec.pacing !== 'fixed' ? ` · ${esc(j.spec.pacing)}` : ''}${j.spec.groupSize ? ` · Moshpit groups of ${j.spec.groupSize}${j.spec.hierarchical ? ', tabs of one address together' : ''}${j.spec.regionalGroups ? ', by region' : ''}` : ''}${j.endReason ? ` · ${esc(j.endReason)}` : ''}`
+  $('job-summary').innerHTML = `<span class="state-${j.state}">${j.state}</span> · ${esc(formatModel(j.spec))} on ${esc(j.spec.dataset)}`
+    + ` · ${esc(j.spec.strategy)} (H ${j.spec.H})`
+    + (j.spec.compression !== 'none' ? ` · ${esc(j.spec.compression)}${j.spec.compression === 'dgc' ? ` ${(100 * j.spec.sparsity).toFixed(2)}% sparse` : ''}` : '')
+    + ` · ${j.spec.trust === 'untrusted' ? `untrusted, ${esc(j.spec.aggregation)}` : 'trusted, ring mean'}`
+    + (j.spec.pacing !== 'fixed' ? ` · ${esc(j.spec.pacing)}` : '')
+    + (j.spec.groupSize
+      ? ` · Moshpit groups of ${j.spec.groupSize}${j.spec.hierarchical ? ', tabs of one address together' : ''}${j.spec.regionalGroups ? ', by region' : ''}`
+      : '')
+    + (j.endReason ? ` · ${esc(j.endReason)}` : '')
     + (j.notice ? ` · ${esc(j.notice)}` : '');
   $('sync-time').textContent = syncTimeText(j);
   // A finished job has nothing to stop: no button, not a greyed one.
@@ -305,8 +314,10 @@ function renderWorkers(): void {
     const left = w.state === 'left';
     return `<tr class="${left ? 'left' : ''}" data-state="${esc(w.state)}"><td>${esc(w.contributor)}<br><span class="muted">${esc(w.volunteerId)}</span></td><td>${esc(w.adapter)}</td>
     <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}${w.hidden && !left ? ' · background tab' : ''}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
-    <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td><td class="num" data-sent>${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
-    <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td><td class="num" data-faults>${w.faults ?? '—'}</td><td data-reputation>${reputation(w.reputation)}</td></tr>`;
+    <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td>`
+      + `<td class="num" data-sent>${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
+    <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td>`
+      + `<td class="num" data-faults>${w.faults ?? '—'}</td><td data-reputation>${reputation(w.reputation)}</td></tr>`;
   });
   const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';
   $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="12" class="muted">${empty}</td></tr>`;

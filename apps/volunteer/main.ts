@@ -120,7 +120,9 @@ async function refreshCredit(): Promise<void> {
 
 async function initBackend(choice: BackendChoice): Promise<BackendInfo> {
   // A browser without WebGPU has no navigator.gpu on the page (nor in workers).
-  if (choice === 'webgpu' && !('gpu' in navigator && navigator.gpu)) throw new Error('This browser does not offer WebGPU (navigator.gpu is missing): use a recent Chrome, Edge or Safari, or enable WebGPU');
+  if (choice === 'webgpu' && !('gpu' in navigator && navigator.gpu)) {
+    throw new Error('This browser does not offer WebGPU (navigator.gpu is missing): use a recent Chrome, Edge or Safari, or enable WebGPU');
+  }
   // `?gpuMemory=MiB` caps what the tab allows itself on the GPU (default: from navigator.deviceMemory);
   // `?slowdown=F` (1–64) makes it F times slower, sleeping beside its compute: tests of unequal volunteers.
   const slowdown = Number(params.get('slowdown'));
