@@ -123,7 +123,8 @@ export class Barrier {
       } else if (m.leftOutSince === null) {
         members.setLeftOut(m, now);
         deps.count('members_left_out');
-        deps.log(`job ${job.id}: ${m.volunteerId} is left out of sync ${job.seq + 1}: not ready ${Math.round(now - m.workSince)} ms after it was handed work, ${boundMs} ms after the first member was`);
+        const late = `not ready ${Math.round(now - m.workSince)} ms after it was handed work, ${boundMs} ms after the first member was`;
+        deps.log(`job ${job.id}: ${m.volunteerId} is left out of sync ${job.seq + 1}: ${late}`);
       }
     }
     this.host.tryBegin();

@@ -86,7 +86,8 @@ export class GroupRoundChecks {
     r.disputes = new Map(verdict.disputes.map((d) => [d.part, { ...d, evidence: new Map() }]));
     for (const d of verdict.disputes) {
       this.host.deps.count('validation_disputes');
-      this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: part ${d.part}: validator ${d.validator} computed ${d.validatorAggregate || '(all refused)'}, owner ${d.owner} reports ${d.ownerAggregate}; asking every member for its contribution`);
+      const claims = `validator ${d.validator} computed ${d.validatorAggregate || '(all refused)'}, owner ${d.owner} reports ${d.ownerAggregate}`;
+      this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: part ${d.part}: ${claims}; asking every member for its contribution`);
       this.host.deps.toVolunteer(r.members, 'evidence:request', { jobId: this.host.jobId, roundId: r.roundId, part: d.part });
     }
   }
@@ -151,7 +152,8 @@ export class GroupRoundChecks {
       const verdict = settleDispute(d, r.members.map((id) => d.evidence.get(id)!), this.host.spec, weights);
       for (const id of verdict.liars) liars.add(id);
       if (verdict.liars.includes(d.owner)) ownerLied = true;
-      findings.push(`part ${d.part} recomputed from every member's contribution is ${verdict.truth}; owner ${d.owner} reported ${d.ownerAggregate}, validator ${d.validator} ${d.validatorAggregate || '(all refused)'}`);
+      const claims = `owner ${d.owner} reported ${d.ownerAggregate}, validator ${d.validator} ${d.validatorAggregate || '(all refused)'}`;
+      findings.push(`part ${d.part} recomputed from every member's contribution is ${verdict.truth}; ${claims}`);
     }
     const evidence = findings.join('; ');
     this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: ${evidence}; lied: ${[...liars].join(', ')}`);
@@ -174,7 +176,8 @@ export class GroupRoundChecks {
     const verdict = checkGroup(r.members, reports);
     for (const x of verdict.refused) {
       this.host.deps.count('contributions_refused');
-      this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: ${x.member}'s contributions were refused by ${x.reasons.length} of ${r.members.length} owners: ${x.reasons.join('; ').slice(0, 500)}`);
+      const refusals = `refused by ${x.reasons.length} of ${r.members.length} owners: ${x.reasons.join('; ').slice(0, 500)}`;
+      this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: ${x.member}'s contributions were ${refusals}`);
     }
     if (verdict.mismatches.length === 0) return verdict.refused;
     this.host.deps.count('digest_mismatches');

@@ -42,7 +42,12 @@ export interface ValidationVerdict {
   disputes: Dispute[];
 }
 
-export function judgeValidations(members: readonly string[], reports: ReadonlyMap<string, GroupReport>, checks: readonly PartCheck[], validations: ReadonlyMap<string, readonly PartValidationReport[]>): ValidationVerdict {
+export function judgeValidations(
+  members: readonly string[],
+  reports: ReadonlyMap<string, GroupReport>,
+  checks: readonly PartCheck[],
+  validations: ReadonlyMap<string, readonly PartValidationReport[]>,
+): ValidationVerdict {
   const mismatches: DigestMismatch[] = [];
   const disputes: Dispute[] = [];
   for (const c of checks) {

@@ -22,7 +22,8 @@ export class GroupedSync {
    * grid point: always in one group, side by side in its ring. With `localityOf` (regional groups: a
    * member's region hint), the grid is laid out by it (moshpitGroups).
    */
-  constructor(members: readonly string[], seq: number, size: number, seed: number, readonly firstRoundId: number, layout: { householdOf?: (member: string) => string | undefined; localityOf?: (member: string) => string | undefined } = {}) {
+  constructor(members: readonly string[], seq: number, size: number, seed: number, readonly firstRoundId: number,
+    layout: { householdOf?: (member: string) => string | undefined; localityOf?: (member: string) => string | undefined } = {}) {
     const { householdOf, localityOf } = layout;
     this.groups = householdOf ? moshpitHouseholdGroups(members, householdOf, seq - 1, size, seed, localityOf) : moshpitGroups(members, seq - 1, size, seed, localityOf);
     this.state = this.groups.map(() => 'running');

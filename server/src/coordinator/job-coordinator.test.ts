@@ -56,7 +56,8 @@ async function setup(spec: object, timing = { roundTimeoutMs: 1_000, barrierTime
   const job: JobRecord = {
     id: 'job-t', name: 't', state: 'waiting', createdAt: 0, updatedAt: 0, seq: 0, step: 0,
     // Fixed H unless a test says otherwise (auto, the default, is tested by name).
-    spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted' }),
+    spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.1, batchSize: 8 },
+      minWorkers: 2, maxWorkers: 3, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted' }),
     ...spec,
   };
   await store.createJob(job);
@@ -81,7 +82,12 @@ async function setup(spec: object, timing = { roundTimeoutMs: 1_000, barrierTime
   const evaluate = (round: { seq: number; evaluators: string[] }, flat: Float32Array) => {
     for (const id of round.evaluators) c.handle(id, 'metrics', { jobId: job.id, seq: round.seq, checksum: modelDigest(flat), accuracy: 0.5, loss: 1 });
   };
-  return { c, clock, sent, add, last, loadAndReady, result, commitFirstSync, evaluate, cleanup: async () => { await c.flushed(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+  const cleanup = async () => {
+    await c.flushed();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { c, clock, sent, add, last, loadAndReady, result, commitFirstSync, evaluate, cleanup };
 }
 
 test('a member that never reaches the barrier is evicted after the barrier timeout', async () => {
@@ -233,7 +239,8 @@ test('when every member holding the global model leaves, joiners restart from th
 });
 
 /** A Moshpit job: 6 members in groups of at most 3, each group its own ring. */
-const GROUPED = (spec: object) => ({ spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 6, maxWorkers: 6, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted', groupSize: 3, ...spec }) });
+const GROUPED = (spec: object) => ({ spec: jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, pacing: 'fixed',
+  hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 6, maxWorkers: 6, targetSteps: 100, checkpointEvery: 1000, trust: 'trusted', groupSize: 3, ...spec }) });
 const SIX = ['a', 'b', 'c', 'd', 'e', 'f'];
 
 /**
@@ -477,7 +484,8 @@ test('paced Moshpit job: each group\'s begin carries the steps of its own member
   const begin = t.last('a', 'round:begin');
   assert.deepEqual(Object.keys(begin.steps).sort(), [...begin.members].sort());
   assert.ok(Object.values(begin.steps).every((n) => n === 16), 'before their paces are known, members train for the budget, given half of 8 × H');
-  for (const id of begin.members) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: begin.roundId, checksum: 'abcdef01', step: 16, metrics: { loss: 1, samples: 128, wallMs: 1600, computeMs: 1600, bytesSent: 0, bytesReceived: 0 } });
+  for (const id of begin.members) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: begin.roundId, checksum: 'abcdef01', step: 16, metrics: { loss: 1, samples: 128,
+    wallMs: 1600, computeMs: 1600, bytesSent: 0, bytesReceived: 0 } });
   const commit = t.last('a', 'round:commit');
   assert.deepEqual(Object.keys(commit.steps).sort(), [...begin.members].sort());
   // Its first sync's 16 steps took 1.6 s: a 1 s budget fits 10.
@@ -499,7 +507,8 @@ test('job spec: Moshpit groups only for trusted LocalSGD (fixed or paced) withou
 });
 
 test('paced LocalSGD: the commit carries the time budget, and a member that stopped at it is weighed by the steps it reports, never past twice those given', async () => {
-  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 1000, checkpointEvery: 1000, trust: 'trusted' });
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000,
+    hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 1000, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec });
   t.add('a'); t.add('b');
   // Paces unknown: the first work is time-boxed (the job's budget), given half of 8 × H, so at most 8 × H.
@@ -509,7 +518,8 @@ test('paced LocalSGD: the commit carries the time budget, and a member that stop
   t.loadAndReady('b');
   const r1 = t.last('a', 'round:begin');
   assert.deepEqual(r1.steps, { a: 12, b: 16 }, 'what a member reports it took, else what it was given');
-  for (const [id, steps] of [['a', 12], ['b', 16]] as const) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: steps, metrics: { loss: 1, samples: 8 * steps, wallMs: 100 * steps, computeMs: 100 * steps, bytesSent: 0, bytesReceived: 0 } });
+  for (const [id, steps] of [['a', 12], ['b', 16]] as const) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: steps,
+    metrics: { loss: 1, samples: 8 * steps, wallMs: 100 * steps, computeMs: 100 * steps, bytesSent: 0, bytesReceived: 0 } });
   const commit = t.last('a', 'round:commit');
   assert.equal(commit.budgetMs, 1_000, 'members stop at the budget');
   assert.equal(commit.steps.a, 10, '100 ms per step: 10 fit the budget');
@@ -554,12 +564,14 @@ test('untrusted paced LocalSGD: a member may claim at most the steps it was give
 test('paced LocalSGD: a member not ready is left out a pace-derived time past its budget, counted from the latest budget still running', async () => {
   // Budgets of 10 s that members end 100 ms past, at 625 ms a step: the bound is 4 × that overrun + 5 s,
   // + a step of the slowest member (it may end a step past its budget), not 4 × the 10 s + 5 s.
-  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 10_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 10_000,
+    hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
   const ready = (id: string, seq: number) => t.c.handle(id, 'round:ready', { jobId: 'job-t', seq, step: seq, steps: 16 });
   const commit = (ids: string[]) => {
     const r = t.last(ids[0], 'round:begin');
-    for (const id of ids) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step: r.seq, metrics: { loss: 1, samples: 128, wallMs: 10_000, computeMs: 10_000, bytesSent: 0, bytesReceived: 0 } });
+    for (const id of ids) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step: r.seq, metrics: { loss: 1, samples: 128, wallMs: 10_000,
+      computeMs: 10_000, bytesSent: 0, bytesReceived: 0 } });
     return t.last(ids[0], 'round:commit');
   };
   for (const id of ['a', 'b', 'c']) t.add(id);
@@ -589,7 +601,8 @@ test('paced LocalSGD: a member not ready is left out a pace-derived time past it
 test('paced LocalSGD: a member whose one step is longer than the budget is waited for that step, not left out every sync', async () => {
   // 1-s budgets; a and c at 100 ms a step, b at 8 s (it takes at least one step). Sync 1, its pace
   // unknown: 4 s for a step; then its measured 8 s.
-  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000,
+    hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
   const steps = { a: 10, b: 1, c: 10 } as const;
   const syncWork = (seq: number) => {
@@ -602,7 +615,8 @@ test('paced LocalSGD: a member whose one step is longer than the budget is waite
     assert.deepEqual(r.members, ['a', 'b', 'c'], `b is in sync ${seq}`);
     for (const id of ['a', 'b', 'c'] as const) {
       const computeMs = id === 'b' ? 8_000 : 100 * steps[id];
-      t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step: seq, metrics: { loss: 1, samples: 8 * steps[id], wallMs: computeMs, computeMs, bytesSent: 0, bytesReceived: 0 } });
+      t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step: seq, metrics: { loss: 1, samples: 8 * steps[id], wallMs: computeMs,
+        computeMs, bytesSent: 0, bytesReceived: 0 } });
     }
   };
   for (const id of ['a', 'b', 'c']) t.add(id);
@@ -613,7 +627,8 @@ test('paced LocalSGD: a member whose one step is longer than the budget is waite
 
 test('paced LocalSGD: the barrier never waits longer than the configured barrier timeout, whatever the budget', async () => {
   // A 118-s budget + an unmeasured member's 4-s step + the 5-s floor would be 127 s: capped at 120 s.
-  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 118_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 118_000,
+    hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
   for (const id of ['a', 'b', 'c']) t.add(id);
   for (const id of ['a', 'b', 'c']) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
@@ -626,7 +641,8 @@ test('paced LocalSGD: the barrier never waits longer than the configured barrier
 });
 
 test('paced LocalSGD: a joiner mid-job works until a second before the others\' budgets end, not one second from its start', async () => {
-  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 10_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1, trust: 'trusted' });
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 10_000,
+    hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 3, targetSteps: 100_000, checkpointEvery: 1, trust: 'trusted' });
   const t = await setup({ spec }, { roundTimeoutMs: 10_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 10_000 });
   t.add('a'); t.add('b');
   for (const id of ['a', 'b']) t.c.handle(id, 'model:loaded', { jobId: 'job-t', seq: 0, checksum: 'abcdef01' });
@@ -634,7 +650,8 @@ test('paced LocalSGD: a joiner mid-job works until a second before the others\' 
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 1, step: 16, steps: 16 });
   const r1 = t.last('a', 'round:begin');
   t.add('c');
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 16, metrics: { loss: 1, samples: 128, wallMs: 10_000, computeMs: 10_000, bytesSent: 0, bytesReceived: 0 } });
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r1.roundId, checksum: 'abcdef01', step: 16, metrics: { loss: 1, samples: 128,
+    wallMs: 10_000, computeMs: 10_000, bytesSent: 0, bytesReceived: 0 } });
   assert.equal(t.last('a', 'round:commit').budgetMs, 10_000);
   const model = initialParams('mlp-fashion', 1);
   t.evaluate(r1, model);
@@ -651,12 +668,14 @@ test('paced LocalSGD: a joiner mid-job works until a second before the others\' 
 test('a paced job ends on its target: syncs that could pass it give at most the steps left, with no budget', async () => {
   // Target 30: sync 1 takes one step (paces unknown, and a time box's ceiling of 8 × H could pass the
   // target: an eighth of H, at least one, no budget); then 10 fit each member's budget.
-  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000, hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 30, checkpointEvery: 1000, trust: 'trusted' });
+  const spec = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, pacing: 'paced', roundBudgetMs: 1_000,
+    hyperparameters: { lr: 0.1, batchSize: 8 }, minWorkers: 2, maxWorkers: 2, targetSteps: 30, checkpointEvery: 1000, trust: 'trusted' });
   const t = await setup({ spec });
   // 100 ms a step, every step.
   const sync = (step: number, steps: number) => {
     const r = t.last('a', 'round:begin');
-    for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step, metrics: { loss: 1, samples: 8 * steps, wallMs: 100 * steps, computeMs: 100 * steps, bytesSent: 0, bytesReceived: 0 } });
+    for (const id of ['a', 'b']) t.c.handle(id, 'round:result', { jobId: 'job-t', roundId: r.roundId, checksum: 'abcdef01', step, metrics: { loss: 1, samples: 8 * steps,
+      wallMs: 100 * steps, computeMs: 100 * steps, bytesSent: 0, bytesReceived: 0 } });
     return t.last('a', 'round:commit');
   };
   t.add('a'); t.add('b');

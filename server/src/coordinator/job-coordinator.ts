@@ -224,7 +224,6 @@ export class JobCoordinator {
     return this.persistQueue;
   }
 
-  // ---------- membership ----------
 
   join(v: VolunteerInfo): Assignment {
     if (this.ended) throw new ProtocolError('conflict', `job ${this.job.id} has ended (${this.job.state})`);
@@ -335,7 +334,6 @@ export class JobCoordinator {
     this.changedWorkers();
   }
 
-  // ---------- events from members ----------
 
   handle<E extends VolunteerEventName>(volunteerId: string, event: E, payload: VolunteerEventParsed<E>): object {
     const m = this.members.get(volunteerId);
@@ -458,7 +456,6 @@ export class JobCoordinator {
     this.tryBegin();
   }
 
-  // ---------- the round clock ----------
 
   private tryBegin(): void {
     if (this.ended || this.round || this.checkpoints.uploadPending) return;
@@ -519,7 +516,10 @@ export class JobCoordinator {
     const common = { jobId: this.job.id, seq, mode, began: now, deadline, uploader: this.round.uploader, evaluators: this.round.evaluators };
     if (grouped) {
       // Paced: each group weighs its members' parameters by the steps they took (the weights of its own mean only).
-      grouped.groups.forEach((g, i) => this.deps.toVolunteer(g, 'round:begin', { ...common, roundId: grouped.roundIdOf(i), members: g, quorum: g.length, grouped: true, ...(steps ? { steps: Object.fromEntries(g.map((id) => [id, steps[id]])) } : {}) }));
+      grouped.groups.forEach((g, i) => {
+        const groupSteps = steps ? { steps: Object.fromEntries(g.map((id) => [id, steps[id]])) } : {};
+        this.deps.toVolunteer(g, 'round:begin', { ...common, roundId: grouped.roundIdOf(i), members: g, quorum: g.length, grouped: true, ...groupSteps });
+      });
     } else {
       this.deps.toVolunteer(members, 'round:begin', { ...common, roundId, members, quorum: members.length, ...(steps ? { steps } : {}), ...(dtype ? { dtype } : {}) });
     }
@@ -566,7 +566,10 @@ export class JobCoordinator {
     if (someCommitted) this.saveRound(r, 'committed', `${r.groups!.summary()}; the rest aborted: ${reason}`);
     else this.saveRound(r, 'aborted', reason);
     if (r.groups) {
-      for (const g of r.groups.running()) this.deps.toVolunteer(r.groups.groups[g].filter((id) => !lost.includes(id)), 'round:abort', { jobId: this.job.id, roundId: r.groups.roundIdOf(g), reason, lost });
+      for (const g of r.groups.running()) {
+        const to = r.groups.groups[g].filter((id) => !lost.includes(id));
+        this.deps.toVolunteer(to, 'round:abort', { jobId: this.job.id, roundId: r.groups.roundIdOf(g), reason, lost });
+      }
     } else {
       this.deps.toVolunteer(r.members.filter((id) => !lost.includes(id)), 'round:abort', { jobId: this.job.id, roundId: r.roundId, reason, lost });
     }

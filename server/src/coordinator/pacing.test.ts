@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import { DDP_MICRO_BATCHES, jobSpecSchema, PACED_STEP_CEILING } from '@tabfleet/protocol';
 import { AutoSync, EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, measuredPace, nextPace, roundBudgetMs, samplesPerStep, stepsFor, SyncTimeModel, unmeasuredWork } from './pacing';
 
-const spec = (o: object = {}) => jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', pacing: 'paced', hyperparameters: { lr: 0.1, batchSize: 32 }, targetSteps: 100, ...o });
+const spec = (o: object = {}) => jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', pacing: 'paced',
+  hyperparameters: { lr: 0.1, batchSize: 32 }, targetSteps: 100, ...o });
 
 test('paced steps: H steps of the fastest member fill the budget; slower members do proportionally fewer, at least one', () => {
   const s = spec();
