@@ -36,7 +36,11 @@ test('what is wrong with an image set is said', () => {
     ['label out of range', st({ images: u8([N, 28, 28], pixels(N)), labels: i64Labels([...labels(N - 1), 12]) }), /label 12 of image 199 is not a class in 0\.\.9/],
     ['negative label', st({ images: u8([N, 28, 28], pixels(N)), labels: i64Labels([-1, ...labels(N - 1)]) }), /label -1 of image 0/],
     ['IDX still gzip', () => checkIdxImageUpload(Uint8Array.from([0x1f, 0x8b, 8, 0, 0, 0]), idx([N], Uint8Array.from(labels(N)))), /the images file is not IDX: bad IDX magic/],
-    ['IDX truncated', () => checkIdxImageUpload(idx([N, 28, 28], pixels(N)).subarray(0, 5000), idx([N], Uint8Array.from(labels(N)))), /the images file is not IDX: IDX data has 4984 bytes, dims \[200,28,28\] need 156800/],
+    [
+      'IDX truncated',
+      () => checkIdxImageUpload(idx([N, 28, 28], pixels(N)).subarray(0, 5000), idx([N], Uint8Array.from(labels(N)))),
+      /the images file is not IDX: IDX data has 4984 bytes, dims \[200,28,28\] need 156800/,
+    ],
     ['IDX swapped', () => checkIdxImageUpload(idx([N], Uint8Array.from(labels(N))), idx([N, 28, 28], pixels(N))), /the images file has dimensions \[200\]; give \[N, 28, 28\]/],
   ];
   for (const [name, run, message] of cases) {

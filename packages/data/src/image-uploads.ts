@@ -74,7 +74,9 @@ function checkImageSet(images: IdxArray, labelCount: number, labels: ArrayLike<n
   if (h !== UPLOAD_IMAGE_SIDE || w !== UPLOAD_IMAGE_SIDE) throw new UploadError(`the images are ${h}×${w}; the image models take ${UPLOAD_IMAGE_SIDE}×${UPLOAD_IMAGE_SIDE} grey images`);
   if (labelCount !== n) throw new UploadError(`${n} images but ${labelCount} labels`);
   if (n < MIN_IMAGE_UPLOAD_EXAMPLES) throw new UploadError(`only ${n} images; at least ${MIN_IMAGE_UPLOAD_EXAMPLES}, as every tenth is held out for validation`);
-  if (images.data.length + n > MAX_IMAGE_UPLOAD_BYTES) throw new UploadError(`${n} images are ${(images.data.length / 2 ** 20).toFixed(1)} MiB; image uploads are at most ${MAX_IMAGE_UPLOAD_BYTES / 2 ** 20} MiB`);
+  if (images.data.length + n > MAX_IMAGE_UPLOAD_BYTES) {
+    throw new UploadError(`${n} images are ${(images.data.length / 2 ** 20).toFixed(1)} MiB; image uploads are at most ${MAX_IMAGE_UPLOAD_BYTES / 2 ** 20} MiB`);
+  }
   const out = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
     const v = labels[i];

@@ -2,7 +2,10 @@
 // this worker's data shard. Sync strategies drive it through these calls; in a browser it lives in
 // the engine Web Worker (so every method takes and returns plain transferable values).
 import { concatBatches, epochBatches, gather, sequentialBatches, sliceBatch, type Dataset } from '@tabfleet/data';
-import { createModel, createOptimizer, evaluate, planMemory, recordGradientStep, recordTrainStep, type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type RecomputeMode } from '@tabfleet/nn';
+import {
+  createModel, createOptimizer, evaluate, planMemory, recordGradientStep, recordTrainStep,
+  type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type RecomputeMode,
+} from '@tabfleet/nn';
 import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32 } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
 

@@ -22,7 +22,9 @@ test('one backend twice: every unit identical, and a result 1.5× too long refus
 
 test('a unit is its seed alone: whatever the engine trained before, a fresh optimizer on the same batches gives the same delta', async () => {
   const shard = Int32Array.from({ length: 512 }, (_, i) => i);
-  const make = () => new ModelEngine(new CpuBackend('f32'), { preset: PRESETS['mlp-fashion'], seed: 1, optimizer: opts.optimizer, batchSize: 16, train: data.train, test: data.test, shard, dataSeed: 9 });
+  const make = () => new ModelEngine(new CpuBackend('f32'), {
+    preset: PRESETS['mlp-fashion'], seed: 1, optimizer: opts.optimizer, batchSize: 16, train: data.train, test: data.test, shard, dataSeed: 9,
+  });
   const a = make(), b = make();
   await b.trainSteps(5); // b's own history: momentum and batch position differ from a's
   b.writeParams(await a.readParams());

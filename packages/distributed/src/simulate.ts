@@ -235,7 +235,9 @@ interface GroupedExchange {
  * every group runs its own ring over its members' parameters (base − delta), at once. A group with a
  * member that left fails at the deadline and re-runs with the rest; no other group waits for it.
  */
-async function groupedExchange(workers: SimWorker[], transports: MemoryTransport[], payloads: Payload[], formedOver: string[], seq: number, grouping: Grouping, opts: RunOptions): Promise<GroupedExchange> {
+async function groupedExchange(
+  workers: SimWorker[], transports: MemoryTransport[], payloads: Payload[], formedOver: string[], seq: number, grouping: Grouping, opts: RunOptions,
+): Promise<GroupedExchange> {
   const index = new Map(workers.map((w, i) => [w.id, i]));
   const params = workers.map((w, i) => {
     const p = payloads[i];
@@ -254,8 +256,19 @@ async function groupedExchange(workers: SimWorker[], transports: MemoryTransport
         means[index.get(ringMembers[0])!] = params[index.get(ringMembers[0])!];
         return attempt;
       }
-      const rings = present.map((id) => new Ring({ transport: transports[index.get(id)!], members: ringMembers, self: id, jobId: opts.jobId ?? 'sim', round: seq * 16 + attempt, deadlineMs: opts.deadlineMs ?? 120_000 }));
-      const outcomes = await Promise.allSettled(rings.map((r, k) => exchange(r, { kind: 'dense', dtype: payloads[index.get(present[k])!].dtype, values: params[index.get(present[k])!] })));
+      const rings = present.map((id) => new Ring({
+        transport: transports[index.get(id)!],
+        members: ringMembers,
+        self: id,
+        jobId: opts.jobId ?? 'sim',
+        round: seq * 16 + attempt,
+        deadlineMs: opts.deadlineMs ?? 120_000,
+      }));
+      const outcomes = await Promise.allSettled(rings.map((r, k) => exchange(r, {
+        kind: 'dense',
+        dtype: payloads[index.get(present[k])!].dtype,
+        values: params[index.get(present[k])!],
+      })));
       rings.forEach((r, k) => (bytesSent[index.get(present[k])!] += r.counters.bytesOut));
       for (const r of rings) r.close();
       const failed = outcomes.find((o) => o.status === 'rejected');

@@ -18,7 +18,10 @@ test('ddp with dense allreduce gives the parameters of one worker training on th
   const data = gaussianBlobs(WORKERS * B * STEPS, 784, 10, 7);
   const test = gaussianBlobs(64, 784, 10, 8);
   // Step s of the big worker reads examples [s·4B, (s+1)·4B); worker k reads the k-th quarter of each.
-  const single = new ModelEngine(backend, { preset: PRESETS['mlp-fashion'], seed: 3, optimizer: sgd, batchSize: WORKERS * B, train: data, test, shard: Int32Array.from({ length: data.count }, (_, i) => i), dataSeed: 0, shuffle: false });
+  const single = new ModelEngine(backend, {
+    preset: PRESETS['mlp-fashion'], seed: 3, optimizer: sgd, batchSize: WORKERS * B, train: data, test,
+    shard: Int32Array.from({ length: data.count }, (_, i) => i), dataSeed: 0, shuffle: false,
+  });
   await single.trainSteps(STEPS);
   const workers: SimWorker[] = Array.from({ length: WORKERS }, (_, k) => {
     const shard = Int32Array.from({ length: STEPS * B }, (_, i) => Math.floor(i / B) * WORKERS * B + k * B + (i % B));
@@ -44,7 +47,9 @@ test('ddp with dense allreduce gives the parameters of one worker training on th
 test('an aborted sync is re-run with the same payload and nothing applied twice', async () => {
   const backend = new CpuBackend();
   const data = gaussianBlobs(256, 784, 10, 1);
-  const engine = new ModelEngine(backend, { preset: PRESETS['mlp-fashion'], seed: 1, optimizer: sgd, batchSize: 16, train: data, test: data, shard: Int32Array.from({ length: 256 }, (_, i) => i), dataSeed: 0 });
+  const engine = new ModelEngine(backend, {
+    preset: PRESETS['mlp-fashion'], seed: 1, optimizer: sgd, batchSize: 16, train: data, test: data, shard: Int32Array.from({ length: 256 }, (_, i) => i), dataSeed: 0,
+  });
   const s = createStrategy(engine, { strategy: 'localsgd', H: 2, compression: 'none', outerLr: 0.7, outerMomentum: 0.9 });
   await s.reset();
   await s.local();
@@ -62,8 +67,18 @@ test('an aborted sync is re-run with the same payload and nothing applied twice'
 });
 
 const lateJoinCases = [
-  { name: 'DiLoCo: the outer momentum', stateKeys: ['diloco.outer_momentum'], optimizer: { kind: 'adamw' as const, lr: 1e-3 }, strategy: { strategy: 'diloco' as const, H: 2, compression: 'none' as const, outerLr: 0.7, outerMomentum: 0.9 } },
-  { name: 'DDP: the optimizer\'s momentum', stateKeys: ['ddp.optimizer.velocity'], optimizer: { kind: 'sgd' as const, lr: 0.05, momentum: 0.9 }, strategy: { strategy: 'ddp' as const, H: 1, compression: 'none' as const, outerLr: 0.7, outerMomentum: 0.9 } },
+  {
+    name: 'DiLoCo: the outer momentum',
+    stateKeys: ['diloco.outer_momentum'],
+    optimizer: { kind: 'adamw' as const, lr: 1e-3 },
+    strategy: { strategy: 'diloco' as const, H: 2, compression: 'none' as const, outerLr: 0.7, outerMomentum: 0.9 },
+  },
+  {
+    name: 'DDP: the optimizer\'s momentum',
+    stateKeys: ['ddp.optimizer.velocity'],
+    optimizer: { kind: 'sgd' as const, lr: 0.05, momentum: 0.9 },
+    strategy: { strategy: 'ddp' as const, H: 1, compression: 'none' as const, outerLr: 0.7, outerMomentum: 0.9 },
+  },
 ];
 
 for (const c of lateJoinCases) {

@@ -74,7 +74,10 @@ export async function openCdpWindow(browser: Browser): Promise<CdpWindow> {
         targetId,
         send,
         async evaluate<T>(expression: string): Promise<T> {
-          const r = (await send('Runtime.evaluate', { expression, returnByValue: true, awaitPromise: true })) as { result: { value?: T }; exceptionDetails?: { exception?: { description?: string }; text: string } };
+          const r = (await send('Runtime.evaluate', { expression, returnByValue: true, awaitPromise: true })) as {
+            result: { value?: T };
+            exceptionDetails?: { exception?: { description?: string }; text: string };
+          };
           if (r.exceptionDetails) throw new Error(`in the tab: ${r.exceptionDetails.exception?.description ?? r.exceptionDetails.text}`);
           return r.result.value as T;
         },

@@ -39,7 +39,13 @@ const cases: { name: string; preset: ModelPreset; opt: OptimizerConfig; batch: n
   // Odd sizes on purpose: 3 heads of 8, a context of 13, a vocabulary of 67.
   { name: 'GPT 2 layers × 3 heads, width 24, tied head, AdamW', preset: { kind: 'gpt', vocab: 67, context: 13, width: 24, heads: 3, layers: 2 }, opt: { kind: 'adamw', lr: 3e-3 }, batch: 3 },
   // The fused causal attention kernel on the GPU (head size 8, a multiple of 4) against the CPU's composed ops.
-  { name: 'GPT 2 layers × 3 heads, fused attention on the GPU', preset: { kind: 'gpt', vocab: 67, context: 13, width: 24, heads: 3, layers: 2 }, opt: { kind: 'adamw', lr: 3e-3 }, batch: 3, gpu: { fusedAttention: true } },
+  {
+    name: 'GPT 2 layers × 3 heads, fused attention on the GPU',
+    preset: { kind: 'gpt', vocab: 67, context: 13, width: 24, heads: 3, layers: 2 },
+    opt: { kind: 'adamw', lr: 3e-3 },
+    batch: 3,
+    gpu: { fusedAttention: true },
+  },
   { name: 'GPT 1 layer, LAMB', preset: { kind: 'gpt', vocab: 67, context: 13, width: 24, heads: 3, layers: 1 }, opt: { kind: 'lamb', lr: 1e-2, weightDecay: 0.01 }, batch: 3 },
 ];
 

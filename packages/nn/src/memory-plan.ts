@@ -112,13 +112,25 @@ export async function planMemory(model: Model, batchSize: number, sample: (n: nu
   const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
   const plan = (fit: Fit, reason: string): MemoryPlan => {
     const microBatch = Math.min(batchSize, fit.examples);
-    return { microBatch, recompute: fit.recompute, passes: Math.ceil(batchSize / microBatch), predictedPeakBytes: fit.peakAt(microBatch), budgetBytes: opts.budgetBytes, bindingBytes: binding, reason, probes };
+    return {
+      microBatch,
+      recompute: fit.recompute,
+      passes: Math.ceil(batchSize / microBatch),
+      predictedPeakBytes: fit.peakAt(microBatch),
+      budgetBytes: opts.budgetBytes,
+      bindingBytes: binding,
+      reason,
+      probes,
+    };
   };
   if (plain && plain.examples >= batchSize) return plan(plain, `the batch of ${batchSize} fits in ${mib(opts.budgetBytes)} in one pass`);
   if (recomputed && recomputed.examples >= batchSize) return plan(recomputed, `the batch of ${batchSize} fits in ${mib(opts.budgetBytes)} only with activation recompute`);
   if (plain && plain.examples >= 1) return plan(plain, `${plain.examples} of ${batchSize} examples fit per pass: gradients accumulate over micro-batches`);
-  if (recomputed && recomputed.examples >= 1) return plan(recomputed, `with recompute ${recomputed.examples} of ${batchSize} examples fit per pass: gradients accumulate over micro-batches`);
-  throw new GpuOutOfMemoryError(`not one example of this model fits this tab's ${mib(opts.budgetBytes)} of GPU memory (a pass of one example peaks at ${mib(Math.min(...probes.map((p) => p.peakBytes)))})`);
+  if (recomputed && recomputed.examples >= 1) {
+    return plan(recomputed, `with recompute ${recomputed.examples} of ${batchSize} examples fit per pass: gradients accumulate over micro-batches`);
+  }
+  throw new GpuOutOfMemoryError(`not one example of this model fits this tab's ${mib(opts.budgetBytes)} of GPU memory `
+    + `(a pass of one example peaks at ${mib(Math.min(...probes.map((p) => p.peakBytes)))})`);
 }
 
 function wholeBatch(batchSize: number, recompute: boolean, reason: string): MemoryPlan {

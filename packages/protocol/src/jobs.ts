@@ -298,34 +298,80 @@ export const jobSpecSchema = z
     const text = (TEXT_DATASETS as readonly string[]).includes(s.dataset);
     if (s.preset === 'gpt' && !s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: 'a gpt job gives its shape: { layers, heads, width, context }' });
     if (s.preset !== 'gpt' && s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: `only a gpt job has a gpt shape (this one is ${s.preset})` });
-    if ((s.preset === 'mlp-fashion' || s.preset === 'cnn-fashion') && text) ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} classifies images: fashion-mnist, synthetic-blobs or image-upload` });
-    if ((s.preset === 'gpt' || s.preset === 'transformer-char') && !text) ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} trains on text: ${TEXT_DATASETS.join(' or ')}` });
+    if ((s.preset === 'mlp-fashion' || s.preset === 'cnn-fashion') && text) {
+      ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} classifies images: fashion-mnist, synthetic-blobs or image-upload` });
+    }
+    if ((s.preset === 'gpt' || s.preset === 'transformer-char') && !text) {
+      ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} trains on text: ${TEXT_DATASETS.join(' or ')}` });
+    }
     const uploaded = (UPLOAD_DATASETS as readonly string[]).includes(s.dataset);
-    if (uploaded !== (s.upload !== undefined)) ctx.addIssue({ code: 'custom', path: ['upload'], message: s.upload ? 'only a text-upload or image-upload job names an upload' : `with dataset ${s.dataset}, give the upload's id (POST /api/datasets returns it)` });
+    if (uploaded !== (s.upload !== undefined)) {
+      const message = s.upload
+        ? 'only a text-upload or image-upload job names an upload'
+        : `with dataset ${s.dataset}, give the upload's id (POST /api/datasets returns it)`;
+      ctx.addIssue({ code: 'custom', path: ['upload'], message });
+    }
     if (s.tokenizer && !text) ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: `${s.dataset} is not text: it has no tokenizer` });
-    if (s.preset === 'transformer-char' && (s.dataset !== 'text-corpus' || (s.tokenizer ?? 'chars') !== 'chars')) ctx.addIssue({ code: 'custom', path: ['preset'], message: 'transformer-char is the generated corpus\'s character model: use gpt for other text' });
+    if (s.preset === 'transformer-char' && (s.dataset !== 'text-corpus' || (s.tokenizer ?? 'chars') !== 'chars')) {
+      ctx.addIssue({ code: 'custom', path: ['preset'], message: 'transformer-char is the generated corpus\'s character model: use gpt for other text' });
+    }
     if (s.dataset === 'text-corpus' && s.tokenizer === 'gpt2') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the generated corpus is cut by chars or bytes' });
-    if (s.dataset !== 'text-corpus' && s.tokenizer === 'chars') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the chars tokenizer knows only the generated corpus\'s 30 characters' });
+    if (s.dataset !== 'text-corpus' && s.tokenizer === 'chars') {
+      ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the chars tokenizer knows only the generated corpus\'s 30 characters' });
+    }
     const tokenizer = tokenizerFor(s.dataset, s.tokenizer);
     if (s.preset === 'gpt' && s.gpt && tokenizer) {
       const l = gptLayout({ ...s.gpt, vocab: TOKENIZER_VOCAB[tokenizer] });
       if (l.length * 4 > LIMITS.maxModelBytes) {
         const mib = (b: number) => (b / 2 ** 20).toFixed(1);
-        ctx.addIssue({ code: 'custom', path: ['gpt'], message: `this gpt has ${parameterCount(l).toLocaleString('en')} parameters (${mib(l.length * 4)} MiB); models travel through the server within ${mib(LIMITS.maxModelBytes)} MiB` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['gpt'],
+          message: `this gpt has ${parameterCount(l).toLocaleString('en')} parameters (${mib(l.length * 4)} MiB); `
+            + `models travel through the server within ${mib(LIMITS.maxModelBytes)} MiB`,
+        });
       }
     }
-    if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });
+    if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) {
+      ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });
+    }
     const pacing = s.pacing ?? defaultPacing(s);
     if (pacing !== 'fixed' && s.strategy === 'ddp') {
-      if (s.hyperparameters.batchSize % DDP_MICRO_BATCHES !== 0) ctx.addIssue({ code: 'custom', path: ['hyperparameters', 'batchSize'], message: `paced ddp splits the batch into ${DDP_MICRO_BATCHES} micro-batches: batchSize must be a multiple of ${DDP_MICRO_BATCHES}` });
-      if (s.roundBudgetMs !== undefined) ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: 'a paced ddp round lasts as long as the members take for the global batch at their paces: it has no budget to set' });
+      if (s.hyperparameters.batchSize % DDP_MICRO_BATCHES !== 0) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['hyperparameters', 'batchSize'],
+          message: `paced ddp splits the batch into ${DDP_MICRO_BATCHES} micro-batches: batchSize must be a multiple of ${DDP_MICRO_BATCHES}`,
+        });
+      }
+      if (s.roundBudgetMs !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['roundBudgetMs'],
+          message: 'a paced ddp round lasts as long as the members take for the global batch at their paces: it has no budget to set',
+        });
+      }
     }
-    if (s.roundBudgetMs !== undefined && pacing !== 'paced') ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message: pacing === 'auto' ? `an auto job's budget is chosen by the server${s.pacing ? '' : ' (auto is the default)'}: give pacing 'paced' to set it` : 'only a paced job has a round budget' });
+    if (s.roundBudgetMs !== undefined && pacing !== 'paced') {
+      const message = pacing === 'auto'
+        ? `an auto job's budget is chosen by the server${s.pacing ? '' : ' (auto is the default)'}: give pacing 'paced' to set it`
+        : 'only a paced job has a round budget';
+      ctx.addIssue({ code: 'custom', path: ['roundBudgetMs'], message });
+    }
     if (s.groupSize === undefined && s.maxWorkers > LIMITS.maxWorkersPerJob) {
-      ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `a job in one ring holds at most ${LIMITS.maxWorkersPerJob} members; set groupSize to average in Moshpit groups (up to ${LIMITS.maxWorkersPerGroupedJob.toLocaleString('en')} members)` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['maxWorkers'],
+        message: `a job in one ring holds at most ${LIMITS.maxWorkersPerJob} members; `
+          + `set groupSize to average in Moshpit groups (up to ${LIMITS.maxWorkersPerGroupedJob.toLocaleString('en')} members)`,
+      });
     }
     if (s.groupSize !== undefined) {
-      const why = s.trust !== 'trusted' ? 'trusted jobs (untrusted ones average in one checked group)' : s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)` : s.pacing === 'auto' ? 'H fixed or paced by a time budget (pacing: fixed or paced)' : s.compression !== 'none' ? 'dense parameters (compression: none)' : null;
+      const why = s.trust !== 'trusted' ? 'trusted jobs (untrusted ones average in one checked group)'
+        : s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)`
+        : s.pacing === 'auto' ? 'H fixed or paced by a time budget (pacing: fixed or paced)'
+        : s.compression !== 'none' ? 'dense parameters (compression: none)'
+        : null;
       if (why) ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `Moshpit groups are built for ${why}` });
     }
     if (s.hierarchical && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['hierarchical'], message: 'hierarchical averaging arranges Moshpit groups: set groupSize' });
@@ -337,7 +383,14 @@ export const jobSpecSchema = z
   .transform((s) => {
     const d = defaultsFor(s.strategy, s.compression, s.preset);
     const h = s.hyperparameters;
-    return { ...s, pacing: s.pacing ?? defaultPacing(s), tokenizer: tokenizerFor(s.dataset, s.tokenizer), sparsity: s.sparsity ?? d.sparsity, aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'), hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum } };
+    return {
+      ...s,
+      pacing: s.pacing ?? defaultPacing(s),
+      tokenizer: tokenizerFor(s.dataset, s.tokenizer),
+      sparsity: s.sparsity ?? d.sparsity,
+      aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'),
+      hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum },
+    };
   });
 
 /** What a researcher posts; defaults are filled in by parsing. */

@@ -164,7 +164,10 @@ export function coordinateMedian(xs: readonly Float32Array[]): Float32Array {
  * CenteredClip from the coordinate-wise median; see CLIP_RADIUS_FACTOR. With `weights` (paced rounds):
  * from the weighted median, v ← v + Σ w_j clip(x_j − v, τ) / Σ w (without, every w_j is 1: the same bits).
  */
-export function centeredClip(xs: readonly Float32Array[], { radiusFactor = CLIP_RADIUS_FACTOR, iterations = CLIP_ITERATIONS, weights }: { radiusFactor?: number; iterations?: number; weights?: readonly number[] } = {}): Float32Array {
+export function centeredClip(
+  xs: readonly Float32Array[],
+  { radiusFactor = CLIP_RADIUS_FACTOR, iterations = CLIP_ITERATIONS, weights }: { radiusFactor?: number; iterations?: number; weights?: readonly number[] } = {},
+): Float32Array {
   const n = xs[0].length;
   const total = weights ? weights.reduce((a, b) => a + b, 0) : xs.length;
   const v = Float64Array.from(weights ? weightedQuantiles(xs, weights, 0.5) : coordinateMedian(xs));

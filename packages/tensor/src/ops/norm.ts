@@ -35,7 +35,14 @@ export function embedding(table: Tensor, ids: Tensor): Tensor {
   const T = ids.size;
   const be = table.backend;
   return derived(be, be.embedding(table.storage, ids.storage, T, V, D), [...ids.shape, D], [table, ids], 'embedding', (dy) => [
-    () => derived(be, be.embeddingBackward(dy.storage, ids.storage, T, V, D, ids.idGroups ? { index: ids.idGroups.index.storage, rows: ids.idGroups.rows } : undefined), [V, D], [], 'embedding_grad', () => []),
+    () => derived(
+      be,
+      be.embeddingBackward(dy.storage, ids.storage, T, V, D, ids.idGroups ? { index: ids.idGroups.index.storage, rows: ids.idGroups.rows } : undefined),
+      [V, D],
+      [],
+      'embedding_grad',
+      () => [],
+    ),
     null,
   ]);
 }

@@ -110,7 +110,9 @@ export class WebGpuBackend implements Backend {
   }
 
   /** Dispatch for the vec4 element-wise kernels, whose uniforms start with (vec4 count, rowStride). */
-  private elementwise(shader: 'unary' | 'fill' | 'sgd' | 'adamw' | 'lamb_moments', elements: number, rest: ReturnType<typeof f>[], buffers: GpuStorage[], constants: Record<string, number> = {}): void {
+  private elementwise(
+    shader: 'unary' | 'fill' | 'sgd' | 'adamw' | 'lamb_moments', elements: number, rest: ReturnType<typeof f>[], buffers: GpuStorage[], constants: Record<string, number> = {},
+  ): void {
     const WG = 64;
     const n = Math.ceil(elements / 4);
     const { workgroups, rowStride } = grid1d(n, WG);
