@@ -30,7 +30,8 @@ export function commitOf(cwd = process.cwd()): string | null {
 /**
  * What every results file records about the run that made it, so a figure can be traced to the code
  * it measured: the commit, when it started, the command, the machine and how long it took (ms).
- * Call it when the run ends, with the epoch ms it started at.
+ * Call it when the run ends, with the epoch ms it started at. scripts/figures.test.ts checks every
+ * file in bench/results has these fields.
  */
 export function runRecord(startedAt: number, command = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim()) {
   return {
@@ -40,4 +41,19 @@ export function runRecord(startedAt: number, command = `npm run bench -- ${proce
     machine: machineInfo(),
     durationMs: Date.now() - startedAt,
   };
+}
+
+/**
+ * The `npm run bench` line that repeats a run with these options. Built from the options rather than
+ * process.argv, because tests call a benchmark's run() directly and argv would then name the test.
+ */
+export function benchCommand(name: string, opts: { runs: number; quick: boolean; out?: string; only?: string[] }): string {
+  const defaultRuns = opts.quick ? 2 : 5;
+  return [
+    `npm run bench -- ${name}`,
+    opts.quick ? '--quick' : '',
+    opts.runs !== defaultRuns ? `--runs ${opts.runs}` : '',
+    opts.only?.length ? `--only ${opts.only.join(',')}` : '',
+    opts.out ? `--out ${opts.out}` : '',
+  ].filter(Boolean).join(' ');
 }
