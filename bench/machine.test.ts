@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { benchCommand, runRecord } from './machine';
+import { benchCommand, missingRecord, runRecord } from './machine';
 
 test('benchCommand repeats the options a run was given, defaults left out', () => {
   assert.equal(benchCommand('kernels', { runs: 5, quick: false }), 'npm run bench -- kernels');
@@ -16,4 +16,5 @@ test('runRecord names the commit, the start, the command, the machine and the du
   assert.equal(r.command, 'npm run bench -- x');
   assert.ok(r.machine.cores >= 1);
   assert.ok(r.durationMs >= 1_500 && r.durationMs < 60_000, `${r.durationMs}`);
+  assert.deepEqual(missingRecord(r), [], 'what runRecord writes passes the check of every results file');
 });

@@ -57,3 +57,16 @@ export function benchCommand(name: string, opts: { runs: number; quick: boolean;
     opts.out ? `--out ${opts.out}` : '',
   ].filter(Boolean).join(' ');
 }
+
+/** What a results file lacks of runRecord's fields; [] when it has them all. */
+export function missingRecord(json: Record<string, unknown>): string[] {
+  const missing: string[] = [];
+  if (typeof json.commit !== 'string' || !/^[0-9a-f]{40}(-dirty)?$/.test(json.commit)) missing.push('commit');
+  if (typeof json.date !== 'string' || Number.isNaN(Date.parse(json.date))) missing.push('date');
+  if (typeof json.command !== 'string' || !json.command.startsWith('npm run ')) missing.push('command');
+  if (json.machine === null || typeof json.machine !== 'object') missing.push('machine');
+  // A backfilled file may say it has no duration: its run kept none, and none may be made up.
+  const backfilledWithout = json.durationMs === null && typeof json.provenance === 'string' && json.provenance.includes('durationMs: the run recorded no duration');
+  if (!(typeof json.durationMs === 'number' && json.durationMs >= 0) && !backfilledWithout) missing.push('durationMs');
+  return missing;
+}

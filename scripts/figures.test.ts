@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { checkCitation, checkDocs, citationsIn, missingRecord, resolvePath, scaleFor } from './figures';
+import { missingRecord } from '../bench/machine';
+import { checkCitation, checkDocs, citationsIn, resolvePath, scaleFor } from './figures';
 
 const root = join(import.meta.dirname, '..');
 const resultsDir = join(root, 'bench', 'results');

@@ -168,19 +168,6 @@ export function checkDocs(root: string): { citations: Citation[]; problems: stri
   return { citations, problems: citations.map((c) => checkCitation(c, load)).filter((x): x is string => x !== null) };
 }
 
-/** What a results file lacks of runRecord's fields (bench/machine.ts); [] when it has them all. */
-export function missingRecord(json: Record<string, unknown>): string[] {
-  const missing: string[] = [];
-  if (typeof json.commit !== 'string' || !/^[0-9a-f]{40}(-dirty)?$/.test(json.commit)) missing.push('commit');
-  if (typeof json.date !== 'string' || Number.isNaN(Date.parse(json.date))) missing.push('date');
-  if (typeof json.command !== 'string' || !json.command.startsWith('npm run ')) missing.push('command');
-  if (json.machine === null || typeof json.machine !== 'object') missing.push('machine');
-  // A backfilled file may say it has no duration: its run kept none, and none may be made up.
-  const backfilledWithout = json.durationMs === null && typeof json.provenance === 'string' && json.provenance.includes('durationMs: the run recorded no duration');
-  if (!(typeof json.durationMs === 'number' && json.durationMs >= 0) && !backfilledWithout) missing.push('durationMs');
-  return missing;
-}
-
 if (import.meta.url === `file://${process.argv[1]}`) {
   const root = join(import.meta.dirname, '..');
   const { citations, problems } = checkDocs(root);
