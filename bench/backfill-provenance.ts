@@ -35,13 +35,9 @@ function git(root: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20 }).trim();
 }
 
-/** The newest commit whose version of `path` is not itself a backfill: the one that recorded the run. */
+/** The last commit that changed `path`: the one that recorded its run (a backfilled file is never backfilled again). */
 function recordingCommit(root: string, path: string): string | null {
-  for (const sha of git(root, 'log', '--format=%H', '--', path).split('\n').filter(Boolean)) {
-    const version = JSON.parse(git(root, 'show', `${sha}:${path}`)) as Json;
-    if (!backfilled(version)) return sha;
-  }
-  return null;
+  return git(root, 'log', '-1', '--format=%H', '--', path) || null;
 }
 
 const backfilled = (j: Json) => typeof j.provenance === 'string' && j.provenance.startsWith('backfilled');
