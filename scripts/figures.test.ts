@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { missingRecord } from '../bench/machine';
+import { missingRecord } from './run-record';
 import { checkCitation, checkDocs, citationsIn, resolvePath, scaleFor } from './figures';
 
 const root = join(import.meta.dirname, '..');
@@ -23,8 +23,9 @@ test('every figure README.md and docs/ cite equals its results file', () => {
   const { citations, problems } = checkDocs(root);
   assert.deepEqual(problems, [], `stale or broken citations: rewrite the prose to the results file's value\n${problems.join('\n')}`);
   // So the check cannot pass by finding nothing.
-  assert.ok(citations.length >= 40, `only ${citations.length} citations found`);
-  assert.ok(new Set(citations.map((c) => c.file)).size >= 8, 'citations of at least 8 results files');
+  // 82 when this was written: removing citations should be a decision, not an accident.
+  assert.ok(citations.length >= 80, `only ${citations.length} citations found`);
+  assert.ok(new Set(citations.map((c) => c.file)).size >= 14, 'citations of at least 14 results files');
 });
 
 const fixture = {
@@ -48,7 +49,7 @@ test('the checker accepts figures at their decimals, units and lists', () => {
 
 test('the checker catches a wrong figure, an unknown file or key, a missing figure and a list of the wrong length', () => {
   const [wrong] = check('here\n\nat a p99 of 212 ms (`fix.json summary.round_p99_ms`)');
-  assert.match(wrong!, /^doc\.md:3: `fix\.json summary\.round_p99_ms`: quoted 212 ms, the results hold 360 ms/);
+  assert.match(wrong!, /^doc\.md:3: `fix\.json summary\.round_p99_ms`: quoted 212 ms, the results hold 360 ms \(359\.6\), after "…here at a p99 of 212 ms"$/);
   assert.match(check('1.10× (`fix.json summary.ratio`)')[0]!, /quoted 1\.10×, the results hold 1\.09×/);
   assert.match(check('81.6% (`fix.json summary.accuracy`)')[0]!, /quoted 81\.6%, the results hold 81\.5%/);
   assert.match(check('15.4, 12.5 s (`fix.json results.fixed.msToConsensus`)')[0]!, /quoted 12\.5 s, the results hold 12\.4 s/);

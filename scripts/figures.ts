@@ -142,7 +142,7 @@ export function checkCitation(c: Citation, load: (file: string) => unknown | und
     const unit = /^[%×x]?$/.test(c.unit) ? c.unit : ` ${c.unit}`;
     return figureMatches(q, v * scale) ? [] : [`quoted ${q}${unit}, the results hold ${shown}${unit} (${v}${scale === 1 ? '' : ` × ${scale}`})`];
   });
-  return wrong.length ? `${where(c)}: ${wrong.join('; ')}` : null;
+  return wrong.length ? `${where(c)}: ${wrong.join('; ')}, after "…${c.before.slice(-60)}"` : null;
 }
 
 /** README.md and every markdown file under docs/. */

@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
-import { runRecord } from '../bench/machine';
+import { runRecord } from './run-record';
 import { TARGETS } from './fuzz/targets';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
