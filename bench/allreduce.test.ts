@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { allreduceBenchConfig } from './allreduce';
 import { median } from './stats';
 import { runBench } from './child';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-allreduce-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -22,6 +23,7 @@ test('npm run bench -- allreduce --quick writes a complete allreduce JSON', { ti
   const code = await runBench(['allreduce', '--quick', '--out', out], t.signal);
   assert.equal(code, 0, 'the benchmark exits 0');
   const r: Json = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   const cfg = allreduceBenchConfig(1, true);
   assert.equal(r.benchmark, 'allreduce');
   assert.equal(r.quick, true);

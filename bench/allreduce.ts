@@ -19,7 +19,7 @@ import { dirname, join, relative } from 'node:path';
 import { repoRoot, browserSession, CHROMIUM_ARGS, CHROMIUM_PATH } from '@tabfleet/headless';
 import type { RawResult, TimedRun } from '@tabfleet/collective/testing';
 import { openCollectiveTabs, type CollectiveTabs } from '@tabfleet/headless/collective-tabs';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { median, percentile } from './stats';
 
@@ -141,7 +141,7 @@ export async function runAllreduceBench(opts: BenchOptions) {
         await fleet.close();
       }
     }
-    const report = buildReport(cfg, opts.quick, results, connectMs, session.browser.version(), userAgent, Date.now() - t0);
+    const report = buildReport(cfg, opts, results, connectMs, session.browser.version(), userAgent, t0);
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
     const s = report.summary;
@@ -175,16 +175,15 @@ function fmt(x: number | null): string {
   return x === null ? 'n/a' : x.toFixed(3);
 }
 
-function buildReport(cfg: AllreduceBenchConfig, quick: boolean, results: AllreduceFigures[], connectMs: Record<string, number>, browserVersion: string, userAgent: string, durationMs: number) {
+function buildReport(cfg: AllreduceBenchConfig, opts: BenchOptions, results: AllreduceFigures[], connectMs: Record<string, number>, browserVersion: string, userAgent: string, t0: number) {
   const sizeForSummary = cfg.sizesMiB.includes(16) ? 16 : cfg.sizesMiB[cfg.sizesMiB.length - 1];
   const pick = (dtype: 'f32' | 'f16') => results.find((r) => r.members === 4 && r.sizeMiB === sizeForSummary && r.dtype === dtype);
   const f32 = pick('f32'), f16 = pick('f16');
   return {
     benchmark: 'allreduce',
-    createdAt: new Date().toISOString(),
-    quick,
+    ...runRecord(t0, benchCommand('allreduce', opts)),
+    quick: opts.quick,
     options: cfg,
-    machine: machineInfo(),
     browser: {
       name: 'chromium',
       version: browserVersion,
@@ -224,7 +223,6 @@ function buildReport(cfg: AllreduceBenchConfig, quick: boolean, results: Allredu
       wire_over_raw_n4: f32?.wire_over_raw ?? null,
       goal_busbw_over_raw: 0.9,
     },
-    durationMs,
   };
 }
 

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-byzantine-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,6 +21,7 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   const out = join(dir, 'byzantine.json');
   assert.equal(await runBench(['byzantine', '--quick', '--runs', '1', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'byzantine');
   assert.equal(r.quick, true);
   assert.equal(r.job.workers, WORKERS);
@@ -131,6 +133,9 @@ test('--only robust re-runs the centered-clip cells and what they choose, and ke
   assert.equal(await runBench(['byzantine', '--quick', '--only', 'robust', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
   assert.ok(r.sectionDates.robust > before.sectionDates.matrix, 'the robust section is dated anew');
+  assert.match(r.command, /--only robust/, 'the top-level record names the partial run');
+  assert.equal(r.sectionCommits.matrix, before.sectionCommits.matrix, 'sections not re-run keep their commit');
+  assert.equal(typeof r.sectionCommits.robust, 'string');
   assert.equal(r.matrix.length, before.matrix.length);
   const others = (x: any) => x.matrix.filter((c: any) => c.rule !== 'centered-clip').map((c: any) => [c.name, c.testAccuracy, c.wallMs]);
   assert.deepEqual(others(r), others(before), 'the other rules\' cells are kept as they were');

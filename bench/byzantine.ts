@@ -31,7 +31,7 @@ import type { CellTask } from './byzantine-child';
 import { ChildPool } from './child-pool';
 import { chooseWorst, definitions, matrixTable, settingOf, spread, summarize, type Cell, type Finished, type SummaryCells } from './byzantine-summary';
 import { VALIDATION_EXAMPLES, VARIANTS, baseSettings, convergenceConfig, variantName } from './convergence-config';
-import { machineInfo } from './machine';
+import { benchCommand, commitOf, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { tuningFile, type TuningReport } from './tune';
 
@@ -163,6 +163,9 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
   const { job } = jobSettings(opts.quick);
   const p = plan(opts.quick, job, os.cpus().length);
   const sections: Record<string, string> = report.sectionDates ?? { matrix: report.date, summaryCells: report.date, overhead: report.date };
+  // The top-level record names this (partial) run; each section keeps the commit that measured it.
+  const commits: Record<string, string | null> = report.sectionCommits ?? Object.fromEntries(Object.keys(sections).map((k) => [k, report.commit ?? null]));
+  for (const s of opts.only!) commits[s] = commitOf();
   if (opts.only!.includes('robust')) {
     await rerunRobust(report, p, log);
     sections.robust = new Date().toISOString();
@@ -184,7 +187,7 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
     clean: report.settings.clean, meanScaledF1: report.settings.meanScaledF1,
     worstF5: { choice: report.worstAttacks.f5, settings: report.settings.worstF5 }, worstF7: { choice: report.worstAttacks.f7, settings: report.settings.worstF7 },
   };
-  Object.assign(report, { sectionDates: sections, definitions: definitions(p), summary: summarize(cells, report.overhead, report.verification) });
+  Object.assign(report, runRecord(t0, benchCommand('byzantine', opts)), { sectionDates: sections, sectionCommits: commits, definitions: definitions(p), summary: summarize(cells, report.overhead, report.verification) });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   log(`re-ran ${opts.only!.join(', ')} in ${((Date.now() - t0) / 60_000).toFixed(1)} min; wrote ${file}\n${JSON.stringify(report.summary, null, 2)}`);
 }
@@ -244,7 +247,7 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
   }
   const timing = (xs: number[]) => ({ cells: xs.length, ms: spread(xs), totalMs: xs.reduce((a, b) => a + b, 0) });
   const report = {
-    benchmark: 'byzantine', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0, machine: machineInfo(),
+    benchmark: 'byzantine', ...runRecord(t0, benchCommand('byzantine', opts)), quick: opts.quick,
     job: { workers: WORKERS, strategy: 'localsgd', ...p.job, settingsFrom: from, strategyChoice: STRATEGY_CHOICE, backend: 'CPU (packages/tensor CpuBackend), all workers of a cell in one child process' },
     plan: { lengths: p.lengths, matrix: p.matrix, seeds: p.seeds, worstAttacksAtFullLength: p.worstAttacksAtFullLength, processes: p.processes, linkModels: p.linkModels, overheadReps: opts.runs },
     definitions: definitions(p),
@@ -257,6 +260,7 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
     fullCells: full.cells,
     verification,
     sectionDates: { matrix: new Date(t0).toISOString(), summaryCells: new Date(t0).toISOString(), overhead: new Date(t0).toISOString(), verification: new Date(t0).toISOString() },
+    sectionCommits: Object.fromEntries(['matrix', 'summaryCells', 'overhead', 'verification'].map((k) => [k, commitOf()])),
     summary: summarize(full.settings, overhead, verification),
   };
   mkdirSync(dirname(file), { recursive: true });

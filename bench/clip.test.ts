@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CLIP_RADIUS_FACTOR } from '@tabfleet/protocol';
 import { runBench } from './child';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-clip-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -16,6 +17,7 @@ test('npm run bench -- clip --quick writes runs and a summary that follows from 
   const out = join(dir, 'clip.json');
   assert.equal(await runBench(['clip', '--quick', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'clip');
   assert.equal(r.quick, true);
   const factors = r.summary.byFactor.map((f: any) => f.radiusFactor);

@@ -15,7 +15,7 @@ import { CLIP_ITERATIONS, CLIP_RADIUS_FACTOR } from '@tabfleet/protocol';
 import type { JobSettings } from './byzantine-config';
 import { jobSettings } from './byzantine';
 import { ChildPool } from './child-pool';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { median } from './stats';
 
@@ -87,7 +87,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const chosen = byFactor.reduce((a, b) => (b.worstAttackedValidation > a.worstAttackedValidation ? b : a));
   const meanSmall = median(results.filter((r) => r.radiusFactor === null).map((r) => r.validationAccuracy));
   const report = {
-    benchmark: 'clip', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0, machine: machineInfo(), job,
+    benchmark: 'clip', ...runRecord(t0, benchCommand('clip', opts)), quick: opts.quick, job,
     definitions: {
       runs: `16 LocalSGD members of the MLP for ${syncs} syncs of H = ${job.H} from a common start (seed 1), the last f attacking, combined with CenteredClip from the coordinate-wise median (${CLIP_ITERATIONS} iterations, τ = radiusFactor × the median distance); the rule's math alone, without the group protocol or screening (clip-child.ts)`,
       smallGroup: `${small.workers} honest members for ${small.syncs} syncs, seeds ${small.seeds.join(', ')}, each factor and the plain mean: what clipping honest members costs a small group (median over seeds)`,

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-convergence-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -16,6 +17,7 @@ test('npm run bench -- convergence --quick writes a complete convergence JSON', 
   const out = join(dir, 'convergence.json');
   assert.equal(await runBench(['convergence', '--quick', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'convergence');
   assert.equal(r.quick, true);
   assert.match(r.adapter, /webgpu/);

@@ -21,7 +21,7 @@ import { dirname, join, relative } from 'node:path';
 import type { ConvergenceResult } from '@tabfleet/distributed';
 import { browserSession, openPage, repoRoot } from '@tabfleet/headless';
 import { CAPPED, QUICK_VARIANTS, TARGET, VALIDATION_EXAMPLES, VARIANTS, baseSettings, convergenceConfig, variantName, type Settings, type Variant } from './convergence-config';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { median, spread } from './stats';
 import { tuningFile, type TuningReport } from './tune';
@@ -104,8 +104,8 @@ export async function run(opts: BenchOptions): Promise<void> {
   });
   const ddpMs = cell(true, 'ddp/none')?.msToTarget?.median, dilocoMs = cell(true, 'diloco/none')?.msToTarget?.median, dilocoDgcMs = cell(true, 'diloco/dgc')?.msToTarget?.median;
   const report = {
-    benchmark: 'convergence', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0,
-    machine: machineInfo(), adapter, browser: session.browser.version(), target: TARGET, cappedLink: CAPPED, validationExamples: VALIDATION_EXAMPLES,
+    benchmark: 'convergence', ...runRecord(t0, benchCommand('convergence', opts)), quick: opts.quick,
+    adapter, browser: session.browser.version(), target: TARGET, cappedLink: CAPPED, validationExamples: VALIDATION_EXAMPLES,
     tuning: tuning ? { file: relative(repoRoot, tuning.file), date: tuning.report.date, selectedOn: 'validation accuracy (held-out training examples), never the test set' } : null,
     definitions: {
       testAccuracy: 'accuracy on the whole 10,000-image test set at the end of the run; median, min, max over the cell\'s seeds',

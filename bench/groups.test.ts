@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-groups-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -16,6 +17,7 @@ test('npm run bench -- groups --quick writes a complete JSON', { timeout: 8 * 60
   const out = join(dir, 'groups.json');
   assert.equal(await runBench(['groups', '--quick', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'groups');
   assert.deepEqual([r.setup.workers, r.setup.groupSize], [32, 8]);
   const of = (v: string) => r.results.find((x: any) => x.variant === v);

@@ -12,7 +12,7 @@ import { mlpWorkers, runSyncs, startWorkers, type SimWorker, type SyncReport } f
 import { fashionMnistFromDisk } from '@tabfleet/distributed/node';
 import { repoRoot } from '@tabfleet/headless';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { median, spread } from './stats';
 
@@ -57,7 +57,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   // Test accuracy on the whole test set (quick: its first 2,000 examples).
   const testExamples = opts.quick ? 2_000 : Infinity;
   const log = (s: string) => console.log(`[groups] ${s}`);
-  const t0 = performance.now();
+  const t0 = Date.now();
   const backend = await createNodeGpuBackend();
   const data = await fashionMnistFromDisk();
   const results: RunResult[] = [];
@@ -93,7 +93,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const departure = of('moshpit-departure')[0];
   const attemptsAtDeparture = departure.groupAttempts[departure.departedAt! - 1];
   const report = {
-    benchmark: 'groups', quick: opts.quick, date: new Date().toISOString(), machine: machineInfo(), adapter: backend.description,
+    benchmark: 'groups', ...runRecord(t0, benchCommand('groups', opts)), quick: opts.quick, adapter: backend.description,
     setup: { workers: WORKERS, groupSize: GROUP, grid: [GROUP, WORKERS / GROUP], H: h, batch: BATCH, syncs, seeds, strategy: 'localsgd', lr: 0.05 },
     results,
     spreads: Object.fromEntries(['ring', 'moshpit'].map((v) => [v, { meanModelTestAccuracy: spread(of(v as Variant).map((r) => r.meanModelTestAccuracy)), memberTestAccuracy: spread(of(v as Variant).map((r) => r.memberTestAccuracy)) }])),
@@ -110,7 +110,6 @@ export async function run(opts: BenchOptions): Promise<void> {
       departure_groups_rerun: attemptsAtDeparture.filter((a) => a > 1).length,
       departure_groups: attemptsAtDeparture.length,
     },
-    totalSeconds: (performance.now() - t0) / 1000,
   };
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);

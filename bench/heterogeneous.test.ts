@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-heterogeneous-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -15,6 +16,7 @@ test('npm run bench -- heterogeneous --quick writes a complete JSON', { timeout:
   const out = join(dir, 'heterogeneous.json');
   assert.equal(await runBench(['heterogeneous', '--quick', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'heterogeneous');
   assert.deepEqual(r.setup.speeds, [1, 1, 1, 2, 2, 4, 4, 8]);
   for (const name of ['mlp', 'gpt']) {

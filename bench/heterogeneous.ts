@@ -21,7 +21,7 @@ import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { jobSpecSchema } from '@tabfleet/protocol';
 import { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '@tabfleet/server/testing';
 import { loadWorkload, type Workload, type WorkloadName } from './heterogeneous-workloads';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { median, spread } from './stats';
 
@@ -163,7 +163,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'heterogeneous.quick.json' : 'heterogeneous.json');
   const seeds = opts.quick ? [1] : [1, 2, 3];
   const log = (s: string) => console.log(`[heterogeneous] ${s}`);
-  const t0 = performance.now();
+  const t0 = Date.now();
   const backend = await createNodeGpuBackend();
   const workloads: Record<string, unknown> = {};
   const results: RunResult[] = [];
@@ -192,9 +192,8 @@ export async function run(opts: BenchOptions): Promise<void> {
   const { mlp, gpt } = summaries;
   const report = {
     benchmark: 'heterogeneous',
+    ...runRecord(t0, benchCommand('heterogeneous', opts)),
     quick: opts.quick,
-    date: new Date().toISOString(),
-    machine: machineInfo(),
     adapter: backend.description,
     setup: {
       speeds: SPEEDS, seeds, strategy: 'localsgd', workloads,
@@ -204,7 +203,6 @@ export async function run(opts: BenchOptions): Promise<void> {
     results,
     /** The MLP's figures under the issue's names, and the GPT's prefixed gpt_. */
     summary: { ...mlp, ...Object.fromEntries(Object.entries(gpt).map(([k, v]) => [`gpt_${k}`, v])) },
-    totalSeconds: (performance.now() - t0) / 1000,
   };
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);

@@ -11,6 +11,7 @@ import { runBench } from './child';
 import { kernelBenchOptions } from './kernels';
 import { TFJS_BACKENDS, matmulShapes } from './pages/kernels-types';
 import { median } from './stats';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-kernels-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -64,6 +65,7 @@ test('npm run bench -- kernels --quick writes a complete kernels JSON', { timeou
   const code = await runBench(['kernels', '--quick', '--runs', '1', '--out', out], t.signal);
   assert.equal(code, 0, 'the benchmark exits 0');
   const r: Json = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   const runs = r.options.runs;
   assert.equal(r.benchmark, 'kernels');
   assert.equal(r.quick, true);

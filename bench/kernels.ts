@@ -10,7 +10,7 @@ import {
   TFJS_BACKENDS, type KernelBenchOptions, type KernelBenchPageResult, type TabfleetVariantResult, type TfjsBackendName,
 } from './pages/kernels-types';
 import type { BenchOptions } from './run';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 
 export function kernelBenchOptions(runs: number, quick: boolean): KernelBenchOptions {
   // The GPT: 4 pre-norm blocks of width 128 over 128 byte tokens (0.8M parameters), 8 windows a step.
@@ -155,7 +155,7 @@ export async function runKernelsBench(opts: BenchOptions): Promise<{ file: strin
       const result = await page.evaluate((o) => window.runKernelBench(o), options);
       if (errors.length > 0) throw new Error(`the benchmark page threw:\n${errors.join('\n')}`);
       const summary = summarize(result);
-      const report = buildReport(result, summary, browserVersion, Date.now() - t0);
+      const report = buildReport(result, summary, browserVersion, runRecord(t0, benchCommand('kernels', opts)));
       mkdirSync(dirname(file), { recursive: true });
       writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
       printSummary(summary, result);
@@ -169,14 +169,13 @@ export async function runKernelsBench(opts: BenchOptions): Promise<{ file: strin
   }
 }
 
-function buildReport(r: KernelBenchPageResult, summary: KernelsSummary, browserVersion: string, durationMs: number) {
+function buildReport(r: KernelBenchPageResult, summary: KernelsSummary, browserVersion: string, record: ReturnType<typeof runRecord>) {
   const chosen = r.tabfleet.variants[r.tabfleet.defaultVariant];
   return {
     benchmark: 'kernels',
-    createdAt: new Date().toISOString(),
+    ...record,
     quick: r.options.quick,
     options: r.options,
-    machine: machineInfo(),
     browser: {
       name: 'chromium',
       version: browserVersion,
@@ -198,7 +197,6 @@ function buildReport(r: KernelBenchPageResult, summary: KernelsSummary, browserV
     tfjs: { version: r.tfjsVersion, webgpu: r.tfjs.webgpu, webgl: r.tfjs.webgl, cpu: r.tfjs.cpu },
     summary: namedBySquareSize(summary, r.options.squareSize),
     pageMs: r.totalMs,
-    durationMs,
   };
 }
 

@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { browserSession, repoRoot } from '@tabfleet/headless';
 import { lmShards, openLmPage } from './lm-corpus';
 import { DISTRIBUTED, lmConfig, lmVariantName, planOf } from './lm-config';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 
 interface Outer {
@@ -61,7 +61,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     await session.close();
   }
   const report = {
-    benchmark: 'lm-tuning', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0, machine: machineInfo(),
+    benchmark: 'lm-tuning', ...runRecord(t0, benchCommand('lm-tune', opts)), quick: opts.quick,
     gpt: plan.gpt, stepsPerWorker: plan.steps, seed: 1,
     split: { records: { train: shards.facts.records.train, tuning: shards.facts.records.validation }, trainWindows: shards.facts.trainWindows, tuningWindows: shards.facts.heldOutWindows },
     definitions: {

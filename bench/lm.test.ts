@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-lm-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -16,6 +17,7 @@ test('npm run bench -- lm --quick writes a complete lm JSON', { timeout: 10 * 60
   const out = join(dir, 'lm.json');
   assert.equal(await runBench(['lm', '--quick', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'lm');
   assert.equal(r.quick, true);
   assert.match(r.adapter, /webgpu/);

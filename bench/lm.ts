@@ -21,7 +21,7 @@ import type { LmRunConfig, LmRunResult } from '@tabfleet/distributed';
 import { browserSession, repoRoot } from '@tabfleet/headless';
 import { lmShards, openLmPage } from './lm-corpus';
 import { CAPPED, DISTRIBUTED, SINGLE, TARGET_MARGIN, WORKERS, lmConfig, lmVariantName, planOf, type LmVariant } from './lm-config';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { median, spread } from './stats';
 
@@ -82,8 +82,8 @@ export async function run(opts: BenchOptions): Promise<void> {
   const toTargetMedian = (v: LmVariant, clock: 'modeledMs' | 'wallMs') => median(runsOf(v).map((r) => toTarget(r, clock)));
   const [ddp, diloco, dilocoDgc] = DISTRIBUTED;
   const report = {
-    benchmark: 'lm', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0,
-    machine: machineInfo(), adapter, browser: session.browser.version(), corpus: { ...corpusFacts, validationWindows, validationBytes }, gpt: plan.gpt, parameters: equal[0]?.parameters, workers: WORKERS,
+    benchmark: 'lm', ...runRecord(t0, benchCommand('lm', opts)), quick: opts.quick,
+    adapter, browser: session.browser.version(), corpus: { ...corpusFacts, validationWindows, validationBytes }, gpt: plan.gpt, parameters: equal[0]?.parameters, workers: WORKERS,
     cappedLink: CAPPED, target, targetRule: `the highest of the distributed variants' best validation losses in the equal-tokens runs (median over seeds) × ${1 + TARGET_MARGIN}`,
     definitions: {
       finalLoss: `mean cross-entropy (nats per byte token) on ${plan.finalWindows ? `the first ${plan.finalWindows}` : 'every'} validation window at the end of the run`,

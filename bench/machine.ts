@@ -1,43 +1,18 @@
-// The machine a benchmark ran on, for every bench JSON.
-import os from 'node:os';
-import { execFileSync } from 'node:child_process';
-
-export function machineInfo() {
-  const cpus = os.cpus();
-  return {
-    /** 1, 5 and 15 minute load averages when the run ended: well above 1–2 suggests other work competed for the cores. */
-    loadAverageAtEnd: os.loadavg(),
-    cpuModel: cpus[0]?.model ?? 'unknown',
-    cores: cpus.length,
-    memoryBytes: os.totalmem(),
-    platform: os.platform(),
-    osRelease: os.release(),
-    arch: os.arch(),
-    node: process.version,
-  };
-}
-
-/** The commit measured (with `-dirty` when tracked files had uncommitted changes), or null outside a git checkout. */
-export function commitOf(cwd = process.cwd()): string | null {
-  try {
-    const git = (...args: string[]) => execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    return `${git('rev-parse', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') ? '-dirty' : ''}`;
-  } catch {
-    return null;
-  }
-}
+// The machine a benchmark ran on and the run record every bench JSON carries (scripts/run-record.ts),
+// and the command line that repeats a benchmark run.
+export { commitOf, machineInfo, missingRecord, runRecord } from '../scripts/run-record';
 
 /**
- * What every results file records about the run that made it, so a figure can be traced to the code
- * it measured: the commit, when it started, the command, the machine and how long it took (ms).
- * Call it when the run ends, with the epoch ms it started at.
+ * The `npm run bench` line that repeats a run with these options. Built from the options rather than
+ * process.argv, because tests call a benchmark's run() directly and argv would then name the test.
  */
-export function runRecord(startedAt: number, command = `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim()) {
-  return {
-    commit: commitOf(),
-    date: new Date(startedAt).toISOString(),
-    command,
-    machine: machineInfo(),
-    durationMs: Date.now() - startedAt,
-  };
+export function benchCommand(name: string, opts: { runs: number; quick: boolean; out?: string; only?: string[] }): string {
+  const defaultRuns = opts.quick ? 2 : 5;
+  return [
+    `npm run bench -- ${name}`,
+    opts.quick ? '--quick' : '',
+    opts.runs !== defaultRuns ? `--runs ${opts.runs}` : '',
+    opts.only?.length ? `--only ${opts.only.join(',')}` : '',
+    opts.out ? `--out ${opts.out}` : '',
+  ].filter(Boolean).join(' ');
 }

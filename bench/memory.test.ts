@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-memory-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -16,6 +17,7 @@ test('npm run bench -- memory --quick: recompute saves memory and fits a batch t
   const out = join(dir, 'memory.json');
   assert.equal(await runBench(['memory', '--quick', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'memory');
   assert.ok(r.sameBatch.on.peakBytes < r.sameBatch.off.peakBytes, `peak ${r.sameBatch.on.peakBytes} with recompute vs ${r.sameBatch.off.peakBytes}`);
   assert.ok(r.sameBatch.on.msPerStep > 0 && r.sameBatch.off.msPerStep > 0);

@@ -11,7 +11,7 @@ import { Rng } from '@tabfleet/protocol';
 import { dispose } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { repoRoot } from '@tabfleet/headless';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { median } from './stats';
 
@@ -76,7 +76,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const cfg = opts.quick ? QUICK : FULL;
   const runs = opts.quick ? 2 : opts.runs;
   const log = (s: string) => console.log(`[memory] ${s}`);
-  const t0 = performance.now();
+  const t0 = Date.now();
 
   // 1. Same model and batch, recompute off and on.
   const be = await createNodeGpuBackend();
@@ -112,9 +112,8 @@ export async function run(opts: BenchOptions): Promise<void> {
 
   const report = {
     benchmark: 'memory',
+    ...runRecord(t0, benchCommand('memory', opts)),
     quick: opts.quick,
-    date: new Date().toISOString(),
-    machine: machineInfo(),
     adapter: be.description,
     gpt: cfg.gpt,
     parameters: model.store.length,
@@ -138,7 +137,6 @@ export async function run(opts: BenchOptions): Promise<void> {
       max_batch_without_recompute: without.batch,
       max_batch_with_recompute: withRecompute.batch,
     },
-    totalSeconds: (performance.now() - t0) / 1000,
   };
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);

@@ -10,6 +10,7 @@ import { after, test } from 'node:test';
 import { runBench } from './child';
 import { consensusRounds } from './simulate';
 import { ringAllreduceMs, simulate } from './simulator';
+import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-simulate-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -18,6 +19,7 @@ test('npm run simulate -- --quick writes a complete JSON', { timeout: 4 * 60_000
   const out = join(dir, 'scale.json');
   assert.equal(await runBench(['simulate', '--quick', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'scale');
   // Moshpit groups of 16 at N = 16 and 64, with and without churn; then one ring at each N.
   assert.deepEqual(r.results.map((x: any) => [x.scenario.members, x.scenario.churnPer10Min, x.scenario.groupSize ?? null]), [[16, 0, 16], [16, 0.2, 16], [64, 0, 16], [64, 0.2, 16], [16, 0, null], [64, 0, null]]);

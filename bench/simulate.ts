@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
 import { LIMITS, moshpitGroups, mulberry32 } from '@tabfleet/protocol';
 import type { BenchOptions } from './run';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import { median, spread } from './stats';
 import { validateAt, type Validation } from './simulate-validate';
 import { CONSENSUS_DIMS, simulate, type Scenario, type ScenarioResult } from './simulator';
@@ -168,6 +168,7 @@ const LAYOUT_NAMES: Record<RegionalLayout, string> = { random: 'at random', hint
 const describe = (s: Scenario) => `N=${s.members} ${s.groupSize ? `groups of ${s.groupSize}${s.regions ? ` (${LAYOUT_NAMES[layoutOf(s)]}, ${s.regions.count} regions)` : ''}` : 'one ring'}, churn ${s.churnPer10Min * 100}%/10 min, ${s.pacing} (H ${s.H})`;
 
 export async function run(opts: BenchOptions): Promise<void> {
+  const t0 = Date.now();
   const results: ScenarioResult[] = [];
   for (const s of scenarios(opts.quick)) {
     const r = await simulate(s);
@@ -235,7 +236,7 @@ export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', 'scale.json');
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify({
-    benchmark: 'scale', machine: machineInfo(), quick: opts.quick,
+    benchmark: 'scale', ...runRecord(t0, benchCommand('simulate', opts)), quick: opts.quick,
     setup: { groups: `Moshpit groups of ${CONSENSUS_GROUP} (the coordinator's grouped syncs); one ring for comparison at N ≤ ${LIMITS.maxWorkersPerJob}`, linkModel: 'every link 10 Mbit/s, 40 ms one way; ring allreduce of 2(N−1) steps of 1/N of the model in frames of at most 64 KiB, pipelined as the ring sends them', model: 'mlp-fashion (814 KB)', H: `8 fixed; paced: nominal ${PACED_H}, each member the steps its pace fits in the budget (at most 4×)`, stepMs: 'lognormal, median 45 ms, sigma 0.25 between members and steps', churn: 'Poisson departures, each replaced after 1 s' },
     results,
     regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit groups of ${CONSENSUS_GROUP} laid out at random, by region hint (regionalGroups), and (N ≤ 1,024) by the round trips members measured, to a few peers when they joined (the join probe) and to their ring neighbours in rounds, with no hints`, results: regional },

@@ -9,7 +9,7 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { browserSession, openPage, repoRoot } from '@tabfleet/headless';
 import { QUICK_VARIANTS, VALIDATION_EXAMPLES, VARIANTS, candidates, convergenceConfig, variantName, type Settings } from './convergence-config';
-import { machineInfo } from './machine';
+import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 
 export interface TuningReport {
@@ -52,7 +52,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     await session.close();
   }
   const report: TuningReport & Record<string, unknown> = {
-    benchmark: 'tuning', quick: opts.quick, date: new Date().toISOString(), durationMs: Date.now() - t0, machine: machineInfo(),
+    benchmark: 'tuning', ...runRecord(t0, benchCommand('tune', opts)), quick: opts.quick,
     validationExamples: VALIDATION_EXAMPLES,
     definitions: {
       validation: `the last ${VALIDATION_EXAMPLES} of the Fashion-MNIST training examples, held out of training in every run (packages/distributed holdOutTail)`,

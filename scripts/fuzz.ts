@@ -2,13 +2,12 @@
 // properties (scripts/fuzz/) for a share of N seconds each (default 300 in all), prints and writes
 // bench/results/fuzz.json: cases per decoder and per property, the seed, durations and any
 // counterexample. Exits 1 when a property failed. `npm test` runs the same properties briefly.
-import { execFileSync } from 'node:child_process';
 import { writeFileSync, mkdirSync } from 'node:fs';
-import { cpus, platform, release } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
+import { runRecord } from './run-record';
 import { TARGETS } from './fuzz/targets';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -54,25 +53,13 @@ for (const r of runs) {
   s.failed += r.failed ? 1 : 0;
   s.ms += r.ms;
 }
-/** The commit measured (with `-dirty` when the tree had uncommitted changes), or null outside a git checkout. */
-function commitOf(): string | null {
-  try {
-    const git = (...args: string[]) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim();
-    return `${git('rev-parse', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') ? '-dirty' : ''}`;
-  } catch {
-    return null;
-  }
-}
-
 const result = {
   benchmark: 'fuzz',
-  commit: commitOf(),
-  date: new Date(started).toISOString(),
-  command: `npm run fuzz${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
-  machine: { platform: platform(), release: release(), cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version },
+  ...runRecord(started, `npm run fuzz${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`),
   fast_check: (fc as unknown as { __version: string }).__version,
   seed,
   seconds_budget: seconds,
+  // soak.json quotes this rounded figure; durationMs above is the exact one.
   duration_s: Math.round((Date.now() - started) / 100) / 10,
   summary: { cases: runs.reduce((a, r) => a + r.cases, 0), properties: runs.length, failed: runs.filter((r) => r.failed).length },
   decoders,
