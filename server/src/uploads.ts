@@ -3,7 +3,10 @@
 // `<id>.json`, written only after the files passed their checks (packages/data uploads.ts,
 // image-uploads.ts), the facts last, so a crash mid-write leaves no listed upload. One node's disk: a
 // server sharing jobs through Redis serves only the uploads it holds itself.
-import { checkIdxImageUpload, checkImageSafetensors, checkTextUpload, encodeFashionShard, imageSplit, MAX_IMAGE_UPLOAD_BYTES, paragraphs, splitRecords, UploadError, type CorpusSplit, type ImageSet } from '@tabfleet/data';
+import {
+  checkIdxImageUpload, checkImageSafetensors, checkTextUpload, encodeFashionShard, imageSplit, MAX_IMAGE_UPLOAD_BYTES, paragraphs, splitRecords, UploadError,
+  type CorpusSplit, type ImageSet,
+} from '@tabfleet/data';
 import { decodeSafetensors, ProtocolError, uploadIdSchema, type JobSpec } from '@tabfleet/protocol';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -61,7 +64,10 @@ export class Uploads {
     }
     const split = splitRecords(paragraphs(text));
     if (split.records.validation === 0 || split.records.train === 0) {
-      throw new ProtocolError('bad_request', `upload ${JSON.stringify(name)}: it has ${split.records.train + split.records.validation} paragraphs; a held-out part needs more (separate paragraphs by blank lines)`);
+      throw new ProtocolError(
+        'bad_request',
+        `upload ${JSON.stringify(name)}: it has ${split.records.train + split.records.validation} paragraphs; a held-out part needs more (separate paragraphs by blank lines)`,
+      );
     }
     return this.store(name, 'text', bytes, split.records, now);
   }
@@ -131,6 +137,9 @@ export class Uploads {
     const info = await this.get(spec.upload);
     if (!info) throw new ProtocolError('bad_request', `job spec: upload: no uploaded dataset ${spec.upload} on this server`);
     const want: UploadKind = spec.dataset === 'image-upload' ? 'images' : 'text';
-    if (info.kind !== want) throw new ProtocolError('bad_request', `job spec: upload: ${spec.upload} is ${info.kind === 'text' ? 'a text' : 'an image set'}, and a ${spec.dataset} job needs ${want === 'text' ? 'a text' : 'an image set'}`);
+    if (info.kind !== want) {
+      throw new ProtocolError('bad_request', `job spec: upload: ${spec.upload} is ${info.kind === 'text' ? 'a text' : 'an image set'}, `
+        + `and a ${spec.dataset} job needs ${want === 'text' ? 'a text' : 'an image set'}`);
+    }
   }
 }

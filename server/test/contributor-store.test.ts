@@ -73,7 +73,10 @@ for (const kind of ['sqlite', 'redis'] as const) {
     // Two jobs adding at once: increments, not last-writer-wins.
     await Promise.all([...Array.from({ length: 5 }, () => store.addReputation('dora', { verified: 1 })), store.addReputation('dora', { fault: { reason: 'lied as an owner', at: 1234 } })]);
     await store.addReputation('dora', { verified: 2 });
-    assert.deepEqual(await store.reputations(['dora', 'nobody', 'dora']), new Map([['dora', { clientId: 'dora', verified: 7, verifiedSinceFault: 2, faults: 1, lastFault: 'lied as an owner', lastFaultAt: 1234 }]]));
+    assert.deepEqual(
+      await store.reputations(['dora', 'nobody', 'dora']),
+      new Map([['dora', { clientId: 'dora', verified: 7, verifiedSinceFault: 2, faults: 1, lastFault: 'lied as an owner', lastFaultAt: 1234 }]]),
+    );
     const before = await store.digest();
     await store.addReputation('eve', { fault: { reason: 'bad evidence', at: 99 } });
     assert.deepEqual((await store.reputations(['eve'])).get('eve'), { clientId: 'eve', verified: 0, verifiedSinceFault: 0, faults: 1, lastFault: 'bad evidence', lastFaultAt: 99 });

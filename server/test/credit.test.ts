@@ -104,7 +104,11 @@ test('a bad display name is refused with a clear error and changes nothing', asy
   await server.hub.flushed();
   const before = await server.store.digest();
   for (const [displayName, message] of [['<script>', /displayName: letters, digits/], ['x'.repeat(41), /displayName: at most 40/], ['   ', /displayName: must not be empty/]] as const) {
-    const s = io(`${server.url}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES, clientId: 'evil-0123456789abcdef', displayName }, transports: ['websocket'], reconnection: false });
+    const s = io(`${server.url}${NAMESPACES.volunteer}`, {
+      auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES, clientId: 'evil-0123456789abcdef', displayName },
+      transports: ['websocket'],
+      reconnection: false,
+    });
     const err = await new Promise<Error & { data?: { code: string } }>((resolve) => s.once('connect_error', resolve));
     s.close();
     assert.equal(err.data?.code, 'bad_request');

@@ -13,7 +13,9 @@ before(async () => {
 after(() => server.stop());
 
 test('every job route needs the researcher token', async () => {
-  for (const [method, path] of [['GET', '/api/jobs'], ['POST', '/api/jobs'], ['GET', '/api/jobs/job-x'], ['POST', '/api/jobs/job-x/stop'], ['GET', '/api/jobs/job-x/metrics'], ['GET', '/api/jobs/job-x/checkpoint']]) {
+  for (const [method, path] of [
+    ['GET', '/api/jobs'], ['POST', '/api/jobs'], ['GET', '/api/jobs/job-x'], ['POST', '/api/jobs/job-x/stop'], ['GET', '/api/jobs/job-x/metrics'], ['GET', '/api/jobs/job-x/checkpoint'],
+  ]) {
     const res = await fetch(`${server.url}${path}`, { method, headers: { authorization: 'Bearer nope' } });
     assert.equal(res.status, 401, `${method} ${path}`);
     assert.equal((await res.json()).error.code, 'unauthorized');

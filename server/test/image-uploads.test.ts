@@ -80,9 +80,15 @@ test('a broken image set is refused with what is wrong and stores nothing; a job
   const bomb = gzipSync(new Uint8Array(MAX_IMAGE_UPLOAD_BYTES + 1));
   for (const [body, message] of [
     [new TextEncoder().encode('not an image set at all'), /upload "shapes": not a safetensors file: header length \d+ does not fit/],
-    [encodeSafetensors({ images: { dtype: 'U8', shape: [N, 28, 28], data: pixels }, labels: { dtype: 'U8', shape: [N], data: labels.map((l) => l + 5) } }), /label 10 of image 5 is not a class in 0\.\.9/],
+    [
+      encodeSafetensors({ images: { dtype: 'U8', shape: [N, 28, 28], data: pixels }, labels: { dtype: 'U8', shape: [N], data: labels.map((l) => l + 5) } }),
+      /label 10 of image 5 is not a class in 0\.\.9/,
+    ],
     [idxForm(encodeIdx([N, 28, 28], pixels), encodeIdx([N - 1], labels.subarray(1))), /400 images but 399 labels/],
-    [idxForm(encodeIdx([N, 28, 28], pixels), encodeIdx([N], labels), ['pictures', 'labels']), /the parts "images" and "labels" \(IDX files\) or one part "safetensors"; this one has "pictures", "labels"/],
+    [
+      idxForm(encodeIdx([N, 28, 28], pixels), encodeIdx([N], labels), ['pictures', 'labels']),
+      /the parts "images" and "labels" \(IDX files\) or one part "safetensors"; this one has "pictures", "labels"/,
+    ],
     [idxForm(gzipSync(encodeIdx([N, 28, 28], pixels)).subarray(0, 500), encodeIdx([N], labels)), /the images file is broken gzip/],
     [idxForm(bomb, encodeIdx([N], labels)), /the images file unpacks to more than 64 MiB/],
   ] as const) {

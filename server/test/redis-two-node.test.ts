@@ -85,7 +85,11 @@ test('a Moshpit job with members on two nodes: each sync\'s groups (a 4 × 2 gri
     assert.ok([...groups.values()].some((g) => g.some((s) => onA.has(s.volunteerId)) && g.some((s) => !onA.has(s.volunteerId))), `sync ${seq}: a group spans both nodes`);
   }
   const rounds = (await a.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { seq: number; outcome: string; detail: string }[];
-  assert.deepEqual(rounds.filter((r) => r.seq <= 3).map((r) => [r.seq, r.outcome, r.detail]), [[1, 'committed', '2 of 2 groups committed'], [2, 'committed', '4 of 4 groups committed'], [3, 'committed', '2 of 2 groups committed']]);
+  assert.deepEqual(rounds.filter((r) => r.seq <= 3).map((r) => [r.seq, r.outcome, r.detail]), [
+    [1, 'committed', '2 of 2 groups committed'],
+    [2, 'committed', '4 of 4 groups committed'],
+    [3, 'committed', '2 of 2 groups committed'],
+  ]);
   for (const s of sims) s.close();
   await b.api(`/api/jobs/${job.id}/stop`, { method: 'POST' }).catch(() => {});
 });

@@ -225,7 +225,10 @@ const ROUTES: [string, RegExp, Route][] = [
     const [index, count] = (url.searchParams.get('shard') ?? '').split('/').map(Number);
     const images = await uploadedImages(ctx, dataset);
     if (images) {
-      await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, Number(url.searchParams.get('seed') ?? 1)), () => imageUploadValidation(ctx.shards, images, () => ctx.uploads.images(images)));
+      await serveShard(
+        ctx, req, res, url, shardGrant(dataset, index, count, Number(url.searchParams.get('seed') ?? 1)),
+        () => imageUploadValidation(ctx.shards, images, () => ctx.uploads.images(images)),
+      );
       return;
     }
     const cut = textParams(url);
