@@ -80,7 +80,8 @@ const progress = setInterval(async () => {
     const points = ((await (await fetch(`${server.url}/api/jobs/${jobId}/metrics`, { headers: auth })).json()).points ?? []) as MetricPoint[];
     const acc = points.filter((p) => p.accuracy !== null).at(-1)?.accuracy;
     const loss = points.filter((p) => p.loss !== null).at(-1)?.loss;
-    const line = `job ${jobId}: ${j.state}  step ${j.step}/${targetStepsOf(j.spec)}  sync ${j.seq}  workers ${j.workers}${loss != null ? `  loss ${loss.toFixed(3)}` : ''}${acc != null ? `  test accuracy ${(100 * acc).toFixed(2)}%` : ''}${j.endReason ? `  (${j.endReason})` : ''}`;
+    const line = `job ${jobId}: ${j.state}  step ${j.step}/${targetStepsOf(j.spec)}  sync ${j.seq}  workers ${j.workers}`
+      + `${loss != null ? `  loss ${loss.toFixed(3)}` : ''}${acc != null ? `  test accuracy ${(100 * acc).toFixed(2)}%` : ''}${j.endReason ? `  (${j.endReason})` : ''}`;
     // Once the job has ended the line stops changing: say it once, with what to do next.
     const ended = j.state === 'done' || j.state === 'stopped' || j.state === 'failed';
     if (line !== lastLine) console.log(ended ? `${line}\n  the dashboard stays up; Ctrl-C stops the server and the volunteer tabs` : line);

@@ -8,7 +8,12 @@ import { decodeOrRefuse, type FuzzTarget } from './target';
 const bin = (n: number) => Buffer.alloc(n, 7);
 /** One valid payload per schema: the seed that mutations start from, and proof each schema accepts something. */
 export const VALID_SAMPLES: Record<string, unknown> = {
-  'auth:volunteer': { protocol: 1, capabilities: { backend: 'webgpu', adapter: { vendor: 'v', isCpu: true }, limits: { maxStorageBufferBindingSize: 1 << 27, maxBufferSize: 1 << 28 }, features: ['shader-f16'] }, clientId: 'abcdefghijklmnop', displayName: 'Ada L.' },
+  'auth:volunteer': {
+    protocol: 1,
+    capabilities: { backend: 'webgpu', adapter: { vendor: 'v', isCpu: true }, limits: { maxStorageBufferBindingSize: 1 << 27, maxBufferSize: 1 << 28 }, features: ['shader-f16'] },
+    clientId: 'abcdefghijklmnop',
+    displayName: 'Ada L.',
+  },
   'auth:dashboard': { protocol: 1, token: 'secret' },
   'work:request': { jobId: 'job-1' },
   'model:loaded': { jobId: 'job-1', seq: 0, checksum: 'deadbeef' },
@@ -40,7 +45,10 @@ export const SCHEMAS: Record<string, Parameters<typeof parseEvent>[0]> = {
 /** Strings near the formats the schemas check: ids, hex, enums, unicode, long. */
 const stringArb = fc.oneof(
   fc.string(),
-  fc.constantFrom('', 'job-1', 'v-2', 'deadbeef', 'DEADBEEF', '0123456789abcdef0', 'webgpu', 'cpu', 'training', 'peer_lost', 'a'.repeat(65), 'a'.repeat(300), '__proto__', 'constructor', '\u0000', 'Ada\u202e', '<b>x</b>'),
+  fc.constantFrom(
+    '', 'job-1', 'v-2', 'deadbeef', 'DEADBEEF', '0123456789abcdef0', 'webgpu', 'cpu', 'training', 'peer_lost',
+    'a'.repeat(65), 'a'.repeat(300), '__proto__', 'constructor', '\u0000', 'Ada\u202e', '<b>x</b>',
+  ),
   fc.string({ unit: 'grapheme', maxLength: 50 }),
 );
 /** Numbers near the bounds: negatives, fractions, huge, beyond safe integers (JSON has no NaN or ∞). */
@@ -71,7 +79,11 @@ export const wireValueArb: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
   ),
 })).value;
 
-type Edit = { kind: 'delete'; key: number } | { kind: 'replace'; key: number; value: unknown } | { kind: 'add'; key: string; value: unknown } | { kind: 'nested'; key: number; inner: number; value: unknown };
+type Edit =
+  | { kind: 'delete'; key: number }
+  | { kind: 'replace'; key: number; value: unknown }
+  | { kind: 'add'; key: string; value: unknown }
+  | { kind: 'nested'; key: number; inner: number; value: unknown };
 
 const editArb: fc.Arbitrary<Edit> = fc.oneof(
   fc.record({ kind: fc.constant('delete' as const), key: fc.nat() }),
@@ -90,7 +102,9 @@ function applyEdit(o: Record<string, unknown>, e: Edit): Record<string, unknown>
   else if (e.kind === 'replace') out[k] = e.value;
   else {
     const inner = out[k];
-    if (inner && typeof inner === 'object' && !ArrayBuffer.isView(inner) && !(inner instanceof ArrayBuffer)) out[k] = applyEdit(inner as Record<string, unknown>, { kind: 'replace', key: e.inner, value: e.value });
+    if (inner && typeof inner === 'object' && !ArrayBuffer.isView(inner) && !(inner instanceof ArrayBuffer)) {
+      out[k] = applyEdit(inner as Record<string, unknown>, { kind: 'replace', key: e.inner, value: e.value });
+    }
   }
   return out;
 }

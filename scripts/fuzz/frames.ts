@@ -56,7 +56,10 @@ export const FRAME_TARGETS: FuzzTarget[] = [
         const bytes = inContainer(encodeFrame(header, payload), c);
         const f = decodeFrame(bytes);
         const { payload: got, ...h } = f;
-        if (JSON.stringify(h) !== JSON.stringify({ kind: header.kind, dtype: header.dtype, flags: header.flags, job: header.job, round: header.round, op: header.op, step: header.step, segment: header.segment, chunk: header.chunk })) {
+        if (JSON.stringify(h) !== JSON.stringify({
+          kind: header.kind, dtype: header.dtype, flags: header.flags, job: header.job, round: header.round,
+          op: header.op, step: header.step, segment: header.segment, chunk: header.chunk,
+        })) {
           throw new Error(`header ${JSON.stringify(h)} != ${JSON.stringify(header)}`);
         }
         if (Buffer.compare(got, payload) !== 0) throw new Error('payload differs');

@@ -3,7 +3,10 @@
 // schema and through a real server.
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import { AGGREGATIONS, COMPRESSIONS, DATASET_TRAIN_SIZES, ERROR_CODES, jobSpecSchema, LIMITS, parseEvent, ProtocolError, STRATEGIES, targetStepsOf, type JobSpec, type JobSpecInput } from '@tabfleet/protocol';
+import {
+  AGGREGATIONS, COMPRESSIONS, DATASET_TRAIN_SIZES, ERROR_CODES, jobSpecSchema, LIMITS, parseEvent, ProtocolError, STRATEGIES, targetStepsOf,
+  type JobSpec, type JobSpecInput,
+} from '@tabfleet/protocol';
 import { startTestServer } from '@tabfleet/server/testing';
 import { mutated } from './bytes';
 import { wireValueArb } from './events';
@@ -23,7 +26,13 @@ const modelArb: fc.Arbitrary<Pick<JobSpecInput, 'preset' | 'dataset' | 'gpt' | '
   fc.record({ preset: fc.constant('transformer-char' as const), dataset: fc.constant('text-corpus' as const) }),
   fc.record({ preset: fc.constant('gpt' as const), gpt: gptArb, dataset: fc.constant('text-corpus' as const), tokenizer: fc.constantFrom('chars' as const, 'bytes' as const) }),
   fc.record({ preset: fc.constant('gpt' as const), gpt: gptArb, dataset: fc.constant('fortunes' as const), tokenizer: fc.constantFrom('bytes' as const, 'gpt2' as const) }),
-  fc.record({ preset: fc.constant('gpt' as const), gpt: gptArb, dataset: fc.constant('text-upload' as const), upload: fc.stringMatching(/^u-[0-9a-f]{12}$/), tokenizer: fc.constantFrom('bytes' as const, 'gpt2' as const) }),
+  fc.record({
+    preset: fc.constant('gpt' as const),
+    gpt: gptArb,
+    dataset: fc.constant('text-upload' as const),
+    upload: fc.stringMatching(/^u-[0-9a-f]{12}$/),
+    tokenizer: fc.constantFrom('bytes' as const, 'gpt2' as const),
+  }),
 );
 
 /** Specs the schema must accept: every field in range, optional ones present or not. */
@@ -88,7 +97,11 @@ function parseBody(bytes: Uint8Array): JobSpec | undefined {
 
 const specBytes = validSpecArb.map((s) => new TextEncoder().encode(JSON.stringify(s)));
 /** Valid specs with one field replaced by any wire value (or one added). */
-const editedSpecArb = fc.tuple(validSpecArb, fc.oneof(fc.string(), fc.constantFrom('H', 'minWorkers', 'maxWorkers', 'targetSteps', 'targetEpochs', 'hyperparameters', 'sparsity', 'seed', 'name')), wireValueArb).map(([s, k, v]) => ({ ...s, [k]: v }));
+const editedSpecArb = fc.tuple(
+  validSpecArb,
+  fc.oneof(fc.string(), fc.constantFrom('H', 'minWorkers', 'maxWorkers', 'targetSteps', 'targetEpochs', 'hyperparameters', 'sparsity', 'seed', 'name')),
+  wireValueArb,
+).map(([s, k, v]) => ({ ...s, [k]: v }));
 
 export const HTTP_TARGETS: FuzzTarget[] = [
   {
@@ -110,7 +123,12 @@ export const HTTP_TARGETS: FuzzTarget[] = [
     quickRuns: 1200,
     open: () => ({
       property: fc.property(
-        fc.oneof(mutated(specBytes), editedSpecArb.map((s) => new TextEncoder().encode(JSON.stringify(s))), wireValueArb.map((v) => new TextEncoder().encode(JSON.stringify(v) ?? '')), fc.uint8Array({ maxLength: 100 })),
+        fc.oneof(
+          mutated(specBytes),
+          editedSpecArb.map((s) => new TextEncoder().encode(JSON.stringify(s))),
+          wireValueArb.map((v) => new TextEncoder().encode(JSON.stringify(v) ?? '')),
+          fc.uint8Array({ maxLength: 100 }),
+        ),
         (bytes) => {
           const s = parseBody(bytes);
           if (s) checkSpec(s);

@@ -101,11 +101,17 @@ export const SPARSE_TARGETS: FuzzTarget[] = [
     name: 'random bytes decode within bounds or give a SparseCodecError',
     quickRuns: 800,
     open: () => ({
-      property: fc.property(fc.uint8Array({ maxLength: 256 }), fc.constantFrom(2 as const, 4 as const), fc.oneof(fc.integer({ min: 0, max: 300 }), nastyU32), containerArb, (b, vb, length, container) => {
-        const bytes = inContainer(b, container);
-        const d = decodeOrRefuse(() => decodeSparseChunk(bytes, vb, length), SparseCodecError);
-        if (d) checkDecodedChunk(d, bytes, vb, length);
-      }),
+      property: fc.property(
+        fc.uint8Array({ maxLength: 256 }),
+        fc.constantFrom(2 as const, 4 as const),
+        fc.oneof(fc.integer({ min: 0, max: 300 }), nastyU32),
+        containerArb,
+        (b, vb, length, container) => {
+          const bytes = inContainer(b, container);
+          const d = decodeOrRefuse(() => decodeSparseChunk(bytes, vb, length), SparseCodecError);
+          if (d) checkDecodedChunk(d, bytes, vb, length);
+        },
+      ),
     }),
   },
 ];
