@@ -9,7 +9,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { capabilitiesSchema, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, pacedStepCeiling, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { anotherStepFits, capabilitiesSchema, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, pacedStepCeiling, type JobSpec,
+  type VolunteerServerEvents } from '@tabfleet/protocol';
 import { checkpointOf, initialParams, JobCoordinator, SIM_CAPABILITIES, SqliteStore, type Clock, type CoordinatorDeps, type JobRecord } from '@tabfleet/server/testing';
 import { distribution } from './stats';
 
@@ -224,7 +225,8 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const store = new SqliteStore(dir);
   const clock = new SimClock();
   const random = mulberry32(s.seed); // seeded: a scenario is the same run twice
-  const spec: JobSpec = jobSpecSchema.parse({ ...SPEC_BASE, pacing: s.pacing, minWorkers: Math.max(1, Math.floor(s.members / 2)), maxWorkers: s.members, H: s.H ?? SPEC_BASE.H, ...(s.groupSize ? { groupSize: s.groupSize } : {}), regionalGroups: s.regions?.regional ?? false });
+  const spec: JobSpec = jobSpecSchema.parse({ ...SPEC_BASE, pacing: s.pacing, minWorkers: Math.max(1, Math.floor(s.members / 2)), maxWorkers: s.members, H: s.H ?? SPEC_BASE.H,
+    ...(s.groupSize ? { groupSize: s.groupSize } : {}), regionalGroups: s.regions?.regional ?? false });
   const flat = initialParams('mlp-fashion', 1);
   const digest = modelDigest(flat);
   const modelBytes = flat.length * 4;
@@ -235,7 +237,10 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const exchanges = new Map<number, { began: number; lastCommit: number | null }>();
 
   /** A simulated volunteer: its own step-time median, and what it is doing. */
-  interface Sim { id: string; region: string | undefined; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number; workingSince: number | null; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean }
+  interface Sim {
+    id: string; region: string | undefined; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number;
+    workingSince: number | null; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean;
+  }
   const sims = new Map<string, Sim>();
   const consensus = new Consensus();
   let nextId = 0;
@@ -257,7 +262,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     let ms = 0, took = 0;
     if (s.workMs?.length) ms = s.workMs[Math.floor(random() * s.workMs.length)];
     else if (budgetMs === undefined) for (let i = 0; i < steps; i++) ms += lognormal(m.stepMs);
-    else while (took < pacedStepCeiling(steps, spec.trust) && (took === 0 || ms + m.stepMs / 2 <= budgetMs)) {
+    else while (took < pacedStepCeiling(steps, spec.trust) && (took === 0 || anotherStepFits(ms, m.stepMs, budgetMs))) {
       ms += lognormal(m.stepMs);
       took++;
     }
@@ -348,7 +353,8 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       const latencyMs = s.regions && regions.size > 1 ? s.regions.crossLatencyMs : s.latencyMs;
       const rttMs = s.regions?.fromRoundTrips ? neighbourRoundTrips(m, x.members as string[]) : undefined;
       clock.after(ringAllreduceMs(x.members.length, modelBytes, { bandwidthBytesPerSec: s.bandwidthBytesPerSec, latencyMs }), () =>
-        handle(m.id, 'round:result', { jobId: job.id, roundId: x.roundId, checksum: digest, step: 0, metrics: { loss: 1, samples: spec.H * 32, wallMs: m.lastWorkMs, computeMs: m.lastWorkMs, bytesSent: 0, bytesReceived: 0 }, ...(rttMs ? { rttMs } : {}) }));
+        handle(m.id, 'round:result', { jobId: job.id, roundId: x.roundId, checksum: digest, step: 0, metrics: { loss: 1, samples: spec.H * 32, wallMs: m.lastWorkMs,
+          computeMs: m.lastWorkMs, bytesSent: 0, bytesReceived: 0 }, ...(rttMs ? { rttMs } : {}) }));
     } else if (event === 'round:commit') {
       if (m.lastCommitAt !== null) gaps.push(clock.now() - m.lastCommitAt);
       m.lastCommitAt = clock.now();
@@ -370,7 +376,8 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     const id = `s${nextId++}`;
     // Each member's own median step time: volunteers differ by a lognormal factor too.
     const region = s.regions ? `r${Math.floor(random() * s.regions.count)}` : undefined;
-    const m: Sim = { id, region, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, workingSince: null, seq: 0, lastCommitAt: null, gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
+    const m: Sim = { id, region, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, workingSince: null, seq: 0, lastCommitAt: null,
+      gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
     sims.set(id, m);
     try {
       c.join({ volunteerId: id, capabilities: region && !s.regions?.fromRoundTrips ? { ...caps, region } : caps, clientId: id });

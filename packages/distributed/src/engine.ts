@@ -6,7 +6,7 @@ import {
   createModel, createOptimizer, evaluate, planMemory, recordGradientStep, recordTrainStep,
   type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type RecomputeMode,
 } from '@tabfleet/nn';
-import { decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32 } from '@tabfleet/protocol';
+import { anotherStepFits, decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32 } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
 
 export interface EngineOptions {
@@ -240,7 +240,7 @@ export class ModelEngine {
       // step, as the server's steps round), at this worker's typical pace, not this sync's: one slow
       // step does not end the work early.
       const stepMs = factor * this.opts.batchSize * this.typicalMsPerSample();
-      if (performance.now() - t0 + (pending ? stepMs : 0) + stepMs / 2 > budgetMs) break;
+      if (!anotherStepFits(performance.now() - t0 + (pending ? stepMs : 0), stepMs, budgetMs)) break;
     }
     if (pending) await finish(pending);
     return { loss: sum / done, samples: done * this.opts.batchSize, steps: done, ...(sleptMs === undefined ? {} : { sleptMs }) };

@@ -1,6 +1,7 @@
 export * from './safetensors';
 export * from './limits';
 export * from './jobs';
+export * from './pacing';
 export * from './events';
 export * from './wire-size';
 export * from './frames';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bitsPerByte, cutSteps, jobSpecSchema, nextPace, pacedStepCeiling, targetStepsOf, type JobSpecInput } from './jobs';
+import { bitsPerByte, jobSpecSchema, targetStepsOf, type JobSpecInput } from './jobs';
 import { layoutOf } from './models';
 
 const base: JobSpecInput = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, hyperparameters: { lr: 0.1, batchSize: 64 }, maxWorkers: 4, targetSteps: 100 };
@@ -101,29 +101,4 @@ test('bits per byte: a byte-level loss of ln 2 nats is one bit per byte; BPE div
   assert.equal(bitsPerByte(Math.LN2, 'chars'), 1);
   assert.equal(bitsPerByte(4 * Math.LN2, 'gpt2', 4), 1);
   assert.equal(bitsPerByte(1, 'gpt2'), null);
-});
-
-test('a paced member\'s step ceiling: twice the steps given in a trusted job, the steps given in an untrusted one', () => {
-  assert.equal(pacedStepCeiling(10, 'trusted'), 20);
-  assert.equal(pacedStepCeiling(10, 'untrusted'), 10);
-  assert.equal(pacedStepCeiling(10, jobSpecSchema.parse(base).trust), 10, 'the default: untrusted');
-});
-
-test('a paced member\'s pace: a weighted mean of what it measured, but a measurement at half the estimate or less (a warm-up forgotten) replaces it', () => {
-  assert.equal(nextPace(null, 1_100, 1), 1_100);
-  // The first step's shader compiles: 1,100 ms, then 21 ms a step. A mean would give 560 ms, 26 steps of it in a budget of 28.
-  assert.equal(nextPace(1_100, 420, 20), 21);
-  assert.equal(nextPace(40, 1_000, 20), 45, 'slower: the mean');
-  assert.equal(nextPace(40, 440, 20), 31, 'faster by less than half: the mean');
-});
-
-test('a paced job\'s last sync: the planned steps scaled to the mean left, each member at least one', () => {
-  // 8 members at speeds 1, 1, 1, 2, 2, 4, 4, 8, 30 steps for the fastest: mean 17.4; 7 left.
-  const planned = [30, 30, 30, 15, 15, 8, 7, 4];
-  const cut = cutSteps(planned, 7);
-  assert.deepEqual(cut, [12, 12, 12, 6, 6, 3, 3, 2]);
-  assert.ok(Math.abs(cut.reduce((a, b) => a + b, 0) / cut.length - 7) < 0.5, 'the sync ends on the target');
-  assert.deepEqual(cutSteps(planned, 20), planned, 'a mean under what is left: unchanged');
-  assert.deepEqual(cutSteps([10, 1], 1), [2, 1], 'shares kept as far as whole steps allow');
-  assert.deepEqual(cutSteps([40, 2], 0), [2, 1], 'at least one step');
 });
