@@ -159,7 +159,7 @@ export class JobCoordinator {
   private syncTimeMembers = '';
   /** `auto` LocalSGD and DiLoCo jobs: the next sync's H and payload precision (paced ddp has no H to choose). */
   private readonly autoSync: AutoSync | null;
-  private readonly penalties = new Penalties();
+  private readonly penalties = new Penalties((records) => this.persist(() => this.deps.store.savePenalties(this.job.id, records)));
   private readonly groupChecks: GroupRoundChecks;
   private readonly replication: Replication;
   private readonly reputations = new Reputations((clientId, change) => this.persist(() => this.deps.store.addReputation(clientId, change)));
@@ -237,6 +237,7 @@ export class JobCoordinator {
     const resumed = { ...job, seq: checkpoint?.seq ?? 0, step: checkpoint?.step ?? 0, updatedAt: deps.clock.now() };
     const c = new JobCoordinator(resumed, deps, rounds.reduce((m, r) => Math.max(m, r.roundId), 0), checkpoint);
     c.latestAccuracy = await deps.store.latestAccuracy(job.id);
+    c.penalties.restore(await deps.store.penalties(job.id));
     if (checkpoint) {
       const bytes = await deps.store.readCheckpoint(job.id, checkpoint.seq);
       if (bytes) c.checkpointChecksums.set(checkpoint.seq, verifyCheckpoint(job.spec, bytes).digest);
