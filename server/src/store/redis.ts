@@ -151,7 +151,10 @@ export class RedisStore implements Store {
     for (const id of new Set(clientIds)) {
       const h = await this.r.hGetAll(`tf:rep:${id}`);
       if (h.verified === undefined) continue;
-      out.set(id, { clientId: id, verified: Number(h.verified), verifiedSinceFault: Number(h.verifiedSinceFault ?? 0), faults: Number(h.faults ?? 0), lastFault: h.lastFault ?? null, lastFaultAt: h.lastFaultAt === undefined ? null : Number(h.lastFaultAt) });
+      out.set(id, {
+        clientId: id, verified: Number(h.verified), verifiedSinceFault: Number(h.verifiedSinceFault ?? 0), faults: Number(h.faults ?? 0),
+        lastFault: h.lastFault ?? null, lastFaultAt: h.lastFaultAt === undefined ? null : Number(h.lastFaultAt),
+      });
     }
     return out;
   }

@@ -288,7 +288,11 @@ export class SqliteStore implements Store {
     const st = this.sql('SELECT * FROM reputation WHERE client_id = ?');
     for (const id of new Set(clientIds)) {
       const row = st.get(id) as { client_id: string; verified: number; verified_since_fault: number; faults: number; last_fault: string | null; last_fault_at: number | null } | undefined;
-      if (row) out.set(id, { clientId: row.client_id, verified: row.verified, verifiedSinceFault: row.verified_since_fault, faults: row.faults, lastFault: row.last_fault, lastFaultAt: row.last_fault_at });
+      if (!row) continue;
+      out.set(id, {
+        clientId: row.client_id, verified: row.verified, verifiedSinceFault: row.verified_since_fault, faults: row.faults,
+        lastFault: row.last_fault, lastFaultAt: row.last_fault_at,
+      });
     }
     return out;
   }
