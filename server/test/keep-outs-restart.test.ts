@@ -1,7 +1,8 @@
 // Keep-outs live in the store, not in the coordinator's memory: a member evicted for a fault, the
 // newcomers from its address, and an address kept out after integrity faults from it stay out when
-// the server restarts on the same data directory (a real close and start: a new process state, the
-// job loaded from SQLite), and may join again once their keep-out ends. Before, a restart forgot them.
+// the server restarts on the same data directory (closed and started again in this process: a new
+// hub and coordinator, the job loaded from SQLite), and may join again once their keep-out ends.
+// Before, a restart forgot them.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,15 +40,19 @@ async function giveStanding(ids: string[]): Promise<void> {
 
 test('a restart keeps a kept-out identity, the newcomers from its address and a kept-out address out until their keep-outs end', { timeout: 90_000 }, async () => {
   server = await startTestServer(OPTIONS);
-  const job = await server.createJob({ minWorkers: 1, maxWorkers: 6, H: 1, trust: 'trusted', checkpointEvery: 1, targetSteps: 100_000 });
-  assert.equal((await (await at(2, 'honest-id-000001')).request(job.id)).ok, true);
-  await waitFor('a checkpoint joiners load', async () => (await server!.api(`/api/jobs/${job.id}`)).body.job.latestCheckpoint, 15_000);
+  const job = await server.createJob({ minWorkers: 2, maxWorkers: 6, H: 1, trust: 'trusted', checkpointEvery: 1, targetSteps: 100_000 });
+  for (const [host, id] of [[2, 'honest-id-000001'], [3, 'honest-id-000002']] as const) assert.equal((await (await at(host, id)).request(job.id)).ok, true);
+  await waitFor('a checkpoint joiners load', async () => (await server!.api(`/api/jobs/${job.id}`)).body.job.latestCheckpoint, 20_000);
+  // A first restart leaves the job at that checkpoint with no members: each joiner below, alone
+  // (under minWorkers, so no round runs), is asked to load it at once.
+  await server.stop();
+  server = await startTestServer(OPTIONS);
 
   // A liveness fault: a joiner that never loads is evicted; newcomers from its address wait as long.
   const stalls = await at(11, 'stalling-id-00001');
   stalls.holdLoad = true;
   assert.equal((await stalls.request(job.id)).ok, true);
-  await waitFor('the joiner that never loads is evicted', () => endReason(stalls), 15_000);
+  await waitFor('the joiner that never loads is evicted', () => endReason(stalls), 20_000);
   assert.match(endReason(stalls)!, /model load timed out/);
 
   // Integrity faults: established identities from 127.0.0.9 report a model they did not load, until the address is kept out.
