@@ -64,7 +64,7 @@ export class JobCoordinator {
   private readonly commits: SyncCommits;
   private readonly loads: ModelLoads;
   private readonly admission: Admission;
-  private readonly penalties = new Penalties();
+  private readonly penalties = new Penalties((records) => this.persist(() => this.deps.store.savePenalties(this.job.id, records)));
   private readonly groupChecks: GroupRoundChecks;
   private readonly replication: Replication;
   private readonly reputations = new Reputations((clientId, change) => this.persist(() => this.deps.store.addReputation(clientId, change)));
@@ -160,6 +160,7 @@ export class JobCoordinator {
     const resumed = { ...job, seq: checkpoint?.seq ?? 0, step: checkpoint?.step ?? 0, updatedAt: deps.clock.now() };
     const c = new JobCoordinator(resumed, deps, rounds.reduce((m, r) => Math.max(m, r.roundId), 0), checkpoint);
     c.checkpoints.restore(await deps.store.latestAccuracy(job.id), checkpoint && (await deps.store.readCheckpoint(job.id, checkpoint.seq)));
+    c.penalties.restore(await deps.store.penalties(job.id));
     const contributors = await deps.store.contributors(job.id);
     // Members when the server stopped are not members now; they rejoin under the same identity.
     c.contributors.restore(contributors, await deps.store.displayNames(contributors.map((x) => x.clientId)));

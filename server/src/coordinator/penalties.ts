@@ -7,6 +7,11 @@
 // Liveness faults alone never keep out identities with standing: an honest but slow tab behind a
 // shared address (a campus NAT, a test machine) must not shut out its established neighbours.
 // Leaving mid-round is a light fault: counted, and kept out from the third on.
+// Every record is stored with the job (store.ts's PenaltyRecord) as it changes and restored when a node
+// loads the job, so a restart or a takeover keeps a kept-out member out. Counts are kept after their
+// keep-out ends: they set the next one's length.
+import type { PenaltyRecord } from '../store/store';
+
 export interface Offence {
   offences: number;
   /** Epoch ms until which it may not rejoin. */
@@ -31,6 +36,20 @@ export class Penalties {
   private readonly byNetwork = new Map<string, Offence>();
   /** Until when newcomers from a network are kept out (the latest keep-out of an identity from it). */
   private readonly newcomersUntil = new Map<string, { until: number; reason: string }>();
+  private readonly maps: Record<Exclude<PenaltyRecord['kind'], 'newcomers'>, Map<string, Offence>> = {
+    identity: this.byIdentity, departure: this.departures, network: this.byNetwork,
+  };
+
+  /** `save` queues the records a fault changed for the store (the coordinator's ordered writes), as one write. */
+  constructor(private readonly save: (records: PenaltyRecord[]) => void = () => {}) {}
+
+  /** Takes back what the store held for the job (before any fault is recorded here). */
+  restore(records: PenaltyRecord[]): void {
+    for (const r of records) {
+      if (r.kind === 'newcomers') this.newcomersUntil.set(r.key, { until: r.until, reason: r.reason });
+      else this.maps[r.kind].set(r.key, { offences: r.offences, until: r.until, lastReason: r.reason });
+    }
+  }
 
   /**
    * Records a fault against the identity and its network; returns how long the identity is kept out
@@ -38,12 +57,18 @@ export class Penalties {
    * volunteer is one machine's, which would shut out everyone).
    */
   punish(identity: string, network: string | undefined, reason: string, now: number, kind: FaultKind, newcomersFollow = false): number {
-    const o = kind === 'departure' ? bump(this.departures, identity, reason, now, DEPARTURES_BEFORE_KEEP_OUT) : bump(this.byIdentity, identity, reason, now, 1);
-    if (network && kind === 'integrity') bump(this.byNetwork, network, reason, now, ADDRESS_OFFENCES);
+    const own = kind === 'departure' ? 'departure' : 'identity';
+    const o = bump(this.maps[own], identity, reason, now, kind === 'departure' ? DEPARTURES_BEFORE_KEEP_OUT : 1);
+    const changed: PenaltyRecord[] = [record(own, identity, o)];
+    if (network && kind === 'integrity') changed.push(record('network', network, bump(this.byNetwork, network, reason, now, ADDRESS_OFFENCES)));
     if (network && newcomersFollow && o.until > now) {
       const prev = this.newcomersUntil.get(network);
-      if (!prev || prev.until < o.until) this.newcomersUntil.set(network, { until: o.until, reason });
+      if (!prev || prev.until < o.until) {
+        this.newcomersUntil.set(network, { until: o.until, reason });
+        changed.push({ kind: 'newcomers', key: network, offences: 0, until: o.until, reason });
+      }
     }
+    this.save(changed);
     return Math.max(0, o.until - now);
   }
 
@@ -64,6 +89,10 @@ export class Penalties {
   offences(identity: string): number {
     return (this.byIdentity.get(identity)?.offences ?? 0) + (this.departures.get(identity)?.offences ?? 0);
   }
+}
+
+function record(kind: PenaltyRecord['kind'], key: string, o: Offence): PenaltyRecord {
+  return { kind, key, offences: o.offences, until: o.until, reason: o.lastReason };
 }
 
 /** Counts an offence; the keep-out starts once `threshold` offences are on record. */

@@ -1,16 +1,34 @@
 // The Store in Redis, for several server nodes sharing one: jobs, rounds, metrics, contributors,
 // checkpoints (the latest few blobs) and settings under `tf:` keys. cluster/redis.ts connects it.
 // Display names are `tf:names`; the ids among them with no committed sync yet are `tf:names-unproven`,
-// scored by `tf:names-seq` (the order they were set), and kept to `maxUnprovenNames`.
+// scored by `tf:names-seq` (the order they were set), and kept to `maxUnprovenNames`. A job's penalty
+// records are the hash `tf:penalties:<job>`, field `<kind>:<key>`, written by a script that keeps the newer.
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
 import { commandOptions, type createClient } from 'redis';
 import {
   checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, MAX_UNPROVEN_NAMES, metricKind, verifiedCheckpoint,
-  type CheckpointRetention, type ContributorRecord, type JobRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
+  type CheckpointRetention, type ContributorRecord, type JobRecord, type PenaltyRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
 } from './store';
 
 type Client = ReturnType<typeof createClient>;
+
+/**
+ * Sets each (field, record, offences, until) of ARGV in the hash KEYS[1] unless the stored record is
+ * newer (store.ts's newerPenalty): one script, so a concurrent write cannot slip between read and set.
+ */
+const SAVE_PENALTIES = `
+for i = 1, #ARGV, 4 do
+  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  local keep = false
+  if cur then
+    local c = cjson.decode(cur)
+    local offences, untilMs = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+    keep = c.offences > offences or (c.offences == offences and c['until'] > untilMs)
+  end
+  if not keep then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+return 0`;
 
 /** Metric points read per request while looking back for the latest accuracy. */
 const METRICS_SCAN_CHUNK = 256;
@@ -133,7 +151,10 @@ export class RedisStore implements Store {
     for (const id of new Set(clientIds)) {
       const h = await this.r.hGetAll(`tf:rep:${id}`);
       if (h.verified === undefined) continue;
-      out.set(id, { clientId: id, verified: Number(h.verified), verifiedSinceFault: Number(h.verifiedSinceFault ?? 0), faults: Number(h.faults ?? 0), lastFault: h.lastFault ?? null, lastFaultAt: h.lastFaultAt === undefined ? null : Number(h.lastFaultAt) });
+      out.set(id, {
+        clientId: id, verified: Number(h.verified), verifiedSinceFault: Number(h.verifiedSinceFault ?? 0), faults: Number(h.faults ?? 0),
+        lastFault: h.lastFault ?? null, lastFaultAt: h.lastFaultAt === undefined ? null : Number(h.lastFaultAt),
+      });
     }
     return out;
   }
@@ -143,6 +164,17 @@ export class RedisStore implements Store {
     if (change.fault) m.hSet(key, { lastFault: change.fault.reason, lastFaultAt: String(change.fault.at), verifiedSinceFault: '0' });
     m.hIncrBy(key, 'verifiedSinceFault', change.verified ?? 0);
     await m.exec();
+  }
+  async penalties(jobId: string): Promise<PenaltyRecord[]> {
+    return (await this.r.hVals(`tf:penalties:${jobId}`)).map((t) => JSON.parse(t) as PenaltyRecord);
+  }
+  async savePenalties(jobId: string, records: PenaltyRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const args = records.flatMap((p) => {
+      const r: PenaltyRecord = { kind: p.kind, key: p.key, offences: p.offences, until: p.until, reason: p.reason };
+      return [`${r.kind}:${r.key}`, JSON.stringify(r), String(r.offences), String(r.until)];
+    });
+    await this.r.eval(SAVE_PENALTIES, { keys: [`tf:penalties:${jobId}`], arguments: args });
   }
   async getSetting(key: string): Promise<string | null> {
     return (await this.r.hGet('tf:settings', key)) ?? null;

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 import {
   checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, MAX_UNPROVEN_NAMES, metricKind, verifiedCheckpoint,
-  type CheckpointRetention, type ContributorRecord, type JobRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
+  type CheckpointRetention, type ContributorRecord, type JobRecord, type PenaltyRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
 } from './store';
 
 const SCHEMA = `
@@ -43,6 +43,10 @@ CREATE TABLE IF NOT EXISTS volunteers (client_id TEXT PRIMARY KEY, display_name 
 CREATE TABLE IF NOT EXISTS reputation (
   client_id TEXT PRIMARY KEY, verified INTEGER NOT NULL, faults INTEGER NOT NULL, last_fault TEXT, last_fault_at INTEGER,
   verified_since_fault INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS penalties (
+  job_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, offences INTEGER NOT NULL, until INTEGER NOT NULL, reason TEXT NOT NULL,
+  PRIMARY KEY (job_id, kind, key)
 );
 `;
 
@@ -284,7 +288,11 @@ export class SqliteStore implements Store {
     const st = this.sql('SELECT * FROM reputation WHERE client_id = ?');
     for (const id of new Set(clientIds)) {
       const row = st.get(id) as { client_id: string; verified: number; verified_since_fault: number; faults: number; last_fault: string | null; last_fault_at: number | null } | undefined;
-      if (row) out.set(id, { clientId: row.client_id, verified: row.verified, verifiedSinceFault: row.verified_since_fault, faults: row.faults, lastFault: row.last_fault, lastFaultAt: row.last_fault_at });
+      if (!row) continue;
+      out.set(id, {
+        clientId: row.client_id, verified: row.verified, verifiedSinceFault: row.verified_since_fault, faults: row.faults,
+        lastFault: row.last_fault, lastFaultAt: row.last_fault_at,
+      });
     }
     return out;
   }
@@ -299,6 +307,20 @@ export class SqliteStore implements Store {
       .run(clientId, verified, verified, faults, change.fault?.reason ?? null, change.fault?.at ?? null);
   }
 
+  async penalties(jobId: string): Promise<PenaltyRecord[]> {
+    return this.sql('SELECT kind, key, offences, until, reason FROM penalties WHERE job_id = ? ORDER BY rowid').all(jobId) as PenaltyRecord[];
+  }
+
+  async savePenalties(jobId: string, records: PenaltyRecord[]): Promise<void> {
+    // The stored record stays where it is newer (newerPenalty in store.ts).
+    const st = this.sql(`INSERT INTO penalties (job_id, kind, key, offences, until, reason) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT (job_id, kind, key) DO UPDATE SET offences = excluded.offences, until = excluded.until, reason = excluded.reason
+      WHERE excluded.offences > offences OR (excluded.offences = offences AND excluded.until >= until)`);
+    this.db.transaction(() => {
+      for (const r of records) st.run(jobId, r.kind, r.key, r.offences, r.until, r.reason);
+    })();
+  }
+
   async getSetting(key: string): Promise<string | null> {
     const row = this.sql('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
     return row?.value ?? null;
@@ -310,7 +332,7 @@ export class SqliteStore implements Store {
 
   async digest(): Promise<string> {
     const h = createHash('sha256');
-    for (const table of ['jobs', 'rounds', 'metrics', 'checkpoints', 'settings', 'contributors', 'volunteers', 'reputation']) {
+    for (const table of ['jobs', 'rounds', 'metrics', 'checkpoints', 'settings', 'contributors', 'volunteers', 'reputation', 'penalties']) {
       h.update(table);
       h.update(JSON.stringify(this.db.prepare(`SELECT * FROM ${table} ORDER BY rowid`).all()));
     }

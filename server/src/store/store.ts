@@ -1,5 +1,5 @@
 // What the server persists: jobs, rounds, metrics, the checkpoint index and checkpoint bytes, each
-// job's contributors, volunteers' display names and reputations, and a few settings. SQLite (one node) and Redis (several nodes) implement it; the rest of the server
+// job's contributors and penalties (keep-outs), volunteers' display names and reputations, and a few settings. SQLite (one node) and Redis (several nodes) implement it; the rest of the server
 // only sees this interface.
 import { ProtocolError, type CheckpointInfo, type CreditTotals, type JobSummary, type MetricPoint, type VolunteerCredit } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
@@ -49,6 +49,28 @@ export interface ReputationRecord {
 export interface ReputationChange {
   verified?: number;
   fault?: { reason: string; at: number };
+}
+
+/**
+ * One of a job's penalty records (coordinator/penalties.ts), by (kind, key): an identity's faults
+ * (`identity`) or departures mid-round (`departure`), a network's integrity faults (`network`), or how
+ * long newcomers from a network wait (`newcomers`, `offences` 0). Both fields only grow, so of two
+ * versions of a record the one with more offences (then the later `until`) is the newer.
+ */
+export interface PenaltyRecord {
+  kind: 'identity' | 'departure' | 'network' | 'newcomers';
+  /** The identity (client id) or the network (address or prefix). */
+  key: string;
+  offences: number;
+  /** Epoch ms until which it is kept out (0: not kept out yet). */
+  until: number;
+  /** The last fault's reason. */
+  reason: string;
+}
+
+/** Whether `a` is newer than `b` (more offences, then a later keep-out): what a store keeps of two writes of one record. */
+export function newerPenalty(a: Pick<PenaltyRecord, 'offences' | 'until'>, b: Pick<PenaltyRecord, 'offences' | 'until'>): boolean {
+  return a.offences > b.offences || (a.offences === b.offences && a.until > b.until);
 }
 
 export type RoundOutcome = 'running' | 'committed' | 'aborted';
@@ -105,6 +127,13 @@ export interface Store {
   reputations(clientIds: string[]): Promise<Map<string, ReputationRecord>>;
   /** Adds to an identity's reputation atomically. */
   addReputation(clientId: string, change: ReputationChange): Promise<void>;
+  /** A job's penalty records, in no particular order. */
+  penalties(jobId: string): Promise<PenaltyRecord[]>;
+  /**
+   * Stores penalty records of a job in one write, each by (jobId, kind, key), unless the stored one is
+   * newer (`newerPenalty`): a late write from a node that lost the job never undoes the new owner's.
+   */
+  savePenalties(jobId: string, records: PenaltyRecord[]): Promise<void>;
   getSetting(key: string): Promise<string | null>;
   setSetting(key: string, value: string): Promise<void>;
   /** A digest of everything stored, so tests can assert that bad input changed nothing. */
