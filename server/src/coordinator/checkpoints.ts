@@ -74,6 +74,8 @@ export class Checkpoints {
   /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
   owed = false;
   private pending: PendingUpload | null = null;
+  /** The sync whose verified checkpoint is being written to the store (null: none). */
+  private storing: number | null = null;
   private readonly evaluations = new Map<number, OpenEvaluation>();
   /** Checksum of the parameters in each stored checkpoint (what a joiner that loads it must report). */
   private readonly checksums = new Map<number, string>();
@@ -98,6 +100,17 @@ export class Checkpoints {
   /** An upload is owed or waits to be verified: no round begins meanwhile. */
   get uploadPending(): boolean {
     return this.pending !== null;
+  }
+
+  /**
+   * A verified checkpoint is being written to the store while joiners wait for a model: the next
+   * sync waits for it, so they are sent the checkpoint of the sync the others hold. (Begun at once,
+   * a sync that commits before the write ends makes that checkpoint stale; with a store slower than
+   * the members' work, joiners were never sent a model: 76 syncs behind in a test. Moshpit joiners
+   * load an older model and hold no sync.)
+   */
+  get storingForJoiners(): boolean {
+    return this.storing !== null && this.host.members.unsentLoads.size > 0 && this.host.job.spec.groupSize === undefined;
   }
 
   /**
@@ -190,6 +203,7 @@ export class Checkpoints {
     this.pending = null;
     this.host.deadlines.record('upload', this.host.deps.clock.now() - p.since);
     const info: CheckpointInfo = { seq: p.seq, step: this.host.job.step, bytes: data.byteLength, sha256: createHash('sha256').update(data).digest('hex'), createdAt: this.host.deps.clock.now() };
+    this.storing = p.seq;
     this.storeCheckpoint(info, data, checksum, 1);
   }
 
@@ -229,6 +243,7 @@ export class Checkpoints {
 
   /** A verified checkpoint could not be stored: the next sync is checkpointed; a job at its end fails. */
   private checkpointLost(seq: number, why: string): void {
+    if (this.storing === seq) this.storing = null;
     if (this.host.ended) return;
     if (seq === this.host.job.seq && this.host.job.step >= targetStepsOf(this.host.job.spec)) {
       this.host.stop(`could not store the final checkpoint: ${why}`, 'failed');
@@ -349,6 +364,7 @@ export class Checkpoints {
 
   /** A checkpoint of `seq` is stored: joiners load it, and a finishing job ends. */
   private checkpointStored(info: CheckpointInfo): void {
+    if (this.storing === info.seq) this.storing = null;
     const seq = info.seq;
     if (seq === this.host.job.seq) this.owed = false;
     if (!this.latest || seq >= this.latest.seq) this.latest = info;

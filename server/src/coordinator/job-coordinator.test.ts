@@ -225,6 +225,27 @@ test('a joiner that never loads its model is evicted after the load timeout and 
   await t.cleanup();
 });
 
+test('a joiner is sent the checkpoint it waited for: the next sync waits until the store has written it', async () => {
+  const t = await setup({});
+  t.commitFirstSync();
+  t.add('late');
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
+  const r2 = t.last('a', 'round:begin');
+  t.result('a', r2.roundId); t.result('b', r2.roundId);
+  const model = initialParams('mlp-fashion', 1);
+  t.evaluate(r2, model);
+  t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: checkpointOf('mlp-fashion', model) });
+  // Ready for sync 3 before the store has written sync 2's checkpoint (not flushed yet).
+  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });
+  assert.equal(t.last('a', 'round:begin').roundId, r2.roundId, 'sync 3 waits for the checkpoint the joiner needs');
+  await t.c.flushed();
+  assert.equal(t.last('late', 'model:load').seq, 2, 'the joiner is sent sync 2, the model the others hold');
+  t.c.handle('late', 'model:loaded', { jobId: 'job-t', seq: 2, checksum: modelDigest(model) });
+  t.c.handle('late', 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });
+  assert.deepEqual([...t.last('a', 'round:begin').members].sort(), ['a', 'b', 'late'], 'sync 3 has the joiner');
+  await t.cleanup();
+});
+
 test('when every member holding the global model leaves, joiners restart from the latest checkpoint', async () => {
   const t = await setup({});
   t.commitFirstSync();
