@@ -96,7 +96,7 @@ export class FrameRouter {
     // A pong for a nonce not sent to this peer (or already answered) measures nothing.
     if (!out || out.peer !== from) return;
     this.pingsOut.delete(frame.chunk);
-    // Never negative, should the wall clock step back meanwhile (the server refuses a negative one).
+    // Never negative (the server refuses a negative one), whatever clock a test gives.
     const ms = Math.max(0, this.clock.now() - out.at);
     this.rtt.set(from, Math.min(ms, this.rtt.get(from) ?? Infinity));
   }

@@ -9,26 +9,28 @@ export interface Clock {
   after(ms: number, fn: () => void): () => void;
 }
 
+const timer = (unref: boolean) => (ms: number, fn: () => void): (() => void) => {
+  const t = setTimeout(fn, ms);
+  if (unref) (t as { unref?: () => void }).unref?.();
+  return () => clearTimeout(t);
+};
+
 /**
- * The wall clock and real timers. `unref`: timers do not keep a Node process alive (the server's
- * housekeeping); without it they do, as setTimeout's do (an op waiting on its deadline is work).
+ * Real time for what measures and paces (the runtime, the collective, the in-memory network, the
+ * engine): epoch ms read from the monotonic, sub-millisecond performance clock (compute steps and
+ * loopback round trips are under a millisecond; a wall-clock step never makes one negative), and
+ * timers like setTimeout's (an op waiting on its deadline keeps Node up).
  */
-export function wallClock(opts: { unref?: boolean } = {}): Clock {
-  return {
-    now: () => Date.now(),
-    after(ms, fn) {
-      const t = setTimeout(fn, ms);
-      if (opts.unref) (t as { unref?: () => void }).unref?.();
-      return () => clearTimeout(t);
-    },
-  };
-}
+export const realClock: Clock = {
+  now: () => performance.timeOrigin + performance.now(),
+  after: timer(false),
+};
 
-/** Real time, timers like setTimeout's: the default of the runtime, the collective and the in-memory network. */
-export const realClock: Clock = wallClock();
-
-/** Real time whose timers never hold a Node process open (the server's). */
-export const unrefClock: Clock = wallClock({ unref: true });
+/** The server's: Date.now (what it records), and timers that never hold a Node process open. */
+export const serverClock: Clock = {
+  now: () => Date.now(),
+  after: timer(true),
+};
 
 /** `ms` on `clock`. */
 export function sleepOn(clock: Clock, ms: number): Promise<void> {

@@ -5,10 +5,10 @@ import type { Capabilities, Clock, DashboardServerEvents, JobSpec, VolunteerServ
 import type { ReputationRecord, Store } from '../store/store';
 import type { NetworkRules } from './standing';
 
-// The Clock lives in protocol (the runtime and the collective take one too); the server's timers
-// never hold the process open, as before.
+// The Clock lives in protocol (the runtime and the collective take one too); the server's is as it
+// was: Date.now, and timers that never hold the process open.
 export type { Clock } from '@tabfleet/protocol';
-export { unrefClock as realClock } from '@tabfleet/protocol';
+export { serverClock as realClock } from '@tabfleet/protocol';
 
 export interface Timing {
   roundTimeoutMs: number;
