@@ -5,7 +5,7 @@
 import { realClock, type Clock } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
 
-/** Per-link counters; times are `performance.now()` milliseconds. */
+/** Per-link counters; times are the transport's clock's milliseconds. */
 export interface LinkStats {
   peer: string;
   open: boolean;
@@ -94,7 +94,7 @@ export class Link {
   attach(channel: Channel): void {
     this.channel = channel;
     this.stats.open = true;
-    this.stats.connectedAt = performance.now();
+    this.stats.connectedAt = this.clock.now();
     channel.setLowHandler?.(this.bp.lowWaterMark, () => this.drain());
     for (const w of this.readyWaiters.splice(0)) w.resolve();
     this.drain();
@@ -107,7 +107,7 @@ export class Link {
   }
 
   received(bytes: number): void {
-    const now = performance.now();
+    const now = this.clock.now();
     this.stats.bytesReceived += bytes;
     this.stats.framesReceived++;
     this.stats.firstReceivedAt ??= now;
@@ -127,7 +127,7 @@ export class Link {
       return Promise.resolve();
     }
     return new Promise((resolve, reject) => {
-      this.queue.push({ frame, resolve, reject, since: performance.now() });
+      this.queue.push({ frame, resolve, reject, since: this.clock.now() });
       this.drain();
     });
   }
@@ -139,7 +139,7 @@ export class Link {
 
   private write(ch: Channel, frame: Uint8Array): void {
     ch.write(frame);
-    const now = performance.now();
+    const now = this.clock.now();
     const s = this.stats;
     s.bytesSent += frame.byteLength;
     s.framesSent++;
@@ -161,7 +161,7 @@ export class Link {
         this.close(new CollectiveError('peer_lost', `send to ${this.peer} failed: ${(e as Error).message}`, this.peer));
         return;
       }
-      this.stats.sendBlockedMs += performance.now() - p.since;
+      this.stats.sendBlockedMs += this.clock.now() - p.since;
       p.resolve();
     }
     if (this.head === this.queue.length) {
