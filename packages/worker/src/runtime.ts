@@ -4,7 +4,11 @@
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
 import { CollectiveError, FrameRouter, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
-import { cappedWeights, partRange, PROBE_ROUND_ID, realClock, sleepOn, type Ack, type Clock, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
+import {
+  cappedWeights, partRange, PROBE_ROUND_ID, realClock, sleepOn, type Ack, type Clock, type Assignment,
+  type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
+  type VolunteerEventName, type VolunteerServerEvents,
+} from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo, SyncOf } from './job-engine';
 import { measurePeers } from './join-probe';

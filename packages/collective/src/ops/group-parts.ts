@@ -94,7 +94,8 @@ export abstract class GroupPartsRun<T> {
   }
 
   begin(): void {
-    this.cancelDeadline = this.group.clock.after(this.deadlineMs, () => this.fail(new CollectiveError('deadline', `group ${this.name} ${this.seq} of round ${this.group.round} did not finish within ${this.deadlineMs} ms at ${this.group.self}`)));
+    const late = `group ${this.name} ${this.seq} of round ${this.group.round} did not finish within ${this.deadlineMs} ms at ${this.group.self}`;
+    this.cancelDeadline = this.group.clock.after(this.deadlineMs, () => this.fail(new CollectiveError('deadline', late)));
     for (const peer of this.group.peers) this.queues.set(peer, { items: [], head: 0, pumping: false });
     this.start();
     if (this.n > 1) {

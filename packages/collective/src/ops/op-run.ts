@@ -36,7 +36,8 @@ export abstract class OpRun<T> {
   }
 
   begin(): void {
-    this.cancelDeadline = this.ring.clock.after(this.deadlineMs, () => this.fail(new CollectiveError('deadline', `${this.kind} op ${this.seq} of round ${this.ring.round} did not finish within ${this.deadlineMs} ms at ${this.ring.self}`)));
+    const late = `${this.kind} op ${this.seq} of round ${this.ring.round} did not finish within ${this.deadlineMs} ms at ${this.ring.self}`;
+    this.cancelDeadline = this.ring.clock.after(this.deadlineMs, () => this.fail(new CollectiveError('deadline', late)));
     if (this.ring.size > 1) {
       this.ring.openLinks(this.deadlineMs).then(
         () => this.pump(),
