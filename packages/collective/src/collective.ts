@@ -2,7 +2,7 @@
 // in the order they were asked for, frames routed to the op they belong to (early ones buffered
 // within bounds, stale and duplicate ones counted and dropped), aborts and lost peers. Subclasses
 // say whom an abort goes to and whether a received abort is passed on.
-import { FRAME_HEADER_BYTES, allocFrame, jobHash, type Frame, type FrameError } from '@tabfleet/protocol';
+import { FRAME_HEADER_BYTES, allocFrame, jobHash, realClock, type Clock, type Frame, type FrameError } from '@tabfleet/protocol';
 import { CollectiveError, type CollectiveErrorCode } from './errors';
 import type { RingCounters } from './ring-types';
 import { FrameRouter } from './router';
@@ -24,6 +24,8 @@ export interface CollectiveOptions {
   chunkElements?: number;
   /** Bound on frames buffered for ops this member has not started yet (default 256 MiB). */
   maxEarlyBytes?: number;
+  /** What deadlines are counted on (default: the transport's clock, else realClock). */
+  clock?: Clock;
 }
 
 /** An op in flight, as the collective drives it. */
@@ -48,6 +50,7 @@ export abstract class Collective {
   };
   /** @internal */ readonly transport: Transport;
   /** @internal */ readonly chunkOverride: number | undefined;
+  /** @internal */ readonly clock: Clock;
   protected readonly deadlineMs: number;
   private readonly maxEarlyBytes: number;
   private nextSeq = 0;
@@ -72,6 +75,7 @@ export abstract class Collective {
       throw new CollectiveError('bad_argument', `chunkElements must be a positive integer, got ${opts.chunkElements}`);
     }
     this.transport = opts.transport;
+    this.clock = opts.clock ?? opts.transport.clock ?? realClock;
     this.members = [...members];
     this.self = self;
     this.rank = rank;
@@ -117,16 +121,16 @@ export abstract class Collective {
   async openLinks(deadlineMs = this.deadlineMs): Promise<void> {
     const peers = this.linked;
     if (peers.length === 0) return;
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let cancel = () => {};
     try {
       await Promise.race([
         Promise.all(peers.map((p) => this.transport.connect(p))),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new CollectiveError('deadline', `connecting ${this.self} to ${peers.join(', ')} took longer than ${deadlineMs} ms`)), deadlineMs);
+          cancel = this.clock.after(deadlineMs, () => reject(new CollectiveError('deadline', `connecting ${this.self} to ${peers.join(', ')} took longer than ${deadlineMs} ms`)));
         }),
       ]);
     } finally {
-      clearTimeout(timer);
+      cancel();
     }
   }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FRAME_HEADER_BYTES, aggregateWith, allocFrame, jobHash, decodeFrame, maxChunkElements, mean, modelDigest, type Aggregation } from '@tabfleet/protocol';
+import { FakeClock } from '@tabfleet/protocol/testing';
 import { CollectiveError } from './errors';
 import { Group, type GroupAverage } from './group';
 import { MemoryNetwork, type MemoryTransport } from './memory';
@@ -120,11 +121,15 @@ test('a sender that sends other values than it reports is exposed by the digests
 });
 
 test('a member lost mid-op: every member rejects with peer_lost and no result', async () => {
-  const g = memoryGroup(4, { chunkElements: 100 });
+  // On fake time: the kill comes 30 ms in, while m3's 80 kB still crawl to m0 at 50 kB/s, however busy the machine.
+  const clock = new FakeClock();
+  const g = memoryGroup(4, { chunkElements: 100 }, new MemoryNetwork({ seed: 5, clock }));
   g.net.setFaults('m3', 'm0', { bandwidth: 50_000 });
   const pending = g.groups.map((x, i) => x.average(floatData(20_000, i), { rule: 'mean' }));
-  setTimeout(() => g.net.kill('m3'), 30);
-  const results = await settleAll(pending.slice(0, 3));
+  const t0 = clock.now();
+  clock.after(30, () => g.net.kill('m3'));
+  const results = await clock.run(settleAll(pending.slice(0, 3)));
+  assert.ok(clock.now() - t0 < 100, `failed ${clock.now() - t0} ms in`);
   for (const r of results) {
     assert.ok(r instanceof CollectiveError, String(r));
     assert.ok(r.code === 'peer_lost' || r.code === 'aborted', r.message);

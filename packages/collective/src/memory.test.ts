@@ -1,6 +1,8 @@
 // The in-memory transport itself: ordered delivery, bandwidth cap with backpressure, counters, faults.
+// Times on a FakeClock where the test checks them: exact, however busy the machine.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { FakeClock } from '@tabfleet/protocol/testing';
 import { CollectiveError } from './errors';
 import { MemoryNetwork } from './memory';
 
@@ -34,33 +36,40 @@ test('frames arrive in order with latency and jitter; counters count them', asyn
 
 test('a bandwidth cap fills bufferedAmount up to the bound and sends wait (backpressure)', async () => {
   const high = 64 * 1024;
-  const net = new MemoryNetwork({ highWaterMark: high, faults: { bandwidth: 10e6 } });
+  const clock = new FakeClock();
+  const net = new MemoryNetwork({ highWaterMark: high, faults: { bandwidth: 10e6 }, clock });
   const a = net.endpoint('a');
   const b = net.endpoint('b');
   await a.connect('b');
   let received = 0;
-  b.onFrame((_, f) => (received += f.byteLength));
-  const t0 = performance.now();
+  let doneAt = 0;
   const total = 2_000_000;
-  for (let i = 0; i < total / 10_000; i++) await a.send('b', frame(i, 10_000));
-  while (received < total) await new Promise((r) => setTimeout(r, 2));
-  const ms = performance.now() - t0;
+  b.onFrame((_, f) => (received += f.byteLength) === total && (doneAt = clock.now()));
+  const t0 = clock.now();
+  await clock.run((async () => {
+    for (let i = 0; i < total / 10_000; i++) await a.send('b', frame(i, 10_000));
+  })());
+  await clock.advance(1_000);
+  assert.equal(received, total);
+  // 1 ms a frame on the wire, back to back: the last one is in at 200 ms.
+  assert.equal(doneAt - t0, 200, '2 MB at 10 MB/s');
   const s = a.stats()[0];
   assert.ok(s.maxBufferedAmount <= high + 10_000, `buffered ${s.maxBufferedAmount}`);
-  assert.ok(s.sendBlockedMs > 50, `sends waited ${s.sendBlockedMs} ms`);
-  assert.ok(ms > 150 && ms < 2000, `2 MB at 10 MB/s took ${ms} ms`);
+  // Past the first few (the bound), each send waited for one frame to leave: 1 ms each.
+  assert.ok(s.sendBlockedMs >= 190 && s.sendBlockedMs <= 200, `sends waited ${s.sendBlockedMs} ms`);
 });
 
 test('reorder and duplicate faults are seeded: the same seed gives the same arrival order', async () => {
   async function run(seed: number): Promise<number[]> {
-    const net = new MemoryNetwork({ seed, faults: { reorder: 0.2, duplicate: 0.2 } });
+    const clock = new FakeClock();
+    const net = new MemoryNetwork({ seed, faults: { reorder: 0.2, duplicate: 0.2 }, clock });
     const a = net.endpoint('a');
     const b = net.endpoint('b');
     await a.connect('b');
     const got: number[] = [];
     b.onFrame((_, f) => got.push(idOf(f)));
     for (let i = 0; i < 100; i++) await a.send('b', frame(i, 8));
-    await new Promise((r) => setTimeout(r, 30));
+    await clock.advance(30);
     return got;
   }
   const x = await run(7);
@@ -70,7 +79,8 @@ test('reorder and duplicate faults are seeded: the same seed gives the same arri
 });
 
 test('killing a peer: its neighbours hear of it after lossDetectMs, pending and later sends reject with peer_lost', async () => {
-  const net = new MemoryNetwork({ lossDetectMs: 20, faults: { stalled: true }, highWaterMark: 1000 });
+  const clock = new FakeClock();
+  const net = new MemoryNetwork({ lossDetectMs: 20, faults: { stalled: true }, highWaterMark: 1000, clock });
   const a = net.endpoint('a');
   net.endpoint('b');
   await a.connect('b');
@@ -78,11 +88,13 @@ test('killing a peer: its neighbours hear of it after lossDetectMs, pending and 
   a.onPeerLost((p) => lost.push(p));
   await a.send('b', frame(0));
   const blocked = a.send('b', frame(1)); // over the bound on a stalled link: waits
+  const rejected = assert.rejects(blocked, (e: CollectiveError) => e.code === 'peer_lost');
   net.kill('b');
-  await new Promise((r) => setTimeout(r, 5));
+  await clock.advance(19);
   assert.deepEqual(lost, []);
-  await assert.rejects(blocked, (e: CollectiveError) => e.code === 'peer_lost');
+  await clock.advance(1);
   assert.deepEqual(lost, ['b']);
+  await rejected;
   await assert.rejects(a.send('b', frame(2)), (e: CollectiveError) => e.code === 'peer_lost');
   assert.equal(a.isConnected('b'), false);
 });

@@ -1,8 +1,9 @@
 // An in-process network of transports for deterministic tests: ordered links with optional latency,
 // jitter, a bandwidth cap (which fills the sender's bufferedAmount, so backpressure is real),
 // and injected faults — reordered or duplicated frames, stalled links, dropped links, killed peers.
-// Random choices come from a seeded PRNG, so a failing case replays.
-import { mulberry32 } from '@tabfleet/protocol';
+// Random choices come from a seeded PRNG, so a failing case replays. Delays run on the network's
+// Clock: on a FakeClock a test sets latencies and reads exact times back.
+import { mulberry32, realClock, type Clock } from '@tabfleet/protocol';
 import { BaseTransport, type BackpressureOptions, type Channel } from './transport';
 
 export interface LinkFaults {
@@ -26,6 +27,8 @@ export interface MemoryNetworkOptions extends BackpressureOptions {
   faults?: LinkFaults;
   /** How long after a link dies its ends hear about it, ms (default 0: next macrotask). */
   lossDetectMs?: number;
+  /** The time links run on, and their transports' deadlines and round trips (default realClock). */
+  clock?: Clock;
 }
 
 export interface MemoryNetworkCounters {
@@ -38,9 +41,10 @@ export interface MemoryNetworkCounters {
 
 const nextTick: (f: () => void) => void = typeof setImmediate === 'function' ? (f) => setImmediate(f) : (f) => setTimeout(f, 0);
 
-function after(ms: number, f: () => void): void {
-  if (ms <= 0) nextTick(f);
-  else setTimeout(f, ms);
+/** `f` after `ms` on `clock`; on the real clock "now" is the next macrotask (Node's setTimeout(0) waits 1 ms). */
+function after(clock: Clock, ms: number, f: () => void): void {
+  if (ms <= 0 && clock === realClock) nextTick(f);
+  else clock.after(ms, f);
 }
 
 /** Runs callbacks at (non-decreasing) times, strictly in the order they were pushed. */
@@ -48,6 +52,8 @@ class TimedQueue {
   private items: { at: number; run: () => void }[] = [];
   private head = 0;
   private armed = false;
+
+  constructor(private readonly clock: Clock) {}
 
   push(at: number, run: () => void): void {
     this.items.push({ at, run });
@@ -57,9 +63,11 @@ class TimedQueue {
   private arm(): void {
     if (this.armed || this.head >= this.items.length) return;
     this.armed = true;
-    after(this.items[this.head].at - performance.now(), () => {
+    after(this.clock, this.items[this.head].at - this.clock.now(), () => {
       this.armed = false;
-      const now = performance.now() + 0.5;
+      // Real timers fire up to a millisecond early against the performance clock (libuv counts whole
+      // ms): what is nearly due goes now. Fake time is exact.
+      const now = this.clock.now() + (this.clock === realClock ? 0.5 : 0);
       while (this.head < this.items.length && this.items[this.head].at <= now) this.items[this.head++].run();
       if (this.head === this.items.length) {
         this.items = [];
@@ -85,7 +93,10 @@ class Wire implements Channel {
     this.lowCb = cb;
   };
 
-  constructor(private readonly net: MemoryNetwork, readonly from: string, readonly to: string) {}
+  constructor(private readonly net: MemoryNetwork, readonly from: string, readonly to: string) {
+    this.departing = new TimedQueue(net.clock);
+    this.arriving = new TimedQueue(net.clock);
+  }
 
   write(frame: Uint8Array): void {
     if (this.dead) throw new Error(`link ${this.from}→${this.to} is closed`);
@@ -104,12 +115,12 @@ class Wire implements Channel {
     for (const f of this.stalledFrames.splice(0)) this.schedule(f);
   }
 
-  private departing = new TimedQueue();
-  private arriving = new TimedQueue();
+  private readonly departing: TimedQueue;
+  private readonly arriving: TimedQueue;
 
   private schedule(frame: Uint8Array): void {
     const f = this.net.faultsOf(this.from, this.to);
-    const now = performance.now();
+    const now = this.net.clock.now();
     const departAt = f.bandwidth ? Math.max(now, this.nextFree) + (frame.byteLength / f.bandwidth) * 1000 : now;
     this.nextFree = departAt;
     this.departing.push(departAt, () => {
@@ -139,12 +150,12 @@ class Wire implements Channel {
       this.held = frame;
       this.net.counters.reordered++;
       // A held frame with nothing behind it still arrives, a little late.
-      setTimeout(() => {
+      this.net.clock.after(5, () => {
         if (this.held === frame) {
           this.held = null;
           this.hand(frame, f);
         }
-      }, 5);
+      });
       return;
     }
     this.hand(frame, f);
@@ -168,7 +179,7 @@ export class MemoryTransport extends BaseTransport {
   dead = false;
 
   constructor(private readonly net: MemoryNetwork, self: string, bp: BackpressureOptions) {
-    super(self, bp);
+    super(self, bp, net.clock);
   }
 
   connect(peer: string): Promise<void> {
@@ -202,6 +213,7 @@ export class MemoryTransport extends BaseTransport {
 export class MemoryNetwork {
   readonly counters: MemoryNetworkCounters = { delivered: 0, duplicated: 0, reordered: 0, dropped: 0 };
   readonly random: () => number;
+  readonly clock: Clock;
   private endpoints = new Map<string, MemoryTransport>();
   private wires = new Map<string, Wire>();
   private faults = new Map<string, LinkFaults>();
@@ -209,6 +221,7 @@ export class MemoryNetwork {
 
   constructor(private readonly opts: MemoryNetworkOptions = {}) {
     this.random = mulberry32(opts.seed ?? 1);
+    this.clock = opts.clock ?? realClock;
   }
 
   endpoint(id: string): MemoryTransport {
@@ -280,7 +293,7 @@ export class MemoryNetwork {
       const w = this.wires.get(`${x}\u0000${y}`);
       if (w) w.dead = true;
       const e = this.endpoints.get(x);
-      if (e) after(this.opts.lossDetectMs ?? 0, () => e.linkDown(y, reason));
+      if (e) after(this.clock, this.opts.lossDetectMs ?? 0, () => e.linkDown(y, reason));
     }
   }
 

@@ -4,8 +4,8 @@
 // It also measures round trips to peers: a ping is answered by a pong straight away, and the smallest
 // round trip seen to a peer is kept (larger ones waited behind other frames on the channel, so the smallest
 // is the closest to the link's own latency). Moshpit jobs group members by these (the server's
-// peer-distances.ts).
-import { FrameError, decodeFrame, encodeFrame, type Frame } from '@tabfleet/protocol';
+// peer-distances.ts). Times are the transport's clock's (a FakeClock under a test's memory network).
+import { FrameError, decodeFrame, encodeFrame, realClock, type Clock, type Frame } from '@tabfleet/protocol';
 import type { Transport } from './transport';
 
 export interface RouterCounters {
@@ -65,14 +65,17 @@ export class FrameRouter {
   private readonly pingsOut = new Map<number, { peer: string; at: number }>();
   private nextNonce = 1;
 
+  private readonly clock: Clock;
+
   private constructor(private readonly transport: Transport) {
+    this.clock = transport.clock ?? realClock;
     this.unsubscribe = transport.onFrame((from, bytes) => this.route(from, bytes));
   }
 
   /** Sends a round-trip probe to `peer` (linked); its pong updates `rttMs(peer)`. A failed send is no measurement. */
   ping(peer: string): void {
     const nonce = this.nextNonce++ >>> 0;
-    this.pingsOut.set(nonce, { peer, at: performance.now() });
+    this.pingsOut.set(nonce, { peer, at: this.clock.now() });
     if (this.pingsOut.size > MAX_PINGS_OUT) this.pingsOut.delete(this.pingsOut.keys().next().value!);
     this.transport.send(peer, probe('ping', nonce)).catch(() => this.pingsOut.delete(nonce));
   }
@@ -86,14 +89,15 @@ export class FrameRouter {
     if (frame.kind === 'ping') {
       // Answered from a fresh task, not inside the channel's message callback: a send from within it
       // (Node, @roamhq/wrtc) kept the channel's close event from ever firing when that peer left.
-      setTimeout(() => this.transport.send(from, probe('pong', frame.chunk)).catch(() => {}), 0);
+      this.clock.after(0, () => void this.transport.send(from, probe('pong', frame.chunk)).catch(() => {}));
       return;
     }
     const out = this.pingsOut.get(frame.chunk);
     // A pong for a nonce not sent to this peer (or already answered) measures nothing.
     if (!out || out.peer !== from) return;
     this.pingsOut.delete(frame.chunk);
-    const ms = performance.now() - out.at;
+    // Never negative (the server refuses a negative one), whatever clock a test gives.
+    const ms = Math.max(0, this.clock.now() - out.at);
     this.rtt.set(from, Math.min(ms, this.rtt.get(from) ?? Infinity));
   }
 
@@ -141,11 +145,11 @@ export class FrameRouter {
       this.counters.stale++;
       return;
     }
-    this.park(key, { from, frame, bytes: bytes.byteLength, at: performance.now() });
+    this.park(key, { from, frame, bytes: bytes.byteLength, at: this.clock.now() });
   }
 
   private park(key: string, p: Parked): void {
-    const now = performance.now();
+    const now = this.clock.now();
     // Age out, then keep within the byte bound by dropping the oldest rounds first.
     for (const [k, list] of this.parked) {
       if (now - list[list.length - 1].at > MAX_PARKED_MS || (this.parkedBytes + p.bytes > MAX_PARKED_BYTES && k !== key)) {

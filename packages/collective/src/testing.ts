@@ -27,8 +27,7 @@ export interface TestGroup {
   groups: Group[];
 }
 
-export function memoryGroup(n: number, opts: Partial<GroupOptions> = {}): TestGroup {
-  const net = new MemoryNetwork({ seed: 5 });
+export function memoryGroup(n: number, opts: Partial<GroupOptions> = {}, net = new MemoryNetwork({ seed: 5 })): TestGroup {
   const ids = Array.from({ length: n }, (_, i) => `m${i}`);
   const transports = ids.map((id) => net.endpoint(id));
   const groups = ids.map((id, i) => new Group({ transport: transports[i], members: ids, self: id, jobId: 'job-test', round: 1, deadlineMs: 10_000, ...opts }));

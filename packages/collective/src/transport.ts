@@ -2,9 +2,10 @@
 // (Uint8Array ≤ 64 KiB) in order, with backpressure, counters, and news of a lost peer.
 // Implementations: MemoryTransport (memory.ts, fault injection for tests) and WebRtcTransport
 // (webrtc.ts, simple-peer data channels in the browser or over @roamhq/wrtc in Node).
+import { realClock, type Clock } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
 
-/** Per-link counters; times are `performance.now()` milliseconds. */
+/** Per-link counters; times are the transport's clock's milliseconds. */
 export interface LinkStats {
   peer: string;
   open: boolean;
@@ -26,6 +27,8 @@ export interface LinkStats {
 export interface Transport {
   /** This endpoint's id (a ring member id). */
   readonly self: string;
+  /** The time its links run on (deadlines and round trips over it use it too); absent: realClock. */
+  readonly clock?: Clock;
   /** Opens (or waits for) the link to `peer`; resolves when frames can flow. Idempotent. */
   connect(peer: string): Promise<void>;
   isConnected(peer: string): boolean;
@@ -77,11 +80,11 @@ export class Link {
   private queue: Pending[] = [];
   private head = 0;
   private waiting = false;
-  private pollTimer: ReturnType<typeof setTimeout> | null = null;
+  private cancelPoll: (() => void) | null = null;
   closed: CollectiveError | null = null;
   private readyWaiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
 
-  constructor(readonly peer: string, private readonly bp: Required<BackpressureOptions>) {
+  constructor(readonly peer: string, private readonly bp: Required<BackpressureOptions>, private readonly clock: Clock = realClock) {
     this.stats = {
       peer, open: false, bytesSent: 0, bytesReceived: 0, framesSent: 0, framesReceived: 0, sendBlockedMs: 0, maxBufferedAmount: 0,
       connectedAt: null, firstSentAt: null, lastSentAt: null, firstReceivedAt: null, lastReceivedAt: null,
@@ -91,7 +94,7 @@ export class Link {
   attach(channel: Channel): void {
     this.channel = channel;
     this.stats.open = true;
-    this.stats.connectedAt = performance.now();
+    this.stats.connectedAt = this.clock.now();
     channel.setLowHandler?.(this.bp.lowWaterMark, () => this.drain());
     for (const w of this.readyWaiters.splice(0)) w.resolve();
     this.drain();
@@ -104,7 +107,7 @@ export class Link {
   }
 
   received(bytes: number): void {
-    const now = performance.now();
+    const now = this.clock.now();
     this.stats.bytesReceived += bytes;
     this.stats.framesReceived++;
     this.stats.firstReceivedAt ??= now;
@@ -124,7 +127,7 @@ export class Link {
       return Promise.resolve();
     }
     return new Promise((resolve, reject) => {
-      this.queue.push({ frame, resolve, reject, since: performance.now() });
+      this.queue.push({ frame, resolve, reject, since: this.clock.now() });
       this.drain();
     });
   }
@@ -136,7 +139,7 @@ export class Link {
 
   private write(ch: Channel, frame: Uint8Array): void {
     ch.write(frame);
-    const now = performance.now();
+    const now = this.clock.now();
     const s = this.stats;
     s.bytesSent += frame.byteLength;
     s.framesSent++;
@@ -158,7 +161,7 @@ export class Link {
         this.close(new CollectiveError('peer_lost', `send to ${this.peer} failed: ${(e as Error).message}`, this.peer));
         return;
       }
-      this.stats.sendBlockedMs += performance.now() - p.since;
+      this.stats.sendBlockedMs += this.clock.now() - p.since;
       p.resolve();
     }
     if (this.head === this.queue.length) {
@@ -167,19 +170,17 @@ export class Link {
       return;
     }
     if (ch.setLowHandler) return; // the channel calls drain() when it empties
-    if (!this.pollTimer) {
-      this.pollTimer = setTimeout(() => {
-        this.pollTimer = null;
-        this.drain();
-      }, this.bp.pollMs);
-    }
+    this.cancelPoll ??= this.clock.after(this.bp.pollMs, () => {
+      this.cancelPoll = null;
+      this.drain();
+    });
   }
 
   close(err: CollectiveError): void {
     if (this.closed) return;
     this.closed = err;
     this.stats.open = false;
-    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.cancelPoll?.();
     for (let i = this.head; i < this.queue.length; i++) this.queue[i].reject(err);
     this.queue = [];
     this.head = 0;
@@ -200,7 +201,7 @@ export abstract class BaseTransport implements Transport {
   protected readonly bp: Required<BackpressureOptions>;
   protected closedAll = false;
 
-  constructor(readonly self: string, bp: BackpressureOptions = {}) {
+  constructor(readonly self: string, bp: BackpressureOptions = {}, readonly clock: Clock = realClock) {
     this.bp = backpressureDefaults(bp);
   }
 
@@ -210,7 +211,7 @@ export abstract class BaseTransport implements Transport {
   protected link(peer: string): Link {
     let l = this.links.get(peer);
     if (!l || l.closed) {
-      l = new Link(peer, this.bp);
+      l = new Link(peer, this.bp, this.clock);
       this.links.set(peer, l);
     }
     return l;

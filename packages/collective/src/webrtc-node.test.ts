@@ -35,6 +35,13 @@ test('4 members over node WebRTC allreduce 16 MB correctly (fp32 and fp16)', { t
   await Promise.all(rings.map((r) => r.connect()));
   const connectMs = performance.now() - tc;
   assert.equal(hub.counters.refused, 0, 'only neighbours signal each other');
+  // Round trips are measured on real links too (link-rtt.test checks the values on fake time): each
+  // member reports both neighbours', above zero. Waited for by count; no bound on a busy machine's times.
+  for (let waited = 0; !rings.every((r) => Object.keys(r.linkRttMs()).length === 2); waited += 10) {
+    assert.ok(waited < 20_000, `round trips after 20 s: ${JSON.stringify(rings.map((r) => r.linkRttMs()))}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  for (const r of rings) for (const ms of Object.values(r.linkRttMs())) assert.ok(ms > 0 && Number.isFinite(ms), `${r.self}: ${JSON.stringify(r.linkRttMs())}`);
   const len = (16 * 1024 * 1024) / 4;
   for (const dtype of ['f32', 'f16'] as const) {
     // Integers: exact sums in f32; within f16's range (and its integer precision, 2¹¹) for the f16 wire.

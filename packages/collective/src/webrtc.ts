@@ -9,6 +9,7 @@
 //
 // Backpressure: frames wait while the channel's bufferedAmount is above the high-water mark; the
 // channel's 'bufferedamountlow' event (browsers) or polling (node wrtc, which lacks it) resumes them.
+import type { Clock } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
 import type { Signaler } from './signaling';
 import { BaseTransport, type BackpressureOptions, type Channel } from './transport';
@@ -51,6 +52,8 @@ export interface WebRtcTransportOptions extends BackpressureOptions {
   connectTimeoutMs?: number;
   /** Whether to answer a connection offered by `peer` that this side has not asked for (default: yes). */
   accept?: (peer: string) => boolean;
+  /** Connect timeouts, and deadlines and round trips over this transport (default realClock). */
+  clock?: Clock;
 }
 
 interface Envelope {
@@ -67,7 +70,7 @@ function isEnvelope(x: unknown): x is Envelope {
 interface Conn {
   cid: string;
   peer: SimplePeerLike;
-  timer: ReturnType<typeof setTimeout>;
+  cancelTimer: () => void;
   open: boolean;
 }
 
@@ -82,7 +85,7 @@ export class WebRtcTransport extends BaseTransport {
   private readonly unsubscribeSignals: () => void;
 
   constructor(private readonly opts: WebRtcTransportOptions) {
-    super(opts.self, opts);
+    super(opts.self, opts, opts.clock);
     this.unsubscribeSignals = opts.signaler.onSignal((from, data) => this.onSignal(from, data));
   }
 
@@ -101,18 +104,18 @@ export class WebRtcTransport extends BaseTransport {
     return link.ready();
   }
 
-  private pendingTimers = new Map<string, ReturnType<typeof setTimeout>>();
+  private pendingTimers = new Map<string, () => void>();
 
   /** Gives up on a link that nobody opens within connectTimeoutMs. */
   private armTimeout(peer: string): void {
     if (this.pendingTimers.has(peer)) return;
-    this.pendingTimers.set(peer, setTimeout(() => {
+    this.pendingTimers.set(peer, this.clock.after(this.opts.connectTimeoutMs ?? 30_000, () => {
       this.pendingTimers.delete(peer);
       if (!this.isConnected(peer)) {
         this.lost(peer, `no connection within ${this.opts.connectTimeoutMs ?? 30_000} ms`);
         this.dropConn(peer);
       }
-    }, this.opts.connectTimeoutMs ?? 30_000));
+    }));
   }
 
   private open(peer: string, cid: string, initiator: boolean): Conn {
@@ -122,9 +125,9 @@ export class WebRtcTransport extends BaseTransport {
       cid,
       peer: p,
       open: false,
-      timer: setTimeout(() => {
+      cancelTimer: this.clock.after(timeoutMs, () => {
         if (!conn.open) this.fail(peer, conn, `WebRTC connection not open within ${timeoutMs} ms`);
-      }, timeoutMs),
+      }),
     };
     this.conns.set(peer, conn);
     const link = this.link(peer);
@@ -132,9 +135,8 @@ export class WebRtcTransport extends BaseTransport {
     p.on('connect', () => {
       if (this.conns.get(peer) !== conn) return;
       conn.open = true;
-      clearTimeout(conn.timer);
-      const t = this.pendingTimers.get(peer);
-      if (t) clearTimeout(t);
+      conn.cancelTimer();
+      this.pendingTimers.get(peer)?.();
       this.pendingTimers.delete(peer);
       link.attach(this.channelOf(p));
     });
@@ -174,7 +176,7 @@ export class WebRtcTransport extends BaseTransport {
     const c = this.conns.get(peer);
     if (!c) return;
     this.conns.delete(peer);
-    clearTimeout(c.timer);
+    c.cancelTimer();
     try {
       c.peer.destroy();
     } catch {
@@ -205,8 +207,7 @@ export class WebRtcTransport extends BaseTransport {
   }
 
   protected closeChannel(peer: string): void {
-    const t = this.pendingTimers.get(peer);
-    if (t) clearTimeout(t);
+    this.pendingTimers.get(peer)?.();
     this.pendingTimers.delete(peer);
     this.dropConn(peer);
   }

@@ -6,7 +6,7 @@ import {
   createModel, createOptimizer, evaluate, planMemory, recordGradientStep, recordTrainStep,
   type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type RecomputeMode,
 } from '@tabfleet/nn';
-import { anotherStepFits, decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32 } from '@tabfleet/protocol';
+import { anotherStepFits, decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32, realClock, sleepOn, type Clock } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
 
 export interface EngineOptions {
@@ -31,6 +31,8 @@ export interface EngineOptions {
    * GPU does not do, and on this shared machine that noise swamped the speeds being emulated.
    */
   slowdown?: number;
+  /** What compute, budgets and the slowdown's sleep are timed on (default realClock). */
+  clock?: Clock;
 }
 
 /** A one-value tensor's value (a loss), read back and disposed. */
@@ -64,6 +66,7 @@ export class ModelEngine {
   private scratch: Storage | null = null;
   /** Examples per forward/backward pass; a step accumulates passes up to the batch (see planMemory). */
   microBatch: number;
+  private readonly clock: Clock;
 
   constructor(
     readonly backend: Backend,
@@ -72,6 +75,7 @@ export class ModelEngine {
     this.model = createModel(opts.preset, backend, opts.seed);
     this.optimizer = createOptimizer(this.model.store, opts.optimizer);
     this.microBatch = opts.batchSize;
+    this.clock = opts.clock ?? realClock;
     this.batches = this.epochIterator();
     if (this.nextBatchPeek() === null) throw new Error(`shard of ${opts.shard.length} examples holds no batch of ${opts.batchSize}`);
   }
@@ -200,13 +204,13 @@ export class ModelEngine {
    * EngineOptions.slowdown); returns the ms slept (undefined when not slowed).
    */
   private async slowDown(t0: number, samples: number): Promise<number | undefined> {
-    this.recentMsPerSample.push((performance.now() - t0) / Math.max(1, samples));
+    this.recentMsPerSample.push((this.clock.now() - t0) / Math.max(1, samples));
     if (this.recentMsPerSample.length > RECENT_WORK_KEPT) this.recentMsPerSample.shift();
     const factor = this.opts.slowdown ?? 1;
     if (!(factor > 1)) return undefined;
-    const t1 = performance.now();
-    await new Promise((r) => setTimeout(r, (factor - 1) * samples * this.typicalMsPerSample()));
-    return performance.now() - t1;
+    const t1 = this.clock.now();
+    await sleepOn(this.clock, (factor - 1) * samples * this.typicalMsPerSample());
+    return this.clock.now() - t1;
   }
 
   /**
@@ -217,7 +221,7 @@ export class ModelEngine {
    */
   private async trainWithin(n: number, budgetMs: number): Promise<LocalWork> {
     const factor = this.opts.slowdown ?? 1;
-    const t0 = performance.now();
+    const t0 = this.clock.now();
     let sum = 0, done = 0, recorded = 0, lastDone = t0;
     let sleptMs: number | undefined;
     let pending: Tensor | null = null;
@@ -225,7 +229,7 @@ export class ModelEngine {
       sum += await readScalar(loss);
       const slept = await this.slowDown(lastDone, this.opts.batchSize);
       if (slept !== undefined) sleptMs = (sleptMs ?? 0) + slept;
-      lastDone = performance.now();
+      lastDone = this.clock.now();
       done++;
     };
     while (recorded < n) {
@@ -240,14 +244,14 @@ export class ModelEngine {
       // step, as the server's steps round), at this worker's typical pace, not this sync's: one slow
       // step does not end the work early.
       const stepMs = factor * this.opts.batchSize * this.typicalMsPerSample();
-      if (!anotherStepFits(performance.now() - t0 + (pending ? stepMs : 0), stepMs, budgetMs)) break;
+      if (!anotherStepFits(this.clock.now() - t0 + (pending ? stepMs : 0), stepMs, budgetMs)) break;
     }
     if (pending) await finish(pending);
     return { loss: sum / done, samples: done * this.opts.batchSize, steps: done, ...(sleptMs === undefined ? {} : { sleptMs }) };
   }
 
   private async train(n: number, next: () => Batch): Promise<LocalWork> {
-    const t0 = performance.now();
+    const t0 = this.clock.now();
     let sum = 0;
     let pending: Tensor | null = null;
     const readLoss = async (t: Tensor) => {
@@ -268,7 +272,7 @@ export class ModelEngine {
    * gradient (their mean) stays in the flat gradient buffer.
    */
   async computeGradients(examples = this.opts.batchSize): Promise<LocalWork> {
-    const t0 = performance.now();
+    const t0 = this.clock.now();
     const batch = this.nextExamples(examples);
     const loss = recordGradientStep(this.model, batch, undefined, Math.min(this.microBatch, batch.size));
     const value = await readScalar(loss);

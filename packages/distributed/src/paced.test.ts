@@ -1,10 +1,12 @@
 // Paced rounds in the in-process runner: a slowed worker does fewer local steps in the same budget,
-// and the mean weighs every member's delta by the samples it processed.
+// and the mean weighs every member's delta by the samples it processed. Timing runs on fake time,
+// with a modeled device (each step costs STEP_MS), so the step counts are exact on a busy machine.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
 import { gaussianBlobs } from '@tabfleet/data';
-import { CpuBackend } from '@tabfleet/tensor';
+import { FakeClock } from '@tabfleet/protocol/testing';
+import { CpuBackend, type DType, type Storage } from '@tabfleet/tensor';
 import { holdOutTail } from './convergence';
 import { scalePayload } from './exchange';
 import { runSyncs, startWorkers } from './simulate';
@@ -17,19 +19,35 @@ const job: JobSetup = {
   strategy: { strategy: 'localsgd', H: 4, compression: 'none', outerLr: 1, outerMomentum: 0 },
 };
 
-test('paced LocalSGD: a worker 4× slower does fewer steps in the budget, and the mean weighs deltas by samples', async () => {
-  // JIT warm-up on a throwaway worker first: the fast worker's first sync sets the budget and its
-  // pace, and a cold first measurement (up to 3× slow) made the 4× slower one look only 1.6× slower.
-  await mlpWorkers(new CpuBackend(), { ...job, workers: 1 })[0].engine.trainSteps(8);
-  const workers = mlpWorkers(new CpuBackend(), { ...job, slowdowns: [1, 4] });
-  await startWorkers(workers);
+/** Fake ms a modeled step takes on the device. */
+const STEP_MS = 5;
+
+/**
+ * The CPU reference as a device on fake time: a step is done when its loss is read back, and that
+ * read costs STEP_MS of busy time (a one-value read after a commit does too; no step is timed there).
+ */
+class ModeledDevice extends CpuBackend {
+  constructor(private readonly clock: FakeClock) {
+    super();
+  }
+
+  override async read(s: Storage, dtype: DType): Promise<Float32Array | Int32Array> {
+    const out = await super.read(s, dtype);
+    if (out.length === 1) this.clock.spend(STEP_MS);
+    return out;
+  }
+}
+
+test('paced LocalSGD: a worker 4× slower does a quarter of the steps in the budget, and the mean weighs deltas by samples', async () => {
+  const clock = new FakeClock();
+  const workers = mlpWorkers(new ModeledDevice(clock), { ...job, slowdowns: [1, 4], clock });
+  await clock.run(startWorkers(workers));
   const own: Float32Array[][] = [];
   const before: Float32Array[] = [];
   const after: Float32Array[] = [];
-  // The budget: what 8 steps of the fast worker took in the first (H-step) sync.
-  let budgetMs = 0;
-  const pace = { get budgetMs() { return budgetMs; }, maxSteps: 64 };
-  const reports = await runSyncs(workers, new MemoryNetwork(), {
+  // The budget: 8 of the fast worker's steps (5 ms each; the slowed one's take 20).
+  const pace = { budgetMs: 8 * STEP_MS, maxSteps: 64 };
+  const reports = await clock.run(runSyncs(workers, new MemoryNetwork({ clock }), {
     syncs: 3,
     pace,
     tamper: async (payloads) => {
@@ -37,21 +55,17 @@ test('paced LocalSGD: a worker 4× slower does fewer steps in the budget, and th
       own.push(payloads.map((p) => (p as Extract<Payload, { kind: 'dense' }>).values.slice()));
       return [...payloads];
     },
-    onSync: async (r) => {
-      after.push(await workers[0].engine.readParams());
-      if (r.seq === 1) budgetMs = (8 * r.localMs[0]) / r.steps[0];
-    },
-  });
+    onSync: async () => void after.push(await workers[0].engine.readParams()),
+  }));
   assert.deepEqual(reports[0].steps, [4, 4], 'the first sync measures with H steps');
+  assert.deepEqual(reports[0].stepsMs, [4 * STEP_MS, 4 * 4 * STEP_MS]);
   assert.equal(reports[0].predictedLocalMs, null);
-  // Per sync no more: a busy machine can slow one sync's fast steps (3 against 2 in a CI run, 4 and 4
-  // beside one); over the paced syncs clearly fewer.
+  // Each works while half a step still fits after the one in flight: 8 of 5 ms and 2 of 20 ms.
   for (const r of reports.slice(1)) {
-    assert.ok(r.steps[0] >= r.steps[1], `sync ${r.seq}: the fast worker did ${r.steps[0]} steps, the 4× slower one ${r.steps[1]}`);
-    assert.ok(r.predictedLocalMs && r.predictedLocalMs.every((ms) => ms > 0));
+    assert.deepEqual(r.steps, [8, 2], `sync ${r.seq}`);
+    assert.deepEqual(r.stepsMs, [40, 40], `sync ${r.seq}`);
+    assert.deepEqual(r.predictedLocalMs, [40, 40], `sync ${r.seq}`);
   }
-  const paced = reports.slice(1).map((r) => r.steps).reduce(([a, b], [x, y]) => [a + x, b + y], [0, 0]);
-  assert.ok(paced[0] >= 1.5 * paced[1], `the paced syncs: the fast worker did ${paced[0]} steps, the 4× slower one ${paced[1]}`);
   // LocalSGD's new parameters: base − Σ w_i·Δ_i / W (w_i = samples = steps × batch), to f32 rounding.
   for (const [k, r] of reports.entries()) {
     const [w0, w1] = r.steps;
@@ -80,36 +94,29 @@ test('paced rounds refuse robust group averaging (members are not weighed there 
 });
 
 test('a slowed engine sleeps (f − 1) × its typical compute after its local work, and says how long', async () => {
-  const [plain] = mlpWorkers(new CpuBackend(), { ...job, workers: 1 });
-  assert.equal((await plain.engine.trainSteps(2)).sleptMs, undefined);
-  const [slowed] = mlpWorkers(new CpuBackend(), { ...job, workers: 1, slowdowns: [3] });
-  const t0 = performance.now();
-  const work = await slowed.engine.trainSteps(4);
-  const total = performance.now() - t0;
-  // Its first call, so its typical compute is this call's (a second call's speed, moved by a busy
-  // machine, varied from it): slept ≥ 2 × compute, and total = set-up + compute + slept, so slept is
-  // ⅔ of the total less the set-up's share: at least half while the set-up is under the compute.
-  assert.ok(work.sleptMs !== undefined && work.sleptMs >= total / 2 && work.sleptMs <= total, `slept ${work.sleptMs} ms of ${total} ms`);
+  const clock = new FakeClock();
+  const [plain] = mlpWorkers(new ModeledDevice(clock), { ...job, workers: 1, clock });
+  assert.equal((await clock.run(plain.engine.trainSteps(2))).sleptMs, undefined);
+  const [slowed] = mlpWorkers(new ModeledDevice(clock), { ...job, workers: 1, slowdowns: [3], clock });
+  const t0 = clock.now();
+  const work = await clock.run(slowed.engine.trainSteps(4));
+  assert.equal(work.sleptMs, 2 * 4 * STEP_MS);
+  assert.equal(clock.now() - t0, 3 * 4 * STEP_MS);
 });
 
 for (const slowdown of [1, 2]) {
   test(`a time budget ends local work when a typical step would overrun it (slowdown ${slowdown}): at least one step, at most the steps given`, async () => {
-    const [w] = mlpWorkers(new CpuBackend(), { ...job, workers: 1, slowdowns: [slowdown] });
-    await w.engine.trainSteps(8); // its typical pace
-    const t0 = performance.now();
-    await w.engine.trainSteps(8);
-    const stepMs = (performance.now() - t0) / 8;
-    const budgetMs = 6 * stepMs;
-    const t1 = performance.now();
-    const budgeted = await w.engine.trainSteps(100, budgetMs);
-    const tookMs = performance.now() - t1;
-    // A time budget: it ends within a few steps of it (two in flight), at this call's own pace (a busy machine moves
-    // the steps' time between the measure above and this call, so their count against it varied 3 to 11).
-    const perStepMs = tookMs / budgeted.steps;
-    assert.ok(budgeted.steps >= 2 && budgeted.steps < 100, `${budgeted.steps} steps in a budget of about 6`);
-    assert.ok(Math.abs(tookMs - budgetMs) <= 3 * perStepMs, `${tookMs.toFixed(0)} ms for a budget of ${budgetMs.toFixed(0)} ms at ${perStepMs.toFixed(1)} ms a step`);
+    const clock = new FakeClock();
+    const [w] = mlpWorkers(new ModeledDevice(clock), { ...job, workers: 1, slowdowns: [slowdown], clock });
+    await clock.run(w.engine.trainSteps(8)); // its typical pace
+    const stepMs = slowdown * STEP_MS;
+    const t1 = clock.now();
+    const budgeted = await clock.run(w.engine.trainSteps(100, 6 * stepMs));
+    // Six steps fit; a seventh would end past the budget by more than half a step.
+    assert.equal(budgeted.steps, 6);
+    assert.equal(clock.now() - t1, 6 * stepMs);
     assert.equal(budgeted.samples, budgeted.steps * job.batchSize);
-    assert.equal((await w.engine.trainSteps(4, 1_000 * stepMs)).steps, 4, 'the steps given are a ceiling');
-    assert.equal((await w.engine.trainSteps(4, 0.01)).steps, 1, 'one step however short the budget');
+    assert.equal((await clock.run(w.engine.trainSteps(4, 1_000 * stepMs))).steps, 4, 'the steps given are a ceiling');
+    assert.equal((await clock.run(w.engine.trainSteps(4, 0.01))).steps, 1, 'one step however short the budget');
   });
 }

@@ -119,6 +119,8 @@ export async function startWorkers(workers: SimWorker[]): Promise<void> {
 
 /** Runs syncs until `syncs` are done or `onSync` says stop; returns the reports. */
 export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOptions): Promise<SyncReport[]> {
+  // Timed on the network's clock (a FakeClock in tests that model their workers' speeds).
+  const clock = net.clock;
   let workers = all;
   const transportOf = (id: string) => net.endpointOf(id) ?? net.endpoint(id);
   const reports: SyncReport[] = [];
@@ -160,15 +162,15 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     const stepsMs: number[] = [];
     for (const [i, w] of workers.entries()) {
       opts.beforeLocal?.();
-      const t = performance.now();
+      const t = clock.now();
       const work = await w.strategy.local(opts.pace ? ceilings[i] : undefined, budgetOf(i));
       // The pace is of the steps alone: the payload costs the same however many steps came before it.
-      stepsMs.push(performance.now() - t);
+      stepsMs.push(clock.now() - t);
       steps.push(budgeted(i) ? work.steps : given[i]);
       loss += work.loss / workers.length;
       samples.push(work.samples);
       own.push(await w.strategy.payload());
-      localMs.push(performance.now() - t);
+      localMs.push(clock.now() - t);
       msPerStep.set(w.id, nextPace(msPerStep.get(w.id) ?? null, stepsMs[i], steps[i]));
     }
     const tampered = opts.tamper ? await opts.tamper(own, seq) : own;
@@ -178,7 +180,7 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     const payloads = opts.pace ? tampered.map((p, i) => scalePayload(p, (workers.length * samples[i]) / totalSamples)) : tampered;
     const collectiveOpts = (i: number) => ({ transport: transports[i], members: ids, self: ids[i], jobId: opts.jobId ?? 'sim', round: seq, deadlineMs: opts.deadlineMs ?? 120_000 });
     const group = opts.group;
-    const t0 = performance.now();
+    const t0 = clock.now();
     let rings: (Ring | Group)[] = [];
     let results: { mean: Float32Array; refused: { member: string }[] }[];
     let grouped: GroupedExchange | null = null;
@@ -189,13 +191,13 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
       rings = ids.map((_, i) => (group ? new Group(collectiveOpts(i)) : new Ring(collectiveOpts(i))));
       results = await Promise.all(rings.map((r, i) => (r instanceof Group ? groupExchange(r, payloads[i], group!) : exchange(r as Ring, payloads[i]).then((mean) => ({ mean, refused: [] })))));
     }
-    const exchangeMs = performance.now() - t0;
+    const exchangeMs = clock.now() - t0;
     const checksums: string[] = [];
     const applyMs: number[] = [];
     for (const [i, w] of workers.entries()) {
-      const t = performance.now();
+      const t = clock.now();
       checksums.push(await (grouped ? w.strategy.prepareParams!(results[i].mean) : w.strategy.prepare(results[i].mean)));
-      applyMs.push(performance.now() - t);
+      applyMs.push(clock.now() - t);
     }
     // Every member of a group (of the job, ungrouped) adopts the same model.
     for (const g of grouped?.groups ?? [ids]) {
@@ -203,10 +205,10 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
       if (agreed.size > 1) throw new Error(`members disagree after sync ${seq}: ${[...agreed].join(', ')}`);
     }
     for (const [i, w] of workers.entries()) {
-      const t = performance.now();
+      const t = clock.now();
       await w.strategy.commit();
       await w.engine.settled();
-      applyMs[i] += performance.now() - t;
+      applyMs[i] += clock.now() - t;
     }
     const refused = [...new Set(results.flatMap((r) => r.refused.map((x) => x.member)))].sort();
     const report: SyncReport = {

@@ -1,6 +1,7 @@
 // N in-process workers of one job on one backend (tests, the convergence and byzantine runs).
 import { shardIndices, type Dataset } from '@tabfleet/data';
 import { PRESETS, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
+import type { Clock } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
 import { flipLabels } from './attacks';
 import { ModelEngine } from './engine';
@@ -20,6 +21,8 @@ export interface JobSetup {
   flippedLabelRanks?: readonly number[];
   /** Per rank: how many times slower than the device it runs (EngineOptions.slowdown); default all 1. */
   slowdowns?: readonly number[];
+  /** The engines' clock (EngineOptions.clock; default realClock). */
+  clock?: Clock;
 }
 
 /** N workers of the MLP job, each on its shard, sharing one backend. */
@@ -35,7 +38,7 @@ export function presetWorkers(backend: Backend, preset: ModelPreset, job: JobSet
     const engine = new ModelEngine(backend, {
       preset, seed: job.seed ?? 1, optimizer: job.optimizer, batchSize: job.batchSize,
       train: job.flippedLabelRanks?.includes(rank) ? flipped : train, test: job.data.test, shard: shardIndices(train.count, rank, job.workers, job.seed ?? 1), dataSeed: 1000 + rank,
-      slowdown: job.slowdowns?.[rank],
+      slowdown: job.slowdowns?.[rank], clock: job.clock,
     });
     const strategy = createStrategy(engine, { ...job.strategy, compressor: job.compressor?.(engine) });
     return { id: `w${rank}`, engine, strategy };

@@ -14,3 +14,4 @@ export * from './fp16';
 export * from './validation';
 export * from './replication';
 export * from './moshpit';
+export * from './clock';

@@ -5,7 +5,10 @@
 import { decodeFashionShard, decodeTextShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { contextOf, presetOf, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
-import { DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, modelDigest, pacedStepCeiling, targetStepsOf, type Assignment, type JobSpec, type ReplicaTask, type ReplicaUnit } from '@tabfleet/protocol';
+import {
+  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, modelDigest, pacedStepCeiling, targetStepsOf, realClock, sleepOn,
+  type Assignment, type Clock, type JobSpec, type ReplicaTask, type ReplicaUnit,
+} from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
 import { loadDataset } from './solo';
 
@@ -30,29 +33,29 @@ const DOWNLOAD_RETRY_FOR_MS = 120_000;
  * backoff) with jitter: tabs behind one address that join at once exceed the shard downloads the
  * server serves per address, and the later ones wait their turn instead of failing their job.
  */
-async function fetchBytes(url: string): Promise<Uint8Array> {
-  const giveUpAt = Date.now() + DOWNLOAD_RETRY_FOR_MS;
+async function fetchBytes(url: string, clock: Clock = realClock): Promise<Uint8Array> {
+  const giveUpAt = clock.now() + DOWNLOAD_RETRY_FOR_MS;
   for (let attempt = 0; ; attempt++) {
     const res = await fetch(url);
     if (res.ok) return new Uint8Array(await res.arrayBuffer());
     const body = await res.text().catch(() => '');
-    if ((res.status !== 429 && res.status !== 503) || Date.now() >= giveUpAt) throw new Error(`GET ${url}: HTTP ${res.status} ${body}`.trim());
+    if ((res.status !== 429 && res.status !== 503) || clock.now() >= giveUpAt) throw new Error(`GET ${url}: HTTP ${res.status} ${body}`.trim());
     const retryAfterMs = 1000 * Number(res.headers.get('retry-after') ?? NaN);
     const waitMs = Number.isFinite(retryAfterMs) ? retryAfterMs : Math.min(4_000, 250 * 2 ** attempt);
-    await new Promise((r) => setTimeout(r, waitMs * (0.5 + Math.random())));
+    await sleepOn(clock, waitMs * (0.5 + Math.random()));
   }
 }
 
 /** This worker's training shard and the test set, as the job's dataset says. */
-async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: string, preset: ModelPreset): Promise<{ train: Dataset; test: Dataset; indices: Int32Array }> {
+async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: string, preset: ModelPreset, clock: Clock = realClock): Promise<{ train: Dataset; test: Dataset; indices: Int32Array }> {
   const shard = assignment.shard;
   if (spec.dataset === 'fashion-mnist') {
     const base = `${serverUrl}/datasets/fashion-mnist`;
     // The assignment's URL carries the ticket the server asks for (and may be relative to the server).
     const shardUrl = assignment.dataUrl ? new URL(assignment.dataUrl, serverUrl).href : `${base}/shards/${shard.index}/${shard.count}?seed=${spec.seed}`;
     const [train, test] = await Promise.all([
-      fetchBytes(shardUrl).then(decodeFashionShard),
-      loadFashionMnistTest((name) => fetchBytes(`${base}/${name}`)),
+      fetchBytes(shardUrl, clock).then(decodeFashionShard),
+      loadFashionMnistTest((name) => fetchBytes(`${base}/${name}`, clock)),
     ]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }
@@ -66,7 +69,7 @@ async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: str
     validationUrl.searchParams.set('shard', `${shard.index}/${shard.count}`);
     const vocab = spec.tokenizer ? TOKENIZER_VOCAB[spec.tokenizer] : 0;
     const decode = spec.dataset === 'image-upload' ? decodeFashionShard : (b: Uint8Array) => decodeTextShard(b, vocab);
-    const [train, test] = await Promise.all([fetchBytes(shardUrl.href).then(decode), fetchBytes(validationUrl.href).then(decode)]);
+    const [train, test] = await Promise.all([fetchBytes(shardUrl.href, clock).then(decode), fetchBytes(validationUrl.href, clock).then(decode)]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }
   if (spec.dataset === 'synthetic-blobs') {
@@ -99,8 +102,11 @@ export class JobEngine {
   /** Checkpoint URLs may be relative to it (a server listening on every interface). */
   private serverUrl = '';
 
-  /** `slowdown`: this tab pretends to be that many times slower (tests and benchmarks of unequal volunteers). */
-  constructor(private readonly backend: Backend, private readonly opts: { slowdown?: number } = {}) {}
+  /**
+   * `slowdown`: this tab pretends to be that many times slower (tests and benchmarks of unequal
+   * volunteers); `clock`: what local work and its budget are timed on (default realClock).
+   */
+  constructor(private readonly backend: Backend, private readonly opts: { slowdown?: number; clock?: Clock } = {}) {}
 
   private get ready(): { engine: ModelEngine; strategy: SyncStrategy; spec: JobSpec } {
     if (!this.engine || !this.strategy || !this.spec) throw new Error('no job set up: call setup() first');
@@ -111,10 +117,10 @@ export class JobEngine {
     const spec = assignment.job.spec;
     const preset = presetOf(spec);
     this.serverUrl = serverUrl;
-    const data = await loadJobData(spec, assignment, serverUrl, preset);
+    const data = await loadJobData(spec, assignment, serverUrl, preset, this.opts.clock);
     const engine = new ModelEngine(this.backend, {
       preset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
-      train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index, slowdown: this.opts.slowdown,
+      train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index, slowdown: this.opts.slowdown, clock: this.opts.clock,
     });
     const memory = await engine.planMemory(spec.recompute);
     const targetSteps = targetStepsOf(spec);
@@ -143,7 +149,7 @@ export class JobEngine {
   /** Returns the loaded parameters' digest (the server checks it against the checkpoint's). */
   async loadModel(url: string | null, step: number): Promise<{ digest: string }> {
     const { engine, strategy } = this.ready;
-    const state = url ? engine.loadCheckpoint(await fetchBytes(new URL(url, this.serverUrl).href)) : {};
+    const state = url ? engine.loadCheckpoint(await fetchBytes(new URL(url, this.serverUrl).href, this.opts.clock)) : {};
     engine.step = step;
     await strategy.reset(Math.floor(step / strategy.stepsPerSync), state);
     return { digest: modelDigest(await engine.readParams()) };
@@ -202,7 +208,7 @@ export class JobEngine {
     const data = await this.shardOf(task);
     this.replica ??= new ModelEngine(this.backend, {
       preset: presetOf(spec), seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
-      train: data.train, test: data.train, shard: data.shard, dataSeed: 0, slowdown: this.opts.slowdown,
+      train: data.train, test: data.train, shard: data.shard, dataSeed: 0, slowdown: this.opts.slowdown, clock: this.opts.clock,
     });
     const { engine } = this.ready;
     this.replica.useMemoryPlan({ microBatch: engine.microBatch, recompute: engine.model.recompute ?? false });
@@ -220,7 +226,7 @@ export class JobEngine {
     if (this.replicaData?.index === index) return this.replicaData;
     const spec = this.ready.spec;
     const assignment: Assignment = { ...this.assignment!, shard: { index, count }, dataUrl: task.dataUrl };
-    const data = await loadJobData(spec, assignment, this.serverUrl, presetOf(spec));
+    const data = await loadJobData(spec, assignment, this.serverUrl, presetOf(spec), this.opts.clock);
     this.replicaData = { index, train: data.train, shard: data.indices };
     return this.replicaData;
   }

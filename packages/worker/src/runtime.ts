@@ -4,7 +4,11 @@
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
 import { CollectiveError, FrameRouter, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
-import { cappedWeights, partRange, PROBE_ROUND_ID, type Ack, type Assignment, type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent, type VolunteerEventName, type VolunteerServerEvents } from '@tabfleet/protocol';
+import {
+  cappedWeights, partRange, PROBE_ROUND_ID, realClock, sleepOn, type Ack, type Clock, type Assignment,
+  type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
+  type VolunteerEventName, type VolunteerServerEvents,
+} from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo, SyncOf } from './job-engine';
 import { measurePeers } from './join-probe';
@@ -76,6 +80,8 @@ export interface RuntimeOptions {
   throttleMs?: () => number;
   /** After a work request failed for a passing reason, ask again this much later (default WORK_REQUEST_RETRY_MS). */
   workRetryMs?: number;
+  /** Pacing, deadlines, retries and the heartbeat run on it (default realClock; tests pass a FakeClock). */
+  clock?: Clock;
 }
 
 /** Margin kept before the server's deadline so the failure report arrives in time. */
@@ -113,7 +119,7 @@ export class VolunteerRuntime {
   private nextBudgetMs: number | undefined;
   /** Bytes this member moved in the round it is finishing (reported with its result). */
   private roundBytes = { sent: 0, received: 0 };
-  private heartbeat: ReturnType<typeof setInterval> | null = null;
+  private stopHeartbeat: (() => void) | null = null;
   private neighbours = new Set<string>();
   /** This sync's contribution, fetched from the engine once (an aborted round re-sends it). */
   private payload: Payload | null = null;
@@ -129,7 +135,10 @@ export class VolunteerRuntime {
   /** The members this joiner's assignment named, measured once its model is loaded, before `model:loaded`. */
   private joinProbe: { jobId: string; peers: string[] } | null = null;
 
+  private readonly clock: Clock;
+
   constructor(private readonly opts: RuntimeOptions) {
+    this.clock = opts.clock ?? realClock;
     const s = opts.socket;
     s.on('welcome', (w) => this.onWelcome(w));
     s.on('job:assign', (a) => this.queue('job:assign', () => this.onAssign(a)));
@@ -200,7 +209,7 @@ export class VolunteerRuntime {
   }
 
   private onWelcome(w: Parameters<VolunteerServerEvents['welcome']>[0]): void {
-    this.clockOffsetMs = w.serverTime - Date.now();
+    this.clockOffsetMs = w.serverTime - this.clock.now();
     // A (re)connection is a new volunteer to the server: new id, new links, and ask for work again.
     this.transport?.close();
     this.neighbours.clear();
@@ -223,8 +232,9 @@ export class VolunteerRuntime {
     };
     this.transport = this.opts.createTransport(w.volunteerId, signaler);
     // The worker table's heartbeat: what this tab is doing, every few seconds.
-    if (this.heartbeat) clearInterval(this.heartbeat);
-    this.heartbeat = setInterval(() => this.sendStatus(), HEARTBEAT_MS);
+    this.stopHeartbeat?.();
+    const beat = () => (this.stopHeartbeat = this.clock.after(HEARTBEAT_MS, () => (this.sendStatus(), beat())));
+    beat();
     this.setStatus({ volunteerId: w.volunteerId, state: this.holds.size ? this.heldState() : 'idle', jobId: null });
     if (this.holds.size === 0 && !this.stopped) this.requestWork();
   }
@@ -239,9 +249,9 @@ export class VolunteerRuntime {
   private requestWork(): void {
     // A server error or no answer can pass (the job's server node went away and another adopts it):
     // asked again later. A refusal for cause (unknown job, rate limit) is shown and not retried.
-    const retry = () => setTimeout(() => {
+    const retry = () => this.clock.after(this.opts.workRetryMs ?? WORK_REQUEST_RETRY_MS, () => {
       if (!this.stopped && this.holds.size === 0 && !this.assignment && this.opts.socket.connected) this.requestWork();
-    }, this.opts.workRetryMs ?? WORK_REQUEST_RETRY_MS);
+    });
     void this.emit('work:request', this.opts.jobId ? { jobId: this.opts.jobId } : {}).then(
       (a) => {
         if (!a.ok) {
@@ -286,13 +296,13 @@ export class VolunteerRuntime {
     // welcome on: a router made that early failed 2 of 7 runs of the diloco late-joiner e2e, cause not found.)
     if (this.transport) FrameRouter.of(this.transport);
     this.probeLinks.set(peer, jobId);
-    setTimeout(() => this.probeLinks.get(peer) === jobId && this.probeLinks.delete(peer), PROBE_LINK_MS);
+    this.clock.after(PROBE_LINK_MS, () => this.probeLinks.get(peer) === jobId && this.probeLinks.delete(peer));
   }
 
   /** Measures the members the assignment named and reports them (join-probe.ts); never fails the join. */
   private async probe(jobId: string, peers: string[]): Promise<void> {
     try {
-      const rttMs = await measurePeers(this.transport!, peers);
+      const rttMs = await measurePeers(this.transport!, peers, undefined, this.clock);
       const ack = await this.emit('peers:rtt', { jobId, rttMs });
       this.log(ack.ok ? `measured ${Object.keys(rttMs).length} of ${peers.length} members at join: ${JSON.stringify(rttMs)}` : `join probe report refused: ${ack.error.message}`);
     } catch (e) {
@@ -327,18 +337,18 @@ export class VolunteerRuntime {
       return;
     }
     const pause = this.opts.throttleMs?.() ?? 0;
-    if (pause > 0) await new Promise((r) => setTimeout(r, pause));
+    if (pause > 0) await sleepOn(this.clock, pause);
     this.setStatus({ state: 'training' });
-    const t0 = performance.now();
+    const t0 = this.clock.now();
     // A replicated unit of this member's work: trained as given, so another member can recompute it.
     const own = this.takeReplicaTask((t) => t.role === 'original' && t.unit.seq === this.status.seq);
     const work = own ? await this.opts.engine.localUnit(own.unit) : await this.opts.engine.local(this.nextSteps, this.nextBudgetMs);
-    const computeMs = performance.now() - t0;
+    const computeMs = this.clock.now() - t0;
     if (own) await this.uploadReplica(own, await this.opts.engine.unitDelta());
     // Compressed and read back now, so the round only moves bytes; kept for re-runs of an aborted round.
     this.payload = await this.opts.engine.payload();
     await this.runDueReplicas();
-    const wallMs = performance.now() - t0;
+    const wallMs = this.clock.now() - t0;
     this.lastWork = { ...work, wallMs, computeMs };
     const step = await this.opts.engine.currentStep();
     this.setStatus({ step, samplesPerSec: wallMs > 0 ? (work.samples * 1000) / wallMs : 0, state: 'syncing' });
@@ -419,13 +429,13 @@ export class VolunteerRuntime {
 
   /** A ring round (trusted jobs: allreduce of the mean) or a group round (untrusted: robust averaging by per-part owners). */
   private async peerExchange(r: RoundBegin, payload: Payload): Promise<{ mean: Float32Array; group?: GroupReport; rttMs: Record<string, number> }> {
-    const deadlineMs = Math.max(1_000, r.deadline - this.clockOffsetMs - Date.now() - DEADLINE_MARGIN_MS);
+    const deadlineMs = Math.max(1_000, r.deadline - this.clockOffsetMs - this.clock.now() - DEADLINE_MARGIN_MS);
     // Links to volunteers that left the round are closed (before the new ring or group listens for
     // lost peers); links to members are kept for reuse.
     for (const peer of this.neighbours) if (!r.members.includes(peer)) this.transport!.closeLink(peer, 'no longer in the round');
     const self = this.status.volunteerId!;
     this.closeGroup();
-    const opts = { transport: this.transport!, members: r.members, self, jobId: r.jobId, round: r.roundId, deadlineMs };
+    const opts = { transport: this.transport!, members: r.members, self, jobId: r.jobId, round: r.roundId, deadlineMs, clock: this.clock };
     const collective = r.mode === 'group' ? new Group(opts) : new Ring(opts);
     const peers = collective instanceof Group ? collective.peers : [collective.left, collective.right];
     this.ring = collective;
@@ -568,7 +578,7 @@ export class VolunteerRuntime {
     this.closeGroup();
     this.assignment = null;
     this.setStatus({ state: this.holds.size ? this.heldState() : 'idle', jobId: null, peers: [], roundId: null });
-    if (this.holds.size === 0 && !this.stopped) setTimeout(() => this.requestWork(), 1_000);
+    if (this.holds.size === 0 && !this.stopped) this.clock.after(1_000, () => this.requestWork());
   }
 
   private heldState(): RuntimeStatus['state'] {
@@ -642,7 +652,7 @@ export class VolunteerRuntime {
           this.setStatus({ lastError: `the GPU device was lost (${reason}) and could not be recreated: ${(e as Error).message}` });
           return;
         }
-        await new Promise((r) => setTimeout(r, 1_000 * attempt));
+        await sleepOn(this.clock, 1_000 * attempt);
       }
     }
     this.log('GPU device recreated');
@@ -652,7 +662,7 @@ export class VolunteerRuntime {
   /** Announces departure (pagehide) and closes everything. */
   stop(reason = 'left'): void {
     this.stopped = true;
-    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.stopHeartbeat?.();
     this.ring?.abort(reason);
     if (this.opts.socket.connected) this.opts.socket.emit('leave', { reason }, () => {});
     this.transport?.close();

@@ -1,7 +1,7 @@
 // Volunteers as Node processes' objects for tests: a VolunteerRuntime with a JobEngine on the CPU
 // backend and a transport from an in-memory network (or one given), connected to a real server over Socket.IO.
 import { MemoryNetwork, type Signaler, type Transport } from '@tabfleet/collective';
-import { NAMESPACES, PROTOCOL_VERSION } from '@tabfleet/protocol';
+import { NAMESPACES, PROTOCOL_VERSION, type Clock } from '@tabfleet/protocol';
 import { CpuBackend } from '@tabfleet/tensor';
 import { io } from 'socket.io-client';
 import { JobEngine } from './job-engine';
@@ -14,12 +14,19 @@ export const NODE_CAPABILITIES = {
   features: [],
 };
 
-/** `links`: an in-memory network, or a transport per volunteer (e.g. node WebRTC over the server's signaling). */
-export function nodeVolunteer(serverUrl: string, links: MemoryNetwork | ((volunteerId: string, signaler: Signaler) => Transport), opts: { jobId?: string; log?: (l: string) => void; slowdown?: number } = {}) {
+/**
+ * `links`: an in-memory network, or a transport per volunteer (e.g. node WebRTC over the server's
+ * signaling). `clock`: the runtime's and the engine's (default realClock).
+ */
+export function nodeVolunteer(
+  serverUrl: string,
+  links: MemoryNetwork | ((volunteerId: string, signaler: Signaler) => Transport),
+  opts: { jobId?: string; log?: (l: string) => void; slowdown?: number; clock?: Clock } = {},
+) {
   const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES }, transports: ['websocket'], reconnection: false });
-  const engine = new JobEngine(new CpuBackend('f32'), { slowdown: opts.slowdown });
+  const engine = new JobEngine(new CpuBackend('f32'), { slowdown: opts.slowdown, clock: opts.clock });
   const runtime = new VolunteerRuntime({
-    socket, serverUrl, engine, jobId: opts.jobId, log: opts.log,
+    socket, serverUrl, engine, jobId: opts.jobId, log: opts.log, clock: opts.clock,
     createTransport: (id, signaler) => (links instanceof MemoryNetwork ? links.endpoint(id) : links(id, signaler)),
   });
   return { socket, engine, runtime };

@@ -1,24 +1,14 @@
 // What a job coordinator needs from the world around it: the store, a clock, and ways to reach
 // volunteers and dashboards. Injected so tests drive the round clock with fake time and so a node
 // can run coordinators whose volunteers are connected to other nodes.
-import type { Capabilities, DashboardServerEvents, JobSpec, VolunteerServerEvents } from '@tabfleet/protocol';
+import type { Capabilities, Clock, DashboardServerEvents, JobSpec, VolunteerServerEvents } from '@tabfleet/protocol';
 import type { ReputationRecord, Store } from '../store/store';
 import type { NetworkRules } from './standing';
 
-export interface Clock {
-  now(): number;
-  /** Runs `fn` after `ms`; returns a cancel function. */
-  after(ms: number, fn: () => void): () => void;
-}
-
-export const realClock: Clock = {
-  now: () => Date.now(),
-  after(ms, fn) {
-    const t = setTimeout(fn, ms);
-    t.unref?.();
-    return () => clearTimeout(t);
-  },
-};
+// The Clock lives in protocol (the runtime and the collective take one too); the server's is as it
+// was: Date.now, and timers that never hold the process open.
+export type { Clock } from '@tabfleet/protocol';
+export { serverClock as realClock } from '@tabfleet/protocol';
 
 export interface Timing {
   roundTimeoutMs: number;

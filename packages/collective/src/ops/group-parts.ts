@@ -45,7 +45,7 @@ export abstract class GroupPartsRun<T> {
   readonly promise: Promise<T>;
   private settle!: { resolve: (v: T) => void; reject: (e: CollectiveError) => void };
   protected done = false;
-  private timer: ReturnType<typeof setTimeout> | null = null;
+  private cancelDeadline: (() => void) | null = null;
   protected readonly n: number;
   protected readonly len: number;
   protected readonly dtype: WireDType;
@@ -94,7 +94,8 @@ export abstract class GroupPartsRun<T> {
   }
 
   begin(): void {
-    this.timer = setTimeout(() => this.fail(new CollectiveError('deadline', `group ${this.name} ${this.seq} of round ${this.group.round} did not finish within ${this.deadlineMs} ms at ${this.group.self}`)), this.deadlineMs);
+    const late = `group ${this.name} ${this.seq} of round ${this.group.round} did not finish within ${this.deadlineMs} ms at ${this.group.self}`;
+    this.cancelDeadline = this.group.clock.after(this.deadlineMs, () => this.fail(new CollectiveError('deadline', late)));
     for (const peer of this.group.peers) this.queues.set(peer, { items: [], head: 0, pumping: false });
     this.start();
     if (this.n > 1) {
@@ -240,7 +241,7 @@ export abstract class GroupPartsRun<T> {
   protected finish(value: T): void {
     if (this.done) return;
     this.done = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.cancelDeadline?.();
     this.settle.resolve(value);
   }
 
@@ -255,7 +256,7 @@ export abstract class GroupPartsRun<T> {
   fail(err: CollectiveError, propagate = true): void {
     if (this.done) return;
     this.done = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.cancelDeadline?.();
     for (const q of this.queues.values()) {
       q.items = [];
       q.head = 0;

@@ -24,7 +24,7 @@ export abstract class OpRun<T> {
   private queue: (() => Uint8Array)[] = [];
   private head = 0;
   private pumping = false;
-  private timer: ReturnType<typeof setTimeout> | null = null;
+  private cancelDeadline: (() => void) | null = null;
   protected abstract readonly kind: FrameKindName;
 
   constructor(protected readonly ring: Ring, readonly seq: number, private readonly deadlineMs: number) {
@@ -36,7 +36,8 @@ export abstract class OpRun<T> {
   }
 
   begin(): void {
-    this.timer = setTimeout(() => this.fail(new CollectiveError('deadline', `${this.kind} op ${this.seq} of round ${this.ring.round} did not finish within ${this.deadlineMs} ms at ${this.ring.self}`)), this.deadlineMs);
+    const late = `${this.kind} op ${this.seq} of round ${this.ring.round} did not finish within ${this.deadlineMs} ms at ${this.ring.self}`;
+    this.cancelDeadline = this.ring.clock.after(this.deadlineMs, () => this.fail(new CollectiveError('deadline', late)));
     if (this.ring.size > 1) {
       this.ring.openLinks(this.deadlineMs).then(
         () => this.pump(),
@@ -128,7 +129,7 @@ export abstract class OpRun<T> {
       return;
     }
     this.done = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.cancelDeadline?.();
     this.settle.resolve(value);
   }
 
@@ -136,7 +137,7 @@ export abstract class OpRun<T> {
   fail(err: CollectiveError, propagate = true): void {
     if (this.done) return;
     this.done = true;
-    if (this.timer) clearTimeout(this.timer);
+    this.cancelDeadline?.();
     this.queue = [];
     this.head = 0;
     if (propagate) this.ring.sendAbort(this.seq, err, null);
