@@ -101,7 +101,8 @@ export async function runAllreduceBench(opts: BenchOptions) {
   const cfg = allreduceBenchConfig(opts.runs, opts.quick);
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'allreduce.quick.json' : 'allreduce.json');
   const t0 = Date.now();
-  console.log(`[allreduce] ${opts.quick ? 'quick mode, ' : ''}N = ${cfg.members.join(', ')}; sizes ${cfg.sizesMiB.join(', ')} MiB; ${cfg.runs} raw + allreduce pairs per cell; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(`[allreduce] ${opts.quick ? 'quick mode, ' : ''}N = ${cfg.members.join(', ')}; sizes ${cfg.sizesMiB.join(', ')} MiB; ${cfg.runs} raw + allreduce pairs ` +
+    `per cell; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   const session = await browserSession();
   const results: AllreduceFigures[] = [];
   const connectMs: Record<string, number> = {};
@@ -132,7 +133,9 @@ export async function runAllreduceBench(opts: BenchOptions) {
             }
             const f = cellFigures(n, sizeMiB, dtype, raws, runs);
             results.push(f);
-            console.log(`[allreduce] ${where.padEnd(16)}: ${f.medianMs.toFixed(0)} ms, busbw ${f.busbw_MBps.toFixed(2)} MB/s (sent ${f.busbw_sent_MBps.toFixed(2)}), raw ${f.rawRunsMBps.map((x) => x.toFixed(2)).join('/')} MB/s → busbw/raw ${f.busbw_over_raw.toFixed(3)} (pairs ${f.busbw_over_raw_spread.min.toFixed(3)}–${f.busbw_over_raw_spread.max.toFixed(3)})`);
+            console.log(`[allreduce] ${where.padEnd(16)}: ${f.medianMs.toFixed(0)} ms, busbw ${f.busbw_MBps.toFixed(2)} MB/s (sent ${f.busbw_sent_MBps.toFixed(2)}), ` +
+              `raw ${f.rawRunsMBps.map((x) => x.toFixed(2)).join('/')} MB/s → busbw/raw ${f.busbw_over_raw.toFixed(3)} (pairs ` +
+              `${f.busbw_over_raw_spread.min.toFixed(3)}–${f.busbw_over_raw_spread.max.toFixed(3)})`);
           }
         }
         const errors = fleet.errors();
@@ -145,7 +148,9 @@ export async function runAllreduceBench(opts: BenchOptions) {
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
     const s = report.summary;
-    console.log(`\n[allreduce] summary at N=4, ${s.sizeMiB} MiB: raw per link ${fmt(s.raw_MBps)} MB/s; busbw/raw fp32 ${fmt(s.busbw_over_raw_n4)} (pairs ${fmt(s.busbw_over_raw_n4_spread?.min ?? null)}–${fmt(s.busbw_over_raw_n4_spread?.max ?? null)}), fp16 ${fmt(s.busbw_over_raw_n4_f16)} logical, ${fmt(s.busbw_sent_over_raw_n4_f16)} on bytes sent (goal ≥ 0.9)`);
+    console.log(`\n[allreduce] summary at N=4, ${s.sizeMiB} MiB: raw per link ${fmt(s.raw_MBps)} MB/s; busbw/raw fp32 ${fmt(s.busbw_over_raw_n4)} (pairs ` +
+      `${fmt(s.busbw_over_raw_n4_spread?.min ?? null)}–${fmt(s.busbw_over_raw_n4_spread?.max ?? null)}), fp16 ${fmt(s.busbw_over_raw_n4_f16)} logical, ` +
+      `${fmt(s.busbw_sent_over_raw_n4_f16)} on bytes sent (goal ≥ 0.9)`);
     console.log(`[allreduce] wrote ${relative(process.cwd(), file) || file}`);
     return { file, report };
   } finally {
@@ -202,7 +207,8 @@ function buildReport(cfg: AllreduceBenchConfig, opts: BenchOptions, results: All
       busbw_sent_MBps: 'bytes one member actually put on the wire in a run (ring frames, headers included; median over members and runs) / median time: for fp16 about half of busbw_MBps',
       raw_MBps: 'per link: bytes / (receiver ack − sender start), all N ring links streaming at once, median over links; a cell reports the median over its raw runs',
       interleaving: 'each cell runs `runs` pairs back to back in the same tabs: a raw measurement, then one timed allreduce (small sizes get one untimed allreduce first)',
-      busbw_over_raw: 'median busbw ÷ median raw of the same cell (a ratio of medians); busbw_over_raw_spread: min, quartiles (nearest rank), max of the per-pair ratios, each run\'s busbw ÷ the raw run just before it',
+      busbw_over_raw: 'median busbw ÷ median raw of the same cell (a ratio of medians); busbw_over_raw_spread: min, quartiles (nearest rank), max of the per-pair ' +
+        'ratios, each run\'s busbw ÷ the raw run just before it',
       wire_over_raw: 'busbw_sent_MBps ÷ raw_MBps',
     },
     connectMs,

@@ -30,7 +30,8 @@ export const LINK_MODELS: Record<string, { description: string; faults: Record<C
     faults: { ring: CAPPED, group: CAPPED, validated: CAPPED },
   },
   capped_uplink: {
-    description: 'every member\'s uplink 10 Mbit/s, 40 ms one way: a ring member sends on one link (10 Mbit/s); a group member sends on all its links at once in both phases, so each gets 1/15 of the uplink',
+    description: 'every member\'s uplink 10 Mbit/s, 40 ms one way: a ring member sends on one link (10 Mbit/s); a group member sends on all its links at once in both ' +
+      'phases, so each gets 1/15 of the uplink',
     faults: { ring: CAPPED, group: { ...CAPPED, bandwidth: CAPPED.bandwidth / (WORKERS - 1) }, validated: { ...CAPPED, bandwidth: CAPPED.bandwidth / (WORKERS - 1) } },
   },
 };
@@ -49,7 +50,8 @@ export interface OverheadReport {
   payloadValues: number;
   reps: number;
   /** `bytesRatio`/`timeRatio`: validated ÷ ring; `averageOnly…`: the group average alone ÷ ring. */
-  links: Record<string, { description: string; ring: Measured; group: Measured; validated: Measured; bytesRatio: number; timeRatio: number; averageOnlyBytesRatio: number; averageOnlyTimeRatio: number }>;
+  links: Record<string,
+    { description: string; ring: Measured; group: Measured; validated: Measured; bytesRatio: number; timeRatio: number; averageOnlyBytesRatio: number; averageOnlyTimeRatio: number }>;
   /** One owner screening and combining the WORKERS contributions to its part, median over reps. */
   ownerAggregationMs: number;
 }

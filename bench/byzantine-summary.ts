@@ -154,22 +154,37 @@ export function definitions(p: Plan) {
   const steps = (syncs: number) => `${syncs} sync${syncs === 1 ? '' : 's'} of H = ${p.job.H} local steps (${syncs * p.job.H} steps per worker)`;
   const examples = (n: number | null) => (n === null ? 'the whole 10,000-image test set and the whole validation split' : `the first ${n} test images and the first ${n} validation examples`);
   return {
-    cells: `one training run of ${WORKERS} in-process workers (CPU backend) from a common start, the last f of them attacking; evaluated once at the end on worker 0 (honest; every member holds the same parameters after a sync)`,
-    short: `every matrix cell (attackers ${p.matrix.attackerCounts.join(', ')} × ${p.matrix.attacks.length} attacks × rules ${p.matrix.rules.join(', ')}; f = 0 once per rule), seed ${p.matrix.seed}: ${steps(short.syncs)}, evaluated on ${examples(short.evalExamples)}`,
-    full: `the summary's cells, seeds ${p.seeds.join(', ')}: ${steps(full.syncs)}, evaluated on ${examples(full.evalExamples)}; the clean run (f = 0, ${ROBUST_RULE}), the ${p.worstAttacksAtFullLength} worst attack(s) at f = 5 and at f = 7 with ${ROBUST_RULE} (worstAttacks), and the plain mean with one scaled attacker`,
-    rules: `'mean' is plain ring allreduce (no screening); the other rules average in a group: each part's owner screens the contributions (non-finite values, norm above 10 × the round's median) and combines the rest with the rule`,
-    attackers: 'attack only what they contribute: as part owners they combine honestly (an owner that lies about its aggregate is for the validators to catch); label-flip attackers train on flipped labels and send honest-looking deltas, the others train honestly and replace what they send (attacks.ts)',
+    cells: `one training run of ${WORKERS} in-process workers (CPU backend) from a common start, the last f of them attacking; evaluated once at the end on worker 0 ` +
+      `(honest; every member holds the same parameters after a sync)`,
+    short: `every matrix cell (attackers ${p.matrix.attackerCounts.join(', ')} × ${p.matrix.attacks.length} attacks × rules ${p.matrix.rules.join(', ')}; f = 0 once ` +
+      `per rule), seed ${p.matrix.seed}: ${steps(short.syncs)}, evaluated on ${examples(short.evalExamples)}`,
+    full: `the summary's cells, seeds ${p.seeds.join(', ')}: ${steps(full.syncs)}, evaluated on ${examples(full.evalExamples)}; the clean run (f = 0, ` +
+      `${ROBUST_RULE}), the ${p.worstAttacksAtFullLength} worst attack(s) at f = 5 and at f = 7 with ${ROBUST_RULE} (worstAttacks), and the plain mean with one scaled attacker`,
+    rules: `'mean' is plain ring allreduce (no screening); the other rules average in a group: each part's owner screens the contributions (non-finite values, norm ` +
+      `above 10 × the round's median) and combines the rest with the rule`,
+    attackers: 'attack only what they contribute: as part owners they combine honestly (an owner that lies about its aggregate is for the validators to catch); ' +
+      'label-flip attackers train on flipped labels and send honest-looking deltas, the others train honestly and replace what they send (attacks.ts)',
     worstAttacks: `the attacks whose short ${ROBUST_RULE} cell at that f ended with the lowest validation accuracy (held-out training examples; the test set plays no part in the choice)`,
     testAccuracy: 'accuracy on the test images named by the cell\'s length; a setting reports the median, min and max over its seeds',
     collapsed: `test loss not finite, or test accuracy below ${COLLAPSE_BELOW}: under half of the honest run's (chance is 0.1)`,
     refused: 'contributions the group\'s owners refused while screening, summed over syncs and parts, split by sender: attackers (correctly) or honest members (false alarms)',
     clean_accuracy: `median over seeds of the full-length clean run's test accuracy (f = 0, ${ROBUST_RULE})`,
-    worst_robust_accuracy_f5: `lowest, over the attacks run at full length at f = 5 with ${ROBUST_RULE}, of their median test accuracy over seeds; goal: clean_accuracy − ${GOALS.maxDropPointsF5} points`,
+    worst_robust_accuracy_f5: `lowest, over the attacks run at full length at f = 5 with ${ROBUST_RULE}, of their median test accuracy over seeds; goal: ` +
+      `clean_accuracy − ${GOALS.maxDropPointsF5} points`,
     worst_robust_accuracy_f7: `the same at f = 7; goal: clean_accuracy − ${GOALS.maxDropPointsF7} points`,
-    mean_accuracy_scaled_f1: `median over seeds of the test accuracy of plain ring mean with one attacker sending ×100 its delta; goal: every seed collapses (below ${COLLAPSE_BELOW}), which shows the test has teeth`,
-    honest_overhead_bytes: `bytes one member sends per honest sync (collective counters, frame headers included), group (${ROBUST_RULE}) average plus the validation of the parts the server draws (≈ 21%, mean over reps) ÷ ring allreduce, same payloads (overhead); average_only_overhead_bytes leaves the validation out`,
-    honest_overhead_time: `exchange wall time per honest sync, group average + one server round trip + validation ÷ ring, medians over reps, on the ${HEADLINE_LINK} link model (overhead.links; the other link models are in honest_overhead_time_by_link). All ${WORKERS} members run in one thread, so the group's screening, combining and digests of every member add up here where real members do theirs at once: an upper bound on the group's time, and one that other load on the machine inflates (overhead.loadAverageAtStart)`,
-    owner_lie_caught_rounds: `median over trials (verification.ownerLie) of the group rounds an owner that sends everyone the same wrong aggregate (and reports it consistently) took part in until the server removed it, the round it was caught in included: a real server, ${WORKERS} simulated members that follow the protocol without model math, every member new (so none is drawn first for probation); goal ≤ ${GOALS.maxOwnerLieRounds}`,
-    recompute_false_positive_rate: 'share of honest replica pairs the server\'s tolerance (protocol REPLICA_TOLERANCE) would refuse: the same LocalSGD units (H steps of the job\'s batch size, fresh optimizer, seeded batches) trained on SwiftShader WebGPU and on the CPU reference in one Chromium page (verification.recompute); goal 0, with every result 1.5× too long refused',
+    mean_accuracy_scaled_f1: `median over seeds of the test accuracy of plain ring mean with one attacker sending ×100 its delta; goal: every seed collapses (below ` +
+      `${COLLAPSE_BELOW}), which shows the test has teeth`,
+    honest_overhead_bytes: `bytes one member sends per honest sync (collective counters, frame headers included), group (${ROBUST_RULE}) average plus the validation ` +
+      `of the parts the server draws (≈ 21%, mean over reps) ÷ ring allreduce, same payloads (overhead); average_only_overhead_bytes leaves the validation out`,
+    honest_overhead_time: `exchange wall time per honest sync, group average + one server round trip + validation ÷ ring, medians over reps, on the ${HEADLINE_LINK} ` +
+      `link model (overhead.links; the other link models are in honest_overhead_time_by_link). All ${WORKERS} members run in one thread, so the group's screening, ` +
+      `combining and digests of every member add up here where real members do theirs at once: an upper bound on the group's time, and one that other load on the ` +
+      `machine inflates (overhead.loadAverageAtStart)`,
+    owner_lie_caught_rounds: `median over trials (verification.ownerLie) of the group rounds an owner that sends everyone the same wrong aggregate (and reports it ` +
+      `consistently) took part in until the server removed it, the round it was caught in included: a real server, ${WORKERS} simulated members that follow the ` +
+      `protocol without model math, every member new (so none is drawn first for probation); goal ≤ ${GOALS.maxOwnerLieRounds}`,
+    recompute_false_positive_rate: 'share of honest replica pairs the server\'s tolerance (protocol REPLICA_TOLERANCE) would refuse: the same LocalSGD units (H steps ' +
+      'of the job\'s batch size, fresh optimizer, seeded batches) trained on SwiftShader WebGPU and on the CPU reference in one Chromium page ' +
+      '(verification.recompute); goal 0, with every result 1.5× too long refused',
   };
 }

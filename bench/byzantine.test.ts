@@ -29,7 +29,8 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   const H = r.job.H;
 
   // The matrix: every attack × rule at each f > 0, the honest case once per rule, all finished.
-  const expected = m.attackerCounts.flatMap((f: number) => (f === 0 ? m.rules.map((rule: string) => `0 null ${rule}`) : m.attacks.flatMap((a: string) => m.rules.map((rule: string) => `${f} ${a} ${rule}`))));
+  const expected = m.attackerCounts.flatMap((f: number) => (f === 0 ? m.rules.map((rule: string) => `0 null ` +
+    `${rule}`) : m.attacks.flatMap((a: string) => m.rules.map((rule: string) => `${f} ${a} ${rule}`))));
   assert.deepEqual(r.matrix.map((c: any) => `${c.attackers} ${c.attack} ${c.rule}`).sort(), expected.sort());
   for (const c of [...r.matrix, ...r.fullCells]) {
     assert.equal(c.error, null, `${c.name}: ${c.error}`);
@@ -93,7 +94,8 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   assert.equal(s.honest_overhead_bytes, headline.validated.bytesPerWorker / headline.ring.bytesPerWorker);
   assert.equal(s.average_only_overhead_bytes, headline.group.bytesPerWorker / headline.ring.bytesPerWorker);
   // Validation moves ≈ 21% of the parts once more (3 or 4 of 16 drawn): about 1/10 more bytes.
-  assert.ok(s.honest_overhead_bytes > s.average_only_overhead_bytes && s.honest_overhead_bytes < s.average_only_overhead_bytes * 1.25, `${s.honest_overhead_bytes} vs ${s.average_only_overhead_bytes}`);
+  assert.ok(s.honest_overhead_bytes > s.average_only_overhead_bytes && s.honest_overhead_bytes < s.average_only_overhead_bytes * 1.25,
+    `${s.honest_overhead_bytes} vs ${s.average_only_overhead_bytes}`);
 
   // Verification: a lying owner caught in every trial, with nobody honest removed; honest replicas agree.
   const { ownerLie, recompute } = r.verification;
@@ -120,7 +122,8 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
     owner_lie_caught_rounds: ownerLie.notCaught === 0 && s.owner_lie_caught_rounds <= 3,
     recompute_false_positive_rate: recompute.falsePositives === 0 && recompute.faultyRefused === recompute.units,
   });
-  for (const key of ['clean_accuracy', 'worst_robust_accuracy_f5', 'worst_robust_accuracy_f7', 'mean_accuracy_scaled_f1', 'honest_overhead_bytes', 'honest_overhead_time', 'owner_lie_caught_rounds', 'recompute_false_positive_rate', 'short', 'full']) {
+  for (const key of ['clean_accuracy', 'worst_robust_accuracy_f5', 'worst_robust_accuracy_f7', 'mean_accuracy_scaled_f1', 'honest_overhead_bytes', 'honest_overhead_time',
+    'owner_lie_caught_rounds', 'recompute_false_positive_rate', 'short', 'full']) {
     assert.equal(typeof r.definitions[key], 'string', `definitions.${key}`);
   }
   assert.equal(r.timings.short.cells, r.matrix.length);

@@ -35,7 +35,9 @@ import { benchCommand, commitOf, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { tuningFile, type TuningReport } from './tune';
 
-const STRATEGY_CHOICE = 'LocalSGD with the convergence benchmark\'s settings, not measured against DiLoCo under attack here: a second strategy would double a matrix that already takes most of the 60-minute budget on 2 cores. LocalSGD suits robust rules: a sync adopts the rule\'s combination of the members\' parameter deltas and carries nothing into the next, whereas DiLoCo\'s outer Nesterov momentum (0.9) would carry whatever an attacker moves past the rule into the following syncs.';
+const STRATEGY_CHOICE = 'LocalSGD with the convergence benchmark\'s settings, not measured against DiLoCo under attack here: a second strategy would double a matrix ' +
+  'that already takes most of the 60-minute budget on 2 cores. LocalSGD suits robust rules: a sync adopts the rule\'s combination of the members\' parameter deltas ' +
+  'and carries nothing into the next, whereas DiLoCo\'s outer Nesterov momentum (0.9) would carry whatever an attacker moves past the rule into the following syncs.';
 /** Quick mode's local steps per sync: a smoke test that finishes in a minute or two. */
 const QUICK_H = 2;
 /** Pool priorities: the cells that choose the worst attacks first, then the long runs, the other short cells last. */
@@ -88,7 +90,8 @@ class Progress {
     }
     this.wallMs[c.length].push(c.wallMs);
     const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
-    this.log(`[${this.done}/${this.total}] ${c.name}: test ${pct(c.testAccuracy)}, validation ${pct(c.validationAccuracy)}${c.collapsed ? ' (collapsed)' : ''}, refused ${c.refused.attackers}+${c.refused.honest}, ${(c.wallMs / 1000).toFixed(1)} s`);
+    this.log(`[${this.done}/${this.total}] ${c.name}: test ${pct(c.testAccuracy)}, validation ${pct(c.validationAccuracy)}${c.collapsed ? ' (collapsed)' : ''}, ` +
+      `refused ${c.refused.attackers}+${c.refused.honest}, ${(c.wallMs / 1000).toFixed(1)} s`);
   }
 }
 
@@ -187,7 +190,8 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
     clean: report.settings.clean, meanScaledF1: report.settings.meanScaledF1,
     worstF5: { choice: report.worstAttacks.f5, settings: report.settings.worstF5 }, worstF7: { choice: report.worstAttacks.f7, settings: report.settings.worstF7 },
   };
-  Object.assign(report, runRecord(t0, benchCommand('byzantine', opts)), { sectionDates: sections, sectionCommits: commits, definitions: definitions(p), summary: summarize(cells, report.overhead, report.verification) });
+  Object.assign(report, runRecord(t0, benchCommand('byzantine', opts)), { sectionDates: sections, sectionCommits: commits, definitions: definitions(p), summary: summarize(cells,
+    report.overhead, report.verification) });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   log(`re-ran ${opts.only!.join(', ')} in ${((Date.now() - t0) / 60_000).toFixed(1)} min; wrote ${file}\n${JSON.stringify(report.summary, null, 2)}`);
 }
@@ -231,7 +235,8 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
   };
   const log = (line: string) => console.log(`[byzantine] ${clock()} ${line}`);
   const fullCount = (2 + 2 * p.worstAttacksAtFullLength) * p.seeds.length;
-  log(`${opts.quick ? 'quick mode, ' : ''}${matrixCells(p).length} short cells, ${fullCount} full-length runs, ${p.processes} processes; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(`${opts.quick ? 'quick mode, ' : ''}${matrixCells(p).length} short cells, ${fullCount} full-length runs, ${p.processes} processes; load average ` +
+    `${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 
   const overhead = await runOverhead(p, opts.runs, log);
   // Before the cells: its Chromium page and server would slow them, and they it.
@@ -248,7 +253,8 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
   const timing = (xs: number[]) => ({ cells: xs.length, ms: spread(xs), totalMs: xs.reduce((a, b) => a + b, 0) });
   const report = {
     benchmark: 'byzantine', ...runRecord(t0, benchCommand('byzantine', opts)), quick: opts.quick,
-    job: { workers: WORKERS, strategy: 'localsgd', ...p.job, settingsFrom: from, strategyChoice: STRATEGY_CHOICE, backend: 'CPU (packages/tensor CpuBackend), all workers of a cell in one child process' },
+    job: { workers: WORKERS, strategy: 'localsgd', ...p.job, settingsFrom: from, strategyChoice: STRATEGY_CHOICE,
+      backend: 'CPU (packages/tensor CpuBackend), all workers of a cell in one child process' },
     plan: { lengths: p.lengths, matrix: p.matrix, seeds: p.seeds, worstAttacksAtFullLength: p.worstAttacksAtFullLength, processes: p.processes, linkModels: p.linkModels, overheadReps: opts.runs },
     definitions: definitions(p),
     timings: { short: timing(progress.wallMs.short), full: timing(progress.wallMs.full), overheadMs: overhead.wallMs },

@@ -66,7 +66,8 @@ export async function run(opts: BenchOptions): Promise<void> {
   try {
     results = await Promise.all(runs.map(async (r) => {
       const result = await pool.run(r);
-      log(`[${++done}/${runs.length}] ${r.workers} members, f = ${r.attackers} ${r.attack ?? 'honest'}, ${r.radiusFactor === null ? 'mean' : `radius ${r.radiusFactor}`}, seed ${r.seed}: validation ${(100 * result.validationAccuracy).toFixed(2)}%`);
+      log(`[${++done}/${runs.length}] ${r.workers} members, f = ${r.attackers} ${r.attack ?? 'honest'}, ${r.radiusFactor === null ? 'mean' : `radius ` +
+        `${r.radiusFactor}`}, seed ${r.seed}: validation ${(100 * result.validationAccuracy).toFixed(2)}%`);
       return { ...r, ...result };
     }));
   } finally {
@@ -89,8 +90,10 @@ export async function run(opts: BenchOptions): Promise<void> {
   const report = {
     benchmark: 'clip', ...runRecord(t0, benchCommand('clip', opts)), quick: opts.quick, job,
     definitions: {
-      runs: `16 LocalSGD members of the MLP for ${syncs} syncs of H = ${job.H} from a common start (seed 1), the last f attacking, combined with CenteredClip from the coordinate-wise median (${CLIP_ITERATIONS} iterations, τ = radiusFactor × the median distance); the rule's math alone, without the group protocol or screening (clip-child.ts)`,
-      smallGroup: `${small.workers} honest members for ${small.syncs} syncs, seeds ${small.seeds.join(', ')}, each factor and the plain mean: what clipping honest members costs a small group (median over seeds)`,
+      runs: `16 LocalSGD members of the MLP for ${syncs} syncs of H = ${job.H} from a common start (seed 1), the last f attacking, combined with CenteredClip from ` +
+        `the coordinate-wise median (${CLIP_ITERATIONS} iterations, τ = radiusFactor × the median distance); the rule's math alone, without the group protocol or screening (clip-child.ts)`,
+      smallGroup: `${small.workers} honest members for ${small.syncs} syncs, seeds ${small.seeds.join(', ')}, each factor and the plain mean: what clipping honest ` +
+        `members costs a small group (median over seeds)`,
       validation: `accuracy on the ${job.validationExamples} held-out training examples (never the test set)`,
       chosen: 'the factor whose lowest validation accuracy over the attacked runs is highest',
     },

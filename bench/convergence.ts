@@ -73,7 +73,8 @@ export async function run(opts: BenchOptions): Promise<void> {
           const cfg = convergenceConfig(v, opts.quick, capped, seed, settingsOf(v));
           const r = await tab.page.evaluate((c) => window.tabfleetDistributed.run(c), cfg);
           adapter = r.adapter;
-          console.log(`[convergence] ${capped ? 'capped' : 'unlimited'} ${variantName(v)} seed ${seed}: test ${(100 * r.finalAccuracy).toFixed(2)}% after ${r.steps} steps, ${(r.bytesPerWorker / 1e6).toFixed(2)} MB/worker, ${(r.wallMs / 1000).toFixed(1)} s${r.msToTarget !== null ? `, ${(r.msToTarget / 1000).toFixed(1)} s to ${100 * TARGET}%` : ''}`);
+          console.log(`[convergence] ${capped ? 'capped' : 'unlimited'} ${variantName(v)} seed ${seed}: test ${(100 * r.finalAccuracy).toFixed(2)}% after ${r.steps} ` +
+            `steps, ${(r.bytesPerWorker / 1e6).toFixed(2)} MB/worker, ${(r.wallMs / 1000).toFixed(1)} s${r.msToTarget !== null ? `, ${(r.msToTarget / 1000).toFixed(1)} s to ${100 * TARGET}%` : ''}`);
           const { adapter: _a, ...result } = r;
           results.push({ capped, result });
         }
@@ -110,7 +111,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     definitions: {
       testAccuracy: 'accuracy on the whole 10,000-image test set at the end of the run; median, min, max over the cell\'s seeds',
       validationAccuracy: `accuracy on the ${VALIDATION_EXAMPLES} held-out training examples at the end of the run`,
-      msToTarget: `training wall time until an evaluation (every evalEvery steps, on a fixed 2,000 of the validation examples) reached ${TARGET} and the whole test set then confirmed it; a run that never did counts its whole time (a lower bound, see reachedTarget)`,
+      msToTarget: `training wall time until an evaluation (every evalEvery steps, on a fixed 2,000 of the validation examples) reached ${TARGET} and the whole test ` +
+        `set then confirmed it; a run that never did counts its whole time (a lower bound, see reachedTarget)`,
       speedups: 'ratios of the cells\' median msToTarget on capped links',
     },
     results: results.map(({ capped, result }) => ({ link: capped ? 'capped' : 'unlimited', ...result })),

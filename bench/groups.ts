@@ -96,7 +96,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     benchmark: 'groups', ...runRecord(t0, benchCommand('groups', opts)), quick: opts.quick, adapter: backend.description,
     setup: { workers: WORKERS, groupSize: GROUP, grid: [GROUP, WORKERS / GROUP], H: h, batch: BATCH, syncs, seeds, strategy: 'localsgd', lr: 0.05 },
     results,
-    spreads: Object.fromEntries(['ring', 'moshpit'].map((v) => [v, { meanModelTestAccuracy: spread(of(v as Variant).map((r) => r.meanModelTestAccuracy)), memberTestAccuracy: spread(of(v as Variant).map((r) => r.memberTestAccuracy)) }])),
+    spreads: Object.fromEntries(['ring', 'moshpit'].map((v) => [v, { meanModelTestAccuracy: spread(of(v as Variant).map((r) => r.meanModelTestAccuracy)),
+      memberTestAccuracy: spread(of(v as Variant).map((r) => r.memberTestAccuracy)) }])),
     summary: {
       /** Test accuracy points of one ring of 32 over Moshpit groups of 8, members' mean model, median over seeds (goal ≤ 0.5). */
       grouped_accuracy_gap_pts: 100 * (median(of('ring').map((r) => r.meanModelTestAccuracy)) - median(of('moshpit').map((r) => r.meanModelTestAccuracy))),

@@ -40,7 +40,8 @@ async function mlpWorkload(backend: Backend, quick: boolean): Promise<Workload> 
   const batch = 32, H = quick ? 4 : 8, evalExamples = quick ? 500 : 2000, finalValidation = quick ? evalExamples : Infinity, testCount = quick ? 2000 : Infinity;
   return {
     name: 'mlp', metric: 'accuracy', batch, H, stepsPerWorker: quick ? 8 : 256, evaluations: quick ? 2 : 16, validationCount: evalExamples, target: 0.84,
-    setup: { model: 'mlp-fashion', optimizer: 'SGD lr 0.05, Nesterov momentum 0.9', validation: 'the last 5,000 training images', test: quick ? `the first ${testCount} test images` : 'the 10,000 test images', target: 'validation accuracy 84%' },
+    setup: { model: 'mlp-fashion', optimizer: 'SGD lr 0.05, Nesterov momentum 0.9', validation: 'the last 5,000 training images',
+      test: quick ? `the first ${testCount} test images` : 'the 10,000 test images', target: 'validation accuracy 84%' },
     workers: (seed, slowdowns) => mlpWorkers(backend, {
       workers: slowdowns.length, data: { train: split.head, test: all.test }, batchSize: batch, seed,
       optimizer: { kind: 'sgd', lr: 0.05, momentum: 0.9, nesterov: true },

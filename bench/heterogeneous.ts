@@ -73,7 +73,8 @@ async function runOne(w: Workload, variant: Variant, seed: number, log: (s: stri
   const workers = w.workers(seed, variant === 'equal-fixed' ? EQUAL : SPEEDS);
   await startWorkers(workers);
   // The job the paced variant stands for: the server's default budget rule reads its H and strategy.
-  const pacedJob = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: w.H, pacing: 'paced', trust: 'trusted', hyperparameters: { lr: 0.05, batchSize: w.batch }, targetSteps: 1 });
+  const pacedJob = jobSpecSchema.parse({ preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: w.H, pacing: 'paced', trust: 'trusted',
+    hyperparameters: { lr: 0.05, batchSize: w.batch }, targetSteps: 1 });
   let budgetMs = Infinity;
   const totalSamples = w.stepsPerWorker * SPEEDS.length * w.batch;
   const evalEvery = totalSamples / w.evaluations;
@@ -117,7 +118,8 @@ async function runOne(w: Workload, variant: Variant, seed: number, log: (s: stri
         nextEval += evalEvery;
         const value = await w.validate(workers[0].engine);
         evals.push({ samples, modeledMs, value });
-        log(`${w.name} ${variant} seed ${seed}: ${samples} samples, validation ${w.metric} ${value.toFixed(4)}, modeled ${(modeledMs / 1000).toFixed(1)} s, utilization ${(busyMs / (SPEEDS.length * modeledMs)).toFixed(2)}, steps this sync ${r.steps.join(' ')}`);
+        log(`${w.name} ${variant} seed ${seed}: ${samples} samples, validation ${w.metric} ${value.toFixed(4)}, modeled ${(modeledMs / 1000).toFixed(1)} s, ` +
+          `utilization ${(busyMs / (SPEEDS.length * modeledMs)).toFixed(2)}, steps this sync ${r.steps.join(' ')}`);
       }
       return samples >= totalSamples;
     },
@@ -180,7 +182,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     }
     const spreads = Object.fromEntries(VARIANTS.map((v) => {
       const of = runs.filter((r) => r.variant === v);
-      return [v, { utilization: spread(of.map((r) => r.utilization)), finalTest: spread(of.map((r) => r.finalTest)), msToTarget: spread(of.flatMap((r) => (r.msToTarget === null ? [] : [r.msToTarget]))) }];
+      return [v, { utilization: spread(of.map((r) => r.utilization)), finalTest: spread(of.map((r) => r.finalTest)),
+        msToTarget: spread(of.flatMap((r) => (r.msToTarget === null ? [] : [r.msToTarget]))) }];
     }));
     workloads[name] = {
       ...w.setup, metric: w.metric, H: w.H, batch: w.batch, totalSamples: w.stepsPerWorker * SPEEDS.length * w.batch, target, spreads,
@@ -197,7 +200,9 @@ export async function run(opts: BenchOptions): Promise<void> {
     adapter: backend.description,
     setup: {
       speeds: SPEEDS, seeds, strategy: 'localsgd', workloads,
-      pacedBudget: `the server's default (pacing.ts roundBudgetMs): max(H steps of the fastest, ${EXCHANGE_BUDGET_FACTOR} × the median overhead beyond the planned local work), at most ${MAX_STEPS_FACTOR}H steps of the fastest, snapped to two whole steps of the slowest member that fits twice that; from the medians so far; members stop at the budget (nearest step); the first sync ${FIRST_WORK_MS} ms of steps each (paces unknown; at most ${MAX_STEPS_FACTOR}H), the last cut to the samples left (no budget)`,
+      pacedBudget: `the server's default (pacing.ts roundBudgetMs): max(H steps of the fastest, ${EXCHANGE_BUDGET_FACTOR} × the median overhead beyond the planned ` +
+        `local work), at most ${MAX_STEPS_FACTOR}H steps of the fastest, snapped to two whole steps of the slowest member that fits twice that; from the medians so ` +
+        `far; members stop at the budget (nearest step); the first sync ${FIRST_WORK_MS} ms of steps each (paces unknown; at most ${MAX_STEPS_FACTOR}H), the last cut to the samples left (no budget)`,
       exchangeModel: 'in-thread exchange time ÷ N (members exchange at once)',
     },
     results,

@@ -128,14 +128,19 @@ function printSummary(s: KernelsSummary, page: KernelBenchPageResult): void {
   const x = (v: number) => `${v.toFixed(2)}×`;
   const sq = `${page.options.squareSize}³`;
   console.log('\n[kernels] summary (ratios > 1: tabfleet faster)');
-  console.log(`  matmul ${sq}: tabfleet ${s.tabfleet_matmul1024_gflops.toFixed(2)} GFLOP/s; vs TF.js webgpu ${x(s.matmul1024_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_matmul1024_backend}) ${x(s.matmul1024_vs_tfjs_best)}`);
+  console.log(`  matmul ${sq}: tabfleet ${s.tabfleet_matmul1024_gflops.toFixed(2)} GFLOP/s; vs TF.js webgpu ${x(s.matmul1024_vs_tfjs_webgpu)}, vs TF.js best ` +
+    `(${s.tfjs_best_matmul1024_backend}) ${x(s.matmul1024_vs_tfjs_best)}`);
   console.log(`  MLP step matmuls: vs TF.js webgpu ${x(s.mlp_matmuls_vs_tfjs_webgpu)}`);
-  console.log(`  MLP step: tabfleet ${s.tabfleet_mlp_ms_per_step.toFixed(2)} ms; vs TF.js webgpu ${x(s.mlp_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_mlp_backend}) ${x(s.mlp_step_vs_tfjs_best)}`);
-  console.log(`  GPT step: tabfleet ${s.tabfleet_gpt_ms_per_step.toFixed(2)} ms (${s.tabfleet_gpt_tokens_per_sec.toFixed(0)} tokens/s); vs TF.js webgpu ${x(s.gpt_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_gpt_backend}, ${s.tfjs_best_gpt_tokens_per_sec.toFixed(0)} tokens/s) ${x(s.gpt_step_vs_tfjs_best)}`);
+  console.log(`  MLP step: tabfleet ${s.tabfleet_mlp_ms_per_step.toFixed(2)} ms; vs TF.js webgpu ${x(s.mlp_step_vs_tfjs_webgpu)}, vs TF.js best ` +
+    `(${s.tfjs_best_mlp_backend}) ${x(s.mlp_step_vs_tfjs_best)}`);
+  console.log(`  GPT step: tabfleet ${s.tabfleet_gpt_ms_per_step.toFixed(2)} ms (${s.tabfleet_gpt_tokens_per_sec.toFixed(0)} tokens/s); vs TF.js webgpu ` +
+    `${x(s.gpt_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_gpt_backend}, ${s.tfjs_best_gpt_tokens_per_sec.toFixed(0)} tokens/s) ${x(s.gpt_step_vs_tfjs_best)}`);
   console.log(`  GPT causal attention: fused ${x(s.gpt_fused_attention_speedup)} the composed step (default here: ${page.tabfleet.gptAttention.defaultFused ? 'fused' : 'composed'})`);
-  console.log(`  CNN step: tabfleet ${s.tabfleet_cnn_ms_per_step.toFixed(2)} ms; vs TF.js webgpu ${x(s.cnn_step_vs_tfjs_webgpu)}, vs TF.js best (${s.tfjs_best_cnn_backend}) ${x(s.cnn_step_vs_tfjs_best)}`);
+  console.log(`  CNN step: tabfleet ${s.tabfleet_cnn_ms_per_step.toFixed(2)} ms; vs TF.js webgpu ${x(s.cnn_step_vs_tfjs_webgpu)}, vs TF.js best ` +
+    `(${s.tfjs_best_cnn_backend}) ${x(s.cnn_step_vs_tfjs_best)}`);
   const mv = s.matmul_variant;
-  console.log(`  matmul variant for this adapter: ${mv.chosen}; fastest: ${sq} ${mv.fastest.matmul1024}, MLP matmuls ${mv.fastest.mlp_matmuls}, MLP step ${mv.fastest.mlp_step}, CNN step ${mv.fastest.cnn_step}`);
+  console.log(`  matmul variant for this adapter: ${mv.chosen}; fastest: ${sq} ${mv.fastest.matmul1024}, MLP matmuls ${mv.fastest.mlp_matmuls}, MLP step ` +
+    `${mv.fastest.mlp_step}, CNN step ${mv.fastest.cnn_step}`);
   for (const [other, r] of Object.entries(mv.chosen_vs)) {
     console.log(`    ${mv.chosen} vs ${other}: ${sq} ${x(r.matmul1024)}, MLP matmuls ${x(r.mlp_matmuls)}, MLP step ${x(r.mlp_step)}, CNN step ${x(r.cnn_step)}`);
   }

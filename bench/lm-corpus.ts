@@ -23,14 +23,17 @@ export async function lmShards(context: number, opts: { tuning?: boolean } = {})
   const train = windows(split.train), heldOut = windows(split.validation);
   return {
     train: encodeTextShard(train.windows, allOf(train.windows)), heldOut: encodeTextShard(heldOut.windows, allOf(heldOut.windows)),
-    facts: { corpus: 'fortunes (Debian package), byte tokens', records: split.records, trainWindows: train.windows.count, heldOutWindows: heldOut.windows.count, trainBytes: train.bytes, heldOutBytes: heldOut.bytes },
+    facts: { corpus: 'fortunes (Debian package), byte tokens', records: split.records, trainWindows: train.windows.count, heldOutWindows: heldOut.windows.count,
+      trainBytes: train.bytes, heldOutBytes: heldOut.bytes },
   };
 }
 
 /** The distributed page, with the shards at the URLs that runLm reads (`validation`: the held-out shard), answered from memory. */
-export async function openLmPage(browser: Parameters<typeof openPage>[0], baseUrl: string, shards: LmShards, log: (line: string) => void): Promise<{ tab: OpenedPage; urls: { train: string; validation: string } }> {
+export async function openLmPage(browser: Parameters<typeof openPage>[0], baseUrl: string, shards: LmShards,
+  log: (line: string) => void): Promise<{ tab: OpenedPage; urls: { train: string; validation: string } }> {
   const tab = await openPage(browser, `${baseUrl}/e2e/pages/distributed.html`, { log });
   const urls = { train: `${baseUrl}/bench-lm/train.safetensors`, validation: `${baseUrl}/bench-lm/held-out.safetensors` };
-  await tab.page.route(`${baseUrl}/bench-lm/**`, (route) => route.fulfill({ body: Buffer.from(route.request().url() === urls.train ? shards.train : shards.heldOut), contentType: 'application/octet-stream' }));
+  await tab.page.route(`${baseUrl}/bench-lm/**`, (route) => route.fulfill({ body: Buffer.from(route.request().url() === urls.train ? shards.train : shards.heldOut),
+    contentType: 'application/octet-stream' }));
   return { tab, urls };
 }

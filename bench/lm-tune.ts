@@ -65,7 +65,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     gpt: plan.gpt, stepsPerWorker: plan.steps, seed: 1,
     split: { records: { train: shards.facts.records.train, tuning: shards.facts.records.validation }, trainWindows: shards.facts.trainWindows, tuningWindows: shards.facts.heldOutWindows },
     definitions: {
-      tuning: 'the training records whose hash falls in the 5% just below the validation records\' (packages/data corpus.ts tuningSplit); training reads the rest, and the validation split is not read',
+      tuning: 'the training records whose hash falls in the 5% just below the validation records\' (packages/data corpus.ts tuningSplit); training reads the rest, ' +
+        'and the validation split is not read',
       tuningLoss: 'mean cross-entropy (nats per byte token) on every tuning window at the end of the run',
       chosen: 'the candidate with the lowest tuningLoss',
     },

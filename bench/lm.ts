@@ -50,7 +50,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     const runOne = async (cfg: LmRunConfig): Promise<Result> => {
       const { adapter: a, ...r } = await tab.page.evaluate(([c, u]) => window.tabfleetDistributed.runLm(c, u), [cfg, urls] as const);
       adapter = a;
-      console.log(`[lm] ${lmVariantName(cfg)} seed ${cfg.seed}: validation loss ${r.finalLoss?.toFixed(4)} after ${r.tokens} tokens, ${(r.bytesPerWorker / 1e6).toFixed(2)} MB/worker, ${(r.wallMs / 1000).toFixed(1)} s page, ${(r.modeledMs / 1000).toFixed(1)} s modeled${cfg.link ? ' on capped links' : ''}`);
+      console.log(`[lm] ${lmVariantName(cfg)} seed ${cfg.seed}: validation loss ${r.finalLoss?.toFixed(4)} after ${r.tokens} tokens, ` +
+        `${(r.bytesPerWorker / 1e6).toFixed(2)} MB/worker, ${(r.wallMs / 1000).toFixed(1)} s page, ${(r.modeledMs / 1000).toFixed(1)} s modeled${cfg.link ? ' on capped links' : ''}`);
       return r;
     };
     for (const seed of plan.seeds) for (const v of [SINGLE, ...DISTRIBUTED]) equal.push(await runOne(lmConfig(plan, v, seed)));
@@ -71,7 +72,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     const eq = runsOf(v);
     return {
       variant: lmVariantName(v), seeds: eq.map((r) => r.config.seed),
-      equalTokens: { finalLoss: spread(eq.map((r) => r.finalLoss ?? Number.NaN)), gapVsSingle: v === SINGLE ? null : spread(gapsOf(equal, v)), bytesPerWorker: spread(eq.map((r) => r.bytesPerWorker)), wallMs: spread(eq.map((r) => r.wallMs)) },
+      equalTokens: { finalLoss: spread(eq.map((r) => r.finalLoss ?? Number.NaN)), gapVsSingle: v === SINGLE ? null : spread(gapsOf(equal, v)),
+        bytesPerWorker: spread(eq.map((r) => r.bytesPerWorker)), wallMs: spread(eq.map((r) => r.wallMs)) },
       toTarget: v === SINGLE ? null : {
         modeledMs: spread(eq.map((r) => toTarget(r, 'modeledMs'))), pageMs: spread(eq.map((r) => toTarget(r, 'wallMs'))),
         reachedTarget: `${eq.filter(reachedAt).length}/${eq.length}`,
@@ -88,9 +90,11 @@ export async function run(opts: BenchOptions): Promise<void> {
     definitions: {
       finalLoss: `mean cross-entropy (nats per byte token) on ${plan.finalWindows ? `the first ${plan.finalWindows}` : 'every'} validation window at the end of the run`,
       gapVsSingle: '(4-worker final loss − single-worker final loss) ÷ single-worker final loss, same seed, same total tokens, same inner optimizer and batch per worker',
-      modeledMs: 'per sync: the slowest worker\'s own local compute + the exchange over the capped links (real, in-memory transport) + the slowest prepare/commit; evaluations excluded. What 4 volunteers with a GPU each would take',
+      modeledMs: 'per sync: the slowest worker\'s own local compute + the exchange over the capped links (real, in-memory transport) + the slowest prepare/commit; ' +
+        'evaluations excluded. What 4 volunteers with a GPU each would take',
       pageMs: 'this page\'s training wall time: its 4 workers share one device, so their compute adds up',
-      toTarget: 'time until an evaluation (every evalEvery steps on the first evalWindows validation windows) was at or below the target; a run that never got there counts its whole time (a lower bound, see reachedTarget); bytesPerWorker: what a worker sent until then (in proportion to tokens)',
+      toTarget: 'time until an evaluation (every evalEvery steps on the first evalWindows validation windows) was at or below the target; a run that never got there ' +
+        'counts its whole time (a lower bound, see reachedTarget); bytesPerWorker: what a worker sent until then (in proportion to tokens)',
     },
     results: { equalTokens: equal },
     cells,

@@ -47,7 +47,8 @@ async function stepMs(model: Model, batch: Batch, recompute: boolean, runs: numb
 }
 
 /** The largest batch whose gradient pass stays within the runtime's budget: doubling, then bisection. */
-async function largestBatch(model: Model, gpt: GptPreset, recompute: boolean, log: (s: string) => void): Promise<{ batch: number; peakBytes: number; tried: { batch: number; fits: boolean; peakMiB: number }[] }> {
+async function largestBatch(model: Model, gpt: GptPreset, recompute: boolean,
+  log: (s: string) => void): Promise<{ batch: number; peakBytes: number; tried: { batch: number; fits: boolean; peakMiB: number }[] }> {
   const tried: { batch: number; fits: boolean; peakMiB: number }[] = [];
   const fits = async (b: number) => {
     const p = (await probeMemory(model, tokens(gpt, b, b), recompute))!;

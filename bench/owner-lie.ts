@@ -37,7 +37,10 @@ export async function measureOwnerLie(members: number, trials: number, log: (lin
       for (const s of sims) await s.request(job.id);
       const liar = sims[0];
       const gone = (s: SimVolunteer) => s.events.some((e) => e.name === 'job:end');
-      const roundsWithLiar = async () => ((await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { members: string[]; outcome: string }[]).filter((r) => r.members.includes(liar.volunteerId) && r.outcome !== 'running').length;
+      const roundsWithLiar = async () => {
+        const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { members: string[]; outcome: string }[];
+        return rounds.filter((r) => r.members.includes(liar.volunteerId) && r.outcome !== 'running').length;
+      };
       try {
         await waitFor('the liar removed or the bound', async () => gone(liar) || (await roundsWithLiar()) >= MAX_ROUNDS_PER_TRIAL, 120_000, 50);
       } catch (e) {

@@ -21,19 +21,31 @@ interface Benchmark {
 // One line per benchmark; modules load lazily so listing them starts nothing.
 const BENCHMARKS: Record<string, Benchmark> = {
   allreduce: { description: 'Ring allreduce busbw between headless Chromium tabs over WebRTC (N = 2, 4, 8; 1–64 MiB; fp32/fp16) vs the raw per-link throughput', load: () => import('./allreduce') },
-  convergence: { description: 'Fashion-MNIST MLP with 4 workers per strategy and compression (ddp, localsgd, diloco × none, fp16, dgc), unlimited and 10 Mbit/s links (3 seeds): accuracy, bytes, time to 85%; runs with the settings `tune` chose', load: () => import('./convergence') },
-  lm: { description: 'GPT on the fortunes corpus (byte tokens) with 4 in-page workers: DDP, DiLoCo and DiLoCo + DGC against one worker at equal tokens, then raced to a validation-loss target on 10 Mbit/s, 40 ms links (3 seeds)', load: () => import('./lm') },
-  'lm-tune': { description: 'chooses a GPT job\'s DiLoCo outer lr and momentum (dense and DGC) on a tuning split of the fortunes training records, never the validation split `lm` reports: writes lm-tuning.json', load: () => import('./lm-tune') },
-  tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json', load: () => import('./tune') },
-  clip: { description: 'chooses CenteredClip\'s radius factor on the validation split: 16 LocalSGD MLP members under the worst attacks at f = 5, 7 and honestly, 3 honest members beside the plain mean: writes clip.json', load: () => import('./clip') },
-  heterogeneous: { description: 'unequal volunteers: 8 LocalSGD workers (Fashion-MNIST MLP, and a GPT on the fortunes corpus) slowed 1, 1, 1, 2, 2, 4, 4, 8× (Dawn in Node), fixed-H vs paced rounds and an all-equal control at equal samples (3 seeds): utilization, time to the validation target, test accuracy, round-time prediction error', load: () => import('./heterogeneous') },
-  groups: { description: 'Moshpit groups: 32 LocalSGD MLP workers (Dawn in Node) in one ring vs groups of 8 that change every sync, at equal samples (3 seeds): test accuracy, consensus distance, bytes, and a member leaving mid-sync (only its group re-runs)', load: () => import('./groups') },
-  memory: { description: 'activation recompute on WebGPU (Node, Dawn): a GPT\'s peak GPU memory and step time with and without it, and the largest batch a device with WebGPU\'s default limits and a 256 MiB budget holds either way', load: () => import('./memory') },
+  convergence: { description: 'Fashion-MNIST MLP with 4 workers per strategy and compression (ddp, localsgd, diloco × none, fp16, dgc), unlimited and 10 Mbit/s links ' +
+    '(3 seeds): accuracy, bytes, time to 85%; runs with the settings `tune` chose', load: () => import('./convergence') },
+  lm: { description: 'GPT on the fortunes corpus (byte tokens) with 4 in-page workers: DDP, DiLoCo and DiLoCo + DGC against one worker at equal tokens, then raced to ' +
+    'a validation-loss target on 10 Mbit/s, 40 ms links (3 seeds)', load: () => import('./lm') },
+  'lm-tune': { description: 'chooses a GPT job\'s DiLoCo outer lr and momentum (dense and DGC) on a tuning split of the fortunes training records, never the ' +
+    'validation split `lm` reports: writes lm-tuning.json', load: () => import('./lm-tune') },
+  tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json',
+    load: () => import('./tune') },
+  clip: { description: 'chooses CenteredClip\'s radius factor on the validation split: 16 LocalSGD MLP members under the worst attacks at f = 5, 7 and honestly, 3 ' +
+    'honest members beside the plain mean: writes clip.json', load: () => import('./clip') },
+  heterogeneous: { description: 'unequal volunteers: 8 LocalSGD workers (Fashion-MNIST MLP, and a GPT on the fortunes corpus) slowed 1, 1, 1, 2, 2, 4, 4, 8× (Dawn in ' +
+    'Node), fixed-H vs paced rounds and an all-equal control at equal samples (3 seeds): utilization, time to the validation target, test accuracy, round-time ' +
+    'prediction error', load: () => import('./heterogeneous') },
+  groups: { description: 'Moshpit groups: 32 LocalSGD MLP workers (Dawn in Node) in one ring vs groups of 8 that change every sync, at equal samples (3 seeds): test ' +
+    'accuracy, consensus distance, bytes, and a member leaving mid-sync (only its group re-runs)', load: () => import('./groups') },
+  memory: { description: 'activation recompute on WebGPU (Node, Dawn): a GPT\'s peak GPU memory and step time with and without it, and the largest batch a device ' +
+    'with WebGPU\'s default limits and a 256 MiB budget holds either way', load: () => import('./memory') },
   kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },
   coordinator: { description: 'server node under simulated volunteers (separate client processes): count held, round-barrier p50/p99, KiB per connection', load: () => import('./coordinator') },
-  byzantine: { description: 'Byzantine-robust averaging: 16 LocalSGD workers of the Fashion-MNIST MLP (CPU backend), f = 0, 1, 3, 5, 7 attackers × 8 attacks × 4 rules short, the clean run and the worst attacks at f = 5, 7 at full length (3 seeds), and the honest case\'s bytes and time against ring allreduce', load: () => import('./byzantine') },
-  simulate: { description: 'discrete-event simulation of one job\'s round clock (the real coordinator, injected clock) at N = 16, 256, 1,024, 10,000 with 0/5/20% churn per 10 min: sync time p50/p99, utilization, server CPU per sync (also `npm run simulate`): writes scale.json', load: () => import('./simulate') },
-  soak: { description: 'round clock under churn (5%, 20%, 50% of volunteers leaving or joining per round, 1,000 syncs each) with a server SIGKILL and restart mid-run: lost and duplicated syncs, checksum agreement, metric rows, server RSS; with the fuzz run\'s cases per decoder', load: () => import('./soak') },
+  byzantine: { description: 'Byzantine-robust averaging: 16 LocalSGD workers of the Fashion-MNIST MLP (CPU backend), f = 0, 1, 3, 5, 7 attackers × 8 attacks × 4 ' +
+    'rules short, the clean run and the worst attacks at f = 5, 7 at full length (3 seeds), and the honest case\'s bytes and time against ring allreduce', load: () => import('./byzantine') },
+  simulate: { description: 'discrete-event simulation of one job\'s round clock (the real coordinator, injected clock) at N = 16, 256, 1,024, 10,000 with 0/5/20% ' +
+    'churn per 10 min: sync time p50/p99, utilization, server CPU per sync (also `npm run simulate`): writes scale.json', load: () => import('./simulate') },
+  soak: { description: 'round clock under churn (5%, 20%, 50% of volunteers leaving or joining per round, 1,000 syncs each) with a server SIGKILL and restart ' +
+    'mid-run: lost and duplicated syncs, checksum agreement, metric rows, server RSS; with the fuzz run\'s cases per decoder', load: () => import('./soak') },
 };
 
 const USAGE = `usage: npm run bench -- <name> [--runs N] [--quick] [--out FILE] [--only A,B]

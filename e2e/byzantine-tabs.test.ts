@@ -49,7 +49,8 @@ test('a tab that scales what it sends in group rounds is named by the digests an
   // The attacker clicks first, so it is among the three members of the first round.
   for (let i = 0; i < 4; i++) {
     const attacker = i === 0;
-    const tab = await openPage(browser, `${server.url}/apps/volunteer/`, { log: (l) => /error|fail|refused|evict/i.test(l) && console.log(`[tab ${i}] ${l}`), initScript: attacker ? scaleScatterFrames : undefined });
+    const tab = await openPage(browser, `${server.url}/apps/volunteer/`, { log: (l) => /error|fail|refused|evict/i.test(l) && console.log(`[tab ${i}] ${l}`),
+      initScript: attacker ? scaleScatterFrames : undefined });
     tabs.push(tab);
     await tab.page.evaluate(() => window.tabfleetVolunteer.ready);
     await tab.page.click('#contribute');

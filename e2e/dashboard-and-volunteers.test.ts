@@ -61,7 +61,8 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   await waitFor('the loss chart has points', async () => Number(await d.getAttribute('#loss-chart', 'data-points')) >= 3, 5 * 60_000, 500);
   await waitFor('the worker table lists three tabs', async () => (await d.$$('#workers tbody tr')).length === 3, 30_000, 250);
   // Each tab's reputation: validators confirm parts of its work as the rounds go (new tabs start on probation).
-  await waitFor('a tab has verified work', async () => (await d.$$eval('#workers [data-reputation]', (cells) => cells.map((c) => c.textContent ?? ''))).some((t) => /^[1-9]\d* verified/.test(t)), 5 * 60_000, 500);
+  await waitFor('a tab has verified work', async () => (await d.$$eval('#workers [data-reputation]',
+    (cells) => cells.map((c) => c.textContent ?? ''))).some((t) => /^[1-9]\d* verified/.test(t)), 5 * 60_000, 500);
   await shot(d, 'dashboard-job-running');
   await shot(tabs[0].page, 'volunteer-training');
   assert.match(await tabs[0].page.textContent('#headline') ?? '', /Training|Averaging/);

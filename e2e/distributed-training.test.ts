@@ -26,7 +26,8 @@ function run(cfg: ConvergenceConfig): Promise<ConvergenceResult & { adapter: str
 }
 
 function summary(r: ConvergenceResult): string {
-  return `${r.config.strategy}/${r.config.compression}: ${(100 * r.finalAccuracy).toFixed(2)}% after ${r.steps} steps, ${(r.bytesPerWorker / 1e6).toFixed(2)} MB sent per worker, ${(r.wallMs / 1000).toFixed(1)} s`;
+  return `${r.config.strategy}/${r.config.compression}: ${(100 * r.finalAccuracy).toFixed(2)}% after ${r.steps} steps, ${(r.bytesPerWorker / 1e6).toFixed(2)} MB sent ` +
+    `per worker, ${(r.wallMs / 1000).toFixed(1)} s`;
 }
 
 test('localsgd (H = 8) trains the MLP to ≥ 85%', { timeout: 15 * 60_000 }, async () => {
@@ -65,7 +66,8 @@ test('a work unit recomputed on the CPU reference agrees with WebGPU within the 
     units: 6, steps: 8, batchSize: 32, optimizer: sgd, shard: 1, shards: 4, seed: 3,
   });
   const worst = { cosine: Math.min(...units.map((u) => u.cosine)), normDifference: Math.max(...units.map((u) => u.normDifference)) };
-  console.log(`${adapter} vs CPU on ${units.length} units of 8 steps: worst cosine ${worst.cosine.toFixed(6)}, worst norm difference ${(100 * worst.normDifference).toFixed(3)}% (tolerance ${REPLICA_TOLERANCE.minCosine}, ${100 * REPLICA_TOLERANCE.maxNormDifference}%)`);
+  console.log(`${adapter} vs CPU on ${units.length} units of 8 steps: worst cosine ${worst.cosine.toFixed(6)}, worst norm difference ` +
+    `${(100 * worst.normDifference).toFixed(3)}% (tolerance ${REPLICA_TOLERANCE.minCosine}, ${100 * REPLICA_TOLERANCE.maxNormDifference}%)`);
   assert.ok(units.every((u) => u.agree), JSON.stringify(units));
   assert.ok(units.every((u) => !u.faultyAgrees), 'a result 1.5× too long is refused');
 });

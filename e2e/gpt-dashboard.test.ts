@@ -29,7 +29,8 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   const latin1 = Buffer.concat([Buffer.from(stories), Buffer.from([0x63, 0x61, 0x66, 0xe9])]);
   await d.setInputFiles('#upload-file', { name: 'notes.txt', mimeType: 'text/plain', buffer: latin1 });
   await d.click('#upload-form button');
-  await waitFor('the upload is refused with the reason', async () => /^not stored: .*not UTF-8 text: the character at byte \d+ is malformed \(bytes e9\)/.test((await d.textContent('#upload-status')) ?? ''), 10_000, 100);
+  const refused = /^not stored: .*not UTF-8 text: the character at byte \d+ is malformed \(bytes e9\)/;
+  await waitFor('the upload is refused with the reason', async () => refused.test((await d.textContent('#upload-status')) ?? ''), 10_000, 100);
   assert.equal((await d.$$('#uploads li')).length, 0, 'nothing stored');
   await d.setInputFiles('#upload-file', { name: 'stories.txt', mimeType: 'text/plain', buffer: Buffer.from(stories) });
   await d.click('#upload-form button');
@@ -44,7 +45,8 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   await waitFor('the page asks for the labels file', async () => /^not stored: an IDX images file goes with its IDX labels file/.test((await d.textContent('#upload-status')) ?? ''), 5_000, 100);
   await d.setInputFiles('#upload-labels', { name: 'shapes-labels-idx1-ubyte', mimeType: 'application/octet-stream', buffer: labels });
   await d.click('#upload-form button');
-  await waitFor('the image set is stored', async () => /^stored shapes-images-idx3-ubyte as u-[0-9a-f]{12}: 400 images, 40 held out for validation/.test((await d.textContent('#upload-status')) ?? ''), 10_000, 100);
+  const stored = /^stored shapes-images-idx3-ubyte as u-[0-9a-f]{12}: 400 images, 40 held out for validation/;
+  await waitFor('the image set is stored', async () => stored.test((await d.textContent('#upload-status')) ?? ''), 10_000, 100);
   await shot(d, 'dashboard-upload');
 
   await d.selectOption('select[name=preset]', 'gpt');

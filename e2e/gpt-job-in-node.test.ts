@@ -55,7 +55,8 @@ test('two volunteers train a GPT on byte-level text: the loss falls and the stor
   }
 });
 
-test('two volunteers train a GPT on the fortunes corpus the server serves with LAMB: their shards and the validation windows come over HTTP, the validation loss falls', { timeout: 240_000 }, async () => {
+test('two volunteers train a GPT on the fortunes corpus the server serves with LAMB: their shards and the validation windows come over HTTP, the validation loss falls',
+  { timeout: 240_000 }, async () => {
   // LAMB as the inner optimizer here, so the runtime's path runs it (its step is lr·‖w‖ per tensor: a larger lr than AdamW's).
   const created = await server.createJob({ ...job, dataset: 'fortunes', evalEverySteps: 8, hyperparameters: { ...job.hyperparameters, optimizer: 'lamb', lr: 0.02 } });
   const net = new MemoryNetwork();

@@ -68,7 +68,8 @@ test('a regional Moshpit job with no region hints groups its volunteers by the r
   }
 });
 
-test('join probes over node WebRTC: each joiner links to the members its assignment named through the server\'s probe signaling, measures them, and reports before its first sync', { timeout: 120_000 }, async () => {
+test('join probes over node WebRTC: each joiner links to the members its assignment named through the server\'s probe signaling, measures them, and reports before its first sync',
+  { timeout: 120_000 }, async () => {
   const created = await server.createJob({
     dataset: 'synthetic-blobs', preset: 'mlp-fashion', strategy: 'localsgd', H: 1, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 16 },
     trust: 'trusted', groupSize: 2, regionalGroups: true, minWorkers: 4, maxWorkers: 4, targetSteps: 2, checkpointEvery: 1000, evalEverySteps: 1000,

@@ -53,7 +53,8 @@ test('a paced job gives each member the steps its pace allows, weighs them by sa
   const paced = await run('paced');
   const [fastA, fastB, slow] = paced.workers.map((w) => w.pace!);
   const t = paced.job.syncTime!;
-  console.log(`paced: ${paced.workers.map((w) => `${w.pace!.msPerStep} ms/step, ${w.pace!.steps} steps, share ${w.pace!.share}`).join('; ')}; ${paced.samplesPerSec.toFixed(0)} samples/s; sync time predicted ${t.last?.predictedMs} ms, took ${t.last?.actualMs} ms, median error ${t.medianError}`);
+  console.log(`paced: ${paced.workers.map((w) => `${w.pace!.msPerStep} ms/step, ${w.pace!.steps} steps, share ${w.pace!.share}`).join('; ')}; ` +
+    `${paced.samplesPerSec.toFixed(0)} samples/s; sync time predicted ${t.last?.predictedMs} ms, took ${t.last?.actualMs} ms, median error ${t.medianError}`);
   // The budget is at least H = 8 steps of the fastest member's measured pace (more when the exchange
   // and the rest would take over a twentieth of the sync), and members stop at it: the fast ones do
   // about that (fewer when their steps run slower than measured; in one process they share the CPU),
@@ -98,7 +99,8 @@ test('an auto job on slow links picks the largest H and fp16 payloads from what 
   // up measured faster is not asserted.
   const auto = await run('auto', 'trusted', 6, 'localsgd', new MemoryNetwork({ faults: { bandwidth: 2e6 } }));
   const a = auto.job.syncTime!.auto!;
-  console.log(`auto: H ${a.H}, ${a.dtype}; exchange measured f32 ${a.exchangeMs.f32?.toFixed(0)} ms, f16 ${a.exchangeMs.f16?.toFixed(0)} ms; steps ${auto.workers.map((w) => w.pace!.steps).join(', ')}`);
+  console.log(`auto: H ${a.H}, ${a.dtype}; exchange measured f32 ${a.exchangeMs.f32?.toFixed(0)} ms, f16 ${a.exchangeMs.f16?.toFixed(0)} ms; steps ` +
+    `${auto.workers.map((w) => w.pace!.steps).join(', ')}`);
   assert.equal(a.H, MAX_STEPS_FACTOR * 8);
   assert.ok(a.exchangeMs.f32 !== null && a.exchangeMs.f16 !== null, 'syncs ran at both precisions');
   assert.equal(a.dtype, a.exchangeMs.f16 < a.exchangeMs.f32 ? 'f16' : 'f32', 'the precision measured faster');

@@ -159,7 +159,8 @@ test('eight volunteers behind one address join at once: those past the server\'s
   }
 });
 
-test('a Moshpit job of six volunteers in groups of three: every group is its own ring, groups change every sync (3 × 2 grid), a volunteer lost from one group does not abort the other, and a joiner takes a later sync', { timeout: 180_000 }, async () => {
+test('a Moshpit job of six volunteers in groups of three: every group is its own ring, groups change every sync (3 × 2 grid), a volunteer lost from one group does ' +
+  'not abort the other, and a joiner takes a later sync', { timeout: 180_000 }, async () => {
   const created = await server.createJob({ ...job, trust: 'trusted', groupSize: 3, minWorkers: 4, maxWorkers: 6, targetSteps: 40 });
   const net = new MemoryNetwork();
   const vols = Array.from({ length: 6 }, () => nodeVolunteer(server.url, net));

@@ -177,7 +177,8 @@ async function tabfleetTrain(be: WebGpuBackend, name: string, preset: ModelPrese
     readbacksPerStep: (c.readbacks - before.readbacks) / steps,
     dispatchesPerStep: (c.dispatches - before.dispatches) / steps,
   };
-  progress(`${tag} ${name} step: ${fmt(r.msPerStep)} ms (${r.repsPerRun} steps/run, ${fmt(r.dispatchesPerStep, 0)} dispatches, ${fmt(r.submitsPerStep)} submits/step, loss ${fmt(r.lossFirst, 3)} → ${fmt(r.lossLast, 3)})`);
+  progress(`${tag} ${name} step: ${fmt(r.msPerStep)} ms (${r.repsPerRun} steps/run, ${fmt(r.dispatchesPerStep, 0)} dispatches, ${fmt(r.submitsPerStep)} submits/step, ` +
+    `loss ${fmt(r.lossFirst, 3)} → ${fmt(r.lossLast, 3)})`);
   return r;
 }
 

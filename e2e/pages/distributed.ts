@@ -3,7 +3,8 @@
 // GPT runs on token windows (`npm run bench -- lm`). Also the agreement of WebGPU and the CPU
 // reference on replicated work units (redundant recompute).
 import { decodeTextShard, loadFashionMnistFromUrl, type Dataset } from '@tabfleet/data';
-import { measureReplicaAgreement, runConvergence, runLmConvergence, type AgreementConfig, type ConvergenceConfig, type ConvergenceResult, type LmRunConfig, type LmRunResult, type UnitAgreement } from '@tabfleet/distributed';
+import { measureReplicaAgreement, runConvergence, runLmConvergence, type AgreementConfig, type ConvergenceConfig, type ConvergenceResult, type LmRunConfig, type LmRunResult,
+  type UnitAgreement } from '@tabfleet/distributed';
 import { CpuBackend, WebGpuBackend } from '@tabfleet/tensor';
 
 const out = document.getElementById('out')!;

@@ -41,7 +41,8 @@ test('an owner that combines its part by another rule reports consistent digests
   const honest = Array.from({ length: 4 }, (_, i) => floatData(2000, i + 40).map((v) => 0.01 * v + 0.05));
   const inputs = [...honest, honest[0].map((v) => -8 * v)];
   // m2 is lazy or lying: a plain mean where the job says centered-clip.
-  const { averages, validations } = await averageThenValidate(g, inputs, [{ part: 2, validator: 'm4' }, { part: 1, validator: 'm2' }], { rule: 'centered-clip' }, (i) => (i === 2 ? 'mean' : 'centered-clip'));
+  const { averages, validations } = await averageThenValidate(g, inputs, [{ part: 2, validator: 'm4' }, { part: 1, validator: 'm2' }], { rule: 'centered-clip' },
+    (i) => (i === 2 ? 'mean' : 'centered-clip'));
   for (const a of averages) assert.equal(a.digests.gathered[2], averages[2].digests.aggregate, 'every receiver got what m2 reports: no digest shows it');
   const [forPart2] = validations[4];
   assert.deepEqual(forPart2.received, averages[2].digests.received);

@@ -142,7 +142,8 @@ export class JobEngine {
     this.replica = null;
     this.replicaData = null;
     const { microBatch, recompute, passes, reason, predictedPeakBytes, budgetBytes } = memory;
-    return { length: engine.length, stepsPerSync: this.strategy.stepsPerSync, targetSteps, trainExamples: data.indices.length, memory: { microBatch, recompute, passes, reason, predictedPeakBytes, budgetBytes } };
+    return { length: engine.length, stepsPerSync: this.strategy.stepsPerSync, targetSteps, trainExamples: data.indices.length, memory: { microBatch, recompute, passes, reason,
+      predictedPeakBytes, budgetBytes } };
   }
 
   /** Loads the global model (null url: the seeded initial parameters) and restarts the strategy from it. */

@@ -397,7 +397,8 @@ export class VolunteerRuntime {
     const w = this.lastWork;
     await this.emit('round:result', {
       jobId: r.jobId, roundId: r.roundId, checksum, step,
-      metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, computeMs: w.computeMs, bytesSent: this.roundBytes.sent, bytesReceived: this.roundBytes.received },
+      metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, computeMs: w.computeMs, bytesSent: this.roundBytes.sent,
+        bytesReceived: this.roundBytes.received },
       ...(group ? { group } : {}),
       ...(rttMs && Object.keys(rttMs).length ? { rttMs } : {}),
     });

@@ -113,7 +113,8 @@ export async function trainSolo(backend: Backend, cfg: SoloTrainConfig, onProgre
   await drain();
   const elapsedMs = performance.now() - start;
   const final = await evaluate(model, sequentialBatches(test, contextOf(preset) !== null ? 32 : 1000));
-  onProgress({ epoch: cfg.epochs - 1, step, totalSteps, loss: losses.at(-1) ?? NaN, samplesPerSec: (step * cfg.batchSize) / (elapsedMs / 1000), elapsedMs, testAccuracy: final.accuracy, testLoss: final.loss });
+  onProgress({ epoch: cfg.epochs - 1, step, totalSteps, loss: losses.at(-1) ?? NaN, samplesPerSec: (step * cfg.batchSize) / (elapsedMs / 1000), elapsedMs,
+    testAccuracy: final.accuracy, testLoss: final.loss });
   return {
     backend: backend.description, steps: step, finalLoss: losses.at(-1) ?? NaN, testAccuracy: final.accuracy, testLoss: final.loss,
     testCount: final.count, elapsedMs, msPerStep: elapsedMs / Math.max(1, step), losses,

@@ -76,7 +76,8 @@ export class AllreduceRun extends OpRun<Float32Array> {
     if (f.chunk >= seen.length) return this.bad(from, `chunk ${f.chunk} of a ${seen.length}-chunk segment`);
     const at = this.segStart(seg) + f.chunk * this.chunk;
     const count = Math.min(this.chunk, this.segStart(seg + 1) - at);
-    if (f.payload.byteLength !== count * FRAME_DTYPE_BYTES[this.dtype]) return this.bad(from, `${f.payload.byteLength} payload bytes, expected ${count} ${this.dtype} values (do all members pass the same length?)`);
+    if (f.payload.byteLength !== count * FRAME_DTYPE_BYTES[this.dtype]) return this.bad(from,
+      `${f.payload.byteLength} payload bytes, expected ${count} ${this.dtype} values (do all members pass the same length?)`);
     if (seen[f.chunk]) return this.duplicate();
     seen[f.chunk] = 1;
     this.remaining--;

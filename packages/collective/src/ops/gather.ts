@@ -1,6 +1,7 @@
 // Gathers around the ring: each member's (variable-length) contribution is forwarded N−1 hops;
 // dense allgather and broadcast return the parts, sparse allgather sums the members' lists locally.
-import { FLAG_LAST, FRAME_DTYPE_BYTES, FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD, allocFrame, decodeF16, encodeF16, maxChunkElements, type Frame, type FrameDTypeName, type FrameKindName } from '@tabfleet/protocol';
+import { FLAG_LAST, FRAME_DTYPE_BYTES, FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD, allocFrame, decodeF16, encodeF16, maxChunkElements, type Frame, type FrameDTypeName,
+  type FrameKindName } from '@tabfleet/protocol';
 import { CollectiveError } from '../errors';
 import type { Ring } from '../ring';
 import type { ReduceOp, WireDType } from '../ring-types';
@@ -151,7 +152,8 @@ export class SparseGatherRun extends GatherRun<Float32Array> {
   protected readonly dtype: 'idx_f32' | 'idx_f16';
   protected readonly lastStep: number;
   /** This member's pairs sorted by index, values already as they go on the wire. */
-  constructor(ring: Ring, seq: number, deadline: number, private readonly valueType: WireDType, private readonly ownIdx: Uint32Array, private readonly ownVal: Float32Array, private readonly length: number, private readonly op: ReduceOp) {
+  constructor(ring: Ring, seq: number, deadline: number, private readonly valueType: WireDType, private readonly ownIdx: Uint32Array, private readonly ownVal: Float32Array,
+    private readonly length: number, private readonly op: ReduceOp) {
     super(ring, seq, deadline);
     this.dtype = valueType === 'f32' ? 'idx_f32' : 'idx_f16';
     this.lastStep = ring.size - 2;

@@ -125,7 +125,8 @@ export abstract class GroupPartsRun<T> {
 
   /** Queues part `j` of `source` (a whole-length vector) for each of `peers`, chunk by chunk (a sparse part is encoded once for all). */
   protected sendPart(peers: string[], kind: PartFrameKind, j: number, source: Float32Array, step = 0): void {
-    const header = (c: number, last: boolean) => ({ kind, dtype: this.frameDType, flags: last ? FLAG_LAST : 0, job: this.group.job, round: this.group.round, op: this.seq, step, segment: j, chunk: c });
+    const header = (c: number, last: boolean) => ({ kind, dtype: this.frameDType, flags: last ? FLAG_LAST : 0, job: this.group.job, round: this.group.round, op: this.seq, step,
+      segment: j, chunk: c });
     if (this.sparse) {
       const payloads = this.sparseChunks(this.part(source, j));
       for (const peer of peers) {
@@ -193,7 +194,8 @@ export abstract class GroupPartsRun<T> {
   private writeDense(f: Frame, target: Float32Array, j: number): void {
     const offset = f.chunk * this.chunk;
     const count = Math.min(this.chunk, this.partLength(j) - offset);
-    if (f.payload.byteLength !== count * FRAME_DTYPE_BYTES[this.dtype]) throw new Error(`${f.payload.byteLength} payload bytes, expected ${count} ${this.dtype} values (do all members pass the same length?)`);
+    if (f.payload.byteLength !== count * FRAME_DTYPE_BYTES[this.dtype]) throw new Error(`${f.payload.byteLength} payload bytes, expected ${count} ${this.dtype} ` +
+      `values (do all members pass the same length?)`);
     if (this.dtype === 'f32') target.set(f32View(f.payload), offset);
     else decodeF16(u16View(f.payload), target, offset);
   }

@@ -28,7 +28,8 @@ export class GroupValidateRun extends GroupPartsRun<PartValidation[]> {
   /** The parts this member validates, by part index. */
   private readonly mine = new Map<number, Check>();
 
-  constructor(group: Group, seq: number, deadlineMs: number, private readonly contribution: Float32Array, private readonly checks: readonly PartCheck[], private readonly opts: GroupAverageOptions & PartWire) {
+  constructor(group: Group, seq: number, deadlineMs: number, private readonly contribution: Float32Array, private readonly checks: readonly PartCheck[],
+    private readonly opts: GroupAverageOptions & PartWire) {
     super(group, seq, deadlineMs, contribution.length, opts);
   }
 
@@ -58,7 +59,8 @@ export class GroupValidateRun extends GroupPartsRun<PartValidation[]> {
   }
 
   private recompute(c: Check): PartValidation {
-    const { aggregate, refused } = combinePart(c.contributions, this.partLength(c.part), this.opts.rule, { trimFraction: this.opts.trimFraction, weights: this.opts.weights, f16: this.dtype === 'f16' });
+    const { aggregate, refused } = combinePart(c.contributions, this.partLength(c.part), this.opts.rule, { trimFraction: this.opts.trimFraction, weights: this.opts.weights,
+      f16: this.dtype === 'f16' });
     return {
       part: c.part,
       received: c.contributions.map((x) => modelDigest(x)),
