@@ -27,6 +27,8 @@ const DEADLINE_MARGIN_MS = 1_000;
 const CONNECT_TIMEOUT_MS = 15_000;
 /** Rounds each member remembers having completed through the collective (the soak asks about the last commit). */
 const COMPLETED_KEPT = 8;
+const FAILURE_SAMPLES = 4;
+const STARTED_KEPT = 64;
 
 export interface CollectiveExchangeCounters {
   /** Volunteer ends made (one per welcome). */
@@ -35,6 +37,8 @@ export interface CollectiveExchangeCounters {
   exchanges: number;
   completed: number;
   failures: Record<string, number>;
+  /** The first few failures' messages per code (what happened, for the results file). */
+  failureSamples: Record<string, string[]>;
   /** Group validations (`Group.validate`, every member of a checked round) completed and failed. */
   validations: number;
   validationFailures: number;
@@ -45,8 +49,10 @@ export interface CollectiveExchangeCounters {
 export class CollectiveExchanger implements Exchanger {
   readonly net: MemoryNetwork;
   readonly counters: CollectiveExchangeCounters = {
-    members: 0, exchanges: 0, completed: 0, failures: {}, validations: 0, validationFailures: 0, wire: { framesOut: 0, bytesOut: 0, stale: 0, duplicate: 0, foreign: 0, abortsSent: 0 },
+    members: 0, exchanges: 0, completed: 0, failures: {}, failureSamples: {}, validations: 0, validationFailures: 0, wire: { framesOut: 0, bytesOut: 0, stale: 0, duplicate: 0, foreign: 0, abortsSent: 0 },
   };
+  /** Per round (the last STARTED_KEPT), the members that began their exchange. */
+  private readonly started = new Map<string, Set<string>>();
   /** Per member id, the last rounds it completed through a Ring. */
   private readonly completedRounds = new Map<string, number[]>();
 
@@ -65,9 +71,15 @@ export class CollectiveExchanger implements Exchanger {
   }
 
   /** @internal runs one member's exchange, counting how it ended. */
-  async counted(member: string, roundId: number, run: () => Promise<ExchangeResult>): Promise<ExchangeResult> {
+  async counted(member: string, r: ExchangeRound, run: () => Promise<ExchangeResult>): Promise<ExchangeResult> {
     const c = this.counters;
+    const roundId = r.roundId;
     c.exchanges++;
+    const key = `${r.jobId}/${roundId}`;
+    const started = this.started.get(key) ?? new Set<string>();
+    started.add(member);
+    this.started.set(key, started);
+    if (this.started.size > STARTED_KEPT) this.started.delete(this.started.keys().next().value!);
     try {
       const out = await run();
       c.completed++;
@@ -79,6 +91,10 @@ export class CollectiveExchanger implements Exchanger {
     } catch (e) {
       const code = failureCodeOf(e);
       c.failures[code] = (c.failures[code] ?? 0) + 1;
+      const samples = (c.failureSamples[code] ??= []);
+      // A deadline means some member never took part: which ones had not begun the round here by then.
+      const missing = code === 'deadline' ? `; not begun here: ${r.members.filter((m) => !started.has(m)).join(', ') || 'none'}` : '';
+      if (samples.length < FAILURE_SAMPLES) samples.push(`${member} round ${roundId}: ${(e as Error).message}`.slice(0, 300) + missing);
       throw e;
     }
   }
@@ -121,7 +137,7 @@ class CollectiveMember implements MemberExchange {
   }
 
   exchange(r: ExchangeRound, values: Float32Array): Promise<ExchangeResult> {
-    return this.owner.counted(this.id, r.roundId, () => this.peerExchange(r, values));
+    return this.owner.counted(this.id, r, () => this.peerExchange(r, values));
   }
 
   /** runtime.ts peerExchange: a Ring allreduce of the mean, or a Group average by the job's rule. */
