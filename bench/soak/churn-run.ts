@@ -264,7 +264,8 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
   try {
     // With churn stopped, every volunteer that stays ends in the same sync on the same parameters.
     if (!failure) {
-      await waitFor('every volunteer in the last sync', () => live.size > 0 && [...live].every((t) => t.sim.committed.at(-1) === latestSeq && t.sim.baseSeq === latestSeq), cfg.commitTimeoutMs, 10).catch((e: Error) => {
+      const inLastSync = (t: Tracked) => t.sim.committed.at(-1) === latestSeq && t.sim.baseSeq === latestSeq;
+      await waitFor('every volunteer in the last sync', () => live.size > 0 && [...live].every(inLastSync), cfg.commitTimeoutMs, 10).catch((e: Error) => {
         failure = e.message;
       });
     }
@@ -311,7 +312,9 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
       memberDisagreements: matching(/members disagree/).length, sample: [...evictions, ...matching(/every member that held sync|members disagree/)].slice(0, 8).map((l) => l.slice(0, 300)),
     },
     simErrors,
-    collective: { ...exchanger.counters, network: { delivered: exchanger.net.counters.delivered, dropped: exchanger.net.counters.dropped }, commitsThroughCollective, commitsOtherwise },
+    collective: {
+      ...exchanger.counters, network: { delivered: exchanger.net.counters.delivered, dropped: exchanger.net.counters.dropped }, commitsThroughCollective, commitsOtherwise,
+    },
     failure,
   };
 }

@@ -36,7 +36,7 @@ async function start(n: number, spec: Partial<JobSpecInput>) {
   return { exchanger, job, sims, inSync, commits, bytesOf };
 }
 
-/** Three syncs from the one every member holds now; what crossed the network meanwhile. */
+/** Three syncs from the one every member holds now; what crossed the network meanwhile (the first may have begun before). */
 async function threeSyncs(t: Awaited<ReturnType<typeof start>>, kinds: FrameKindName[]) {
   await t.inSync(1);
   const seen = t.bytesOf(kinds);
@@ -57,8 +57,8 @@ test('a trusted job\'s round: the mean travels the in-memory network as a Ring a
   const t = await start(3, { trust: 'trusted' });
   const S = layoutOf(t.job.spec).length * 4;
   const { bytes, last } = await threeSyncs(t, ['allreduce']);
-  // Each member sends 2(N−1)/N of the vector per round, so the ring ≥ 2(N−1)·S per sync.
-  assert.ok(bytes >= 3 * 2 * (3 - 1) * S, `${bytes} bytes of allreduce frames for 3 syncs of ${S} bytes`);
+  // Each member sends 2(N−1)/N of the vector per round, so the ring ≥ 2(N−1)·S per sync (two whole syncs at least).
+  assert.ok(bytes >= 2 * 2 * (3 - 1) * S, `${bytes} bytes of allreduce frames for 3 syncs of ${S} bytes`);
   checkCommits(t, last);
   await server.stopJobs();
 });
@@ -68,7 +68,7 @@ test('an untrusted job\'s round (the soak\'s): a Group average by per-part owner
   const S = layoutOf(t.job.spec).length * 4;
   const { bytes, last } = await threeSyncs(t, ['groupScatter', 'groupGather']);
   // Each member sends its N−1 other parts to their owners and its own part's aggregate to N−1 members.
-  assert.ok(bytes >= 3 * 2 * (3 - 1) * S, `${bytes} bytes of group frames for 3 syncs of ${S} bytes`);
+  assert.ok(bytes >= 2 * 2 * (3 - 1) * S, `${bytes} bytes of group frames for 3 syncs of ${S} bytes`);
   checkCommits(t, last);
   const rounds = (await server.api(`/api/jobs/${t.job.id}/rounds`)).body.rounds as { mode: string; outcome: string }[];
   assert.ok(rounds.filter((r) => r.outcome === 'committed').every((r) => r.mode === 'group'), JSON.stringify(rounds));

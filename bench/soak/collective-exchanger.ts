@@ -13,8 +13,11 @@
 // Peers find each other by id on the shared network: no signaling goes through the server (the
 // in-memory transport needs none; WebRTC's offer/answer relay is the one step of the runtime not run).
 // A volunteer that closes (churn) or reconnects under a new id is killed on the network, so its
-// neighbours lose it mid-round as they would lose a closed tab. Not modelled: paced rounds' weights
-// (the soak's job has a fixed H), fp16 or sparse payloads, and lying owners (ExchangeRound.ownerLie).
+// neighbours lose it mid-round as they would lose a closed tab. Like the runtime, a volunteer's
+// FrameRouter is made by its first ring or group, so frames that reach a fresh transport before then
+// are lost (counted as framesBeforeRouter: a joiner's first round can stall to its deadline).
+// Not modelled: paced rounds' weights (the soak's job has a fixed H), fp16 or sparse payloads, and
+// lying owners (ExchangeRound.ownerLie).
 import {
   CollectiveError, FrameRouter, Group, MemoryNetwork, Ring, type GroupAverageOptions, type MemoryNetworkOptions, type MemoryTransport, type RingCounters,
 } from '@tabfleet/collective';
@@ -42,14 +45,21 @@ export interface CollectiveExchangeCounters {
   /** Group validations (`Group.validate`, every member of a checked round) completed and failed. */
   validations: number;
   validationFailures: number;
-  /** Summed over every ring and group: frames and bytes its members sent, and frames dropped as stale, duplicate or foreign. */
+  /**
+   * Frames that reached a volunteer's transport before its first ring or group made the transport's
+   * FrameRouter (FrameRouter.of, as runtime.ts makes it: lazily): nobody routes them, so they are lost.
+   * A joiner whose peers send before it has handled round:begin loses them, and its first round stalls.
+   */
+  framesBeforeRouter: number;
+  /** Summed over every ring and group: frames and bytes its members sent, frames dropped as stale, duplicate or foreign. */
   wire: Pick<RingCounters, 'framesOut' | 'bytesOut' | 'stale' | 'duplicate' | 'foreign' | 'abortsSent'>;
 }
 
 export class CollectiveExchanger implements Exchanger {
   readonly net: MemoryNetwork;
   readonly counters: CollectiveExchangeCounters = {
-    members: 0, exchanges: 0, completed: 0, failures: {}, failureSamples: {}, validations: 0, validationFailures: 0, wire: { framesOut: 0, bytesOut: 0, stale: 0, duplicate: 0, foreign: 0, abortsSent: 0 },
+    members: 0, exchanges: 0, completed: 0, failures: {}, failureSamples: {}, validations: 0, validationFailures: 0, framesBeforeRouter: 0,
+    wire: { framesOut: 0, bytesOut: 0, stale: 0, duplicate: 0, foreign: 0, abortsSent: 0 },
   };
   /** Per round (the last STARTED_KEPT), the members that began their exchange. */
   private readonly started = new Map<string, Set<string>>();
@@ -131,9 +141,12 @@ class CollectiveMember implements MemberExchange {
   /** Peers it linked to in earlier rounds (closed once they are no longer in its round). */
   private neighbours = new Set<string>();
   private closed = false;
+  /** Counts frames until the transport has its router (see framesBeforeRouter); null once it has. */
+  private beforeRouter: (() => void) | null;
 
   constructor(private readonly owner: CollectiveExchanger, private readonly transport: MemoryTransport) {
     this.id = transport.self;
+    this.beforeRouter = transport.onFrame(() => owner.counters.framesBeforeRouter++);
   }
 
   exchange(r: ExchangeRound, values: Float32Array): Promise<ExchangeResult> {
@@ -148,6 +161,9 @@ class CollectiveMember implements MemberExchange {
     this.closeGroup();
     const opts = { transport: this.transport, members: r.members, self: this.id, jobId: r.jobId, round: r.roundId, deadlineMs };
     const collective = r.mode === 'group' ? new Group(opts) : new Ring(opts);
+    // The transport routes frames from now on (the collective made its FrameRouter).
+    this.beforeRouter?.();
+    this.beforeRouter = null;
     this.open.set(r.roundId, collective);
     this.neighbours = new Set([...this.neighbours].filter((p) => r.members.includes(p)).concat(collective.linked));
     let keepOpen = false;
