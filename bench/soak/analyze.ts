@@ -8,6 +8,8 @@ export interface RoundRow {
   seq: number;
   outcome: string;
   startedAt: number;
+  /** ring, group (through the collective) or star (through the server). */
+  mode?: string;
   /** The members' agreed checksum when it committed (or "checksum mismatch: …"). */
   detail: string;
 }
@@ -55,8 +57,15 @@ export interface SoakAnalysis {
   abortedRounds: number;
   /** The last sync of the job's history: syncs 1..finalSeq each committed once in the history. */
   finalSeq: number;
-  /** Syncs committed before a kill and after the checkpoint the next process resumed from (re-done). */
+  /** Syncs committed before a kill and after the checkpoint the next process resumed from: the restart discarded them. */
   rolledBack: number;
+  /**
+   * Of those, the syncs the next process committed again (each once, however many times): re-done by
+   * design, counted apart from lost (never committed in the history) and duplicated (twice in one epoch).
+   */
+  redone: number;
+  /** The syncs of the final history (1..finalSeq) by the mode of the round that committed each there. */
+  historyByMode: Record<string, number>;
   lost: number;
   duplicated: number;
   /** Committed rounds whose members applied different parameters, or other than the server recorded. */
@@ -88,9 +97,9 @@ export function analyzeSoak(input: {
   for (const r of [...rounds].sort((a, b) => a.roundId - b.roundId)) byEpoch[epochOf(r.startedAt, restarts)].push(r);
 
   const epochs: EpochReport[] = [];
-  /** Per epoch, the checksum of the last commit of each sync it committed. */
-  const chains: Map<number, string>[] = [];
-  let lost = 0, duplicated = 0, rolledBack = 0;
+  /** Per epoch, the last commit of each sync it committed. */
+  const chains: Map<number, RoundRow>[] = [];
+  let lost = 0, duplicated = 0, rolledBack = 0, redone = 0;
   for (let e = 0; e < byEpoch.length; e++) {
     let firstSeq = 1;
     if (e > 0) {
@@ -101,9 +110,13 @@ export function analyzeSoak(input: {
       else rolledBack += previousEnd - resumed;
       firstSeq = resumed + 1;
     }
-    const chain = new Map<number, string>();
+    const chain = new Map<number, RoundRow>();
     let expected = firstSeq;
     const committed = byEpoch[e].filter((r) => r.outcome === 'committed');
+    if (e > 0) {
+      const resumed = restarts[e - 1].resumedSeq;
+      redone += new Set(committed.filter((r) => r.seq > resumed && r.seq <= epochs[e - 1].lastSeq).map((r) => r.seq)).size;
+    }
     for (const r of committed) {
       if (r.seq === expected) expected++;
       else if (r.seq < expected) {
@@ -114,19 +127,24 @@ export function analyzeSoak(input: {
         lost += r.seq - expected;
         expected = r.seq + 1;
       }
-      chain.set(r.seq, r.detail);
+      chain.set(r.seq, r);
     }
     chains.push(chain);
     epochs.push({ epoch: e, firstSeq, lastSeq: expected - 1, committedRounds: committed.length, abortedRounds: byEpoch[e].filter((r) => r.outcome === 'aborted').length });
   }
   const finalSeq = epochs[epochs.length - 1].lastSeq;
 
-  // The model of sync `seq` as epoch `e` knows it: its own commit, or (at or before the sync it
-  // resumed from) the earlier epoch's.
-  const chainChecksum = (e: number, seq: number): string | undefined => {
-    if (e > 0 && seq <= restarts[e - 1].resumedSeq) return chainChecksum(e - 1, seq);
+  // The commit of sync `seq` as epoch `e` knows it: its own, or (at or before the sync it resumed
+  // from) the earlier epoch's.
+  const chainRow = (e: number, seq: number): RoundRow | undefined => {
+    if (e > 0 && seq <= restarts[e - 1].resumedSeq) return chainRow(e - 1, seq);
     return chains[e]?.get(seq);
   };
+  const historyByMode: Record<string, number> = {};
+  for (let s = 1; s <= finalSeq; s++) {
+    const mode = chainRow(epochs.length - 1, s)?.mode ?? 'unknown';
+    historyByMode[mode] = (historyByMode[mode] ?? 0) + 1;
+  }
 
   const committedRounds = new Map<string, RoundRow>();
   for (let e = 0; e < byEpoch.length; e++) for (const r of byEpoch[e]) if (r.outcome === 'committed') committedRounds.set(`${e}/${r.roundId}`, r);
@@ -153,7 +171,7 @@ export function analyzeSoak(input: {
   for (const l of input.loads) {
     if (l.seq === 0) continue; // the seeded initial model: no commit to compare with
     loadsChecked++;
-    if (chainChecksum(l.epoch, l.seq) !== l.checksum) loadMismatches++;
+    if (chainRow(l.epoch, l.seq)?.detail !== l.checksum) loadMismatches++;
   }
 
   const countBySeq = (rows: readonly MetricRow[]) => {
@@ -175,7 +193,7 @@ export function analyzeSoak(input: {
     epochs,
     committedRounds: epochs.reduce((s, e) => s + e.committedRounds, 0),
     abortedRounds: epochs.reduce((s, e) => s + e.abortedRounds, 0),
-    finalSeq, rolledBack, lost, duplicated, checksumDisagreements, commitsUnknownToServer, commitsSeen: input.commits.length,
+    finalSeq, rolledBack, redone, historyByMode, lost, duplicated, checksumDisagreements, commitsUnknownToServer, commitsSeen: input.commits.length,
     loadMismatches, loadsChecked,
     metrics: { syncRows: syncs.length, syncMissing, syncExtra, evalRows: evals.length, evalExtra },
   };

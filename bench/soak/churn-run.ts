@@ -1,13 +1,16 @@
 // One churn rate of the soak: a fresh server process and data directory, one job, simulated
 // volunteers joining and leaving after every commit, a SIGKILL of the server halfway and a restart
 // on the same port and data directory, then the checks of analyze.ts over what was stored and seen.
+// The volunteers exchange through @tabfleet/collective on its in-memory network
+// (collective-exchanger.ts): every round's result is what the Ring or Group op gave each member.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { checksumOf, mulberry32 } from '@tabfleet/protocol';
-import { freePort, RingOracle, SimVolunteer, waitFor } from '@tabfleet/server/testing';
+import { freePort, SimVolunteer, waitFor } from '@tabfleet/server/testing';
 import { Child } from '../coordinator/child';
+import { CollectiveExchanger, type CollectiveExchangeCounters } from './collective-exchanger';
 import { analyzeSoak, type CommitSeen, type LoadSeen, type Restart, type SoakAnalysis } from './analyze';
 import type { SoakConfig } from './config';
 import type { FromSoakServer, SoakServerArgs, ToSoakServer } from './messages';
@@ -53,6 +56,13 @@ export interface ChurnReport {
   rssGrowthMb: number | null;
   serverLog: { evictions: number; orphanRollbacks: number; checkpointsLost: number; memberDisagreements: number; sample: string[] };
   simErrors: number;
+  /** The exchange through the collective: its ops and failures, the network's frames, and the commits volunteers saw by where their result came from. */
+  collective: CollectiveExchangeCounters & {
+    network: { delivered: number; dropped: number };
+    /** Commits a volunteer applied whose result its own Ring or Group op gave it, and others (star rounds through the server). */
+    commitsThroughCollective: number;
+    commitsOtherwise: number;
+  };
   failure: string | null;
 }
 
@@ -88,7 +98,8 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
   };
   const jobId: string = (await api('/api/jobs', { method: 'POST', json: cfg.job })).job.id;
 
-  const oracle = new RingOracle();
+  const exchanger = new CollectiveExchanger({ seed });
+  let commitsThroughCollective = 0, commitsOtherwise = 0;
   const live = new Set<Tracked>();
   const commits: CommitSeen[] = [];
   const loads: LoadSeen[] = [];
@@ -113,13 +124,15 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
   };
   const addVolunteer = async () => {
     joins++;
-    const sim = new SimVolunteer({ url, oracle, reconnect: true, trainMs: cfg.trainMs, appliedKept: 2, eventsKept: 256 });
+    const sim = new SimVolunteer({ url, exchanger, reconnect: true, trainMs: cfg.trainMs, appliedKept: 2, eventsKept: 256 });
     const t: Tracked = { sim, committedRead: 0, loadsRead: 0, heldSeq: -1, heldEpoch: -1 };
     // Registered after the volunteer's own handler, which has applied the round by now.
     sim.socket.on('round:commit', (c: { roundId: number; seq: number }) => {
       if (sim.committed.length > t.committedRead) {
         t.committedRead = sim.committed.length;
         commits.push({ epoch, roundId: c.roundId, seq: c.seq, checksum: checksumOf(sim.params) });
+        if (exchanger.completed(sim.volunteerId, c.roundId)) commitsThroughCollective++;
+        else commitsOtherwise++;
         t.heldSeq = c.seq;
         t.heldEpoch = epoch;
       }
@@ -251,7 +264,8 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
   try {
     // With churn stopped, every volunteer that stays ends in the same sync on the same parameters.
     if (!failure) {
-      await waitFor('every volunteer in the last sync', () => live.size > 0 && [...live].every((t) => t.sim.committed.at(-1) === latestSeq && t.sim.baseSeq === latestSeq), cfg.commitTimeoutMs, 10).catch((e: Error) => {
+      const inLastSync = (t: Tracked) => t.sim.committed.at(-1) === latestSeq && t.sim.baseSeq === latestSeq;
+      await waitFor('every volunteer in the last sync', () => live.size > 0 && [...live].every(inLastSync), cfg.commitTimeoutMs, 10).catch((e: Error) => {
         failure = e.message;
       });
     }
@@ -297,6 +311,10 @@ export async function runChurn(cfg: SoakConfig, churn: number, seed: number, log
       evictions: evictions.length, orphanRollbacks: matching(/every member that held sync/).length, checkpointsLost: matching(/no checkpoint of sync/).length,
       memberDisagreements: matching(/members disagree/).length, sample: [...evictions, ...matching(/every member that held sync|members disagree/)].slice(0, 8).map((l) => l.slice(0, 300)),
     },
-    simErrors, failure,
+    simErrors,
+    collective: {
+      ...exchanger.counters, network: { delivered: exchanger.net.counters.delivered, dropped: exchanger.net.counters.dropped }, commitsThroughCollective, commitsOtherwise,
+    },
+    failure,
   };
 }

@@ -166,7 +166,8 @@ test('the job survives a SIGKILL of the node that runs it: the other node adopts
   const run = await killTheJobsNode({ name: 'node kill' });
   const { rounds, commits, loads, metrics, killedAt, resumedSeq, killedSeq } = run;
   const x = analyzeSoak({ rounds, restarts: [{ killedAt, resumedSeq }], commits, loads, metrics });
-  console.log(`killed node a after sync ${killedSeq}; node b resumed from sync ${resumedSeq} (rolled back ${x.rolledBack}) and reached ${x.finalSeq}; ${x.commitsSeen} commits and ${x.loadsChecked} loads checked`);
+  console.log(`killed node a after sync ${killedSeq}; node b resumed from sync ${resumedSeq} (rolled back ${x.rolledBack}, re-done ${x.redone}) and reached ${x.finalSeq};`
+    + ` ${x.commitsSeen} commits and ${x.loadsChecked} loads checked`);
   assertTheJobWentOn(run, x);
   assert.deepEqual([x.checksumDisagreements, x.commitsUnknownToServer, x.loadMismatches], [0, 0, 0], JSON.stringify(x));
   assert.ok(x.loadsChecked > 0, 'the rejoining volunteers loaded the checkpoint node b resumed from');
@@ -199,5 +200,6 @@ test('a Moshpit job survives a SIGKILL of its node: its groups go on under the o
   const groupModels = new Set(commits.filter((c) => c.epoch === 0 && c.seq === resumedSeq).map((c) => c.checksum));
   for (const l of resumedLoads) assert.ok(groupModels.has(l.checksum), `a load of sync ${resumedSeq} is the model one of its groups committed`);
   assert.equal(new Set(resumedLoads.map((l) => l.checksum)).size, 1, 'every rejoining member loaded the same checkpoint');
-  console.log(`Moshpit: killed node a after sync ${killedSeq}; node b resumed from sync ${resumedSeq} and reached ${x.finalSeq}; ${byGroup.size} group rounds and ${resumedLoads.length} loads checked`);
+  console.log(`Moshpit: killed node a after sync ${killedSeq}; node b resumed from sync ${resumedSeq} and reached ${x.finalSeq};`
+    + ` ${byGroup.size} group rounds and ${resumedLoads.length} loads checked`);
 });

@@ -63,6 +63,8 @@ export abstract class Collective {
   private remoteAborts = new Map<number, CollectiveError>();
   private abortsSent = new Set<number>();
   private broken: CollectiveError | null = null;
+  /** A connect in progress: rejected by abort() or close() (a round aborted while a peer never answers). */
+  private connectWaiters = new Set<(e: CollectiveError) => void>();
   private closed = false;
   private unsubs: (() => void)[] = [];
 
@@ -121,16 +123,20 @@ export abstract class Collective {
   async openLinks(deadlineMs = this.deadlineMs): Promise<void> {
     const peers = this.linked;
     if (peers.length === 0) return;
+    if (this.broken) throw this.broken;
     let cancel = () => {};
+    let aborted: ((e: CollectiveError) => void) | undefined;
     try {
       await Promise.race([
         Promise.all(peers.map((p) => this.transport.connect(p))),
         new Promise<never>((_, reject) => {
           cancel = this.clock.after(deadlineMs, () => reject(new CollectiveError('deadline', `connecting ${this.self} to ${peers.join(', ')} took longer than ${deadlineMs} ms`)));
+          this.connectWaiters.add((aborted = reject));
         }),
       ]);
     } finally {
       cancel();
+      if (aborted) this.connectWaiters.delete(aborted);
     }
   }
 
@@ -149,6 +155,7 @@ export abstract class Collective {
   abort(reason = 'aborted'): void {
     if (this.broken) return;
     this.broken = new CollectiveError('aborted', reason);
+    for (const w of this.connectWaiters) w(this.broken);
     if (this.active) this.active.fail(this.broken);
     else this.sendAbort(this.currentSeq, this.broken, null);
   }
@@ -157,6 +164,7 @@ export abstract class Collective {
   close(): void {
     if (this.closed) return;
     if (!this.broken) this.broken = new CollectiveError('aborted', `${this.kind} closed`);
+    for (const w of this.connectWaiters) w(this.broken);
     this.active?.fail(this.broken, false);
     this.closed = true;
     for (const u of this.unsubs) u();

@@ -164,6 +164,16 @@ test('an external abort (round:abort) rejects every member promptly', async () =
   await assert.rejects(clockOf(t).run(t.rings[3].allreduce(new Float32Array(3))), /aborted/);
 });
 
+test('an abort while connecting to a peer that never answers rejects connect with aborted at once', async () => {
+  const t = await memoryRing(3, { connect: false });
+  t.net.kill('m1');
+  const t0 = performance.now();
+  const connecting = t.rings[0].connect(DEADLINE);
+  setTimeout(() => t.rings[0].abort('round 1 aborted by the server'), 5);
+  await assert.rejects(connecting, (e: unknown) => e instanceof CollectiveError && e.code === 'aborted');
+  assert.ok(performance.now() - t0 < DEADLINE / 2, 'not left to the connect deadline');
+});
+
 test('a member that never joins the op: the others reject with deadline', async () => {
   const t = await memoryRing(4, { ring: { chunkElements: CHUNK } });
   const o = await allreduceWith(t, { skip: [1], deadlineMs: 200 });

@@ -98,3 +98,20 @@ test('killing a peer: its neighbours hear of it after lossDetectMs, pending and 
   await assert.rejects(a.send('b', frame(2)), (e: CollectiveError) => e.code === 'peer_lost');
   assert.equal(a.isConnected('b'), false);
 });
+
+test('a link closed and opened again at once stays up: the news of the old wire does not close the new one', async () => {
+  const net = new MemoryNetwork();
+  const a = net.endpoint('a');
+  const b = net.endpoint('b');
+  await a.connect('b');
+  const got: number[] = [];
+  b.onFrame((_from, f) => got.push(idOf(f)));
+  a.closeLink('b', 'no longer in the round');
+  await a.connect('b');
+  await new Promise((r) => setTimeout(r, 10));
+  assert.ok(a.isConnected('b') && b.isConnected('a'));
+  await a.send('b', frame(7));
+  await b.send('a', frame(8));
+  while (got.length < 1) await new Promise((r) => setTimeout(r, 2));
+  assert.deepEqual(got, [7]);
+});

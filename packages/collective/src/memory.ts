@@ -293,7 +293,8 @@ export class MemoryNetwork {
       const w = this.wires.get(`${x}\u0000${y}`);
       if (w) w.dead = true;
       const e = this.endpoints.get(x);
-      if (e) after(this.clock, this.opts.lossDetectMs ?? 0, () => e.linkDown(y, reason));
+      // Not when the link was opened again meanwhile: the news is of the old wire, the new one is up.
+      if (e) after(this.clock, this.opts.lossDetectMs ?? 0, () => this.wires.get(`${x}\u0000${y}`) === w && e.linkDown(y, reason));
     }
   }
 

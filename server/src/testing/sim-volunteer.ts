@@ -1,16 +1,16 @@
 // A simulated volunteer for server tests: a real socket.io-client connection that follows the
 // protocol with the job model's flat parameter vector (its real layout, padding zero) but no model
 // math. "Training" adds a shard-dependent increment; a ring round's result is the members' mean and a
-// group round's their robust group average, exchanged through a shared in-process `RingOracle` (the
-// collective package does this over WebRTC in real workers); "evaluation" is a fixed function of the
-// sync, so honest evaluators agree.
+// group round's their robust group average, exchanged through an injected `Exchanger` (exchange.ts):
+// the shared in-process `RingOracle` in the server's tests, a Ring of @tabfleet/collective over its
+// in-memory network in the soak (the collective does this over WebRTC in real workers); "evaluation"
+// is a fixed function of the sync, so honest evaluators agree.
 import {
   NAMESPACES,
   PROTOCOL_VERSION,
   layoutOf,
   type ModelRef,
   checksumOf,
-  combinePart,
   encodeSafetensors,
   modelDigest,
   f32Tensor,
@@ -18,11 +18,11 @@ import {
   partRange,
   verifyCheckpoint,
   type Ack,
-  type Aggregation,
   type Assignment,
   type CapabilitiesInput,
   type GroupReport,
   type JobSpec,
+  type PartCheck,
   type PartValidationReport,
   type ReplicaTask,
   type RoundBegin,
@@ -30,6 +30,9 @@ import {
   type VolunteerEventName,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
+import { failureCodeOf, type Exchanger, type ExchangeResult, type MemberExchange, type OwnerLie, type RingOracle } from './exchange';
+
+export * from './exchange';
 
 export const SIM_CAPABILITIES: CapabilitiesInput = {
   backend: 'webgpu',
@@ -38,110 +41,11 @@ export const SIM_CAPABILITIES: CapabilitiesInput = {
   features: [],
 };
 
-/** How a group round combines (the job's rule); null for a ring round's plain mean. */
-export type GroupRule = { rule: Aggregation; trimFraction: number } | null;
-
-/** What a lying owner does to its part's aggregate (it then reports and sends the result consistently). */
-export type OwnerLie = (aggregate: Float32Array) => Float32Array;
-
-interface OracleRound {
-  jobId: string;
-  roundId: number;
-  members: string[];
-  values: Map<string, Float32Array>;
-  ownerLies: Map<string, OwnerLie>;
-  waiters: ((r: { mean: Float32Array; reports: Map<string, GroupReport> | null }) => void)[];
-}
-
-/** A finished group round's contributions, for validators (the collective sends them over the group's links). */
-interface FinishedRound {
-  roundId: number;
-  members: string[];
-  inputs: Float32Array[];
-  group: NonNullable<GroupRule>;
-}
-
-/**
- * Collects members' vectors per round and hands everyone the result once all have contributed: the
- * mean for a ring round; for a group round what honest group averaging gives (collective's group.ts:
- * each part screened and combined by the job's rule) with every member's honest digests.
- */
-export class RingOracle {
-  private readonly rounds = new Map<string, OracleRound>();
-  /** The last finished group round of each job. */
-  private readonly finished = new Map<string, FinishedRound>();
-
-  contribute(jobId: string, roundId: number, members: string[], id: string, values: Float32Array, group: GroupRule = null, ownerLie?: OwnerLie): Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }> {
-    const key = `${jobId}/${roundId}`;
-    // A member that contributes to a new round has left its earlier ones (aborted with some
-    // contributions in): they will never complete, so they are dropped rather than kept for ever.
-    // (Rounds of other members may run beside it: a Moshpit sync's groups.)
-    for (const [k, old] of this.rounds) if (old.jobId === jobId && old.roundId < roundId && old.members.includes(id)) this.rounds.delete(k);
-    let r = this.rounds.get(key);
-    if (!r) this.rounds.set(key, (r = { jobId, roundId, members, values: new Map(), ownerLies: new Map(), waiters: [] }));
-    r.values.set(id, values);
-    if (ownerLie) r.ownerLies.set(id, ownerLie);
-    const done = new Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }>((resolve) => r.waiters.push(resolve));
-    if (r.values.size === r.members.length) {
-      const inputs = r.members.map((m) => r.values.get(m)!);
-      const result = group ? groupAverage(r.members, inputs, group, r.ownerLies) : { mean: plainMean(inputs), reports: null };
-      if (group) this.finished.set(jobId, { roundId, members: r.members, inputs, group });
-      for (const w of r.waiters) w(result);
-      this.rounds.delete(key);
-    }
-    return done;
-  }
-
-  /** What an honest validator of `part` finds in a finished group round (null: not the job's last finished round). */
-  validate(jobId: string, roundId: number, part: number): PartValidationReport | null {
-    const f = this.finished.get(jobId);
-    if (!f || f.roundId !== roundId) return null;
-    const len = f.inputs[0].length;
-    const { start, end } = partRange(len, f.members.length, part);
-    const parts = f.inputs.map((x) => x.subarray(start, end));
-    const { aggregate, refused } = combinePart(parts, end - start, f.group.rule, { trimFraction: f.group.trimFraction });
-    return { part, received: parts.map((p) => modelDigest(p)), aggregate: aggregate ? modelDigest(aggregate) : '', refused: refused.map((x) => ({ member: f.members[x.index], reason: x.reason })) };
-  }
-}
-
-function plainMean(inputs: Float32Array[]): Float32Array {
-  const mean = new Float32Array(inputs[0].length);
-  for (const v of inputs) for (let i = 0; i < mean.length; i++) mean[i] += v[i] / inputs.length;
-  return mean;
-}
-
-/**
- * Group averaging of `inputs` (by member index), parts cut as the collective cuts them: honest,
- * except that an owner with a lie changes its part's aggregate and reports what it sent.
- */
-function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<GroupRule>, ownerLies: ReadonlyMap<string, OwnerLie>): { mean: Float32Array; reports: Map<string, GroupReport> } {
-  const n = members.length;
-  const len = inputs[0].length;
-  const mean = new Float32Array(len);
-  const reports = new Map<string, GroupReport>(members.map((m) => [m, { refused: [], digests: { sent: [], received: [], aggregate: '', gathered: [] } }]));
-  for (let j = 0; j < n; j++) {
-    const { start, end } = partRange(len, n, j);
-    const parts = inputs.map((x) => x.subarray(start, end));
-    const combined = combinePart(parts, end - start, g.rule, { trimFraction: g.trimFraction });
-    const honest = combined.aggregate ?? new Float32Array(parts[0].length);
-    const aggregate = ownerLies.get(members[j])?.(honest.slice()) ?? honest;
-    mean.set(aggregate, start);
-    const owner = reports.get(members[j])!;
-    owner.refused = combined.refused.map((x) => ({ member: members[x.index], reason: x.reason }));
-    owner.digests.received = parts.map((p) => modelDigest(p));
-    owner.digests.aggregate = modelDigest(aggregate);
-    members.forEach((m, i) => {
-      const r = reports.get(m)!;
-      r.digests.sent.push(owner.digests.received[i]);
-      r.digests.gathered.push(owner.digests.aggregate);
-    });
-  }
-  return { mean, reports };
-}
-
 /** What simulated training of a unit does: deterministic in the unit alone, so every honest member computes the same. */
 function trainUnit(params: Float32Array, entries: readonly { offset: number; size: number }[], unit: ReplicaTask['unit']): void {
-  for (let s = 0; s < unit.steps; s++) for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) params[i] += 0.01 * (unit.shard.index + 1) * Math.cos((unit.batchSeed % 997) + s + i);
+  for (let s = 0; s < unit.steps; s++) {
+    for (const p of entries) for (let i = p.offset; i < p.offset + p.size; i++) params[i] += 0.01 * (unit.shard.index + 1) * Math.cos((unit.batchSeed % 997) + s + i);
+  }
 }
 
 
@@ -164,7 +68,9 @@ export function simEvaluation(seq: number): { accuracy: number; loss: number } {
 
 export interface SimOptions {
   url: string;
-  oracle: RingOracle;
+  /** How it exchanges with the round's other members: `exchanger` when given, else this shared oracle (one of them is required). */
+  oracle?: RingOracle;
+  exchanger?: Exchanger;
   /** Local steps per round before reporting ready (the job's H when absent). */
   stepsPerRound?: number;
   /** Delay before reporting ready, to model training time. */
@@ -258,6 +164,11 @@ export class SimVolunteer {
   private replicaTasks: ReplicaTask[] = [];
   readonly replicated: { unitId: string; role: ReplicaTask['role'] }[] = [];
   private readonly opts: SimOptions;
+  private readonly exchanger: Exchanger;
+  /** Its end of the exchange, under the id the server welcomed it with (a reconnection brings a new one). */
+  private member: MemberExchange | null = null;
+  /** The round its last `round:begin` named: a failure is reported only for the round still current. */
+  private lastBeginId = -1;
   /** Paced (msPerStep): each work's sync, the steps it was given, those it took and those it claimed. */
   readonly pacedWorks: { seq: number; given: number; took: number; claimed?: number }[] = [];
   /** Paced: the steps and budget its next work was given, and the time its last work took (msPerStep). */
@@ -266,6 +177,9 @@ export class SimVolunteer {
 
   constructor(opts: SimOptions) {
     this.opts = opts;
+    const exchanger = opts.exchanger ?? opts.oracle;
+    if (!exchanger) throw new Error('SimVolunteer needs an exchanger or an oracle');
+    this.exchanger = exchanger;
     this.socket = io(`${opts.url}${NAMESPACES.volunteer}`, {
       auth: { protocol: PROTOCOL_VERSION, capabilities: opts.capabilities ?? SIM_CAPABILITIES, clientId: opts.clientId, displayName: opts.displayName },
       transports: ['websocket'],
@@ -282,6 +196,9 @@ export class SimVolunteer {
     });
     this.socket.on('welcome', (w) => {
       this.volunteerId = w.volunteerId;
+      // A (re)connection is a new volunteer to the server: a new end of the exchange under its new id.
+      this.member?.close('reconnected as a new volunteer');
+      this.member = this.exchanger.member(w.volunteerId);
       // After a reconnect the server sees a new volunteer: ask for work again.
       if (this.assignment && !this.ended) this.bg(this.emit('work:request', { jobId: this.assignment.job.id }));
     });
@@ -291,10 +208,13 @@ export class SimVolunteer {
     this.socket.on('model:load', (m) => this.bg(this.load(m)));
     this.socket.on('round:begin', (r: RoundBegin) => this.bg(this.onBegin(r)));
     this.socket.on('star:result', (s) => this.bg(this.onStarResult(s)));
-    this.socket.on('round:abort', () => {
+    this.socket.on('round:abort', (a: { roundId: number; reason: string }) => {
       this.pending = null;
       this.heldRound = null;
+      this.member?.abort(a.roundId, a.reason);
     });
+    // As the runtime does: a round in flight cannot finish without the server.
+    this.socket.on('disconnect', () => this.member?.abort(null, 'disconnected from the server'));
     this.socket.on('round:commit', (c) => this.bg(this.onCommit(c)));
     this.socket.on('round:validate', (v) => this.bg(this.onValidate(v)));
     this.socket.on('work:replicate', (t: ReplicaTask) => {
@@ -423,6 +343,7 @@ export class SimVolunteer {
   }
 
   private async onBegin(r: RoundBegin): Promise<void> {
+    this.lastBeginId = r.roundId;
     if (this.holdRounds) this.heldRound = r;
     else await this.participate(r);
   }
@@ -439,20 +360,25 @@ export class SimVolunteer {
       if (!ack.ok) this.log(`star update refused: ${ack.error.message}`);
       return;
     }
-    // Like the collective, give up shortly before the server's deadline and say so.
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), Math.max(0, r.deadline - Date.now() - 100))));
     const spec = this.assignment!.job.spec;
-    const rule: GroupRule = r.mode === 'group' ? { rule: spec.aggregation, trimFraction: spec.trimFraction } : null;
+    const group = r.mode === 'group' ? { rule: spec.aggregation, trimFraction: spec.trimFraction } : null;
     const sent = this.opts.contribution?.(this.params.slice()) ?? this.params.slice();
     this.sent = { roundId: r.roundId, values: sent };
-    const out = await Promise.race([this.opts.oracle.contribute(r.jobId, r.roundId, r.members, this.volunteerId, sent, rule, this.opts.ownerLie), timeout]);
-    clearTimeout(timer);
-    if (out) {
-      const honest = out.reports?.get(this.volunteerId);
-      await this.report(r.jobId, r.roundId, out.mean, honest && (this.opts.groupReport?.(honest) ?? honest));
+    let out: ExchangeResult;
+    try {
+      if (!this.member) throw new Error('round:begin before welcome');
+      out = await this.member.exchange({ jobId: r.jobId, roundId: r.roundId, members: r.members, mode: r.mode, deadline: r.deadline, group, ownerLie: this.opts.ownerLie }, sent);
+    } catch (e) {
+      // As the worker runtime does: an aborted round is the server's doing and a new one follows;
+      // any other failure is reported while the round is still the current one.
+      const code = failureCodeOf(e);
+      if (code === 'aborted' || this.lastBeginId !== r.roundId || this.closed) return;
+      const ack = await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code, message: (e as Error).message.slice(0, 500) });
+      if (!ack.ok) this.log(`round failure refused: ${ack.error.message}`);
+      return;
     }
-    else await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code: 'deadline', message: 'simulated collective timed out' });
+    const honest = out.report ?? undefined;
+    await this.report(r.jobId, r.roundId, out.mean, honest && (this.opts.groupReport?.(honest) ?? honest), out.bytes);
   }
 
   /** Recomputes the units that start from the sync it holds now. */
@@ -476,16 +402,23 @@ export class SimVolunteer {
     if (!ack.ok) this.log(`replica refused: ${ack.error.message}`);
   }
 
-  private async onValidate(v: { jobId: string; roundId: number; checks: { part: number; validator: string }[] }): Promise<void> {
+  private async onValidate(v: { jobId: string; roundId: number; checks: PartCheck[] }): Promise<void> {
     const mine = v.checks.filter((c) => c.validator === this.volunteerId);
-    if (mine.length === 0 || this.opts.silentValidator) return;
-    const parts: PartValidationReport[] = [];
-    for (const c of mine) {
-      const honest = this.opts.oracle.validate(v.jobId, v.roundId, c.part);
-      if (!honest) return;
-      parts.push(this.opts.validation?.(honest) ?? honest);
-      this.validated.push({ roundId: v.roundId, part: c.part });
+    if (!this.member || (mine.length > 0 && this.opts.silentValidator)) return;
+    let honest: PartValidationReport[];
+    try {
+      honest = await this.member.validate(v.jobId, v.roundId, v.checks);
+    } catch (e) {
+      // As the runtime does: a validation that failed for a peer or a deadline fails the round.
+      const code = failureCodeOf(e);
+      if (code === 'aborted' || this.closed) return;
+      const ack = await this.emit('round:failed', { jobId: v.jobId, roundId: v.roundId, code, message: `validation: ${(e as Error).message}`.slice(0, 500) });
+      if (!ack.ok) this.log(`validation failure refused: ${ack.error.message}`);
+      return;
     }
+    if (honest.length === 0) return;
+    const parts = honest.map((h) => this.opts.validation?.(h) ?? h);
+    for (const p of honest) this.validated.push({ roundId: v.roundId, part: p.part });
     const ack = await this.emit('round:validation', { jobId: v.jobId, roundId: v.roundId, parts });
     if (!ack.ok) this.log(`validation refused: ${ack.error.message}`);
   }
@@ -507,12 +440,12 @@ export class SimVolunteer {
     await this.report(s.jobId, s.roundId, values);
   }
 
-  private async report(jobId: string, roundId: number, result: Float32Array, group?: GroupReport): Promise<void> {
+  private async report(jobId: string, roundId: number, result: Float32Array, group?: GroupReport, bytes?: { sent: number; received: number }): Promise<void> {
     this.pending = { roundId, values: result.slice() };
     const ack = await this.emit('round:result', {
       jobId, roundId, checksum: checksumOf(result), step: this.opts.reportStep?.(this.step) ?? this.step,
       metrics: {
-        loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: result.byteLength, bytesReceived: result.byteLength,
+        loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: bytes?.sent ?? result.byteLength, bytesReceived: bytes?.received ?? result.byteLength,
         ...(this.opts.msPerStep !== undefined ? { computeMs: this.opts.claim?.computeMs?.(this.computeMs) ?? this.computeMs } : {}),
       },
       ...(group ? { group } : {}),
@@ -551,6 +484,7 @@ export class SimVolunteer {
 
   close(): void {
     this.closed = true;
+    this.member?.close('the volunteer closed');
     this.socket.close();
   }
 }
