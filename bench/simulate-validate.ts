@@ -55,7 +55,9 @@ export async function validateAt(members: number, syncs: number, link: Link, log
     real: { roundMs: real.roundMs, syncMs: real.syncMs, bytesSentPerRound: real.bytesSentPerRound }, simulated,
     error: { roundMs: rel('roundMs'), syncMs: rel('syncMs'), bytesSentPerRound: rel('bytesSentPerRound') },
   };
-  log(`validation N=${members}${groupSize ? ` in groups of ${groupSize}` : ''}: round ${real.roundMs.toFixed(0)} ms real, ${simulated.roundMs.toFixed(0)} simulated (${(100 * v.error.roundMs).toFixed(1)}%); sync ${real.syncMs.toFixed(0)} vs ${simulated.syncMs.toFixed(0)} ms (${(100 * v.error.syncMs).toFixed(1)}%); bytes/round ${real.bytesSentPerRound.toFixed(0)} vs ${simulated.bytesSentPerRound} (${(100 * v.error.bytesSentPerRound).toFixed(2)}%)`);
+  log(`validation N=${members}${groupSize ? ` in groups of ${groupSize}` : ''}: round ${real.roundMs.toFixed(0)} ms real, ${simulated.roundMs.toFixed(0)} simulated ` +
+    `(${(100 * v.error.roundMs).toFixed(1)}%); sync ${real.syncMs.toFixed(0)} vs ${simulated.syncMs.toFixed(0)} ms (${(100 * v.error.syncMs).toFixed(1)}%); ` +
+    `bytes/round ${real.bytesSentPerRound.toFixed(0)} vs ${simulated.bytesSentPerRound} (${(100 * v.error.bytesSentPerRound).toFixed(2)}%)`);
   return v;
 }
 

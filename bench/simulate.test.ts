@@ -22,7 +22,8 @@ test('npm run simulate -- --quick writes a complete JSON', { timeout: 4 * 60_000
   assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
   assert.equal(r.benchmark, 'scale');
   // Moshpit groups of 16 at N = 16 and 64, with and without churn; then one ring at each N.
-  assert.deepEqual(r.results.map((x: any) => [x.scenario.members, x.scenario.churnPer10Min, x.scenario.groupSize ?? null]), [[16, 0, 16], [16, 0.2, 16], [64, 0, 16], [64, 0.2, 16], [16, 0, null], [64, 0, null]]);
+  assert.deepEqual(r.results.map((x: any) => [x.scenario.members, x.scenario.churnPer10Min, x.scenario.groupSize ?? null]), [[16, 0, 16], [16, 0.2, 16], [64, 0, 16], [64, 0.2,
+    16], [16, 0, null], [64, 0, null]]);
   for (const x of r.results) assert.ok(x.syncs > 5 && x.utilization > 0 && x.utilization < 1, JSON.stringify(x));
   assert.equal(r.summary.sync_p99_ms_n16, r.results[0].syncMs.p99);
   // The check against real volunteers (N = 4 when quick): the ring's bytes are the link model's to
@@ -61,7 +62,8 @@ test('without churn a simulated sync lasts the slowest member\'s steps plus the 
   assert.match(big.refused ?? '', /at most 256 members/);
 });
 
-test('a Moshpit job of 1,024 in groups of 16 through the real coordinator: rounds are rings of a group (16 or 4 on the 16 × 16 × 4 grid), and the members agree after one sync per axis', async () => {
+test('a Moshpit job of 1,024 in groups of 16 through the real coordinator: rounds are rings of a group (16 or 4 on the 16 × 16 × 4 grid), ' +
+  'and the members agree after one sync per axis', async () => {
   const s = { members: 1_024, churnPer10Min: 0, pacing: 'fixed' as const, durationMs: 60_000, stepMs: 50, stepSigma: 0, bandwidthBytesPerSec: 1.25e6, latencyMs: 40, seed: 3, groupSize: 16 };
   const r = await simulate(s);
   const bytes = 203_530 * 4;

@@ -71,8 +71,10 @@ export function scenarios(quick: boolean): Scenario[] {
   const durationMs = (members: number) => (quick ? 120_000 : members >= 10_000 ? 600_000 : 1_800_000);
   const pacings = quick ? (['fixed'] as const) : (['fixed', 'paced'] as const);
   const H = (pacing: Scenario['pacing']) => (pacing === 'paced' ? PACED_H : 8);
-  const grouped = sizes.flatMap((members) => churns.flatMap((churnPer10Min) => pacings.map((pacing) => ({ ...base, members, churnPer10Min, pacing, H: H(pacing), groupSize: CONSENSUS_GROUP, durationMs: durationMs(members) }))));
-  const ring = sizes.filter((n) => n <= LIMITS.maxWorkersPerJob).flatMap((members) => (quick ? [0] : churns).flatMap((churnPer10Min) => pacings.map((pacing) => ({ ...base, members, churnPer10Min, pacing, H: H(pacing), durationMs: durationMs(members) }))));
+  const grouped = sizes.flatMap((members) => churns.flatMap((churnPer10Min) => pacings.map((pacing) => ({ ...base, members, churnPer10Min, pacing, H: H(pacing),
+    groupSize: CONSENSUS_GROUP, durationMs: durationMs(members) }))));
+  const ring = sizes.filter((n) => n <= LIMITS.maxWorkersPerJob).flatMap((members) => (quick ? [0] : churns).flatMap((churnPer10Min) => pacings.map((pacing) => ({ ...base,
+    members, churnPer10Min, pacing, H: H(pacing), durationMs: durationMs(members) }))));
   return [...grouped, ...ring];
 }
 
@@ -155,7 +157,8 @@ export function regionalScenarios(quick: boolean): Scenario[] {
   const base = { stepMs: 45, stepSigma: 0.25, ...LINK, seed: 1, churnPer10Min: 0.05, groupSize: CONSENSUS_GROUP };
   const runs = quick
     ? [{ members: 64, pacing: 'fixed' as const, H: 8, durationMs: 120_000 }]
-    : [{ members: 1_024, pacing: 'fixed' as const, H: 8, durationMs: 1_800_000 }, { members: 1_024, pacing: 'paced' as const, H: PACED_H, durationMs: 1_800_000 }, { members: 10_000, pacing: 'paced' as const, H: PACED_H, durationMs: 600_000 }];
+    : [{ members: 1_024, pacing: 'fixed' as const, H: 8, durationMs: 1_800_000 }, { members: 1_024, pacing: 'paced' as const, H: PACED_H, durationMs: 1_800_000 },
+      { members: 10_000, pacing: 'paced' as const, H: PACED_H, durationMs: 600_000 }];
   const layouts = (members: number): RegionalLayout[] => (members <= 1_024 ? ['random', 'hint', 'rtt'] : ['random', 'hint']);
   return runs.flatMap((r) => layouts(r.members).map((layout) => ({ ...base, ...r, regions: { ...REGIONS, regional: layout !== 'random', fromRoundTrips: layout === 'rtt' } })));
 }
@@ -165,7 +168,10 @@ type RegionalLayout = 'random' | 'hint' | 'rtt';
 const layoutOf = (s: Scenario): RegionalLayout => (!s.regions?.regional ? 'random' : s.regions.fromRoundTrips ? 'rtt' : 'hint');
 
 const LAYOUT_NAMES: Record<RegionalLayout, string> = { random: 'at random', hint: 'by region hint', rtt: 'by measured round trips' };
-const describe = (s: Scenario) => `N=${s.members} ${s.groupSize ? `groups of ${s.groupSize}${s.regions ? ` (${LAYOUT_NAMES[layoutOf(s)]}, ${s.regions.count} regions)` : ''}` : 'one ring'}, churn ${s.churnPer10Min * 100}%/10 min, ${s.pacing} (H ${s.H})`;
+const describe = (s: Scenario) => {
+  const regions = s.regions ? ` (${LAYOUT_NAMES[layoutOf(s)]}, ${s.regions.count} regions)` : '';
+  return `N=${s.members} ${s.groupSize ? `groups of ${s.groupSize}${regions}` : 'one ring'}, churn ${s.churnPer10Min * 100}%/10 min, ${s.pacing} (H ${s.H})`;
+};
 
 export async function run(opts: BenchOptions): Promise<void> {
   const t0 = Date.now();
@@ -173,19 +179,23 @@ export async function run(opts: BenchOptions): Promise<void> {
   for (const s of scenarios(opts.quick)) {
     const r = await simulate(s);
     results.push(r);
-    console.log(`${describe(s)}: ${r.refused ?? `${r.syncs} syncs, ${r.aborted} aborted, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs, server CPU ${r.serverCpuMsPerSync.toFixed(2)} ms/sync (${(r.wallMs / 1000).toFixed(1)} s wall)`}`);
+    console.log(`${describe(s)}: ${r.refused ?? `${r.syncs} syncs, ${r.aborted} aborted, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, ` +
+      `sync p50 ${r.syncMs?.p50.toFixed(0)} p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} ` +
+      `syncs, server CPU ${r.serverCpuMsPerSync.toFixed(2)} ms/sync (${(r.wallMs / 1000).toFixed(1)} s wall)`}`);
   }
   const regional: ScenarioResult[] = [];
   for (const s of regionalScenarios(opts.quick)) {
     const r = await simulate(s);
     regional.push(r);
-    console.log(`${describe(s)}: ${r.syncs} syncs, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs (${(r.wallMs / 1000).toFixed(1)} s wall)`);
+    console.log(`${describe(s)}: ${r.syncs} syncs, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} ` +
+      `p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs (${(r.wallMs / 1000).toFixed(1)} s wall)`);
   }
   const bySize: ScenarioResult[] = [];
   for (const s of groupSizeScenarios(opts.quick)) {
     const r = await simulate(s);
     bySize.push(r);
-    console.log(`${describe(s)}: ${r.syncs} syncs, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs (${(r.wallMs / 1000).toFixed(1)} s wall)`);
+    console.log(`${describe(s)}: ${r.syncs} syncs, round p50 ${r.roundMs?.p50.toFixed(0)} p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p50 ${r.syncMs?.p50.toFixed(0)} ` +
+      `ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs (${(r.wallMs / 1000).toFixed(1)} s wall)`);
   }
   const groupSizes = groupSizeFigures(bySize);
   const fastestConsensus = (pacing: 'fixed' | 'paced') => {
@@ -201,7 +211,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     const [random, laidOut] = [regionalAt(n, pacing, 'random'), regionalAt(n, pacing, layout)];
     return random?.syncs && laidOut ? laidOut.syncs / random.syncs : null;
   };
-  const at = (n: number, churn: number, pacing: Scenario['pacing'] = 'fixed') => results.find((r) => r.scenario.members === n && r.scenario.churnPer10Min === churn && r.scenario.groupSize && r.scenario.pacing === pacing);
+  const at = (n: number, churn: number, pacing: Scenario['pacing'] = 'fixed') =>
+    results.find((r) => r.scenario.members === n && r.scenario.churnPer10Min === churn && r.scenario.groupSize && r.scenario.pacing === pacing);
   const base16 = at(16, 0);
   const n10k = at(10_000, 0.05);
   const paced16 = at(16, 0, 'paced'), paced10k = at(10_000, 0.05, 'paced');
@@ -226,7 +237,8 @@ export async function run(opts: BenchOptions): Promise<void> {
     for (const [members, churnPer10Min, pacing] of HEADLINE) {
       const scenario = scenarios(false).find((x) => x.members === members && x.churnPer10Min === churnPer10Min && x.pacing === pacing && x.groupSize)!;
       const r = await simulate({ ...scenario, seed });
-      console.log(`seed ${seed}: ${describe(scenario)}: round p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs`);
+      console.log(`seed ${seed}: ${describe(scenario)}: round p99 ${r.roundMs?.p99.toFixed(0)} ms, sync p99 ${r.syncMs?.p99.toFixed(0)} ms, utilization ` +
+        `${r.utilization.toFixed(2)}, consensus in ${r.consensusSyncs ?? '-'} syncs`);
       runs[members === 16 ? (pacing === 'fixed' ? 'base16' : 'paced16') : pacing === 'fixed' ? 'n10k' : 'paced10k'] = r;
     }
     const leaveP = (0.05 * (runs.base16?.syncMs?.p50 ?? 1_000)) / 600_000;
@@ -237,13 +249,24 @@ export async function run(opts: BenchOptions): Promise<void> {
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify({
     benchmark: 'scale', ...runRecord(t0, benchCommand('simulate', opts)), quick: opts.quick,
-    setup: { groups: `Moshpit groups of ${CONSENSUS_GROUP} (the coordinator's grouped syncs); one ring for comparison at N ≤ ${LIMITS.maxWorkersPerJob}`, linkModel: 'every link 10 Mbit/s, 40 ms one way; ring allreduce of 2(N−1) steps of 1/N of the model in frames of at most 64 KiB, pipelined as the ring sends them', model: 'mlp-fashion (814 KB)', H: `8 fixed; paced: nominal ${PACED_H}, each member the steps its pace fits in the budget (at most 4×)`, stepMs: 'lognormal, median 45 ms, sigma 0.25 between members and steps', churn: 'Poisson departures, each replaced after 1 s' },
+    setup: { groups: `Moshpit groups of ${CONSENSUS_GROUP} (the coordinator's grouped syncs); one ring for comparison at N ≤ ${LIMITS.maxWorkersPerJob}`,
+      linkModel: 'every link 10 Mbit/s, 40 ms one way; ring allreduce of 2(N−1) steps of 1/N of the model in frames of at most 64 KiB, pipelined as the ring sends them',
+        model: 'mlp-fashion (814 KB)', H: `8 fixed; paced: nominal ${PACED_H}, each member the steps its pace fits in the budget (at most 4×)`,
+          stepMs: 'lognormal, median 45 ms, sigma 0.25 between members and steps', churn: 'Poisson departures, each replaced after 1 s' },
     results,
-    regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit groups of ${CONSENSUS_GROUP} laid out at random, by region hint (regionalGroups), and (N ≤ 1,024) by the round trips members measured, to a few peers when they joined (the join probe) and to their ring neighbours in rounds, with no hints`, results: regional },
-    groupSizes: { definition: `N = ${opts.quick ? 64 : 1_024}, 5% churn, Moshpit groups of each size, fixed H = 8 and paced (nominal ${PACED_H}), seed 1; msToConsensus: syncs until every member is within 1% of the members' mean × the mean sync time (simulated time ÷ syncs)`, results: groupSizes, runs: bySize },
-    validation: { definition: 'N Node volunteers (worker runtime, CPU backend) train the MLP with H = 8 through a real server over in-memory links of the same model, in one ring or (groupSize) in Moshpit groups; their measured work (commit to ready) is the simulator\'s work-time distribution; medians of round time (a sync\'s begin to its last commit, as the server records it), sync time (commit to commit as members see it) and bytes each member sends per round, real against simulated', results: validation },
-    consensus: { groupSize: CONSENSUS_GROUP, definition: 'rounds of Moshpit averaging until max over members of ‖xᵢ − x̄‖ ≤ 1% of its value at the start (independent random 8-dim vectors, no local steps); departures before each round, replaced by joiners loading a random member\'s vector', results: consensus },
-    headline: { seeds: opts.quick ? [1] : HEADLINE_SEEDS, definition: 'the summary\'s N = 10,000 keys: medians over these seeds (seed 1 from the full grid above, the others rerun for the headline scenarios only), each seed\'s figures and their spread', perSeed, spreads: headline.spreads },
+    regional: { definition: `members in ${REGIONS.count} regions at random, links 40 ms inside a region and ${REGIONS.crossLatencyMs} ms across, 5% churn; Moshpit ` +
+      `groups of ${CONSENSUS_GROUP} laid out at random, by region hint (regionalGroups), and (N ≤ 1,024) by the round trips members measured, to a few peers when ` +
+      `they joined (the join probe) and to their ring neighbours in rounds, with no hints`, results: regional },
+    groupSizes: { definition: `N = ${opts.quick ? 64 : 1_024}, 5% churn, Moshpit groups of each size, fixed H = 8 and paced (nominal ${PACED_H}), seed 1; ` +
+      `msToConsensus: syncs until every member is within 1% of the members' mean × the mean sync time (simulated time ÷ syncs)`, results: groupSizes, runs: bySize },
+    validation: { definition: 'N Node volunteers (worker runtime, CPU backend) train the MLP with H = 8 through a real server over in-memory links of the same model, ' +
+      'in one ring or (groupSize) in Moshpit groups; their measured work (commit to ready) is the simulator\'s work-time distribution; medians of round time (a ' +
+      'sync\'s begin to its last commit, as the server records it), sync time (commit to commit as members see it) and bytes each member sends per round, real ' +
+      'against simulated', results: validation },
+    consensus: { groupSize: CONSENSUS_GROUP, definition: 'rounds of Moshpit averaging until max over members of ‖xᵢ − x̄‖ ≤ 1% of its value at the start (independent ' +
+      'random 8-dim vectors, no local steps); departures before each round, replaced by joiners loading a random member\'s vector', results: consensus },
+    headline: { seeds: opts.quick ? [1] : HEADLINE_SEEDS, definition: 'the summary\'s N = 10,000 keys: medians over these seeds (seed 1 from the full grid above, the ' +
+      'others rerun for the headline scenarios only), each seed\'s figures and their spread', perSeed, spreads: headline.spreads },
     summary: {
       // Medians over the headline seeds:
       // round_p99_ratio_n10000: a group's round (begin to commit) p99 at N = 10,000 with 5% churn ÷ the group's round time (p50) at N = 16; fixed H.
@@ -269,7 +292,8 @@ export async function run(opts: BenchOptions): Promise<void> {
       rtt_syncs_ratio_n1024: regionalGain(1_024, 'fixed', 'rtt'),
       rtt_syncs_ratio_n1024_paced: regionalGain(1_024, 'paced', 'rtt'),
       rtt_consensus_syncs_n1024: regionalAt(1_024, 'fixed', 'rtt')?.consensusSyncs ?? null,
-      regional_sync_p50_speedup_n1024: regionalAt(1_024, 'fixed', false)?.syncMs && regionalAt(1_024, 'fixed', true)?.syncMs ? regionalAt(1_024, 'fixed', false)!.syncMs!.p50 / regionalAt(1_024, 'fixed', true)!.syncMs!.p50 : null,
+      regional_sync_p50_speedup_n1024: regionalAt(1_024, 'fixed', false)?.syncMs && regionalAt(1_024, 'fixed', true)?.syncMs ? regionalAt(1_024, 'fixed',
+        false)!.syncMs!.p50 / regionalAt(1_024, 'fixed', true)!.syncMs!.p50 : null,
       /** The price in mixing: syncs to consensus by region, and at random (N = 1,024, fixed H). */
       regional_consensus_syncs_n1024: regionalAt(1_024, 'fixed', true)?.consensusSyncs ?? null,
       random_consensus_syncs_n1024: regionalAt(1_024, 'fixed', false)?.consensusSyncs ?? null,

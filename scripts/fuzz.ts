@@ -42,7 +42,8 @@ for (const t of targets) {
     path: d.failed ? d.counterexamplePath : null,
   };
   runs.push(run);
-  console.log(`${run.failed ? 'FAIL' : 'ok  '} ${t.decoder}: ${t.name}: ${run.cases} cases in ${(ms / 1000).toFixed(1)} s${run.failed ? `\n     counterexample ${run.counterexample}\n     ${run.error}` : ''}`);
+  console.log(`${run.failed ? 'FAIL' : 'ok  '} ${t.decoder}: ${t.name}: ${run.cases} cases in ${(ms / 1000).toFixed(1)} s${run.failed ? `\n     counterexample ` +
+    `${run.counterexample}\n     ${run.error}` : ''}`);
 }
 
 const decoders: Record<string, { cases: number; properties: number; failed: number; ms: number }> = {};
