@@ -10,7 +10,7 @@ import { LocalCluster, type Cluster } from './cluster/cluster';
 import { JobHub } from './cluster/hub';
 import type { CoordinatorDeps, Timing } from './coordinator/types';
 import { DEFAULT_NETWORK_RULES, type NetworkRules } from './coordinator/standing';
-import { realClock } from './coordinator/types';
+import { realClock, type Clock } from './coordinator/types';
 import { DownloadSlots, ShardCache } from './http/datasets';
 import { handleApi, handleStatic, shardPath, type RouteContext } from './http/routes';
 import { sendError, sendJson } from './http/respond';
@@ -47,6 +47,8 @@ export interface ServerOptions {
   staticDir?: string;
   datasetsDir?: string;
   timing?: Partial<Timing>;
+  /** The time the round clocks read (deadlines, keep-outs): the real one unless a test gives its own. */
+  clock?: Clock;
   nodeId?: string;
   /** Shown to volunteers before they contribute: the server's name (default: its address) and who runs it. */
   name?: string;
@@ -163,7 +165,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
 
   const deps: CoordinatorDeps = {
     store,
-    clock: realClock,
+    clock: opts.clock ?? realClock,
     timing: { ...ROUND_TIMING, ...opts.timing },
     toVolunteer: (ids, event, ...args) => void volunteers.to(Array.isArray(ids) ? ids.map(volunteerRoom) : volunteerRoom(ids)).emit(event, ...args),
     toDashboards: (jobId, event, ...args) => {

@@ -7,16 +7,19 @@ import { KEEP_OUT_BASE_MS } from '../src/coordinator/penalties';
 import type { ServerOptions } from '../src/app';
 import { startRedisServer } from '../src/testing/redis-server';
 import { waitFor, type SimVolunteer } from '../src/testing/sim-volunteer';
-import { startTestServer, type TestServer } from '../src/testing/test-server';
+import { skippableClock, startTestServer, type TestServer } from '../src/testing/test-server';
 
 let redis: Awaited<ReturnType<typeof startRedisServer>>;
 let nodes: TestServer[] = [];
+
+// Both nodes read one clock, which the test moves past a keep-out instead of waiting for it.
+const time = skippableClock();
 
 before(async () => {
   redis = await startRedisServer();
   // /32 networks: each loopback address is its own network, and keep-outs follow it to newcomers.
   const opts: ServerOptions = {
-    redisUrl: redis.url, networkRules: { v4: 32, v6: 128 }, addressLimits: { connections: 100, jobShare: 1 },
+    redisUrl: redis.url, clock: time.clock, networkRules: { v4: 32, v6: 128 }, addressLimits: { connections: 100, jobShare: 1 },
     timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 1_500 },
   };
   nodes = [await startTestServer({ ...opts, nodeId: 'node-a' }), await startTestServer({ ...opts, nodeId: 'node-b' })];
@@ -54,13 +57,8 @@ test('a job adopted by another node keeps the members its first node kept out', 
   const newcomer = await fresh.request(job.id);
   assert.match(!newcomer.ok ? newcomer.error.message : '', /a member from your address is kept out for \d+ s more \(model load timed out\)/);
 
-  // Node a's clock (Date.now; the server has no injectable one) moved past the 10 s keep-out: both may join.
-  const realNow = Date.now;
-  Date.now = () => realNow() + KEEP_OUT_BASE_MS;
-  try {
-    for (const s of [back, fresh]) assert.equal((await s.request(job.id)).ok, true, 'its keep-out is over');
-  } finally {
-    Date.now = realNow;
-  }
+  // Node a's clock moved past the 10 s keep-out: both may join.
+  time.skip(KEEP_OUT_BASE_MS);
+  for (const s of [back, fresh]) assert.equal((await s.request(job.id)).ok, true, 'its keep-out is over');
   await a.stopJobs();
 });

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type RunningServer, type ServerOptions } from '../app';
+import { realClock, type Clock } from '../coordinator/types';
 import { RingOracle, SimVolunteer, type SimOptions } from './sim-volunteer';
 
 export const BASE_JOB: JobSpecInput = {
@@ -23,6 +24,18 @@ export interface TestServer extends RunningServer {
   /** Stops every job still running or waiting (tests call it after each test, so none shares the machine with the next). */
   stopJobs(): Promise<void>;
   stop(): Promise<void>;
+}
+
+/**
+ * A server clock for tests that must see time pass without waiting for it: real timers, and a now()
+ * that `skip(ms)` moves ahead (a keep-out that has run out, without sleeping through it).
+ */
+export function skippableClock(): { clock: Clock; skip(ms: number): void } {
+  let skipped = 0;
+  return {
+    clock: { now: () => realClock.now() + skipped, after: (ms, fn) => realClock.after(ms, fn) },
+    skip: (ms) => void (skipped += ms),
+  };
 }
 
 export async function startTestServer(opts: ServerOptions = {}): Promise<TestServer> {
