@@ -34,8 +34,13 @@ test('signals reach ring neighbours and are refused between non-neighbours', asy
   assert.equal(!refused.ok && refused.error.code, 'not_neighbour');
   const stale = await ring[0].emit('signal', { jobId: job.id, roundId: begin.roundId + 7, to: ring[1].volunteerId, data: sdp });
   assert.equal(!stale.ok && stale.error.code, 'stale_round');
-  await new Promise((r) => setTimeout(r, 100));
-  assert.equal(ring[2].events.filter((e) => e.name === 'signal').length, 0, 'the non-neighbour received nothing');
+  // A neighbour's signal to it after the refused ones, delivered in order on its connection: once it is
+  // in, anything the refused signals had sent would be in too.
+  const marker = { type: 'answer', sdp: 'v=0 after the refused ones' };
+  assert.deepEqual(await ring[1].emit('signal', { jobId: job.id, roundId: begin.roundId, to: ring[2].volunteerId, data: marker }), { ok: true });
+  await waitFor('the neighbour\'s signal', () => ring[2].events.some((e) => e.name === 'signal'));
+  const toNonNeighbour = ring[2].events.filter((e) => e.name === 'signal').map((e) => e.payload as { from: string; data: unknown });
+  assert.deepEqual(toNonNeighbour, [{ jobId: job.id, roundId: begin.roundId, from: ring[1].volunteerId, data: marker }], 'the non-neighbour received only its neighbour\'s signal');
 
   for (const s of sims) {
     s.holdRounds = false;
