@@ -3,16 +3,12 @@
 // tells networks apart (standing.ts), one network is never a majority of the members nor of a round;
 // and members an unsettled accusation names sit out the next sync.
 import { flatLengthOf } from '@tabfleet/protocol';
-import type { JobRecord } from '../store/store';
-import type { Member, MemberBook } from './members';
+import type { JobHost, Member } from './members';
 import type { Penalties } from './penalties';
 import { hasStanding, networkOf, networkWouldDominate } from './standing';
-import type { CoordinatorDeps, VolunteerInfo } from './types';
+import type { VolunteerInfo } from './types';
 
-export interface AdmissionHost {
-  readonly job: JobRecord;
-  readonly deps: CoordinatorDeps;
-  readonly members: MemberBook;
+export interface AdmissionHost extends JobHost {
   readonly penalties: Penalties;
   readonly networkRulesApply: boolean;
   hasStanding(identity: string): boolean;

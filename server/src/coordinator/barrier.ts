@@ -3,21 +3,16 @@
 // overrun (deadlines.ts); past it they are left out of the sync (and reload after it), and past the
 // configured barrier timeout evicted. Joiners loading the current model are waited for at the pace
 // joiners usually load; Moshpit joiners take a later sync instead of holding one of thousands.
-import type { JobRecord } from '../store/store';
 import type { Deadlines } from './deadlines';
-import type { MemberBook } from './members';
+import type { JobHost } from './members';
 import type { StepPlanner } from './step-planner';
-import type { CoordinatorDeps } from './types';
 
 /** Moshpit jobs: a joiner admitted this long after the first member, once the first sync's barrier counts down, takes sync 2. */
 const JOIN_GRACE_MS = 5_000;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
 const FIRST_LOAD_GUESS_MS = 30_000;
 
-export interface BarrierHost {
-  readonly job: JobRecord;
-  readonly deps: CoordinatorDeps;
-  readonly members: MemberBook;
+export interface BarrierHost extends JobHost {
   readonly deadlines: Deadlines;
   readonly planner: StepPlanner;
   evict(volunteerId: string, why: string): void;

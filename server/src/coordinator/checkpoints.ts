@@ -5,14 +5,12 @@
 // and when members leave; this module calls back through its narrow host.
 import { ProtocolError, targetStepsOf, verifyCheckpoint, type CheckpointInfo, type MetricPoint, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
-import type { JobRecord } from '../store/store';
 import type { Deadlines } from './deadlines';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
-import type { Member, MemberBook } from './members';
+import type { JobHost, Member } from './members';
 import type { FaultKind } from './penalties';
 import { shuffled } from './shuffle';
 import { seatsFrom } from './standing';
-import type { CoordinatorDeps } from './types';
 
 /** A fault of timing (missed a deadline) or of what it sent (a wrong checkpoint, digest or evaluation). */
 export type Fault = Exclude<FaultKind, 'departure'>;
@@ -45,10 +43,7 @@ export const EVALUATORS = 3;
 const STORE_ATTEMPTS = 3;
 
 /** What the checkpoints need of the round clock. */
-export interface CheckpointHost {
-  readonly job: JobRecord;
-  readonly deps: CoordinatorDeps;
-  readonly members: MemberBook;
+export interface CheckpointHost extends JobHost {
   readonly ended: boolean;
   readonly networkRulesApply: boolean;
   readonly deadlines: Deadlines;

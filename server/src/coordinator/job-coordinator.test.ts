@@ -205,7 +205,8 @@ test('a round whose members stay silent past the deadline evicts exactly the sil
   await t.cleanup();
 });
 
-test('a joiner that never loads its model is evicted after the load timeout and the barrier is released', async () => {
+/** Sync 1 committed by a and b, then a joiner `late` while they commit sync 2, which is checkpointed for it (uploaded, not yet stored). */
+async function joinerAtSyncTwo() {
   const t = await setup({});
   t.commitFirstSync();
   t.add('late');
@@ -215,6 +216,11 @@ test('a joiner that never loads its model is evicted after the load timeout and 
   const model = initialParams('mlp-fashion', 1);
   t.evaluate(r2, model);
   t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: checkpointOf('mlp-fashion', model) });
+  return { t, r2, model };
+}
+
+test('a joiner that never loads its model is evicted after the load timeout and the barrier is released', async () => {
+  const { t, r2 } = await joinerAtSyncTwo();
   await t.c.flushed();
   assert.equal(t.last('late', 'model:load').seq, 2);
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });
@@ -226,15 +232,7 @@ test('a joiner that never loads its model is evicted after the load timeout and 
 });
 
 test('a joiner is sent the checkpoint it waited for: the next sync waits until the store has written it', async () => {
-  const t = await setup({});
-  t.commitFirstSync();
-  t.add('late');
-  for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
-  const r2 = t.last('a', 'round:begin');
-  t.result('a', r2.roundId); t.result('b', r2.roundId);
-  const model = initialParams('mlp-fashion', 1);
-  t.evaluate(r2, model);
-  t.c.handle(r2.uploader, 'checkpoint:upload', { jobId: 'job-t', seq: 2, step: 2, data: checkpointOf('mlp-fashion', model) });
+  const { t, r2, model } = await joinerAtSyncTwo();
   // Ready for sync 3 before the store has written sync 2's checkpoint (not flushed yet).
   for (const id of ['a', 'b']) t.c.handle(id, 'round:ready', { jobId: 'job-t', seq: 3, step: 3 });
   assert.equal(t.last('a', 'round:begin').roundId, r2.roundId, 'sync 3 waits for the checkpoint the joiner needs');

@@ -2,7 +2,8 @@
 // (holding the global model of the last committed sync and training locally) → ready (at the barrier
 // for the next sync). The sets are kept beside the map so the barrier is counted, not scanned, on
 // every event (a Moshpit job has up to 10,000 members); phases and left-outs change only here.
-import type { VolunteerInfo } from './types';
+import type { JobRecord } from '../store/store';
+import type { CoordinatorDeps, VolunteerInfo } from './types';
 
 export type Phase = 'loading' | 'admitted' | 'ready';
 
@@ -44,6 +45,13 @@ export interface Member extends VolunteerInfo {
   msPerStep: number | null;
   steps: number;
   share: number | null;
+}
+
+/** What every module beside the round clock reads: the job as it is now (replaced on each change), the world around it, the members. */
+export interface JobHost {
+  readonly job: JobRecord;
+  readonly deps: CoordinatorDeps;
+  readonly members: MemberBook;
 }
 
 export class MemberBook {

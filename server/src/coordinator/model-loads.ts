@@ -3,18 +3,13 @@
 // at the pace loads usually take; what it reports loading is checked against the checkpoint's
 // agreed checksum before it is admitted and handed its first work (step-planner.ts).
 import { ProtocolError, type VolunteerEventParsed } from '@tabfleet/protocol';
-import type { JobRecord } from '../store/store';
 import type { Barrier } from './barrier';
 import type { Checkpoints, Fault } from './checkpoints';
 import type { Deadlines } from './deadlines';
-import type { Member, MemberBook } from './members';
+import type { JobHost, Member } from './members';
 import type { StepPlanner } from './step-planner';
-import type { CoordinatorDeps } from './types';
 
-export interface LoadsHost {
-  readonly job: JobRecord;
-  readonly deps: CoordinatorDeps;
-  readonly members: MemberBook;
+export interface LoadsHost extends JobHost {
   readonly deadlines: Deadlines;
   readonly planner: StepPlanner;
   readonly checkpoints: Checkpoints;

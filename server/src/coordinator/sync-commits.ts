@@ -4,22 +4,18 @@
 // are asked (checkpoints.ts), and members it left behind reload. A Moshpit sync commits group by group:
 // each group goes back to training at once, and the sync is recorded when every group has settled.
 import { targetStepsOf, type JobSummary } from '@tabfleet/protocol';
-import type { JobRecord, RoundRecord } from '../store/store';
+import type { RoundRecord } from '../store/store';
 import type { Checkpoints, Fault } from './checkpoints';
 import type { ContributorLedger } from './contributors';
 import type { Deadlines } from './deadlines';
-import type { Member, MemberBook } from './members';
+import type { JobHost, Member } from './members';
 import { samplesPerStep } from './pacing';
 import type { Replication } from './replication';
 import type { ActiveRound } from './round';
 import type { StepPlanner } from './step-planner';
 import { checksumsOf, syncPoint } from './sync-point';
-import type { CoordinatorDeps } from './types';
 
-export interface CommitHost {
-  readonly job: JobRecord;
-  readonly deps: CoordinatorDeps;
-  readonly members: MemberBook;
+export interface CommitHost extends JobHost {
   readonly deadlines: Deadlines;
   readonly planner: StepPlanner;
   readonly checkpoints: Checkpoints;
