@@ -25,8 +25,10 @@ test('a paced job\'s last sync: the planned steps scaled to the mean left, each 
   assert.deepEqual(cut, [12, 12, 12, 6, 6, 3, 3, 2]);
   assert.ok(Math.abs(cut.reduce((a, b) => a + b, 0) / cut.length - 7) < 0.5, 'the sync ends on the target');
   assert.deepEqual(cutSteps(planned, 20), planned, 'a mean under what is left: unchanged');
-  assert.deepEqual(cutSteps([10, 1], 1), [2, 1], 'shares kept as far as whole steps allow');
-  assert.deepEqual(cutSteps([40, 2], 0), [2, 1], 'at least one step');
+  assert.deepEqual(cutSteps([20, 10, 2], 4), [7, 4, 1], 'shares kept as far as whole steps allow');
+  // [2, 1] kept the shares of [10, 1] but its mean rounds to 2: one past the step left.
+  assert.deepEqual(cutSteps([10, 1], 1), [1, 1], 'the target before the shares');
+  assert.deepEqual(cutSteps([40, 2], 0), [1, 1], 'at least one step');
 });
 
 test('a paced member stops within half a step of its budget: another step while half of one still fits, at least one, at most the ceiling', () => {
@@ -36,4 +38,21 @@ test('a paced member stops within half a step of its budget: another step while 
   assert.equal(stepsWithinBudget(120, 1_000, 100), 8, '8 steps end at 960 ms, a 9th would end at 1,080: more than half over');
   assert.equal(stepsWithinBudget(5_000, 1_000, 100), 1, 'always one step');
   assert.equal(stepsWithinBudget(10, 1_000, 16), 16, 'never past the ceiling');
+});
+
+test('a cut sync never passes the target: the mean of the cut steps rounds to the steps left, for every plan of two or three members', () => {
+  const plans: number[][] = [];
+  for (let a = 1; a <= 12; a++) for (let b = 1; b <= 12; b++) {
+    plans.push([a, b]);
+    for (let c = 1; c <= 12; c += 3) plans.push([a, b, c]);
+  }
+  for (let left = 1; left <= 6; left++) {
+    for (const planned of plans) {
+      const cut = cutSteps(planned, left);
+      const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
+      assert.ok(cut.every((n) => n >= 1), `${planned} → ${cut}: a step each`);
+      if (mean(planned) > left) assert.equal(Math.round(mean(cut)), left, `${planned} with ${left} left → ${cut}`);
+      else assert.deepEqual(cut, planned);
+    }
+  }
 });

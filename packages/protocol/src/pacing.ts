@@ -55,8 +55,18 @@ export const pacedStepCeiling = (givenSteps: number, trust: JobSpec['trust']) =>
  */
 export function cutSteps(planned: readonly number[], left: number): number[] {
   const mean = planned.reduce((a, b) => a + b, 0) / Math.max(1, planned.length);
-  const scale = mean > left ? Math.max(1, left) / mean : 1;
-  return planned.map((n) => Math.max(1, Math.round(n * scale)));
+  if (mean <= left) return [...planned];
+  const cut = planned.map((n) => Math.max(1, Math.round((n * Math.max(1, left)) / mean)));
+  // Rounded up (and at least one each), the mean could pass what is left: [1, 3] with one step left
+  // became [1, 2], a mean the job's step rounds to 2, one past its target. Taken back from the largest.
+  let excess = cut.reduce((a, b) => a + b, 0) - Math.max(1, left) * cut.length;
+  while (excess > 0) {
+    const i = cut.indexOf(Math.max(...cut));
+    if (cut[i] <= 1) break;
+    cut[i]--;
+    excess--;
+  }
+  return cut;
 }
 
 /** Weight of the newest measurement in a paced member's time per step (an exponentially weighted mean). */
