@@ -144,6 +144,10 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     // the connection cap (one message in flight each: the decoder takes one attachment per packet).
     maxHttpBufferSize: LIMITS.maxSocketMessageBytes,
     serveClient: false,
+    // Stated, not left to defaults (Socket.IO's memory guide): a deflate context per WebSocket costs
+    // hundreds of KiB, and events are small JSON; polling bodies are not compressed either.
+    perMessageDeflate: false,
+    httpCompression: false,
     pingInterval: 10_000,
     pingTimeout: 20_000,
     ...edge.serverOptions(),
