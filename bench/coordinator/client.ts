@@ -50,6 +50,8 @@ function theModel(): { bytes: Uint8Array; checksum: string } {
 /** Per job: when each sync's `round:ready` messages were sent, to time the barrier. */
 interface JobTrack {
   jobId: string;
+  /** The server node this job's members connect to (the node that owns the job). */
+  url: string;
   members: Volunteer[];
   /** seq → how many members sent ready for it, and when the last one did. */
   ready: Map<number, { count: number; last: number }>;
@@ -110,8 +112,8 @@ class Volunteer {
   private heartbeat: NodeJS.Timeout | null = null;
   private timers = new Set<NodeJS.Timeout>();
 
-  constructor(url: string, readonly job: JobTrack, private readonly onAdmitted: (ok: boolean, why: string) => void) {
-    this.socket = io(`${url}${NAMESPACES.volunteer}`, {
+  constructor(readonly job: JobTrack, private readonly onAdmitted: (ok: boolean, why: string) => void) {
+    this.socket = io(`${job.url}${NAMESPACES.volunteer}`, {
       auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES },
       transports: ['websocket'],
       forceNew: true,
@@ -322,12 +324,12 @@ class Volunteer {
 }
 
 /** Opens `count` volunteers per job, `connectConcurrency` at a time; resolves when all are admitted or failed. */
-async function add(url: string, wanted: { jobId: string; count: number }[], rampTimeoutMs: number): Promise<AddResult> {
+async function add(wanted: { jobId: string; count: number; url: string }[], rampTimeoutMs: number): Promise<AddResult> {
   const t0 = now();
   const deadline = t0 + rampTimeoutMs;
   const queue: JobTrack[] = [];
-  for (const { jobId, count } of wanted) {
-    const job: JobTrack = { jobId, members: [], ready: new Map(), results: new Map(), begins: new Map(), aborted: new Set(), committedInWindow: false };
+  for (const { jobId, count, url } of wanted) {
+    const job: JobTrack = { jobId, url, members: [], ready: new Map(), results: new Map(), begins: new Map(), aborted: new Set(), committedInWindow: false };
     jobs.set(jobId, job);
     for (let i = 0; i < count; i++) queue.push(job);
   }
@@ -355,7 +357,7 @@ async function add(url: string, wanted: { jobId: string; count: number }[], ramp
         resolve();
       };
       const timer = setTimeout(() => done(false, `not admitted within ${behaviour.joinTimeoutMs} ms`), behaviour.joinTimeoutMs);
-      v = new Volunteer(url, job, done);
+      v = new Volunteer(job, done);
       job.members.push(v);
       volunteers.push(v);
     });
@@ -394,7 +396,7 @@ function collect(): WindowSamples {
 process.on('message', (m: ToClient) => {
   switch (m.type) {
     case 'add':
-      add(m.url, m.jobs, m.rampTimeoutMs).then(send, (e) => send({ type: 'fatal', message: (e as Error).stack ?? String(e) }));
+      add(m.jobs, m.rampTimeoutMs).then(send, (e) => send({ type: 'fatal', message: (e as Error).stack ?? String(e) }));
       break;
     case 'window':
       win = freshWindow();

@@ -25,7 +25,7 @@ export interface ClientBehaviour {
 
 export type ToClient =
   /** Stops opening connections `rampTimeoutMs` after this arrives (the rest count as failed). */
-  | { type: 'add'; url: string; jobs: { jobId: string; count: number }[]; rampTimeoutMs: number }
+  | { type: 'add'; jobs: { jobId: string; count: number; url: string }[]; rampTimeoutMs: number }
   /** Starts a measurement window: samples and counters are reset. */
   | { type: 'window' }
   /** Ends the window and replies with `samples`. */
@@ -111,6 +111,10 @@ export interface ServerStats {
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
   gc: boolean;
+  /** Several nodes (summed above): each node's own figures. */
+  nodes?: { rssBytes: number; heapUsedBytes: number; cpuMs: number }[];
+  /** Several nodes: the redis-server's CPU since the previous stats and its RSS (both included in the sums above). */
+  redis?: { cpuMs: number; rssBytes: number };
 }
 
 export type FromServer = { type: 'ready'; url: string; pid: number } | ServerStats | { type: 'snapshot'; file: string } | { type: 'fatal'; message: string };

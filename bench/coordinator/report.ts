@@ -52,7 +52,9 @@ export interface WindowReport {
   jobsProgressing: number;
   /** CPU in % of one core; the server's memory and connection count from its /metrics (null: no answer within 15 s). */
   server: {
+    /** CPU in % of one core, summed over the nodes and, with several, the redis-server (its own share in redisCpuPercent). */
     cpuPercent: number;
+    redisCpuPercent: number | null;
     /** Server CPU time per event the volunteers sent (µs): its cost per unit of work, which CPU contention inflates far less than latency. */
     cpuUsPerEvent: number;
     loopDelayP50Ms: number; loopDelayP99Ms: number; loopDelayMaxMs: number; rssBytes: number | null; heapUsedBytes: number | null; volunteersConnected: number | null;
@@ -131,6 +133,8 @@ export const DEFINITIONS = {
   kb_per_volunteer: '(server RSS after a forced full GC at N volunteers − server RSS after a forced full GC with no volunteers and no jobs) ÷ N, in KiB (1024 bytes). Jobs (coordinators) created for those volunteers are included.',
   held: "Every volunteer of the step admitted; the server's tabfleet_volunteers_connected = N; in every window no disconnects, no job:end, every job committed ≥ 1 round.",
   max_volunteers: "The largest step held whose round_ms p99 (pooled over the step) is under goal.p99Ms.",
+  max_volunteers_two_nodes: "max_volunteers of twoNodes: two server nodes started as main.ts --redis runs them, sharing one real redis-server (store, job leases, the Socket.IO Redis adapter). Each job is created on the nodes in turn and so owned by its node; its members connect to that node. Held, volunteers connected (summed over the nodes) and round_ms as for one node; kb_per_volunteer there counts both nodes' RSS and the redis-server's.",
+  stop_over_goal: 'A phase stops ramping after a step held whose pooled whole-round p99 is over options.stopOverGoalFactor × goal.p99Ms (stopReason says so): larger steps could not count, and the bench\'s time goes to the next phase.',
 };
 
 /** Busy and total jiffies of all CPUs since boot (Linux /proc/stat), or null elsewhere. */
@@ -180,6 +184,7 @@ export function windowReport(samples: WindowSamples[], st: ServerStats, metrics:
     connected: sum('connected'),
     jobsProgressing: sum('jobsProgressing'),
     server: {
+      redisCpuPercent: st.redis ? r2((100 * st.redis.cpuMs) / st.wallMs) : null,
       cpuPercent: serverCpu, cpuUsPerEvent: r2((1000 * st.cpuMs) / Math.max(1, sum('eventsSent'))), loopDelayP50Ms: r2(st.loopDelayP50Ms), loopDelayP99Ms: r2(st.loopDelayP99Ms), loopDelayMaxMs: r2(st.loopDelayMaxMs),
       rssBytes: metrics?.rssBytes ?? null, heapUsedBytes: metrics?.heapUsedBytes ?? null, volunteersConnected: metrics?.volunteersConnected ?? null,
     },
@@ -251,11 +256,12 @@ export function stepReport(
   };
 }
 
-export function summarize(steps: StepReport[], cfg: CoordinatorBenchConfig) {
+export function summarize(steps: StepReport[], cfg: CoordinatorBenchConfig, twoNodeSteps: StepReport[]) {
   const passing = steps.filter((s) => s.held && s.underGoal);
   const top = passing[passing.length - 1];
   const largestHeld = steps.filter((s) => s.held).at(-1);
   const atGoal = steps.find((s) => s.volunteers === cfg.goal.volunteers);
+  const two = twoNodeSummary(twoNodeSteps, cfg);
   return {
     /** Largest step held whose whole round's pooled p99 is under goal.p99Ms (0 when none). */
     max_volunteers: top?.volunteers ?? 0,
@@ -272,6 +278,10 @@ export function summarize(steps: StepReport[], cfg: CoordinatorBenchConfig) {
     heap_kb_per_volunteer: top?.memory.heapKbPerVolunteer ?? null,
     server_cpu_percent: top?.server.cpuPercent ?? null,
     rounds_per_sec: top?.roundsPerSec ?? null,
+    /** The same figure on two server nodes sharing a redis-server (twoNodes.steps). */
+    max_volunteers_two_nodes: two.max_volunteers,
+    two_nodes_round_p99_ms: two.round_p99_ms,
+    two_nodes_kb_per_volunteer: two.kb_per_volunteer,
     goal: cfg.goal,
     /** The figures at the goal's volunteer count, when that step ran. */
     at_goal: atGoal
@@ -280,7 +290,23 @@ export function summarize(steps: StepReport[], cfg: CoordinatorBenchConfig) {
     meets_goal: {
       volunteers: (top?.volunteers ?? 0) >= cfg.goal.volunteers,
       round_p99: atGoal ? atGoal.held && atGoal.underGoal : false,
-      kb_per_volunteer: atGoal ? atGoal.memory.kbPerVolunteer < cfg.goal.kbPerVolunteer : false,
+      kb_per_volunteer: atGoal ? atGoal.memory.kbPerVolunteer <= cfg.goal.kbPerVolunteer : false,
+      two_nodes_volunteers: two.max_volunteers >= cfg.goal.twoNodeVolunteers,
     },
+  };
+}
+
+/** The two-node phase's figures: its largest step held under the p99 goal, and that step's round and memory. */
+export function twoNodeSummary(steps: StepReport[], cfg: CoordinatorBenchConfig) {
+  const top = steps.filter((s) => s.held && s.underGoal).at(-1);
+  return {
+    max_volunteers: top?.volunteers ?? 0,
+    max_volunteers_held: steps.filter((s) => s.held).at(-1)?.volunteers ?? 0,
+    round_p99_ms: top?.round.whole.p99 ?? null,
+    round_p50_ms: top?.round.whole.p50 ?? null,
+    /** Both nodes' RSS and the redis-server's, after GC, baseline subtracted, per volunteer (KiB). */
+    kb_per_volunteer: top?.memory.kbPerVolunteer ?? null,
+    server_cpu_percent: top?.server.cpuPercent ?? null,
+    goal_volunteers: cfg.goal.twoNodeVolunteers,
   };
 }
