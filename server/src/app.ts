@@ -169,7 +169,18 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     store,
     clock: realClock,
     timing: { ...ROUND_TIMING, ...opts.timing },
-    toVolunteer: (ids, event, ...args) => void volunteers.to(Array.isArray(ids) ? ids.map(volunteerRoom) : volunteerRoom(ids)).emit(event, ...args),
+    toVolunteer: (ids, event, ...args) => {
+      const rooms = Array.isArray(ids) ? ids.map(volunteerRoom) : [volunteerRoom(ids)];
+      if (!opts.redisUrl) return void volunteers.to(rooms).emit(event, ...args);
+      // With Redis, an emit to rooms is published to every node, which each decode it and look for the
+      // rooms. A volunteer is connected to one node: those connected here get it directly, and only an
+      // emit with members elsewhere is published (to those rooms alone).
+      const here: string[] = [];
+      const elsewhere: string[] = [];
+      for (const room of rooms) (volunteers.adapter.rooms.has(room) ? here : elsewhere).push(room);
+      if (here.length) volunteers.local.to(here).emit(event, ...args);
+      if (elsewhere.length) volunteers.to(elsewhere).emit(event, ...args);
+    },
     toDashboards: (jobId, event, ...args) => {
       const rooms = event === 'job:update' ? [jobRoom(jobId), ALL_JOBS_ROOM] : [jobRoom(jobId)];
       dashboards.to(rooms).emit(event, ...args);

@@ -25,6 +25,8 @@ export const OWNERSHIP_SWEEP_MS = 2_000;
 
 export class JobHub {
   private readonly coordinators = new Map<string, JobCoordinator>();
+  /** Jobs being created on this node (leased, not yet in `coordinators`): the sweep leaves them alone. */
+  private readonly creating = new Set<string>();
   private cancelSweep: (() => void) | null = null;
   /** The sweep under way, if any (close waits for it). */
   private sweeping: Promise<void> | null = null;
@@ -56,7 +58,7 @@ export class JobHub {
   private async sweep(): Promise<void> {
     if (this.closed) return;
     for (const job of await this.deps.store.listJobs()) {
-      if (isEnded(job)) continue;
+      if (isEnded(job) || this.creating.has(job.id)) continue;
       const owned = this.coordinators.get(job.id);
       if (owned?.ended) {
         this.coordinators.delete(job.id);
@@ -124,10 +126,20 @@ export class JobHub {
     const spec: JobSpec = parsed.data;
     const now = this.deps.clock.now();
     const record: JobRecord = { id: `job-${randomBytes(5).toString('hex')}`, name: spec.name ?? `${spec.preset} ${spec.strategy}`, spec, state: 'waiting', createdAt: now, updatedAt: now, seq: 0, step: 0 };
-    await this.deps.store.createJob(record);
-    await this.cluster.claim(record.id);
-    const c = await JobCoordinator.load(record, this.deps);
-    this.coordinators.set(record.id, c);
+    // The lease first: another node's ownership sweep lists the stored jobs and claims any nobody holds,
+    // so a job stored before its lease could be adopted there mid-creation (measured: in the two-node
+    // coordinator bench half the jobs moved, and their volunteers were told to rejoin).
+    if (!(await this.cluster.claim(record.id))) throw new ProtocolError('conflict', `job id ${record.id} is already leased`);
+    // And this node's own sweep must not load a second coordinator for it while this one loads.
+    this.creating.add(record.id);
+    let c: JobCoordinator;
+    try {
+      await this.deps.store.createJob(record);
+      c = await JobCoordinator.load(record, this.deps);
+      this.coordinators.set(record.id, c);
+    } finally {
+      this.creating.delete(record.id);
+    }
     this.deps.log(`job ${record.id} created: ${record.name}`);
     await this.cluster.broadcast({ kind: 'job-created', jobId: record.id });
     return c.summary();
