@@ -8,6 +8,7 @@ import { Server } from 'socket.io';
 import { loadSecrets, type Secrets } from './auth';
 import { LocalCluster, type Cluster } from './cluster/cluster';
 import { JobHub } from './cluster/hub';
+import { DashboardWatch } from './cluster/watch';
 import type { CoordinatorDeps, Timing } from './coordinator/types';
 import { DEFAULT_NETWORK_RULES, type NetworkRules } from './coordinator/standing';
 import { realClock } from './coordinator/types';
@@ -159,6 +160,23 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   io.of('/').use((_socket, next) => next(Object.assign(new Error('no such namespace: connect to /volunteer or /dashboard'), { data: { code: 'unknown_event' } })));
   const volunteers = io.of(NAMESPACES.volunteer);
   const dashboards = io.of(NAMESPACES.dashboard);
+  // Several nodes: the rooms dashboards here are in (a job's, or all jobs'), shared with the other nodes.
+  const watchedHere = new Set<string>();
+  const watch = opts.redisUrl ? new DashboardWatch(cluster, realClock, () => watchedHere, log) : null;
+  if (watch) {
+    const dashboardRoom = (room: unknown): room is string => typeof room === 'string' && (room === ALL_JOBS_ROOM || room.startsWith(jobRoom('')));
+    dashboards.adapter.on('create-room', (room) => {
+      if (!dashboardRoom(room)) return;
+      watchedHere.add(room);
+      watch.changed();
+    });
+    dashboards.adapter.on('delete-room', (room) => {
+      if (!dashboardRoom(room)) return;
+      watchedHere.delete(room);
+      watch.changed();
+    });
+    watch.start();
+  }
   let url = '';
   // Where volunteers fetch checkpoints and shards: the public URL, the listen URL, or (listening on
   // every interface with no public URL) paths the worker resolves against the server it connected to.
@@ -183,10 +201,12 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     },
     toDashboards: (jobId, event, ...args) => {
       const rooms = event === 'job:update' ? [jobRoom(jobId), ALL_JOBS_ROOM] : [jobRoom(jobId)];
-      dashboards.to(rooms).emit(event, ...args);
+      // With Redis, published only where some node has a dashboard in one of the rooms.
+      const watchedRooms = watch ? rooms.filter((r) => watch.watched(r)) : rooms;
+      if (watchedRooms.length) dashboards.to(watchedRooms).emit(event, ...args);
     },
-    // With Redis the watching dashboard may be on another node, so always assume one.
-    watched: (jobId) => !!opts.redisUrl || (dashboards.adapter.rooms.get(jobRoom(jobId))?.size ?? 0) > 0,
+    // With Redis the watching dashboard may be on another node: each node announces what its own watch.
+    watched: (jobId) => (watch ? watch.watched(jobRoom(jobId)) : (dashboards.adapter.rooms.get(jobRoom(jobId))?.size ?? 0) > 0),
     checkpointUrl: (jobId, seq) => `${publicBase()}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
     shardUrl: (jobId, spec, index, count) => {
       if (spec.dataset === 'fashion-mnist') return `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed)}`;
@@ -283,6 +303,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       if (closed) return;
       closed = true;
       volunteerNsp.close();
+      watch?.stop();
       await hub.close();
       const httpClosed = new Promise<void>((r) => io.close(() => r()));
       // Downloads still streaming would hold the close open; a closed server owes them nothing.
