@@ -35,7 +35,8 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
   assert.deepEqual(r.options.steps, cfg.steps);
   assert.ok(r.machine.cores >= 1 && r.machine.cpuModel.length > 0);
   assert.equal(typeof r.machine.note, 'string');
-  for (const k of ['begin_ms', 'commit_ms', 'round_ms', 'percentiles', 'barrier_server_ms', 'volunteers', 'kb_per_volunteer', 'held', 'max_volunteers']) assert.equal(typeof r.definitions[k], 'string', `definitions.${k}`);
+  const defined = ['begin_ms', 'commit_ms', 'round_ms', 'percentiles', 'barrier_server_ms', 'volunteers', 'kb_per_volunteer', 'held', 'max_volunteers', 'max_volunteers_two_nodes'];
+  for (const k of defined) assert.equal(typeof r.definitions[k], 'string', `definitions.${k}`);
   assert.ok(r.server.baseline.rssBytes > 0);
   assert.equal(r.failure, null, `no step broke off: ${r.stopReason}`);
   assert.equal(r.options.jobSpec.checkpointEvery, undefined, 'jobs checkpoint at the job default');

@@ -88,7 +88,9 @@ interface Phase {
 type AnyChild = Child<unknown, { type: string }>;
 
 /** Starts `nodeCount` server nodes (several: on a fresh redis-server) and ramps them through `steps`. */
-async function runPhase(cfg: CoordinatorBenchConfig, nodeCount: number, steps: number[], deadline: number, dataDir: string, token: string, children: AnyChild[], log: (line: string) => void): Promise<Phase> {
+async function runPhase(
+  cfg: CoordinatorBenchConfig, nodeCount: number, steps: number[], deadline: number, dataDir: string, token: string, children: AnyChild[], log: (line: string) => void,
+): Promise<Phase> {
   const phase: Phase = { nodes: nodeCount, store: nodeCount > 1 ? 'redis' : 'sqlite', stopReason: 'all steps done', failure: null, baseline: null, steps: [] };
   // TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir>: a V8 CPU profile of each server, written when it exits.
   const profDir = process.env.TABFLEET_BENCH_COORDINATOR_CPU_PROF;
@@ -113,7 +115,10 @@ async function runPhase(cfg: CoordinatorBenchConfig, nodeCount: number, steps: n
     phase.baseline = baseline;
     log(`baseline: RSS ${(baseline.rssBytes / 2 ** 20).toFixed(1)} MiB, heap ${(baseline.heapUsedBytes / 2 ** 20).toFixed(1)} MiB${nodeCount > 1 ? ` (${nodeCount} nodes and redis-server)` : ''}`);
     const newClient = async () => {
-      const c = Object.assign(new Child<ToClient, FromClient>(`client ${clients.length + 1}`, 'client.ts', [JSON.stringify(cfg.behaviour)], []), { load: 0 });
+      // TABFLEET_BENCH_COORDINATOR_CLIENT_CPU_PROF=<dir>: V8 CPU profiles of the client processes too.
+      const clientProf = process.env.TABFLEET_BENCH_COORDINATOR_CLIENT_CPU_PROF;
+      const execArgv = clientProf ? ['--cpu-prof', `--cpu-prof-dir=${resolve(clientProf)}`] : [];
+      const c = Object.assign(new Child<ToClient, FromClient>(`client ${clients.length + 1}`, 'client.ts', [JSON.stringify(cfg.behaviour)], execArgv), { load: 0 });
       children.push(c as unknown as AnyChild);
       clients.push(c);
       await c.next('started', 60_000);
@@ -172,7 +177,11 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'coordinator.quick.json' : 'coordinator.json');
   const t0 = Date.now();
   const log = (line: string) => console.log(`[coordinator] ${line}`);
-  log(`${opts.quick ? 'quick mode, ' : ''}one node: steps ${cfg.steps.join(', ')}; ${cfg.twoNodes.nodes} nodes on Redis: steps ${cfg.twoNodes.steps.join(', ')}; ${cfg.jobSize} per job, ≤${cfg.perProcess} per client process; ${cfg.windows} × ${cfg.windowMs} ms windows per step; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log([
+    `${opts.quick ? 'quick mode, ' : ''}one node: steps ${cfg.steps.join(', ')}; ${cfg.twoNodes.nodes} nodes on Redis: steps ${cfg.twoNodes.steps.join(', ')};`,
+    `${cfg.jobSize} per job, ≤${cfg.perProcess} per client process; ${cfg.windows} × ${cfg.windowMs} ms windows per step;`,
+    `load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`,
+  ].join(' '));
 
   const dataDir = mkdtempSync(join(os.tmpdir(), 'tabfleet-bench-coordinator-'));
   const token = randomBytes(16).toString('hex');
@@ -182,7 +191,9 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
   };
   process.once('exit', killAll);
   try {
-    const single = await runPhase(cfg, 1, cfg.steps, t0 + cfg.budgetMs, dataDir, token, children, log);
+    const single: Phase = cfg.steps.length
+      ? await runPhase(cfg, 1, cfg.steps, t0 + cfg.budgetMs, dataDir, token, children, log)
+      : { nodes: 1, store: 'sqlite', stopReason: 'no steps', failure: null, baseline: null, steps: [] };
     log(`one node: ${single.stopReason}`);
     let two: Phase | null = null;
     if (cfg.twoNodes.steps.length) {
@@ -190,7 +201,8 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
       const twoLog = (l: string) => log(`[${cfg.twoNodes.nodes} nodes] ${l}`);
       two = await runPhase(cfg, cfg.twoNodes.nodes, cfg.twoNodes.steps, Date.now() + cfg.twoNodes.budgetMs, dataDir, token, children, twoLog).catch((e: Error) => ({
         // No redis-server, or a node that did not start: reported, and the one-node figures still written.
-        nodes: cfg.twoNodes.nodes, store: 'redis' as const, stopReason: `could not start: ${e.message.split('\n')[0]}`, failure: { volunteers: 0, error: e.message.slice(0, 4000) }, baseline: null, steps: [],
+        nodes: cfg.twoNodes.nodes, store: 'redis' as const, stopReason: `could not start: ${e.message.split('\n')[0]}`,
+        failure: { volunteers: 0, error: e.message.slice(0, 4000) }, baseline: null, steps: [],
       }));
       log(`${cfg.twoNodes.nodes} nodes: ${two.stopReason}`);
     }
@@ -208,18 +220,27 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
       options: { runs: opts.runs, ...cfg, roundTimeoutMs: ROUND_TIMING.roundTimeoutMs, jobSpec: benchJobSpec(cfg.jobSize, 0) },
       machine: {
         ...record.machine,
-        note: 'The server (or both nodes and the redis-server), every client process and this orchestrator share these cores (and the machine is shared with other work), so client CPU competes with the server: see each window\'s server/clients/other CPU and event-loop delay.',
+        note:
+          'The server (or both nodes and the redis-server), every client process and this orchestrator share these cores (and the machine is shared ' +
+          'with other work), so client CPU competes with the server: see each window\'s server/clients/other CPU and event-loop delay.',
       },
       definitions: DEFINITIONS,
       server: { baseline: baselineOf(single.baseline) },
       steps: single.steps,
-      twoNodes: two && { nodes: two.nodes, store: two.store, stopReason: two.stopReason, failure: two.failure, server: { baseline: baselineOf(two.baseline) }, steps: two.steps, summary: twoNodeSummary(two.steps, cfg) },
+      twoNodes: two && {
+        nodes: two.nodes, store: two.store, stopReason: two.stopReason, failure: two.failure, server: { baseline: baselineOf(two.baseline) },
+        steps: two.steps, summary: twoNodeSummary(two.steps, cfg),
+      },
       summary,
     };
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
     const s = report.summary;
-    log(`summary: max_volunteers ${s.max_volunteers} (held: ${s.max_volunteers_held}), round_p99_ms ${s.round_p99_ms} (begin ${s.begin_p99_ms}, commit ${s.commit_p99_ms}), round_p50_ms ${s.round_p50_ms}, kb_per_volunteer ${s.kb_per_volunteer}; max_volunteers_two_nodes ${s.max_volunteers_two_nodes} (round_p99_ms ${s.two_nodes_round_p99_ms}) (goal ${cfg.goal.volunteers} / ${cfg.goal.twoNodeVolunteers}, <${cfg.goal.p99Ms} ms, ≤${cfg.goal.kbPerVolunteer} KiB); ${(record.durationMs / 60_000).toFixed(1)} min`);
+    log([
+      `summary: max_volunteers ${s.max_volunteers} (held: ${s.max_volunteers_held}), round_p99_ms ${s.round_p99_ms} (begin ${s.begin_p99_ms}, commit ${s.commit_p99_ms}),`,
+      `round_p50_ms ${s.round_p50_ms}, kb_per_volunteer ${s.kb_per_volunteer}; max_volunteers_two_nodes ${s.max_volunteers_two_nodes} (round_p99_ms ${s.two_nodes_round_p99_ms})`,
+      `(goal ${cfg.goal.volunteers} / ${cfg.goal.twoNodeVolunteers}, <${cfg.goal.p99Ms} ms, ≤${cfg.goal.kbPerVolunteer} KiB); ${(record.durationMs / 60_000).toFixed(1)} min`,
+    ].join(' '));
     log(`wrote ${relative(process.cwd(), file) || file}`);
     return { file, report };
   } finally {

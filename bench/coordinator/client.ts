@@ -75,7 +75,8 @@ function freshWindow() {
     start: now(), cpu: process.cpuUsage(),
     barrierMs: [] as number[], barrierServerMs: [] as number[], barrierJobMs: [] as number[], deliveryMs: [] as number[], commitMs: [] as number[], roundMs: [] as number[],
     signalsSent: 0, signalsReceived: 0, checkpointsUploaded: 0, checkpointsFetched: 0,
-    roundsBegun: 0, roundsCommitted: 0, roundsReformed: 0, roundsAborted: 0, heartbeatsSent: 0, eventsSent: 0, errors: 0, errorSamples: [] as string[], disconnects: 0, disconnectReasons: {} as Record<string, number>, jobEnds: 0,
+    roundsBegun: 0, roundsCommitted: 0, roundsReformed: 0, roundsAborted: 0, heartbeatsSent: 0, eventsSent: 0, errors: 0, errorSamples: [] as string[],
+    disconnects: 0, disconnectReasons: {} as Record<string, number>, jobEnds: 0,
   };
 }
 let win = freshWindow();
@@ -386,7 +387,8 @@ function collect(): WindowSamples {
     signalsSent: win.signalsSent, signalsReceived: win.signalsReceived, checkpointsUploaded: win.checkpointsUploaded, checkpointsFetched: win.checkpointsFetched,
     totals: { ...totals },
     roundsBegun: win.roundsBegun, roundsCommitted: win.roundsCommitted, roundsReformed: win.roundsReformed, roundsAborted: win.roundsAborted,
-    heartbeatsSent: win.heartbeatsSent, eventsSent: win.eventsSent, errors: win.errors, errorSamples: win.errorSamples, disconnects: win.disconnects, disconnectReasons: win.disconnectReasons, jobEnds: win.jobEnds,
+    heartbeatsSent: win.heartbeatsSent, eventsSent: win.eventsSent, errors: win.errors, errorSamples: win.errorSamples,
+    disconnects: win.disconnects, disconnectReasons: win.disconnectReasons, jobEnds: win.jobEnds,
     connected: volunteers.filter((v) => v.connected).length, jobsProgressing: progressing, jobs: jobs.size,
     loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6, cpuMs: (cpu.user + cpu.system) / 1000,
   };

@@ -99,7 +99,13 @@ async function measureWindows(st: BenchState): Promise<{ windows: WindowReport[]
     const wr = windowReport(samples, s, metrics, systemCpu(), cpu0);
     windows.push(wr);
     pooled.push(...samples);
-    log(`  window ${w + 1}: round p50 ${wr.round.p50} p99 ${wr.round.p99} ms (begin half p99 ${wr.barrier.p99}: server part ${wr.barrierServer.p99}, delivery ${wr.delivery.p99}; commit half p99 ${wr.commit.p99}); ${wr.signalsSent} signals, ${wr.checkpointsUploaded} checkpoints; ${wr.roundsPerSec.toFixed(1)} rounds/s; server CPU ${wr.server.cpuPercent.toFixed(0)}% (${wr.server.cpuUsPerEvent.toFixed(0)} µs/event), loop p99 ${wr.server.loopDelayP99Ms.toFixed(1)} ms; clients CPU ${wr.clients.cpuPercent.toFixed(0)}%, loop p99 ${wr.clients.loopDelayP99Ms.toFixed(1)} ms; other work CPU ${wr.otherCpuPercent?.toFixed(0) ?? '?'}%; errors ${wr.errors}`);
+    log([
+      `  window ${w + 1}: round p50 ${wr.round.p50} p99 ${wr.round.p99} ms (begin half p99 ${wr.barrier.p99}: server part ${wr.barrierServer.p99},`,
+      `delivery ${wr.delivery.p99}; commit half p99 ${wr.commit.p99}); ${wr.signalsSent} signals, ${wr.checkpointsUploaded} checkpoints;`,
+      `${wr.roundsPerSec.toFixed(1)} rounds/s; server CPU ${wr.server.cpuPercent.toFixed(0)}% (${wr.server.cpuUsPerEvent.toFixed(0)} µs/event),`,
+      `loop p99 ${wr.server.loopDelayP99Ms.toFixed(1)} ms; clients CPU ${wr.clients.cpuPercent.toFixed(0)}%, loop p99 ${wr.clients.loopDelayP99Ms.toFixed(1)} ms;`,
+      `other work CPU ${wr.otherCpuPercent?.toFixed(0) ?? '?'}%; errors ${wr.errors}`,
+    ].join(' '));
   }
   return { windows, samples: pooled };
 }
@@ -113,10 +119,12 @@ export async function runStep(st: BenchState, target: number, newJobs: number, r
   st.volunteers = target;
   const admitted = r.added.reduce((s, a) => s + a.admitted, 0);
   const problems: string[] = [];
-  if (admitted < adding) problems.push(`${adding - admitted} of ${adding} new volunteers not admitted: ${r.added.flatMap((a) => a.failures).slice(0, 3).join('; ')}`);
+  const failures = r.added.flatMap((a) => a.failures).slice(0, 3).join('; ');
+  if (admitted < adding) problems.push(`${adding - admitted} of ${adding} new volunteers not admitted: ${failures}`);
   const rampDrops = r.samples.reduce((a, x) => a + x.disconnects, 0);
   const worstLoop = r.timeline.reduce((m, p) => Math.max(m, p.loopDelayMaxMs), 0);
-  log(`  ${admitted}/${adding} admitted in ${r.rampMs} ms (${((admitted * 1000) / r.rampMs).toFixed(0)}/s); ${rampDrops} disconnects${rampDrops ? ` ${JSON.stringify(mergeReasons(r.samples))}` : ''}; server loop delay max ${worstLoop.toFixed(0)} ms; settling ${cfg.settleMs} ms`);
+  const drops = `${rampDrops} disconnects${rampDrops ? ` ${JSON.stringify(mergeReasons(r.samples))}` : ''}`;
+  log(`  ${admitted}/${adding} admitted in ${r.rampMs} ms (${((admitted * 1000) / r.rampMs).toFixed(0)}/s); ${drops}; server loop delay max ${worstLoop.toFixed(0)} ms; settling ${cfg.settleMs} ms`);
   await sleep(cfg.settleMs);
 
   const { windows, samples } = await measureWindows(st);
@@ -126,9 +134,15 @@ export async function runStep(st: BenchState, target: number, newJobs: number, r
     for (const s of nodes.servers) log(`  heap snapshot ${(await s.next('snapshot', 120_000)).file}`);
   }
   const errorSamples = samples.flatMap((s) => s.errorSamples).slice(0, 10);
-  const step = stepReport(target, st.jobCount, st.clients.length, r.added, r.rampMs, r.timeline, r.samples, windows, mem, st.baseline, st.previous, problems, errorSamples, samples, cfg.goal.p99Ms);
+  const step = stepReport(
+    target, st.jobCount, st.clients.length, r.added, r.rampMs, r.timeline, r.samples, windows, mem, st.baseline, st.previous, problems, errorSamples, samples, cfg.goal.p99Ms,
+  );
   if (!step.held) step.serverLogTail = nodes.output().split('\n').slice(-20);
   st.previous = { n: target, rss: mem.rssBytes, heap: mem.heapUsedBytes };
-  log(`  ${step.held ? 'held' : 'NOT held'}: whole round p50 ${step.round.whole.p50} p99 ${step.round.whole.p99} ms (begin half p99 ${step.round.begin.p99}, commit half p99 ${step.round.commit.p99}; pooled over ${step.round.whole.count} samples); ${step.memory.kbPerVolunteer} KiB/volunteer (RSS after GC), heap ${step.memory.heapKbPerVolunteer} KiB${step.problems.length ? `; ${step.problems.join('; ')}` : ''}`);
+  const { whole, begin, commit } = step.round;
+  log([
+    `  ${step.held ? 'held' : 'NOT held'}: whole round p50 ${whole.p50} p99 ${whole.p99} ms (begin half p99 ${begin.p99}, commit half p99 ${commit.p99};`,
+    `pooled over ${whole.count} samples); ${step.memory.kbPerVolunteer} KiB/volunteer (RSS after GC), heap ${step.memory.heapKbPerVolunteer} KiB`,
+  ].join(' ') + (step.problems.length ? `; ${step.problems.join('; ')}` : ''));
   return step;
 }

@@ -125,7 +125,9 @@ export class JobHub {
     if (active >= LIMITS.maxActiveJobs) throw new ProtocolError('capacity', `already ${active} unfinished jobs (limit ${LIMITS.maxActiveJobs})`);
     const spec: JobSpec = parsed.data;
     const now = this.deps.clock.now();
-    const record: JobRecord = { id: `job-${randomBytes(5).toString('hex')}`, name: spec.name ?? `${spec.preset} ${spec.strategy}`, spec, state: 'waiting', createdAt: now, updatedAt: now, seq: 0, step: 0 };
+    const record: JobRecord = {
+      id: `job-${randomBytes(5).toString('hex')}`, name: spec.name ?? `${spec.preset} ${spec.strategy}`, spec, state: 'waiting', createdAt: now, updatedAt: now, seq: 0, step: 0,
+    };
     // The lease first: another node's ownership sweep lists the stored jobs and claims any nobody holds,
     // so a job stored before its lease could be adopted there mid-creation (measured: in the two-node
     // coordinator bench half the jobs moved, and their volunteers were told to rejoin).
