@@ -14,8 +14,8 @@
 // created, and a job's members connect to its node (the cluster would route events from another
 // node over Redis, but a volunteer sent to the owner costs no call between nodes). Client processes
 // (bench/coordinator/client.ts) hold up to `perProcess` socket.io-client connections each, all forked
-// by this one. Volunteers are added in steps (one node: 500, 1000, 2000, 5000, 7500, 10,000; two
-// nodes: 2000, 5000, 10,000, 15,000, 20,000); each step creates jobs of `jobSize` members for the new
+// by this one. Volunteers are added in steps (one node: 500, 1000, 2000, 3000, 4000, 5000, 7500,
+// 10,000; two nodes: 2000 to 10,000 by 2000, 15,000, 20,000); each step creates jobs of `jobSize` members for the new
 // volunteers (minWorkers = maxWorkers = jobSize, so a job's first round waits for all of them;
 // localsgd, H = 1, targetSteps large so jobs do not end, checkpointEvery at the job default), lets
 // the clients join them, then measures `runs` windows. Every member of a job sits in one client
@@ -26,7 +26,7 @@
 // round:begin it signals new ring neighbours through the server (as a real tab's WebRTC transport
 // does) and "allreduces" for `allreduceMs`, sends round:result; the round's uploader uploads a
 // checkpoint of the model's real size; a volunteer told to load a checkpoint downloads it over HTTP;
-// and each heartbeats `status` every `heartbeatMs`.
+// and each heartbeats `status` every `heartbeatMs` (2 s, acked, as packages/worker/src/runtime.ts does).
 //
 // Definitions (also written into the JSON, see report.ts DEFINITIONS):
 // - the round as a member sees it, both halves: begin = the LAST member of its job sent

@@ -4,7 +4,8 @@
 // checkpoint fetched over HTTP when the event names one) → model:loaded → (simulated training) →
 // round:ready → round:begin → WebRTC signaling with new ring neighbours through the server →
 // (simulated allreduce) → round:result → round:commit (the round's uploader uploads a checkpoint of
-// the model's real size) → … plus a `status` heartbeat. Lighter than SimVolunteer (no event history,
+// the model's real size) → … plus a `status` heartbeat (every 2 s with an ack, as a tab's runtime
+// sends it; one timer per process drives them all). Lighter than SimVolunteer (no event history,
 // no parameter vector, no oracle): a round's result is a fixed checksum, so a process holds ~1000.
 //
 // Every member of a job lives in the same client process, so the process knows when the job's last
@@ -67,6 +68,31 @@ interface JobTrack {
 let stopping = false;
 const jobs = new Map<string, JobTrack>();
 const volunteers: Volunteer[] = [];
+
+/**
+ * Heartbeats of every volunteer of this process from one timer (not an interval per volunteer): each
+ * volunteer gets a random slot of HEARTBEAT_SLOT_MS in the period and beats when its slot comes round,
+ * every `heartbeatMs` as a tab does, at a random phase.
+ */
+const HEARTBEAT_SLOT_MS = 100;
+const heartbeatSlots = Math.max(1, Math.round(behaviour.heartbeatMs / HEARTBEAT_SLOT_MS));
+const slotOf = new WeakMap<Volunteer, number>();
+const heartbeats = {
+  slots: Array.from({ length: heartbeatSlots }, () => new Set<Volunteer>()),
+  add(v: Volunteer) {
+    const slot = Math.floor(Math.random() * heartbeatSlots);
+    slotOf.set(v, slot);
+    this.slots[slot].add(v);
+  },
+  delete(v: Volunteer) {
+    const slot = slotOf.get(v);
+    if (slot !== undefined) this.slots[slot].delete(v);
+  },
+};
+let heartbeatTick = 0;
+setInterval(() => {
+  for (const v of heartbeats.slots[heartbeatTick++ % heartbeatSlots]) v.beat();
+}, HEARTBEAT_SLOT_MS).unref();
 const loop = monitorEventLoopDelay({ resolution: 10 });
 loop.enable();
 
@@ -110,7 +136,6 @@ class Volunteer {
     tally('signalsSent');
     this.emit('signal', { jobId: r.jobId, roundId: r.roundId, to, data });
   });
-  private heartbeat: NodeJS.Timeout | null = null;
   private timers = new Set<NodeJS.Timeout>();
 
   constructor(readonly job: JobTrack, private readonly onAdmitted: (ok: boolean, why: string) => void) {
@@ -207,15 +232,17 @@ class Volunteer {
   }
 
   private startHeartbeat(): void {
-    const beat = () => {
-      win.heartbeatsSent++;
-      win.eventsSent++;
-      // Fire and forget: problems come back as `protocol:error`.
-      this.socket.emit('status', { state: this.round ? 'syncing' : 'training', step: this.step, samplesPerSec: 100, bytesSent: 0, bytesReceived: 0 });
-    };
-    this.later(Math.random() * behaviour.heartbeatMs, () => {
-      beat();
-      this.heartbeat = setInterval(beat, behaviour.heartbeatMs);
+    heartbeats.add(this);
+  }
+
+  /** The worker table's heartbeat, as packages/worker/src/runtime.ts sends it (with an ack callback when `heartbeatAck`). */
+  beat(): void {
+    win.heartbeatsSent++;
+    win.eventsSent++;
+    const status = { state: this.round ? 'syncing' : 'training', hidden: false, step: this.step, samplesPerSec: 100, bytesSent: 0, bytesReceived: 0 };
+    if (!behaviour.heartbeatAck) return void this.socket.emit('status', status); // refusals come back as `protocol:error`
+    this.socket.emit('status', status, (a: Ack) => {
+      if (!a.ok) error(`status: ${a.error.code} ${a.error.message}`);
     });
   }
 
@@ -312,8 +339,7 @@ class Volunteer {
   }
 
   private stopTimers(): void {
-    if (this.heartbeat) clearInterval(this.heartbeat);
-    this.heartbeat = null;
+    heartbeats.delete(this);
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
   }

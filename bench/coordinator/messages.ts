@@ -10,6 +10,8 @@ export interface ClientBehaviour {
   allreduceMs: [number, number];
   /** Interval of the `status` heartbeat each volunteer sends (first one at a random phase). */
   heartbeatMs: number;
+  /** The heartbeat asks for an ack, as a tab's does (packages/worker/src/runtime.ts sendStatus): the server answers each one. */
+  heartbeatAck: boolean;
   /**
    * Ask for an ack on round:ready and round:result (as SimVolunteer does). Without, the server
    * answers only refusals (`protocol:error`): two fewer frames per member and round.
