@@ -57,17 +57,26 @@ export class JobHub {
 
   private async sweep(): Promise<void> {
     if (this.closed) return;
-    for (const job of await this.deps.store.listJobs()) {
-      if (isEnded(job) || this.creating.has(job.id)) continue;
+    const jobs = (await this.deps.store.listJobs()).filter((job) => !isEnded(job) && !this.creating.has(job.id));
+    // Every lease renewed (or taken) at once: one after the other, a busy node's renewals of many jobs
+    // could outlast the lease.
+    const claims = await Promise.all(jobs.map((job) => (this.coordinators.get(job.id)?.ended ? false : this.cluster.claim(job.id))));
+    for (const [i, job] of jobs.entries()) {
       const owned = this.coordinators.get(job.id);
       if (owned?.ended) {
         this.coordinators.delete(job.id);
         await this.cluster.release(job.id);
         continue;
       }
-      if (await this.cluster.claim(job.id)) {
+      if (claims[i]) {
         if (!owned) {
-          this.coordinators.set(job.id, await JobCoordinator.load(job, this.deps));
+          const loaded = await JobCoordinator.load(job, this.deps);
+          // A sweep that ran beside this one (dispatch starts one for a job nobody holds) got there first.
+          if (this.coordinators.has(job.id)) {
+            loaded.release();
+            continue;
+          }
+          this.coordinators.set(job.id, loaded);
           // Adopted (or resumed): a coordinator that died with its node held the members; they join again.
           await this.cluster.broadcast({ kind: 'job-loaded', jobId: job.id });
         }
