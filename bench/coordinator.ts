@@ -61,7 +61,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { LIMITS, ROUND_TIMING } from '@tabfleet/protocol';
+import { ROUND_TIMING } from '@tabfleet/protocol';
 import { Child, type ClientChild } from './coordinator/child';
 import { benchJobSpec, coordinatorConfig, type CoordinatorBenchConfig } from './coordinator/config';
 import type { FromClient, ServerStats, ToClient } from './coordinator/messages';
@@ -138,8 +138,8 @@ async function runPhase(
         break;
       }
       const newJobs = Math.ceil((target - st.volunteers) / cfg.jobSize);
-      if (st.jobCount + newJobs > LIMITS.maxActiveJobs) {
-        phase.stopReason = `${target} volunteers need ${st.jobCount + newJobs} jobs of ≤${cfg.jobSize}; the server allows ${LIMITS.maxActiveJobs}`;
+      if (st.jobCount + newJobs > cfg.maxActiveJobs) {
+        phase.stopReason = `${target} volunteers need ${st.jobCount + newJobs} jobs of ≤${cfg.jobSize}; the servers allow ${cfg.maxActiveJobs}`;
         break;
       }
       try {

@@ -10,6 +10,8 @@ export interface CoordinatorBenchConfig {
   twoNodes: { nodes: number; steps: number[]; budgetMs: number };
   /** Members per job (the last job of a step may be smaller). */
   jobSize: number;
+  /** Unfinished jobs the bench's servers allow (their maxActiveJobs option; the product default is LIMITS.maxActiveJobs = 64). */
+  maxActiveJobs: number;
   /** Most connections one client process holds. */
   perProcess: number;
   /** Measurement windows per step (the `--runs`), and their length. */
@@ -30,6 +32,9 @@ export interface CoordinatorBenchConfig {
   goal: { volunteers: number; twoNodeVolunteers: number; p99Ms: number; kbPerVolunteer: number };
 }
 
+/** What server-process.ts passes as maxActiveJobs: 20,000 volunteers in jobs of 100 need 200. */
+export const BENCH_MAX_ACTIVE_JOBS = 256;
+
 export const GOAL = { volunteers: 10_000, twoNodeVolunteers: 20_000, p99Ms: 250, kbPerVolunteer: 16 };
 
 /** TABFLEET_BENCH_COORDINATOR_STEPS / _TWO_NODE_STEPS=a,b,c: other steps, for investigating. */
@@ -46,14 +51,14 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
   if (quick) {
     return {
       steps: steps ?? [40, 80], twoNodes: { nodes: 2, steps: twoNodeSteps ?? [40], budgetMs: 30_000 },
-      jobSize: 20, perProcess: 40, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, stopOverGoalFactor: Infinity, goal,
+      jobSize: 20, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 40, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, stopOverGoalFactor: Infinity, goal,
       behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatMs: 1000, heartbeatAck: true, ackRoundEvents, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
     };
   }
   return {
     steps: steps ?? [500, 1000, 2000, 3000, 4000, 5000, 7500, 10_000],
     twoNodes: { nodes: 2, steps: twoNodeSteps ?? [2000, 4000, 6000, 8000, 10_000, 15_000, 20_000], budgetMs: 6 * 60_000 },
-    jobSize: 100, perProcess: 1000, windows: runs, windowMs: 6000, settleMs: 4000, budgetMs: 9 * 60_000, stopOverGoalFactor: 4, goal,
+    jobSize: 100, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 1000, windows: runs, windowMs: 6000, settleMs: 4000, budgetMs: 9 * 60_000, stopOverGoalFactor: 4, goal,
     // A tab's heartbeat: every HEARTBEAT_MS = 2 s, with an ack (packages/worker/src/runtime.ts). Until
     // 2026-11-28 the bench beat every 5 s without an ack: 2.5 times fewer status events and none of their acks.
     behaviour: {

@@ -8,6 +8,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { pathToFileURL } from 'node:url';
 import type { startServer as StartServer } from '@tabfleet/server';
+import { BENCH_MAX_ACTIVE_JOBS } from './config';
 import type { FromServer, ToServer } from './messages';
 
 // With a Redis URL and a node id: one of several nodes sharing that Redis (as `main.ts --redis URL --node ID`).
@@ -34,7 +35,10 @@ try {
   // request bucket either (each Socket.IO connection takes two tokens of it, its engine handshake and
   // its namespace's).
   const server = await startServer({
-    port: 0, host: '127.0.0.1', dataDir, token, redisUrl, nodeId, addressLimits: { connections: 100_000, jobShare: 1 }, httpRateLimit: { perSecond: 100_000, burst: 100_000 },
+    port: 0, host: '127.0.0.1', dataDir, token, redisUrl, nodeId,
+    // Jobs of 100 members: 10,000 volunteers on a node take 100 jobs, 20,000 on two nodes 200 (the
+    // default limit, LIMITS.maxActiveJobs = 64, stopped the steps at 6,400 volunteers).
+    maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, addressLimits: { connections: 100_000, jobShare: 1 }, httpRateLimit: { perSecond: 100_000, burst: 100_000 },
     networkRules: false,
   });
   process.on('message', (m: ToServer) => {

@@ -87,6 +87,8 @@ export interface ServerOptions {
   httpRateLimit?: HttpRateLimit;
   /** How long checkpoint and shard tickets stay valid (default 10 min). */
   ticketLifetimeMs?: number;
+  /** Unfinished jobs at once, across the cluster (default LIMITS.maxActiveJobs, 64): researchers' jobs, not volunteers, are what it bounds. */
+  maxActiveJobs?: number;
   /** Which checkpoints the SQLite store keeps (default DEFAULT_CHECKPOINT_RETENTION). */
   checkpointRetention?: CheckpointRetention;
 }
@@ -222,7 +224,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     networkRules: opts.networkRules ?? DEFAULT_NETWORK_RULES,
     replicationRate: opts.replicationRate,
   };
-  const hub = new JobHub(deps, cluster);
+  const hub = new JobHub(deps, cluster, opts.maxActiveJobs);
   await hub.start();
   const volunteerNsp = attachVolunteerNamespace(io, hub, store, { maxConnectionsPerAddress, count: deps.count, log });
   attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, failedToken: (address) => edge.failedAuth(address), count: deps.count, log });

@@ -40,6 +40,8 @@ export class JobHub {
   constructor(
     private readonly deps: CoordinatorDeps,
     private readonly cluster: Cluster,
+    /** Unfinished jobs at once, across the cluster (default LIMITS.maxActiveJobs). */
+    private readonly maxActiveJobs: number = LIMITS.maxActiveJobs,
   ) {
     cluster.serve((call) => this.serveLocal(call));
   }
@@ -131,7 +133,7 @@ export class JobHub {
     }
     await check?.(parsed.data);
     const active = (await this.deps.store.listJobs()).filter((j) => !isEnded(j)).length;
-    if (active >= LIMITS.maxActiveJobs) throw new ProtocolError('capacity', `already ${active} unfinished jobs (limit ${LIMITS.maxActiveJobs})`);
+    if (active >= this.maxActiveJobs) throw new ProtocolError('capacity', `already ${active} unfinished jobs (limit ${this.maxActiveJobs})`);
     const spec: JobSpec = parsed.data;
     const now = this.deps.clock.now();
     const record: JobRecord = {
