@@ -30,6 +30,8 @@ export class JobHub {
   private cancelSweep: (() => void) | null = null;
   /** The sweep under way, if any (close waits for it). */
   private sweeping: Promise<void> | null = null;
+  /** Any sweep under way, the periodic one or one a call started (callers share it). */
+  private sweepInFlight: Promise<void> | null = null;
   /** Set by close(): nothing is adopted or dispatched any more. */
   private closed = false;
 
@@ -57,7 +59,20 @@ export class JobHub {
     loop();
   }
 
-  private async sweep(): Promise<void> {
+  /**
+   * One sweep at a time: callers while one runs share it. Every event for a job nobody holds starts a
+   * sweep (dispatch), and in the two-node coordinator bench at 10,000 volunteers the events of one job
+   * whose lease had lapsed started hundreds at once, each loading the job's coordinator and checkpoint,
+   * until the node ran out of heap (SIGABRT).
+   */
+  private sweep(): Promise<void> {
+    this.sweepInFlight ??= this.sweepOnce().finally(() => {
+      this.sweepInFlight = null;
+    });
+    return this.sweepInFlight;
+  }
+
+  private async sweepOnce(): Promise<void> {
     if (this.closed) return;
     const jobs = (await this.deps.store.listJobs()).filter((job) => !isEnded(job) && !this.creating.has(job.id));
     // Every lease renewed (or taken) at once: one after the other, a busy node's renewals of many jobs
