@@ -22,7 +22,7 @@ function checkDistribution(d: Json, where: string, min = 0): void {
   assert.ok(d.p50 <= d.p90 && d.p90 <= d.p99 && d.p99 <= d.max, `${where}: percentiles in order`);
 }
 
-test('npm run bench -- coordinator --quick writes a complete coordinator JSON', { timeout: 120_000 }, async (t) => {
+test('npm run bench -- coordinator --quick writes a complete coordinator JSON', { timeout: 150_000 }, async (t) => {
   const out = join(dir, 'coordinator.json');
   const runs = 2;
   const code = await runBench(['coordinator', '--quick', '--runs', String(runs), '--out', out], t.signal);
@@ -35,7 +35,8 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
   assert.deepEqual(r.options.steps, cfg.steps);
   assert.ok(r.machine.cores >= 1 && r.machine.cpuModel.length > 0);
   assert.equal(typeof r.machine.note, 'string');
-  for (const k of ['begin_ms', 'commit_ms', 'round_ms', 'percentiles', 'barrier_server_ms', 'volunteers', 'kb_per_volunteer', 'held', 'max_volunteers']) assert.equal(typeof r.definitions[k], 'string', `definitions.${k}`);
+  const defined = ['begin_ms', 'commit_ms', 'round_ms', 'percentiles', 'barrier_server_ms', 'volunteers', 'kb_per_volunteer', 'held', 'max_volunteers', 'max_volunteers_two_nodes'];
+  for (const k of defined) assert.equal(typeof r.definitions[k], 'string', `definitions.${k}`);
   assert.ok(r.server.baseline.rssBytes > 0);
   assert.equal(r.failure, null, `no step broke off: ${r.stopReason}`);
   assert.equal(r.options.jobSpec.checkpointEvery, undefined, 'jobs checkpoint at the job default');
@@ -107,6 +108,29 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
     assert.equal(r.summary.commit_p99_ms, top.round.commit.p99);
     assert.equal(r.summary.kb_per_volunteer, top.memory.kbPerVolunteer);
   }
-  assert.deepEqual(r.summary.goal, { volunteers: 5000, p99Ms: 250, kbPerVolunteer: 20 });
-  for (const k of ['volunteers', 'round_p99', 'kb_per_volunteer']) assert.equal(typeof r.summary.meets_goal[k], 'boolean');
+  // Issue 35's goal, fixed there: 10,000 on one node and 20,000 on two, p99 under 250 ms, at most 16 KiB each.
+  assert.deepEqual(r.summary.goal, { volunteers: 10_000, twoNodeVolunteers: 20_000, p99Ms: 250, kbPerVolunteer: 16 });
+  for (const k of ['volunteers', 'round_p99', 'kb_per_volunteer', 'two_nodes_volunteers']) assert.equal(typeof r.summary.meets_goal[k], 'boolean');
+
+  // What measured it: the commit, when, the command and how long (bench/machine.ts runRecord).
+  assert.match(r.commit, /^[0-9a-f]{40}(-dirty)?$/);
+  assert.ok(Date.parse(r.date) > 0 && r.durationMs > 0 && r.command.startsWith('npm run bench -- coordinator'));
+
+  // Two server nodes on a real redis-server: each step held, its volunteers counted over both nodes.
+  const two: Json = r.twoNodes;
+  assert.equal(two.nodes, 2);
+  assert.equal(two.store, 'redis');
+  assert.equal(two.failure, null, `two nodes: ${two.stopReason}`);
+  assert.deepEqual(two.steps.map((s: Json) => s.volunteers), cfg.twoNodes.steps);
+  for (const s of two.steps as Json[]) {
+    assert.equal(s.held, true, `two nodes, step ${s.volunteers} held: ${s.problems.join('; ')}`);
+    checkDistribution(s.round.whole, `two nodes, step ${s.volunteers} round.whole`);
+    for (const w of s.windows as Json[]) {
+      assert.equal(w.server.volunteersConnected, s.volunteers, 'both nodes\' volunteers counted');
+      assert.ok(w.server.redisCpuPercent !== null && w.server.redisCpuPercent >= 0, 'the redis-server\'s CPU is measured');
+    }
+  }
+  const topTwo = two.steps.filter((s: Json) => s.held && s.round.whole.p99 < 250).at(-1);
+  assert.equal(r.summary.max_volunteers_two_nodes, topTwo?.volunteers ?? 0);
+  assert.equal(two.summary.max_volunteers, r.summary.max_volunteers_two_nodes);
 });

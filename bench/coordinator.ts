@@ -1,24 +1,32 @@
 // `npm run bench -- coordinator`: how many simulated volunteers one server node holds while they
 // heartbeat and run rounds, how long a round waits on the server, and what a connection costs it.
 //
-// Files: config.ts (steps, behaviour, job spec), child.ts (forked processes), step.ts (ramp and
-// windows of one step), report.ts (figures, summary, definitions), http.ts (/metrics, job creation),
-// client.ts + signaling.ts (the simulated volunteers), server-process.ts (the server node).
+// Files: config.ts (steps, behaviour, job spec, the goal), child.ts (forked processes), nodes.ts (the
+// server side: one node, or several on a redis-server), step.ts (ramp and windows of one step),
+// report.ts (figures, summary, definitions), http.ts (/metrics, job creation), client.ts +
+// signaling.ts (the simulated volunteers), server-process.ts (a server node).
 //
-// Processes: the server node (bench/coordinator/server-process.ts: `startServer()` as
-// server/src/main.ts runs it, on 127.0.0.1, a free port and a fresh data directory) and client
-// processes (bench/coordinator/client.ts) holding up to `perProcess` socket.io-client connections
-// each, all forked by this one. Volunteers are added in steps (500, 1000, 2000, 5000, 6400); each step
-// creates jobs of `jobSize` members for the new volunteers (minWorkers = maxWorkers = jobSize, so a
-// job's first round waits for all of them; localsgd, H = 1, targetSteps large so jobs do not end,
-// checkpointEvery at the job default), lets the clients join them, then measures `runs` windows.
-// Every member of a job sits in one client process; jobs of earlier steps keep running meanwhile.
+// Two phases, each with fresh processes. One node: the server (bench/coordinator/server-process.ts:
+// `startServer()` as server/src/main.ts runs it, on 127.0.0.1, a free port and a fresh data
+// directory, SQLite). Two nodes: two such servers with `redisUrl` and a node id each, sharing one real
+// redis-server (store, job leases, calls between nodes, the Socket.IO Redis adapter), as main.ts
+// --redis runs several nodes; jobs are created on the nodes in turn, each node owns the jobs it
+// created, and a job's members connect to its node (the cluster would route events from another
+// node over Redis, but a volunteer sent to the owner costs no call between nodes). Client processes
+// (bench/coordinator/client.ts) hold up to `perProcess` socket.io-client connections each, all forked
+// by this one. Volunteers are added in steps (one node: 500, 1000, 2000, 3000, 4000, 5000, 7500,
+// 10,000; two nodes: 2000 to 10,000 by 2000, 15,000, 20,000); each step creates jobs of `jobSize` members for the new
+// volunteers (minWorkers = maxWorkers = jobSize, so a job's first round waits for all of them;
+// localsgd, H = 1, targetSteps large so jobs do not end, checkpointEvery at the job default), lets
+// the clients join them, then measures `runs` windows. Every member of a job sits in one client
+// process; jobs of earlier steps keep running meanwhile. A phase stops after a step not held, or held
+// with a whole-round p99 over 4 × the goal (`stopOverGoalFactor`), or when its time budget is spent.
 //
 // Each volunteer "trains" for `trainMs` (uniform) after each commit, sends round:ready; after
 // round:begin it signals new ring neighbours through the server (as a real tab's WebRTC transport
 // does) and "allreduces" for `allreduceMs`, sends round:result; the round's uploader uploads a
 // checkpoint of the model's real size; a volunteer told to load a checkpoint downloads it over HTTP;
-// and each heartbeats `status` every `heartbeatMs`.
+// and each heartbeats `status` every `heartbeatMs` (2 s, acked, as packages/worker/src/runtime.ts does).
 //
 // Definitions (also written into the JSON, see report.ts DEFINITIONS):
 // - the round as a member sees it, both halves: begin = the LAST member of its job sent
@@ -36,153 +44,214 @@
 // - a step is held when every volunteer was admitted to its job, the server's
 //   `tabfleet_volunteers_connected` equals N, and in every window no connection dropped, no job ended
 //   and every job committed at least one round. max_volunteers is the largest step held whose whole
-//   round's pooled p99 is under 250 ms.
+//   round's pooled p99 is under 250 ms; max_volunteers_two_nodes the same on two nodes. Issue 35's goal:
+//   10,000 on one node and 20,000 on two, at most 16 KiB of RSS per volunteer.
 //
 // Bounded: every wait has a time limit, the whole run a budget (it stops ramping and reports what it
 // measured), and all processes are killed at the end, on failure too. Loopback only.
 //
-// For investigating (none is needed for a normal run): TABFLEET_BENCH_COORDINATOR_STEPS=500,2000
-// (other steps), TABFLEET_BENCH_COORDINATOR_ROUND_ACKS=0 (volunteers send round:ready/round:result
-// without asking for an ack), TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir> (V8 CPU profile of the server),
-// TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS=<dir> (server heap snapshot after each step),
+// For investigating (none is needed for a normal run): TABFLEET_BENCH_COORDINATOR_STEPS=500,2000 and
+// TABFLEET_BENCH_COORDINATOR_TWO_NODE_STEPS=2000 (other steps; 0: skip that phase),
+// TABFLEET_BENCH_COORDINATOR_ROUND_ACKS=0 (volunteers send round:ready/round:result without asking
+// for an ack), TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir> (V8 CPU profile of each server),
+// TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS=<dir> (server heap snapshots after each step),
 // TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS / _SERVER_LOG (e.g. "--trace-gc" and where its output
 // goes), TABFLEET_BENCH_COORDINATOR_SERVER_APP=<copy of server/src/app.ts> (measure a modified server).
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { LIMITS, ROUND_TIMING } from '@tabfleet/protocol';
-import { Child, type ClientChild, type ServerChild } from './coordinator/child';
-import { benchJobSpec, coordinatorConfig } from './coordinator/config';
-import type { FromClient, FromServer, ToClient, ToServer } from './coordinator/messages';
-import { DEFINITIONS, summarize, type StepReport } from './coordinator/report';
+import { ROUND_TIMING } from '@tabfleet/protocol';
+import { Child, type ClientChild } from './coordinator/child';
+import { benchJobSpec, coordinatorConfig, type CoordinatorBenchConfig } from './coordinator/config';
+import type { FromClient, ServerStats, ToClient } from './coordinator/messages';
+import { ServerNodes } from './coordinator/nodes';
+import { DEFINITIONS, summarize, twoNodeSummary, type StepReport } from './coordinator/report';
 import { runStep, sleep, type BenchState } from './coordinator/step';
-import { machineInfo } from './machine';
+import { runRecord } from './machine';
 import type { BenchOptions } from './run';
 
 export { benchJobSpec, coordinatorConfig, type CoordinatorBenchConfig } from './coordinator/config';
 
 const repoRoot = resolve(import.meta.dirname, '..');
 
-export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: string; report: Record<string, unknown> }> {
-  const cfg = coordinatorConfig(opts.runs, opts.quick);
-  const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'coordinator.quick.json' : 'coordinator.json');
-  const t0 = Date.now();
-  const deadline = t0 + cfg.budgetMs;
-  const log = (line: string) => console.log(`[coordinator] ${line}`);
-  log(`${opts.quick ? 'quick mode, ' : ''}steps ${cfg.steps.join(', ')}; ${cfg.jobSize} per job, ≤${cfg.perProcess} per client process; ${cfg.windows} × ${cfg.windowMs} ms windows per step; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+interface Phase {
+  nodes: number;
+  store: 'sqlite' | 'redis';
+  stopReason: string;
+  /** A step that broke off with an error (its figures are not in `steps`). */
+  failure: { volunteers: number; error: string } | null;
+  baseline: ServerStats | null;
+  steps: StepReport[];
+}
 
-  const dataDir = mkdtempSync(join(os.tmpdir(), 'tabfleet-bench-coordinator-'));
-  const token = randomBytes(16).toString('hex');
-  const children: Child<unknown, { type: string }>[] = [];
-  const killAll = () => {
-    for (const c of children) c.kill();
-  };
-  process.once('exit', killAll);
-  const steps: StepReport[] = [];
-  let stopReason = 'all steps done';
-  let failure: { volunteers: number; error: string } | null = null;
+type AnyChild = Child<unknown, { type: string }>;
+
+/** Starts `nodeCount` server nodes (several: on a fresh redis-server) and ramps them through `steps`. */
+async function runPhase(
+  cfg: CoordinatorBenchConfig, nodeCount: number, steps: number[], deadline: number, dataDir: string, token: string, children: AnyChild[], log: (line: string) => void,
+): Promise<Phase> {
+  const phase: Phase = { nodes: nodeCount, store: nodeCount > 1 ? 'redis' : 'sqlite', stopReason: 'all steps done', failure: null, baseline: null, steps: [] };
+  // TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir>: a V8 CPU profile of each server, written when it exits.
+  const profDir = process.env.TABFLEET_BENCH_COORDINATOR_CPU_PROF;
+  // TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS="--trace-gc …": more node flags for the servers, whose
+  // output goes to TABFLEET_BENCH_COORDINATOR_SERVER_LOG (default: the data directory, deleted at the end).
+  const serverArgs = (process.env.TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const logBase = process.env.TABFLEET_BENCH_COORDINATOR_SERVER_LOG ? resolve(process.env.TABFLEET_BENCH_COORDINATOR_SERVER_LOG) : join(dataDir, 'server.log');
+  const snapshotDir = process.env.TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS;
+  if (snapshotDir) mkdirSync(snapshotDir, { recursive: true });
+  const nodes = await ServerNodes.start({
+    count: nodeCount, dataDir: join(dataDir, `${nodeCount}-node`), token,
+    execArgv: [...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(profDir)}`] : []), ...serverArgs],
+    logFile: (i) => (nodeCount > 1 ? `${logBase}.${nodeCount}-node-${i}` : logBase),
+  }, (c) => children.push(c as unknown as AnyChild), log);
+  const clients: ClientChild[] = [];
   try {
-    // TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir>: a V8 CPU profile of the server, written when it exits.
-    const profDir = process.env.TABFLEET_BENCH_COORDINATOR_CPU_PROF;
-    // TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS="--trace-gc …": more node flags for the server, whose
-    // output goes to TABFLEET_BENCH_COORDINATOR_SERVER_LOG (default: its data directory, deleted at the end).
-    const serverArgs = (process.env.TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-    const serverLog = process.env.TABFLEET_BENCH_COORDINATOR_SERVER_LOG ? resolve(process.env.TABFLEET_BENCH_COORDINATOR_SERVER_LOG) : join(dataDir, 'server.log');
-    const snapshotDir = process.env.TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS;
-    if (snapshotDir) mkdirSync(snapshotDir, { recursive: true });
-    const server: ServerChild = new Child<ToServer, FromServer>('server', 'server-process.ts', [dataDir, token], ['--expose-gc', ...(profDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(profDir)}`] : []), ...serverArgs], serverLog);
-    children.push(server as Child<unknown, { type: string }>);
-    const ready = await server.next('ready', 60_000);
-    const url = ready.url;
-    log(`server pid ${ready.pid} at ${url}`);
     // Let start-up garbage go before the baseline (RSS after GC with no volunteers and no jobs).
     await sleep(2000);
-    server.send({ type: 'stats', gc: true });
-    await server.next('stats', 30_000);
+    await nodes.stats(true);
     await sleep(500);
-    server.send({ type: 'stats', gc: true });
-    const baseline = await server.next('stats', 30_000);
-    log(`baseline: RSS ${(baseline.rssBytes / 2 ** 20).toFixed(1)} MiB, heap ${(baseline.heapUsedBytes / 2 ** 20).toFixed(1)} MiB`);
-
-    const clients: ClientChild[] = [];
+    const baseline = await nodes.stats(true);
+    phase.baseline = baseline;
+    log(`baseline: RSS ${(baseline.rssBytes / 2 ** 20).toFixed(1)} MiB, heap ${(baseline.heapUsedBytes / 2 ** 20).toFixed(1)} MiB${nodeCount > 1 ? ` (${nodeCount} nodes and redis-server)` : ''}`);
     const newClient = async () => {
-      const c = Object.assign(new Child<ToClient, FromClient>(`client ${clients.length + 1}`, 'client.ts', [JSON.stringify(cfg.behaviour)], []), { load: 0 });
-      children.push(c as unknown as Child<unknown, { type: string }>);
+      // TABFLEET_BENCH_COORDINATOR_CLIENT_CPU_PROF=<dir>: V8 CPU profiles of the client processes too.
+      const clientProf = process.env.TABFLEET_BENCH_COORDINATOR_CLIENT_CPU_PROF;
+      const execArgv = clientProf ? ['--cpu-prof', `--cpu-prof-dir=${resolve(clientProf)}`] : [];
+      const c = Object.assign(new Child<ToClient, FromClient>(`client ${clients.length + 1}`, 'client.ts', [JSON.stringify(cfg.behaviour)], execArgv), { load: 0 });
+      children.push(c as unknown as AnyChild);
       clients.push(c);
       await c.next('started', 60_000);
       return c;
     };
     const st: BenchState = {
-      cfg, url, token, server, clients, newClient, log, snapshotDir, baseline,
+      cfg, token, nodes, clients, newClient, log, snapshotDir, baseline,
       volunteers: 0, jobCount: 0, previous: { n: 0, rss: baseline.rssBytes, heap: baseline.heapUsedBytes },
     };
-
-    for (const target of cfg.steps) {
+    for (const target of steps) {
       if (target <= st.volunteers) continue;
       // The windows of a step take a known time; the ramp gets what is left of the budget.
       const windowsMs = cfg.settleMs + cfg.windows * (cfg.windowMs + 1000);
       const rampTimeoutMs = Math.min(cfg.behaviour.rampTimeoutMs, deadline - Date.now() - windowsMs);
       if (rampTimeoutMs < 10_000) {
-        stopReason = `time budget of ${cfg.budgetMs} ms used up before the ${target} step`;
+        phase.stopReason = `time budget used up before the ${target} step`;
         break;
       }
       const newJobs = Math.ceil((target - st.volunteers) / cfg.jobSize);
-      if (st.jobCount + newJobs > LIMITS.maxActiveJobs) {
-        stopReason = `${target} volunteers need ${st.jobCount + newJobs} jobs of ≤${cfg.jobSize}; the server allows ${LIMITS.maxActiveJobs}`;
+      if (st.jobCount + newJobs > cfg.maxActiveJobs) {
+        phase.stopReason = `${target} volunteers need ${st.jobCount + newJobs} jobs of ≤${cfg.jobSize}; the servers allow ${cfg.maxActiveJobs}`;
         break;
       }
       try {
         const step = await runStep(st, target, newJobs, rampTimeoutMs);
-        steps.push(step);
+        phase.steps.push(step);
         if (!step.held) {
-          stopReason = `the ${target} step was not held: ${step.problems.join('; ')}`;
+          phase.stopReason = `the ${target} step was not held: ${step.problems.join('; ')}`;
+          break;
+        }
+        if (step.round.whole.p99 > cfg.stopOverGoalFactor * cfg.goal.p99Ms) {
+          phase.stopReason = `the ${target} step's whole-round p99 (${step.round.whole.p99} ms) is over ${cfg.stopOverGoalFactor} × the goal's ${cfg.goal.p99Ms} ms: no larger step is tried`;
           break;
         }
       } catch (e) {
         const message = (e as Error).message;
-        stopReason = `the ${target} step failed: ${message.split('\n')[0]}`;
-        failure = { volunteers: target, error: message.slice(0, 4000) };
-        log(`  ${stopReason}`);
+        phase.stopReason = `the ${target} step failed: ${message.split('\n')[0]}`;
+        phase.failure = { volunteers: target, error: message.slice(0, 4000) };
+        log(`  ${phase.stopReason}`);
         break;
       }
     }
+    // Stop: servers first (no disconnect storm to process), then the clients.
+    await nodes.stop();
+    for (const c of clients) c.send({ type: 'stop' });
+    await Promise.all(clients.map((c) => c.stopped(5_000)));
+  } finally {
+    nodes.kill();
+    for (const c of clients) c.kill();
+  }
+  return phase;
+}
 
+export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: string; report: Record<string, unknown> }> {
+  const cfg = coordinatorConfig(opts.runs, opts.quick);
+  const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'coordinator.quick.json' : 'coordinator.json');
+  const t0 = Date.now();
+  const log = (line: string) => console.log(`[coordinator] ${line}`);
+  log([
+    `${opts.quick ? 'quick mode, ' : ''}one node: steps ${cfg.steps.join(', ')}; ${cfg.twoNodes.nodes} nodes on Redis: steps ${cfg.twoNodes.steps.join(', ')};`,
+    `${cfg.jobSize} per job, ≤${cfg.perProcess} per client process; ${cfg.windows} × ${cfg.windowMs} ms windows per step;`,
+    `load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`,
+  ].join(' '));
+
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'tabfleet-bench-coordinator-'));
+  const token = randomBytes(16).toString('hex');
+  const children: AnyChild[] = [];
+  const killAll = () => {
+    for (const c of children) c.kill();
+  };
+  process.once('exit', killAll);
+  try {
+    const single: Phase = cfg.steps.length
+      ? await runPhase(cfg, 1, cfg.steps, t0 + cfg.budgetMs, dataDir, token, children, log)
+      : { nodes: 1, store: 'sqlite', stopReason: 'no steps', failure: null, baseline: null, steps: [] };
+    log(`one node: ${single.stopReason}`);
+    let two: Phase | null = null;
+    if (cfg.twoNodes.steps.length) {
+      log(`${cfg.twoNodes.nodes} nodes sharing a redis-server:`);
+      const twoLog = (l: string) => log(`[${cfg.twoNodes.nodes} nodes] ${l}`);
+      two = await runPhase(cfg, cfg.twoNodes.nodes, cfg.twoNodes.steps, Date.now() + cfg.twoNodes.budgetMs, dataDir, token, children, twoLog).catch((e: Error) => ({
+        // No redis-server, or a node that did not start: reported, and the one-node figures still written.
+        nodes: cfg.twoNodes.nodes, store: 'redis' as const, stopReason: `could not start: ${e.message.split('\n')[0]}`,
+        failure: { volunteers: 0, error: e.message.slice(0, 4000) }, baseline: null, steps: [],
+      }));
+      log(`${cfg.twoNodes.nodes} nodes: ${two.stopReason}`);
+    }
+    const record = runRecord(t0);
+    const summary = summarize(single.steps, cfg, two?.steps ?? []);
     const report = {
       benchmark: 'coordinator',
       quick: opts.quick,
-      date: new Date().toISOString(),
-      durationMs: Date.now() - t0,
-      stopReason,
-      /** A step that broke off with an error (its figures are not in `steps`). */
-      failure,
+      commit: record.commit,
+      date: record.date,
+      command: record.command,
+      durationMs: record.durationMs,
+      stopReason: single.stopReason,
+      failure: single.failure,
       options: { runs: opts.runs, ...cfg, roundTimeoutMs: ROUND_TIMING.roundTimeoutMs, jobSpec: benchJobSpec(cfg.jobSize, 0) },
       machine: {
-        ...machineInfo(),
-        note: 'The server, every client process and this orchestrator share these cores (and the machine is shared with other work), so client CPU competes with the server: see each window\'s server/clients CPU and event-loop delay.',
+        ...record.machine,
+        note:
+          'The server (or both nodes and the redis-server), every client process and this orchestrator share these cores (and the machine is shared ' +
+          'with other work), so client CPU competes with the server: see each window\'s server/clients/other CPU and event-loop delay.',
       },
       definitions: DEFINITIONS,
-      server: { baseline: { rssBytes: baseline.rssBytes, heapUsedBytes: baseline.heapUsedBytes, heapTotalBytes: baseline.heapTotalBytes, externalBytes: baseline.externalBytes } },
-      steps,
-      summary: summarize(steps, cfg),
+      server: { baseline: baselineOf(single.baseline) },
+      steps: single.steps,
+      twoNodes: two && {
+        nodes: two.nodes, store: two.store, stopReason: two.stopReason, failure: two.failure, server: { baseline: baselineOf(two.baseline) },
+        steps: two.steps, summary: twoNodeSummary(two.steps, cfg),
+      },
+      summary,
     };
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
     const s = report.summary;
-    log(`summary: max_volunteers ${s.max_volunteers} (held: ${s.max_volunteers_held}), round_p99_ms ${s.round_p99_ms} (begin ${s.begin_p99_ms}, commit ${s.commit_p99_ms}), round_p50_ms ${s.round_p50_ms}, kb_per_volunteer ${s.kb_per_volunteer} (goal ${cfg.goal.volunteers}, <${cfg.goal.p99Ms} ms, <${cfg.goal.kbPerVolunteer} KiB)`);
+    log([
+      `summary: max_volunteers ${s.max_volunteers} (held: ${s.max_volunteers_held}), round_p99_ms ${s.round_p99_ms} (begin ${s.begin_p99_ms}, commit ${s.commit_p99_ms}),`,
+      `round_p50_ms ${s.round_p50_ms}, kb_per_volunteer ${s.kb_per_volunteer}; max_volunteers_two_nodes ${s.max_volunteers_two_nodes} (round_p99_ms ${s.two_nodes_round_p99_ms})`,
+      `(goal ${cfg.goal.volunteers} / ${cfg.goal.twoNodeVolunteers}, <${cfg.goal.p99Ms} ms, ≤${cfg.goal.kbPerVolunteer} KiB); ${(record.durationMs / 60_000).toFixed(1)} min`,
+    ].join(' '));
     log(`wrote ${relative(process.cwd(), file) || file}`);
-
-    // Stop: server first (no disconnect storm to process), then the clients.
-    server.send({ type: 'exit' });
-    await server.stopped(5_000);
-    for (const c of clients) c.send({ type: 'stop' });
-    await Promise.all(clients.map((c) => c.stopped(5_000)));
     return { file, report };
   } finally {
     killAll();
     process.removeListener('exit', killAll);
     rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+function baselineOf(b: ServerStats | null) {
+  return b && { rssBytes: b.rssBytes, heapUsedBytes: b.heapUsedBytes, heapTotalBytes: b.heapTotalBytes, externalBytes: b.externalBytes };
 }
 
 export async function run(opts: BenchOptions): Promise<void> {

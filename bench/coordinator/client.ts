@@ -4,7 +4,8 @@
 // checkpoint fetched over HTTP when the event names one) → model:loaded → (simulated training) →
 // round:ready → round:begin → WebRTC signaling with new ring neighbours through the server →
 // (simulated allreduce) → round:result → round:commit (the round's uploader uploads a checkpoint of
-// the model's real size) → … plus a `status` heartbeat. Lighter than SimVolunteer (no event history,
+// the model's real size) → … plus a `status` heartbeat (every 2 s with an ack, as a tab's runtime
+// sends it; one timer per process drives them all). Lighter than SimVolunteer (no event history,
 // no parameter vector, no oracle): a round's result is a fixed checksum, so a process holds ~1000.
 //
 // Every member of a job lives in the same client process, so the process knows when the job's last
@@ -50,6 +51,8 @@ function theModel(): { bytes: Uint8Array; checksum: string } {
 /** Per job: when each sync's `round:ready` messages were sent, to time the barrier. */
 interface JobTrack {
   jobId: string;
+  /** The server node this job's members connect to (the node that owns the job). */
+  url: string;
   members: Volunteer[];
   /** seq → how many members sent ready for it, and when the last one did. */
   ready: Map<number, { count: number; last: number }>;
@@ -65,6 +68,31 @@ interface JobTrack {
 let stopping = false;
 const jobs = new Map<string, JobTrack>();
 const volunteers: Volunteer[] = [];
+
+/**
+ * Heartbeats of every volunteer of this process from one timer (not an interval per volunteer): each
+ * volunteer gets a random slot of HEARTBEAT_SLOT_MS in the period and beats when its slot comes round,
+ * every `heartbeatMs` as a tab does, at a random phase.
+ */
+const HEARTBEAT_SLOT_MS = 100;
+const heartbeatSlots = Math.max(1, Math.round(behaviour.heartbeatMs / HEARTBEAT_SLOT_MS));
+const slotOf = new WeakMap<Volunteer, number>();
+const heartbeats = {
+  slots: Array.from({ length: heartbeatSlots }, () => new Set<Volunteer>()),
+  add(v: Volunteer) {
+    const slot = Math.floor(Math.random() * heartbeatSlots);
+    slotOf.set(v, slot);
+    this.slots[slot].add(v);
+  },
+  delete(v: Volunteer) {
+    const slot = slotOf.get(v);
+    if (slot !== undefined) this.slots[slot].delete(v);
+  },
+};
+let heartbeatTick = 0;
+setInterval(() => {
+  for (const v of heartbeats.slots[heartbeatTick++ % heartbeatSlots]) v.beat();
+}, HEARTBEAT_SLOT_MS).unref();
 const loop = monitorEventLoopDelay({ resolution: 10 });
 loop.enable();
 
@@ -73,7 +101,8 @@ function freshWindow() {
     start: now(), cpu: process.cpuUsage(),
     barrierMs: [] as number[], barrierServerMs: [] as number[], barrierJobMs: [] as number[], deliveryMs: [] as number[], commitMs: [] as number[], roundMs: [] as number[],
     signalsSent: 0, signalsReceived: 0, checkpointsUploaded: 0, checkpointsFetched: 0,
-    roundsBegun: 0, roundsCommitted: 0, roundsReformed: 0, roundsAborted: 0, heartbeatsSent: 0, eventsSent: 0, errors: 0, errorSamples: [] as string[], disconnects: 0, disconnectReasons: {} as Record<string, number>, jobEnds: 0,
+    roundsBegun: 0, roundsCommitted: 0, roundsReformed: 0, roundsAborted: 0, heartbeatsSent: 0, eventsSent: 0, errors: 0, errorSamples: [] as string[],
+    disconnects: 0, disconnectReasons: {} as Record<string, number>, jobEnds: 0,
   };
 }
 let win = freshWindow();
@@ -107,11 +136,10 @@ class Volunteer {
     tally('signalsSent');
     this.emit('signal', { jobId: r.jobId, roundId: r.roundId, to, data });
   });
-  private heartbeat: NodeJS.Timeout | null = null;
   private timers = new Set<NodeJS.Timeout>();
 
-  constructor(url: string, readonly job: JobTrack, private readonly onAdmitted: (ok: boolean, why: string) => void) {
-    this.socket = io(`${url}${NAMESPACES.volunteer}`, {
+  constructor(readonly job: JobTrack, private readonly onAdmitted: (ok: boolean, why: string) => void) {
+    this.socket = io(`${job.url}${NAMESPACES.volunteer}`, {
       auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES },
       transports: ['websocket'],
       forceNew: true,
@@ -204,15 +232,17 @@ class Volunteer {
   }
 
   private startHeartbeat(): void {
-    const beat = () => {
-      win.heartbeatsSent++;
-      win.eventsSent++;
-      // Fire and forget: problems come back as `protocol:error`.
-      this.socket.emit('status', { state: this.round ? 'syncing' : 'training', step: this.step, samplesPerSec: 100, bytesSent: 0, bytesReceived: 0 });
-    };
-    this.later(Math.random() * behaviour.heartbeatMs, () => {
-      beat();
-      this.heartbeat = setInterval(beat, behaviour.heartbeatMs);
+    heartbeats.add(this);
+  }
+
+  /** The worker table's heartbeat, as packages/worker/src/runtime.ts sends it (with an ack callback when `heartbeatAck`). */
+  beat(): void {
+    win.heartbeatsSent++;
+    win.eventsSent++;
+    const status = { state: this.round ? 'syncing' : 'training', hidden: false, step: this.step, samplesPerSec: 100, bytesSent: 0, bytesReceived: 0 };
+    if (!behaviour.heartbeatAck) return void this.socket.emit('status', status); // refusals come back as `protocol:error`
+    this.socket.emit('status', status, (a: Ack) => {
+      if (!a.ok) error(`status: ${a.error.code} ${a.error.message}`);
     });
   }
 
@@ -309,8 +339,7 @@ class Volunteer {
   }
 
   private stopTimers(): void {
-    if (this.heartbeat) clearInterval(this.heartbeat);
-    this.heartbeat = null;
+    heartbeats.delete(this);
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
   }
@@ -322,12 +351,12 @@ class Volunteer {
 }
 
 /** Opens `count` volunteers per job, `connectConcurrency` at a time; resolves when all are admitted or failed. */
-async function add(url: string, wanted: { jobId: string; count: number }[], rampTimeoutMs: number): Promise<AddResult> {
+async function add(wanted: { jobId: string; count: number; url: string }[], rampTimeoutMs: number): Promise<AddResult> {
   const t0 = now();
   const deadline = t0 + rampTimeoutMs;
   const queue: JobTrack[] = [];
-  for (const { jobId, count } of wanted) {
-    const job: JobTrack = { jobId, members: [], ready: new Map(), results: new Map(), begins: new Map(), aborted: new Set(), committedInWindow: false };
+  for (const { jobId, count, url } of wanted) {
+    const job: JobTrack = { jobId, url, members: [], ready: new Map(), results: new Map(), begins: new Map(), aborted: new Set(), committedInWindow: false };
     jobs.set(jobId, job);
     for (let i = 0; i < count; i++) queue.push(job);
   }
@@ -355,7 +384,7 @@ async function add(url: string, wanted: { jobId: string; count: number }[], ramp
         resolve();
       };
       const timer = setTimeout(() => done(false, `not admitted within ${behaviour.joinTimeoutMs} ms`), behaviour.joinTimeoutMs);
-      v = new Volunteer(url, job, done);
+      v = new Volunteer(job, done);
       job.members.push(v);
       volunteers.push(v);
     });
@@ -384,7 +413,8 @@ function collect(): WindowSamples {
     signalsSent: win.signalsSent, signalsReceived: win.signalsReceived, checkpointsUploaded: win.checkpointsUploaded, checkpointsFetched: win.checkpointsFetched,
     totals: { ...totals },
     roundsBegun: win.roundsBegun, roundsCommitted: win.roundsCommitted, roundsReformed: win.roundsReformed, roundsAborted: win.roundsAborted,
-    heartbeatsSent: win.heartbeatsSent, eventsSent: win.eventsSent, errors: win.errors, errorSamples: win.errorSamples, disconnects: win.disconnects, disconnectReasons: win.disconnectReasons, jobEnds: win.jobEnds,
+    heartbeatsSent: win.heartbeatsSent, eventsSent: win.eventsSent, errors: win.errors, errorSamples: win.errorSamples,
+    disconnects: win.disconnects, disconnectReasons: win.disconnectReasons, jobEnds: win.jobEnds,
     connected: volunteers.filter((v) => v.connected).length, jobsProgressing: progressing, jobs: jobs.size,
     loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6, cpuMs: (cpu.user + cpu.system) / 1000,
   };
@@ -394,7 +424,7 @@ function collect(): WindowSamples {
 process.on('message', (m: ToClient) => {
   switch (m.type) {
     case 'add':
-      add(m.url, m.jobs, m.rampTimeoutMs).then(send, (e) => send({ type: 'fatal', message: (e as Error).stack ?? String(e) }));
+      add(m.jobs, m.rampTimeoutMs).then(send, (e) => send({ type: 'fatal', message: (e as Error).stack ?? String(e) }));
       break;
     case 'window':
       win = freshWindow();

@@ -4,10 +4,14 @@ import type { JobSpecInput } from '@tabfleet/protocol';
 import type { ClientBehaviour } from './messages';
 
 export interface CoordinatorBenchConfig {
-  /** Volunteer counts to ramp through, ascending. */
+  /** Volunteer counts to ramp through on one server node, ascending. */
   steps: number[];
+  /** Volunteer counts to ramp through on `twoNodes.nodes` server nodes sharing a redis-server, ascending. */
+  twoNodes: { nodes: number; steps: number[]; budgetMs: number };
   /** Members per job (the last job of a step may be smaller). */
   jobSize: number;
+  /** Unfinished jobs the bench's servers allow (their maxActiveJobs option; the product default is LIMITS.maxActiveJobs = 64). */
+  maxActiveJobs: number;
   /** Most connections one client process holds. */
   perProcess: number;
   /** Measurement windows per step (the `--runs`), and their length. */
@@ -15,25 +19,51 @@ export interface CoordinatorBenchConfig {
   windowMs: number;
   /** Rounds run this long after a step's volunteers are admitted before measuring. */
   settleMs: number;
-  /** Stop ramping (and report) once this much time has passed. */
+  /** Stop ramping the single node (and go on to the two nodes) once this much time has passed. */
   budgetMs: number;
+  /**
+   * Stop ramping a phase after the first step whose pooled whole-round p99 is this many times the
+   * goal's: larger steps could not be under the goal, and the bench's time is better spent on the
+   * next phase. The step is still reported.
+   */
+  stopOverGoalFactor: number;
   behaviour: ClientBehaviour;
-  goal: { volunteers: number; p99Ms: number; kbPerVolunteer: number };
+  /** Issue 35: one node holds `volunteers` at a whole-round p99 under p99Ms and at most kbPerVolunteer of RSS each; two nodes `twoNodeVolunteers`. */
+  goal: { volunteers: number; twoNodeVolunteers: number; p99Ms: number; kbPerVolunteer: number };
+}
+
+/** What server-process.ts passes as maxActiveJobs: 20,000 volunteers in jobs of 100 need 200. */
+export const BENCH_MAX_ACTIVE_JOBS = 256;
+
+export const GOAL = { volunteers: 10_000, twoNodeVolunteers: 20_000, p99Ms: 250, kbPerVolunteer: 16 };
+
+/** TABFLEET_BENCH_COORDINATOR_STEPS / _TWO_NODE_STEPS=a,b,c: other steps, for investigating. */
+function stepsFromEnv(name: string): number[] | undefined {
+  const steps = process.env[name]?.split(',').map(Number).filter((n) => Number.isInteger(n) && n >= 0);
+  return steps?.length ? steps.filter((n) => n > 0) : undefined;
 }
 
 export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenchConfig {
-  const goal = { volunteers: 5000, p99Ms: 250, kbPerVolunteer: 20 };
-  const fromEnv = process.env.TABFLEET_BENCH_COORDINATOR_STEPS?.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  const goal = GOAL;
+  const steps = stepsFromEnv('TABFLEET_BENCH_COORDINATOR_STEPS');
+  const twoNodeSteps = stepsFromEnv('TABFLEET_BENCH_COORDINATOR_TWO_NODE_STEPS');
   const ackRoundEvents = process.env.TABFLEET_BENCH_COORDINATOR_ROUND_ACKS !== '0';
   if (quick) {
     return {
-      steps: fromEnv?.length ? fromEnv : [40, 80], jobSize: 20, perProcess: 40, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, goal,
-      behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatMs: 1000, ackRoundEvents, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
+      steps: steps ?? [40, 80], twoNodes: { nodes: 2, steps: twoNodeSteps ?? [40], budgetMs: 30_000 },
+      jobSize: 20, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 40, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, stopOverGoalFactor: Infinity, goal,
+      behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatMs: 1000, heartbeatAck: true, ackRoundEvents, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
     };
   }
   return {
-    steps: fromEnv?.length ? fromEnv : [500, 1000, 2000, 5000, 6400], jobSize: 100, perProcess: 1000, windows: runs, windowMs: 6000, settleMs: 4000, budgetMs: 8 * 60_000, goal,
-    behaviour: { trainMs: [1000, 3000], allreduceMs: [20, 100], heartbeatMs: 5000, ackRoundEvents, connectConcurrency: 100, joinTimeoutMs: 30_000, rampTimeoutMs: 120_000 },
+    steps: steps ?? [500, 1000, 2000, 3000, 4000, 5000, 7500, 10_000],
+    twoNodes: { nodes: 2, steps: twoNodeSteps ?? [2000, 4000, 6000, 8000, 10_000, 15_000, 20_000], budgetMs: 6 * 60_000 },
+    jobSize: 100, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 1000, windows: runs, windowMs: 6000, settleMs: 4000, budgetMs: 9 * 60_000, stopOverGoalFactor: 4, goal,
+    // A tab's heartbeat: every HEARTBEAT_MS = 2 s, with an ack (packages/worker/src/runtime.ts). Until
+    // 2026-11-28 the bench beat every 5 s without an ack: 2.5 times fewer status events and none of their acks.
+    behaviour: {
+      trainMs: [1000, 3000], allreduceMs: [20, 100], heartbeatMs: 2000, heartbeatAck: true, ackRoundEvents, connectConcurrency: 100, joinTimeoutMs: 30_000, rampTimeoutMs: 120_000,
+    },
   };
 }
 

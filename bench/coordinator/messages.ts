@@ -10,6 +10,8 @@ export interface ClientBehaviour {
   allreduceMs: [number, number];
   /** Interval of the `status` heartbeat each volunteer sends (first one at a random phase). */
   heartbeatMs: number;
+  /** The heartbeat asks for an ack, as a tab's does (packages/worker/src/runtime.ts sendStatus): the server answers each one. */
+  heartbeatAck: boolean;
   /**
    * Ask for an ack on round:ready and round:result (as SimVolunteer does). Without, the server
    * answers only refusals (`protocol:error`): two fewer frames per member and round.
@@ -25,7 +27,7 @@ export interface ClientBehaviour {
 
 export type ToClient =
   /** Stops opening connections `rampTimeoutMs` after this arrives (the rest count as failed). */
-  | { type: 'add'; url: string; jobs: { jobId: string; count: number }[]; rampTimeoutMs: number }
+  | { type: 'add'; jobs: { jobId: string; count: number; url: string }[]; rampTimeoutMs: number }
   /** Starts a measurement window: samples and counters are reset. */
   | { type: 'window' }
   /** Ends the window and replies with `samples`. */
@@ -111,6 +113,10 @@ export interface ServerStats {
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
   gc: boolean;
+  /** Several nodes (summed above): each node's own figures. */
+  nodes?: { rssBytes: number; heapUsedBytes: number; cpuMs: number }[];
+  /** Several nodes: the redis-server's CPU since the previous stats and its RSS (both included in the sums above). */
+  redis?: { cpuMs: number; rssBytes: number };
 }
 
 export type FromServer = { type: 'ready'; url: string; pid: number } | ServerStats | { type: 'snapshot'; file: string } | { type: 'fatal'; message: string };

@@ -52,7 +52,9 @@ export interface WindowReport {
   jobsProgressing: number;
   /** CPU in % of one core; the server's memory and connection count from its /metrics (null: no answer within 15 s). */
   server: {
+    /** CPU in % of one core, summed over the nodes and, with several, the redis-server (its own share in redisCpuPercent). */
     cpuPercent: number;
+    redisCpuPercent: number | null;
     /** Server CPU time per event the volunteers sent (µs): its cost per unit of work, which CPU contention inflates far less than latency. */
     cpuUsPerEvent: number;
     loopDelayP50Ms: number; loopDelayP99Ms: number; loopDelayMaxMs: number; rssBytes: number | null; heapUsedBytes: number | null; volunteersConnected: number | null;
@@ -120,17 +122,40 @@ export interface StepReport {
 export const r2 = (x: number) => Math.round(x * 100) / 100;
 
 export const DEFINITIONS = {
-  begin_ms: 'The begin half of a round, per member per round: the member received round:begin − the LAST member of its job sent round:ready (both stamped in the one client process holding the whole job, epoch clock with sub-ms resolution). Server barrier work (and, after a checkpointing round, the wait for the upload to be stored) + loopback delivery + the client event loop reaching the message. Re-formed rounds (after an abort) are not sampled.',
+  begin_ms:
+    'The begin half of a round, per member per round: the member received round:begin − the LAST member of its job sent round:ready (both stamped ' +
+    'in the one client process holding the whole job, epoch clock with sub-ms resolution). Server barrier work (and, after a checkpointing round, ' +
+    'the wait for the upload to be stored) + loopback delivery + the client event loop reaching the message. Re-formed rounds (after an abort) ' +
+    'are not sampled.',
   commit_ms: 'The commit half of a round, per member per round: the member received round:commit − the LAST member of its job sent round:result (same clock and process as begin_ms).',
-  round_ms: "The whole round as a member waits on the server, per member per round with both halves sampled: begin_ms + commit_ms. The members' own training (trainMs) and collective (WebRTC signaling with new neighbours through the server, then allreduceMs) are not in it.",
+  round_ms:
+    "The whole round as a member waits on the server, per member per round with both halves sampled: begin_ms + commit_ms. The members' own " +
+    "training (trainMs) and collective (WebRTC signaling with new neighbours through the server, then allreduceMs) are not in it.",
   percentiles: 'Nearest rank over every sample of the step (all windows pooled), not a median of per-window figures; windows[] keep their own distributions.',
-  barrier_server_ms: "Per round: the server's begin time (round:begin `began`, server Date.now(), 1 ms resolution) − the job's last round:ready sent. The inbound part of begin_ms: socket + parse + zod + coordinator until it began the round. Can read up to 1 ms below 0 (the server's clock is in whole ms).",
+  barrier_server_ms:
+    "Per round: the server's begin time (round:begin `began`, server Date.now(), 1 ms resolution) − the job's last round:ready sent. The inbound " +
+    "part of begin_ms: socket + parse + zod + coordinator until it began the round. Can read up to 1 ms below 0 (the server's clock is in whole " +
+    "ms).",
   delivery_ms: "Per round: first member's receipt of round:begin − the server's begin time. The outbound part of begin_ms (emits to every member, loopback, client event loop).",
   barrier_job_ms: 'Per round: the LAST member of the job received round:begin − the last round:ready sent (the whole ring can start).',
-  volunteers: "Simulated: a real socket.io-client connection each; on model:load with a URL they download the checkpoint over HTTP; ring members signal new neighbours through the server as packages/collective/src/webrtc.ts does (offer + candidate, answer + candidate, links kept across rounds); the job checkpoints at its default checkpointEvery and the round's uploader uploads the model's real size (mlp-fashion, f32).",
-  kb_per_volunteer: '(server RSS after a forced full GC at N volunteers − server RSS after a forced full GC with no volunteers and no jobs) ÷ N, in KiB (1024 bytes). Jobs (coordinators) created for those volunteers are included.',
+  volunteers:
+    "Simulated: a real socket.io-client connection each; on model:load with a URL they download the checkpoint over HTTP; ring members signal new " +
+    "neighbours through the server as packages/collective/src/webrtc.ts does (offer + candidate, answer + candidate, links kept across rounds); " +
+    "the job checkpoints at its default checkpointEvery and the round's uploader uploads the model's real size (mlp-fashion, f32); each sends the " +
+    "worker table's status heartbeat every behaviour.heartbeatMs with an ack when behaviour.heartbeatAck, as a tab's runtime does (every 2 s, acked).",
+  kb_per_volunteer:
+    '(server RSS after a forced full GC at N volunteers − server RSS after a forced full GC with no volunteers and no jobs) ÷ N, in KiB (1024 ' +
+    'bytes). Jobs (coordinators) created for those volunteers are included.',
   held: "Every volunteer of the step admitted; the server's tabfleet_volunteers_connected = N; in every window no disconnects, no job:end, every job committed ≥ 1 round.",
   max_volunteers: "The largest step held whose round_ms p99 (pooled over the step) is under goal.p99Ms.",
+  max_volunteers_two_nodes:
+    "max_volunteers of twoNodes: two server nodes started as main.ts --redis runs them, sharing one real redis-server (store, job leases, the " +
+    "Socket.IO Redis adapter). Each job is created on the nodes in turn and so owned by its node; its members connect to that node. Held, " +
+    "volunteers connected (summed over the nodes) and round_ms as for one node; kb_per_volunteer there counts both nodes' RSS and the " +
+    "redis-server's.",
+  stop_over_goal:
+    'A phase stops ramping after a step held whose pooled whole-round p99 is over options.stopOverGoalFactor × goal.p99Ms (stopReason says so): ' +
+    'larger steps could not count, and the bench\'s time goes to the next phase.',
 };
 
 /** Busy and total jiffies of all CPUs since boot (Linux /proc/stat), or null elsewhere. */
@@ -180,7 +205,9 @@ export function windowReport(samples: WindowSamples[], st: ServerStats, metrics:
     connected: sum('connected'),
     jobsProgressing: sum('jobsProgressing'),
     server: {
-      cpuPercent: serverCpu, cpuUsPerEvent: r2((1000 * st.cpuMs) / Math.max(1, sum('eventsSent'))), loopDelayP50Ms: r2(st.loopDelayP50Ms), loopDelayP99Ms: r2(st.loopDelayP99Ms), loopDelayMaxMs: r2(st.loopDelayMaxMs),
+      redisCpuPercent: st.redis ? r2((100 * st.redis.cpuMs) / st.wallMs) : null,
+      cpuPercent: serverCpu, cpuUsPerEvent: r2((1000 * st.cpuMs) / Math.max(1, sum('eventsSent'))),
+      loopDelayP50Ms: r2(st.loopDelayP50Ms), loopDelayP99Ms: r2(st.loopDelayP99Ms), loopDelayMaxMs: r2(st.loopDelayMaxMs),
       rssBytes: metrics?.rssBytes ?? null, heapUsedBytes: metrics?.heapUsedBytes ?? null, volunteersConnected: metrics?.volunteersConnected ?? null,
     },
     clients: {
@@ -194,7 +221,8 @@ export function windowReport(samples: WindowSamples[], st: ServerStats, metrics:
 }
 
 export function stepReport(
-  n: number, jobs: number, clientProcesses: number, added: AddResult[], rampMs: number, timeline: RampPoint[], rampSamples: WindowSamples[], windows: WindowReport[], mem: ServerStats, baseline: ServerStats,
+  n: number, jobs: number, clientProcesses: number, added: AddResult[], rampMs: number, timeline: RampPoint[], rampSamples: WindowSamples[], windows: WindowReport[],
+  mem: ServerStats, baseline: ServerStats,
   previous: { n: number; rss: number; heap: number }, problems: string[], errorSamples: string[], pooled: WindowSamples[], goalP99Ms: number,
 ): StepReport {
   const all = (k: 'barrierMs' | 'commitMs' | 'roundMs' | 'barrierServerMs' | 'deliveryMs' | 'barrierJobMs') => distribution(pooled.flatMap((s) => s[k]));
@@ -251,11 +279,12 @@ export function stepReport(
   };
 }
 
-export function summarize(steps: StepReport[], cfg: CoordinatorBenchConfig) {
+export function summarize(steps: StepReport[], cfg: CoordinatorBenchConfig, twoNodeSteps: StepReport[]) {
   const passing = steps.filter((s) => s.held && s.underGoal);
   const top = passing[passing.length - 1];
   const largestHeld = steps.filter((s) => s.held).at(-1);
   const atGoal = steps.find((s) => s.volunteers === cfg.goal.volunteers);
+  const two = twoNodeSummary(twoNodeSteps, cfg);
   return {
     /** Largest step held whose whole round's pooled p99 is under goal.p99Ms (0 when none). */
     max_volunteers: top?.volunteers ?? 0,
@@ -272,15 +301,38 @@ export function summarize(steps: StepReport[], cfg: CoordinatorBenchConfig) {
     heap_kb_per_volunteer: top?.memory.heapKbPerVolunteer ?? null,
     server_cpu_percent: top?.server.cpuPercent ?? null,
     rounds_per_sec: top?.roundsPerSec ?? null,
+    /** The same figure on two server nodes sharing a redis-server (twoNodes.steps). */
+    max_volunteers_two_nodes: two.max_volunteers,
+    two_nodes_round_p99_ms: two.round_p99_ms,
+    two_nodes_kb_per_volunteer: two.kb_per_volunteer,
     goal: cfg.goal,
     /** The figures at the goal's volunteer count, when that step ran. */
     at_goal: atGoal
-      ? { volunteers: atGoal.volunteers, held: atGoal.held, round_p99_ms: atGoal.round.whole.p99, begin_p99_ms: atGoal.round.begin.p99, commit_p99_ms: atGoal.round.commit.p99, kb_per_volunteer: atGoal.memory.kbPerVolunteer }
+      ? {
+        volunteers: atGoal.volunteers, held: atGoal.held, round_p99_ms: atGoal.round.whole.p99, begin_p99_ms: atGoal.round.begin.p99, commit_p99_ms: atGoal.round.commit.p99,
+        kb_per_volunteer: atGoal.memory.kbPerVolunteer,
+      }
       : null,
     meets_goal: {
       volunteers: (top?.volunteers ?? 0) >= cfg.goal.volunteers,
       round_p99: atGoal ? atGoal.held && atGoal.underGoal : false,
-      kb_per_volunteer: atGoal ? atGoal.memory.kbPerVolunteer < cfg.goal.kbPerVolunteer : false,
+      kb_per_volunteer: atGoal ? atGoal.memory.kbPerVolunteer <= cfg.goal.kbPerVolunteer : false,
+      two_nodes_volunteers: two.max_volunteers >= cfg.goal.twoNodeVolunteers,
     },
+  };
+}
+
+/** The two-node phase's figures: its largest step held under the p99 goal, and that step's round and memory. */
+export function twoNodeSummary(steps: StepReport[], cfg: CoordinatorBenchConfig) {
+  const top = steps.filter((s) => s.held && s.underGoal).at(-1);
+  return {
+    max_volunteers: top?.volunteers ?? 0,
+    max_volunteers_held: steps.filter((s) => s.held).at(-1)?.volunteers ?? 0,
+    round_p99_ms: top?.round.whole.p99 ?? null,
+    round_p50_ms: top?.round.whole.p50 ?? null,
+    /** Both nodes' RSS and the redis-server's, after GC, baseline subtracted, per volunteer (KiB). */
+    kb_per_volunteer: top?.memory.kbPerVolunteer ?? null,
+    server_cpu_percent: top?.server.cpuPercent ?? null,
+    goal_volunteers: cfg.goal.twoNodeVolunteers,
   };
 }

@@ -1,5 +1,6 @@
-// The server node under test, forked by bench/coordinator.ts: `startServer()` with the options
-// server/src/main.ts passes (loopback, a free port, a fresh data directory), plus an IPC channel so
+// A server node under test, forked by bench/coordinator.ts: `startServer()` with the options
+// server/src/main.ts passes (loopback, a free port, a fresh data directory, and for several nodes
+// the shared Redis and a node id), plus an IPC channel so
 // the benchmark can ask for memory after a forced GC (`--expose-gc`), CPU time and event-loop delay
 // of this process (and heap snapshots, for TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS). Nothing of
 // the server is changed; the process exits when its parent goes away.
@@ -7,11 +8,13 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { pathToFileURL } from 'node:url';
 import type { startServer as StartServer } from '@tabfleet/server';
+import { BENCH_MAX_ACTIVE_JOBS } from './config';
 import type { FromServer, ToServer } from './messages';
 
-const [dataDir, token] = process.argv.slice(2);
+// With a Redis URL and a node id: one of several nodes sharing that Redis (as `main.ts --redis URL --node ID`).
+const [dataDir, token, redisUrl, nodeId] = process.argv.slice(2);
 if (!dataDir || !token || !process.send) {
-  console.error('usage: forked by bench/coordinator.ts with <dataDir> <token>');
+  console.error('usage: forked by bench/coordinator.ts with <dataDir> <token> [<redisUrl> <nodeId>]');
   process.exit(2);
 }
 const send = (m: FromServer) => process.send?.(m);
@@ -32,7 +35,10 @@ try {
   // request bucket either (each Socket.IO connection takes two tokens of it, its engine handshake and
   // its namespace's).
   const server = await startServer({
-    port: 0, host: '127.0.0.1', dataDir, token, addressLimits: { connections: 100_000, jobShare: 1 }, httpRateLimit: { perSecond: 100_000, burst: 100_000 },
+    port: 0, host: '127.0.0.1', dataDir, token, redisUrl, nodeId,
+    // Jobs of 100 members: 10,000 volunteers on a node take 100 jobs, 20,000 on two nodes 200 (the
+    // default limit, LIMITS.maxActiveJobs = 64, stopped the steps at 6,400 volunteers).
+    maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, addressLimits: { connections: 100_000, jobShare: 1 }, httpRateLimit: { perSecond: 100_000, burst: 100_000 },
     networkRules: false,
   });
   process.on('message', (m: ToServer) => {

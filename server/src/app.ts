@@ -8,6 +8,7 @@ import { Server } from 'socket.io';
 import { loadSecrets, type Secrets } from './auth';
 import { LocalCluster, type Cluster } from './cluster/cluster';
 import { JobHub } from './cluster/hub';
+import { DashboardWatch } from './cluster/watch';
 import type { CoordinatorDeps, Timing } from './coordinator/types';
 import { DEFAULT_NETWORK_RULES, type NetworkRules } from './coordinator/standing';
 import { realClock, type Clock } from './coordinator/types';
@@ -88,6 +89,8 @@ export interface ServerOptions {
   httpRateLimit?: HttpRateLimit;
   /** How long checkpoint and shard tickets stay valid (default 10 min). */
   ticketLifetimeMs?: number;
+  /** Unfinished jobs at once, across the cluster (default LIMITS.maxActiveJobs, 64): researchers' jobs, not volunteers, are what it bounds. */
+  maxActiveJobs?: number;
   /** Which checkpoints the SQLite store keeps (default DEFAULT_CHECKPOINT_RETENTION). */
   checkpointRetention?: CheckpointRetention;
 }
@@ -146,6 +149,10 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     // the connection cap (one message in flight each: the decoder takes one attachment per packet).
     maxHttpBufferSize: LIMITS.maxSocketMessageBytes,
     serveClient: false,
+    // Stated, not left to defaults (Socket.IO's memory guide): a deflate context per WebSocket costs
+    // hundreds of KiB, and events are small JSON; polling bodies are not compressed either.
+    perMessageDeflate: false,
+    httpCompression: false,
     pingInterval: 10_000,
     pingTimeout: 20_000,
     ...edge.serverOptions(),
@@ -157,6 +164,23 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   io.of('/').use((_socket, next) => next(Object.assign(new Error('no such namespace: connect to /volunteer or /dashboard'), { data: { code: 'unknown_event' } })));
   const volunteers = io.of(NAMESPACES.volunteer);
   const dashboards = io.of(NAMESPACES.dashboard);
+  // Several nodes: the rooms dashboards here are in (a job's, or all jobs'), shared with the other nodes.
+  const watchedHere = new Set<string>();
+  const watch = opts.redisUrl ? new DashboardWatch(cluster, realClock, () => watchedHere, log) : null;
+  if (watch) {
+    const dashboardRoom = (room: unknown): room is string => typeof room === 'string' && (room === ALL_JOBS_ROOM || room.startsWith(jobRoom('')));
+    dashboards.adapter.on('create-room', (room) => {
+      if (!dashboardRoom(room)) return;
+      watchedHere.add(room);
+      watch.changed();
+    });
+    dashboards.adapter.on('delete-room', (room) => {
+      if (!dashboardRoom(room)) return;
+      watchedHere.delete(room);
+      watch.changed();
+    });
+    watch.start();
+  }
   let url = '';
   // Where volunteers fetch checkpoints and shards: the public URL, the listen URL, or (listening on
   // every interface with no public URL) paths the worker resolves against the server it connected to.
@@ -167,13 +191,26 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     store,
     clock: opts.clock ?? realClock,
     timing: { ...ROUND_TIMING, ...opts.timing },
-    toVolunteer: (ids, event, ...args) => void volunteers.to(Array.isArray(ids) ? ids.map(volunteerRoom) : volunteerRoom(ids)).emit(event, ...args),
+    toVolunteer: (ids, event, ...args) => {
+      const rooms = Array.isArray(ids) ? ids.map(volunteerRoom) : [volunteerRoom(ids)];
+      if (!opts.redisUrl) return void volunteers.to(rooms).emit(event, ...args);
+      // With Redis, an emit to rooms is published to every node, which each decode it and look for the
+      // rooms. A volunteer is connected to one node: those connected here get it directly, and only an
+      // emit with members elsewhere is published (to those rooms alone).
+      const here: string[] = [];
+      const elsewhere: string[] = [];
+      for (const room of rooms) (volunteers.adapter.rooms.has(room) ? here : elsewhere).push(room);
+      if (here.length) volunteers.local.to(here).emit(event, ...args);
+      if (elsewhere.length) volunteers.to(elsewhere).emit(event, ...args);
+    },
     toDashboards: (jobId, event, ...args) => {
       const rooms = event === 'job:update' ? [jobRoom(jobId), ALL_JOBS_ROOM] : [jobRoom(jobId)];
-      dashboards.to(rooms).emit(event, ...args);
+      // With Redis, published only where some node has a dashboard in one of the rooms.
+      const watchedRooms = watch ? rooms.filter((r) => watch.watched(r)) : rooms;
+      if (watchedRooms.length) dashboards.to(watchedRooms).emit(event, ...args);
     },
-    // With Redis the watching dashboard may be on another node, so always assume one.
-    watched: (jobId) => !!opts.redisUrl || (dashboards.adapter.rooms.get(jobRoom(jobId))?.size ?? 0) > 0,
+    // With Redis the watching dashboard may be on another node: each node announces what its own watch.
+    watched: (jobId) => (watch ? watch.watched(jobRoom(jobId)) : (dashboards.adapter.rooms.get(jobRoom(jobId))?.size ?? 0) > 0),
     checkpointUrl: (jobId, seq) => `${publicBase()}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
     shardUrl: (jobId, spec, index, count) => {
       if (spec.dataset === 'fashion-mnist') return `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed)}`;
@@ -189,7 +226,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     networkRules: opts.networkRules ?? DEFAULT_NETWORK_RULES,
     replicationRate: opts.replicationRate,
   };
-  const hub = new JobHub(deps, cluster);
+  const hub = new JobHub(deps, cluster, opts.maxActiveJobs);
   await hub.start();
   const volunteerNsp = attachVolunteerNamespace(io, hub, store, { maxConnectionsPerAddress, count: deps.count, log });
   attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, failedToken: (address) => edge.failedAuth(address), count: deps.count, log });
@@ -270,6 +307,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       if (closed) return;
       closed = true;
       volunteerNsp.close();
+      watch?.stop();
       await hub.close();
       const httpClosed = new Promise<void>((r) => io.close(() => r()));
       // Downloads still streaming would hold the close open; a closed server owes them nothing.

@@ -15,6 +15,7 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
   --operator T  who runs it, shown to volunteers (default $TABFLEET_OPERATOR, else not shown)
   --address-connections N   volunteer connections one address may hold (default 32)
   --address-job-share F     share (0-1] of a job's slots one address may hold (default 0.5)
+  --max-active-jobs N       unfinished jobs at once, across the cluster (default 64)
   --network-prefix V4,V6    prefix lengths that make one network (default 24,48): in untrusted jobs one
                 network is never a majority of the members or two seats of a quorum; 'off' where every
                 volunteer is this machine's
@@ -31,7 +32,7 @@ the dashboard removes the token from the address bar and keeps it for the tab on
 const { values } = parseArgs({
   options: {
     port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' },
-    'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, 'network-prefix': { type: 'string' },
+    'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, 'network-prefix': { type: 'string' }, 'max-active-jobs': { type: 'string' },
     'public-url': { type: 'string' }, 'allow-origin': { type: 'string', multiple: true }, 'allow-host': { type: 'string', multiple: true },
     help: { type: 'boolean', short: 'h' },
   },
@@ -53,6 +54,12 @@ if ((connections !== undefined && !(Number.isInteger(connections) && connections
   process.exit(2);
 }
 
+const maxActiveJobs = values['max-active-jobs'] === undefined ? undefined : Number(values['max-active-jobs']);
+if (maxActiveJobs !== undefined && !(Number.isInteger(maxActiveJobs) && maxActiveJobs >= 1)) {
+  console.error(`bad --max-active-jobs ${values['max-active-jobs']}\n${USAGE}`);
+  process.exit(2);
+}
+
 const prefix = values['network-prefix'];
 const prefixMatch = prefix === undefined || prefix === 'off' ? null : /^(\d+),(\d+)$/.exec(prefix);
 if (prefix !== undefined && prefix !== 'off' && !(prefixMatch && Number(prefixMatch[1]) <= 32 && Number(prefixMatch[2]) <= 128)) {
@@ -68,6 +75,7 @@ if (publicUrl !== undefined && !/^https?:\/\/[^/?#]+\/?$/.test(publicUrl)) {
 }
 const server = await startServer({
   addressLimits: { connections, jobShare },
+  maxActiveJobs,
   networkRules,
   port,
   host: values.host,

@@ -18,10 +18,10 @@ export type HubReply = { ok: true; value: unknown } | { ok: false; error: { code
  * started on a node (at its start, or adopting it from a node that went away): volunteers that were
  * members of it under the old coordinator are members no more, and must join again.
  */
-export interface ClusterNews {
-  kind: 'job-created' | 'job-loaded';
-  jobId: string;
-}
+export type ClusterNews =
+  | { kind: 'job-created' | 'job-loaded'; jobId: string }
+  /** The rooms dashboards on `nodeId` are in (watch.ts), sent when they change and periodically. */
+  | { kind: 'watching'; nodeId: string; rooms: string[] };
 
 export interface Cluster {
   readonly nodeId: string;

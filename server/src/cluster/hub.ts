@@ -25,9 +25,13 @@ export const OWNERSHIP_SWEEP_MS = 2_000;
 
 export class JobHub {
   private readonly coordinators = new Map<string, JobCoordinator>();
+  /** Jobs being created on this node (leased, not yet in `coordinators`): the sweep leaves them alone. */
+  private readonly creating = new Set<string>();
   private cancelSweep: (() => void) | null = null;
   /** The sweep under way, if any (close waits for it). */
   private sweeping: Promise<void> | null = null;
+  /** Any sweep under way, the periodic one or one a call started (callers share it). */
+  private sweepInFlight: Promise<void> | null = null;
   /** Set by close(): nothing is adopted or dispatched any more. */
   private closed = false;
 
@@ -38,6 +42,8 @@ export class JobHub {
   constructor(
     private readonly deps: CoordinatorDeps,
     private readonly cluster: Cluster,
+    /** Unfinished jobs at once, across the cluster (default LIMITS.maxActiveJobs). */
+    private readonly maxActiveJobs: number = LIMITS.maxActiveJobs,
   ) {
     cluster.serve((call) => this.serveLocal(call));
   }
@@ -53,19 +59,41 @@ export class JobHub {
     loop();
   }
 
-  private async sweep(): Promise<void> {
+  /**
+   * One sweep at a time: callers while one runs share it. Every event for a job nobody holds starts a
+   * sweep (dispatch), and in the two-node coordinator bench at 10,000 volunteers the events of one job
+   * whose lease had lapsed started hundreds at once, each loading the job's coordinator and checkpoint,
+   * until the node ran out of heap (SIGABRT).
+   */
+  private sweep(): Promise<void> {
+    this.sweepInFlight ??= this.sweepOnce().finally(() => {
+      this.sweepInFlight = null;
+    });
+    return this.sweepInFlight;
+  }
+
+  private async sweepOnce(): Promise<void> {
     if (this.closed) return;
-    for (const job of await this.deps.store.listJobs()) {
-      if (isEnded(job)) continue;
+    const jobs = (await this.deps.store.listJobs()).filter((job) => !isEnded(job) && !this.creating.has(job.id));
+    // Every lease renewed (or taken) at once: one after the other, a busy node's renewals of many jobs
+    // could outlast the lease.
+    const claims = await Promise.all(jobs.map((job) => (this.coordinators.get(job.id)?.ended ? false : this.cluster.claim(job.id))));
+    for (const [i, job] of jobs.entries()) {
       const owned = this.coordinators.get(job.id);
       if (owned?.ended) {
         this.coordinators.delete(job.id);
         await this.cluster.release(job.id);
         continue;
       }
-      if (await this.cluster.claim(job.id)) {
+      if (claims[i]) {
         if (!owned) {
-          this.coordinators.set(job.id, await JobCoordinator.load(job, this.deps));
+          const loaded = await JobCoordinator.load(job, this.deps);
+          // A sweep that ran beside this one (dispatch starts one for a job nobody holds) got there first.
+          if (this.coordinators.has(job.id)) {
+            loaded.release();
+            continue;
+          }
+          this.coordinators.set(job.id, loaded);
           // Adopted (or resumed): a coordinator that died with its node held the members; they join again.
           await this.cluster.broadcast({ kind: 'job-loaded', jobId: job.id });
         }
@@ -120,14 +148,26 @@ export class JobHub {
     }
     await check?.(parsed.data);
     const active = (await this.deps.store.listJobs()).filter((j) => !isEnded(j)).length;
-    if (active >= LIMITS.maxActiveJobs) throw new ProtocolError('capacity', `already ${active} unfinished jobs (limit ${LIMITS.maxActiveJobs})`);
+    if (active >= this.maxActiveJobs) throw new ProtocolError('capacity', `already ${active} unfinished jobs (limit ${this.maxActiveJobs})`);
     const spec: JobSpec = parsed.data;
     const now = this.deps.clock.now();
-    const record: JobRecord = { id: `job-${randomBytes(5).toString('hex')}`, name: spec.name ?? `${spec.preset} ${spec.strategy}`, spec, state: 'waiting', createdAt: now, updatedAt: now, seq: 0, step: 0 };
-    await this.deps.store.createJob(record);
-    await this.cluster.claim(record.id);
-    const c = await JobCoordinator.load(record, this.deps);
-    this.coordinators.set(record.id, c);
+    const record: JobRecord = {
+      id: `job-${randomBytes(5).toString('hex')}`, name: spec.name ?? `${spec.preset} ${spec.strategy}`, spec, state: 'waiting', createdAt: now, updatedAt: now, seq: 0, step: 0,
+    };
+    // The lease first: another node's ownership sweep lists the stored jobs and claims any nobody holds,
+    // so a job stored before its lease could be adopted there mid-creation (measured: in the two-node
+    // coordinator bench half the jobs moved, and their volunteers were told to rejoin).
+    if (!(await this.cluster.claim(record.id))) throw new ProtocolError('conflict', `job id ${record.id} is already leased`);
+    // And this node's own sweep must not load a second coordinator for it while this one loads.
+    this.creating.add(record.id);
+    let c: JobCoordinator;
+    try {
+      await this.deps.store.createJob(record);
+      c = await JobCoordinator.load(record, this.deps);
+      this.coordinators.set(record.id, c);
+    } finally {
+      this.creating.delete(record.id);
+    }
     this.deps.log(`job ${record.id} created: ${record.name}`);
     await this.cluster.broadcast({ kind: 'job-created', jobId: record.id });
     return c.summary();

@@ -52,6 +52,8 @@ export interface EdgeOptions {
 /** An engine.io connection, as far as this file uses it. */
 interface EngineConnection {
   remoteAddress: string;
+  /** The handshake's HTTP request: engine.io keeps it for the connection's life unless dropped. */
+  request?: unknown;
   readyState: string;
   close(): void;
   once(event: 'close', listener: () => void): void;
@@ -110,6 +112,15 @@ export class SocketEdge {
 
   private onConnection(conn: EngineConnection): void {
     const address = conn.remoteAddress;
+    // Socket.IO's memory guide: engine.io holds the handshake request (headers, socket, parser state)
+    // for as long as the connection lives. Nothing here reads it after this point: the address is
+    // `remoteAddress` (copied by engine.io at the handshake), Host, Origin and the rate check ran in
+    // allowRequest, and namespace handshakes read only `handshake.auth` and `handshake.address`.
+    // engine.io's WebSocketResponse still holds the request through a listener on the TCP socket until
+    // it closes; what makes it large (its headers, raw and parsed, the query) is let go here.
+    const req = conn.request as { rawHeaders: string[]; headers: object; url: string; _query?: object } | null | undefined;
+    if (req) Object.assign(req, { rawHeaders: [], headers: {}, url: '', _query: {} });
+    conn.request = null;
     const held = (this.held.get(address) ?? 0) + 1;
     this.held.set(address, held);
     conn.once('close', () => {

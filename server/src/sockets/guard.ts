@@ -41,7 +41,8 @@ export class TokenBucket {
   }
 }
 
-export type Handler = (payload: never) => Promise<object | void> | object | void;
+/** An event's handler: its parsed payload, and the socket it came on (so one set of handlers serves every socket). */
+export type Handler = (payload: never, socket: Socket) => Promise<object | void> | object | void;
 
 export interface GuardOptions {
   schemas: Record<string, z.ZodType>;
@@ -91,7 +92,7 @@ export function guardSocket(socket: Socket, opts: GuardOptions): void {
       return refuse(e as ProtocolError);
     }
     Promise.resolve()
-      .then(() => opts.handlers[name](payload as never))
+      .then(() => opts.handlers[name](payload as never, socket))
       .then((result) => reply({ ok: true, ...(result ?? {}) }))
       .catch((e: unknown) => {
         if (e instanceof ProtocolError) return refuse(e);

@@ -79,6 +79,15 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     else connectionsByAddress.delete(address);
   };
 
+  // Its own scope: the listener it makes keeps only the address alive, not the handshake's state.
+  const releaser = (address: string) => {
+    let released = false;
+    return () => {
+      if (!released) release(address);
+      released = true;
+    };
+  };
+
   nsp.use((socket, next) => {
     const auth = socket.handshake.auth as { protocol?: unknown };
     if (auth?.protocol !== PROTOCOL_VERSION) {
@@ -101,11 +110,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     connectionsByAddress.set(address, held + 1);
     // Released once, whichever comes first: a refused handshake, the socket's disconnect, or the
     // connection closing mid-handshake (no disconnect follows a socket that never connected).
-    let released = false;
-    const releaseOnce = () => {
-      if (!released) release(address);
-      released = true;
-    };
+    const releaseOnce = releaser(address);
     socket.once('disconnect', releaseOnce);
     socket.conn.once('close', releaseOnce);
     const fail = (e: Error) => {
@@ -156,67 +161,77 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     }
   };
 
+  // One set of handlers for every socket (each takes the socket it serves): a closure per event and
+  // socket would cost every connection about 2 KiB of heap.
+  const dataOf = (socket: Socket) => socket.data as VolunteerData;
+  const toJob = <E extends VolunteerEventName>(name: E) => async (p: VolunteerEventParsed<E>, socket: Socket) => {
+    const d = dataOf(socket);
+    const jobId = (p as { jobId: string }).jobId;
+    if (d.jobId !== jobId && d.assigning) await d.assigning.catch(() => {});
+    if (d.jobId !== jobId) throw new ProtocolError(d.jobId ? 'not_member' : 'unknown_job', `this volunteer is not in job ${jobId}`);
+    return hub.event(jobId, d.volunteerId, name, p);
+  };
+  const handlers: Record<VolunteerEventName, Handler> = {
+    'work:request': async (p: VolunteerEventParsed<'work:request'>, socket: Socket) => {
+      const d = dataOf(socket);
+      if (p.jobId) await hub.summary(p.jobId); // an unknown job is refused before anything changes
+      if (d.jobId) await hub.leave(d.jobId, d.volunteerId, 'asked for other work').catch(() => {});
+      d.jobId = null;
+      d.requestedJob = p.jobId;
+      const assignment = await offerWork(socket);
+      d.waitingForWork = !assignment;
+      return assignment ? { assigned: true, jobId: assignment.job.id } : { assigned: false };
+    },
+    'model:loaded': toJob('model:loaded'),
+    'round:ready': toJob('round:ready'),
+    'round:result': toJob('round:result'),
+    'round:failed': toJob('round:failed'),
+    'round:validation': toJob('round:validation'),
+    'evidence:upload': toJob('evidence:upload'),
+    'replica:upload': toJob('replica:upload'),
+    signal: toJob('signal'),
+    'peers:rtt': toJob('peers:rtt'),
+    'star:update': toJob('star:update'),
+    'checkpoint:upload': toJob('checkpoint:upload'),
+    metrics: toJob('metrics'),
+    status: async (p: VolunteerEventParsed<'status'>, socket: Socket) => {
+      const d = dataOf(socket);
+      if (d.jobId) await hub.status(d.jobId, d.volunteerId, p);
+    },
+    profile: async (p: VolunteerEventParsed<'profile'>, socket: Socket) => {
+      const d = dataOf(socket);
+      if (!d.clientId) throw new ProtocolError('bad_request', 'profile: a display name is kept under a client id: connect with one');
+      const stored = (await store.displayNames([d.clientId])).get(d.clientId) ?? null;
+      if (p.displayName !== stored) {
+        // Clearing a name is free; setting or changing one takes from the address's name writes.
+        const refused = p.displayName === null ? null : nameWriteRefused(d.address);
+        if (refused) throw refused;
+        await store.setDisplayName(d.clientId, p.displayName);
+      }
+      d.displayName = p.displayName;
+      return { displayName: p.displayName };
+    },
+    leave: async (p: VolunteerEventParsed<'leave'>, socket: Socket) => {
+      const d = dataOf(socket);
+      d.waitingForWork = false;
+      if (d.jobId) await hub.leave(d.jobId, d.volunteerId, p.reason || 'left');
+      d.jobId = null;
+    },
+  };
+  const guard = { schemas: VOLUNTEER_EVENTS, handlers, count: opts.count, log: opts.log };
+  function onDisconnect(this: Socket, reason: string): void {
+    const d = dataOf(this);
+    d.waitingForWork = false;
+    // A node shutting down leaves its jobs as stored: the volunteers rejoin wherever they reconnect.
+    if (d.jobId && !hub.closing) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));
+  }
+
   nsp.on('connection', (socket) => {
-    const d = socket.data as VolunteerData;
+    const d = dataOf(socket);
     socket.join(volunteerRoom(d.volunteerId));
     socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now(), displayName: d.displayName });
-
-    const toJob = <E extends VolunteerEventName>(name: E) => async (p: VolunteerEventParsed<E>) => {
-      const jobId = (p as { jobId: string }).jobId;
-      if (d.jobId !== jobId && d.assigning) await d.assigning.catch(() => {});
-      if (d.jobId !== jobId) throw new ProtocolError(d.jobId ? 'not_member' : 'unknown_job', `this volunteer is not in job ${jobId}`);
-      return hub.event(jobId, d.volunteerId, name, p);
-    };
-    const handlers: Record<VolunteerEventName, Handler> = {
-      'work:request': async (p: VolunteerEventParsed<'work:request'>) => {
-        if (p.jobId) await hub.summary(p.jobId); // an unknown job is refused before anything changes
-        if (d.jobId) await hub.leave(d.jobId, d.volunteerId, 'asked for other work').catch(() => {});
-        d.jobId = null;
-        d.requestedJob = p.jobId;
-        const assignment = await offerWork(socket);
-        d.waitingForWork = !assignment;
-        return assignment ? { assigned: true, jobId: assignment.job.id } : { assigned: false };
-      },
-      'model:loaded': toJob('model:loaded'),
-      'round:ready': toJob('round:ready'),
-      'round:result': toJob('round:result'),
-      'round:failed': toJob('round:failed'),
-      'round:validation': toJob('round:validation'),
-      'evidence:upload': toJob('evidence:upload'),
-      'replica:upload': toJob('replica:upload'),
-      signal: toJob('signal'),
-      'peers:rtt': toJob('peers:rtt'),
-      'star:update': toJob('star:update'),
-      'checkpoint:upload': toJob('checkpoint:upload'),
-      metrics: toJob('metrics'),
-      status: async (p: VolunteerEventParsed<'status'>) => {
-        if (d.jobId) await hub.status(d.jobId, d.volunteerId, p);
-      },
-      profile: async (p: VolunteerEventParsed<'profile'>) => {
-        if (!d.clientId) throw new ProtocolError('bad_request', 'profile: a display name is kept under a client id: connect with one');
-        const stored = (await store.displayNames([d.clientId])).get(d.clientId) ?? null;
-        if (p.displayName !== stored) {
-          // Clearing a name is free; setting or changing one takes from the address's name writes.
-          const refused = p.displayName === null ? null : nameWriteRefused(d.address);
-          if (refused) throw refused;
-          await store.setDisplayName(d.clientId, p.displayName);
-        }
-        d.displayName = p.displayName;
-        return { displayName: p.displayName };
-      },
-      leave: async (p: VolunteerEventParsed<'leave'>) => {
-        d.waitingForWork = false;
-        if (d.jobId) await hub.leave(d.jobId, d.volunteerId, p.reason || 'left');
-        d.jobId = null;
-      },
-    };
-    guardSocket(socket, { schemas: VOLUNTEER_EVENTS, handlers, count: opts.count, log: opts.log });
-
-    socket.on('disconnect', (reason) => {
-      d.waitingForWork = false;
-      // A node shutting down leaves its jobs as stored: the volunteers rejoin wherever they reconnect.
-      if (d.jobId && !hub.closing) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));
-    });
+    guardSocket(socket, guard);
+    socket.on('disconnect', onDisconnect);
   });
 
   // Idle volunteers get the next job with room: at once when one is created, and periodically.
