@@ -79,16 +79,23 @@ test('a link cut mid-round: the ring fails with peer_lost, the members report it
   const { exchanger, job, sims, inSync } = await start(4, { trust: 'trusted' });
   await inSync(2);
   const ids = sims.map((s) => s.volunteerId);
-  let cut: [string, string] | null = null;
+  // The link is stalled at an allreduce frame, then dropped once both its ends have begun that round:
+  // a stalled link holds every ring member inside its op, so the drop always lands mid-round. (Dropping
+  // at a frame straight away could land after a member's op had ended; CI once saw no peer_lost then.)
+  let stalled: { from: string; to: string; round: number } | null = null;
   exchanger.net.tap((from, to, frame) => {
-    if (cut || decodeFrame(frame).kind !== 'allreduce' || !ids.includes(from)) return;
-    cut = [from, to];
-    setImmediate(() => exchanger.net.dropLink(from, to));
+    const f = decodeFrame(frame);
+    if (stalled || f.kind !== 'allreduce' || !ids.includes(from)) return;
+    stalled = { from, to, round: f.round };
+    exchanger.net.stall(from, to);
   });
-  await waitFor('the cut', () => cut, 10_000);
+  const link = await waitFor('a stalled link', () => stalled, 10_000);
+  await waitFor(`both ends of ${link.from}→${link.to} in round ${link.round}`, () => exchanger.began(job.id, link.round, [link.from, link.to]), 10_000);
+  exchanger.net.dropLink(link.from, link.to);
+  exchanger.net.setFaults(link.from, link.to, {});
   const seq = Math.max(...sims.map((s) => s.committed.at(-1)!)) + 2;
   await inSync(seq);
-  assert.ok((exchanger.counters.failures.peer_lost ?? 0) >= 2, `failures: ${JSON.stringify(exchanger.counters.failures)}`);
+  assert.ok((exchanger.counters.failures.peer_lost ?? 0) >= 2, `failures: ${JSON.stringify(exchanger.counters.failureSamples)}\n${server.logTail(30)}`);
   const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { outcome: string; detail: string }[];
   const aborted = rounds.filter((r) => r.outcome === 'aborted');
   assert.ok(aborted.some((r) => /peer_lost/.test(r.detail)), `aborted rounds: ${JSON.stringify(aborted)}`);

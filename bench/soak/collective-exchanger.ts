@@ -126,6 +126,12 @@ export class CollectiveExchanger implements Exchanger {
     for (const k of Object.keys(this.counters.wire) as (keyof CollectiveExchangeCounters['wire'])[]) this.counters.wire[k] += c[k];
   }
 
+  /** Whether every one of `members` began its exchange of round `roundId` (among the last few rounds). */
+  began(jobId: string, roundId: number, members: readonly string[]): boolean {
+    const started = this.started.get(`${jobId}/${roundId}`);
+    return !!started && members.every((m) => started.has(m));
+  }
+
   /** Forgets what a volunteer that is gone completed. */
   forget(member: string): void {
     this.completedRounds.delete(member);
