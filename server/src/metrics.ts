@@ -26,7 +26,9 @@ export interface MetricSources {
  */
 const MISNAMED_RUNTIME_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
-const PER_JOB = 'Labelled by job while this node coordinates it (waiting or running): a job\'s series go when it ends or moves to another node.';
+// `job_id`, not `job`: Prometheus gives every series it scrapes a `job` label of its own (the scrape
+// job's name) and would rename ours to `exported_job`.
+const PER_JOB = 'Labelled by job_id while this node coordinates the job (waiting or running): its series go when it ends or moves to another node.';
 
 export class ServerMetrics {
   readonly registry = new Registry();
@@ -63,8 +65,8 @@ export class ServerMetrics {
       for (const state of JOB_STATES) g.set({ state }, states.filter((s) => s === state).length);
     });
     const running = () => sources.runningJobs();
-    gauge(registers, 'tabfleet_job_workers', `Members of the job (volunteers that joined it). ${PER_JOB}`, ['job'], (g) => {
-      for (const j of running()) g.set({ job: j.id }, j.workerCount);
+    gauge(registers, 'tabfleet_job_workers', `Members of the job (volunteers that joined it). ${PER_JOB}`, ['job_id'], (g) => {
+      for (const j of running()) g.set({ job_id: j.id }, j.workerCount);
     });
     jobCounter(registers, 'tabfleet_job_rounds_total', `Syncs of the job by outcome (committed, aborted), as GET /api/jobs/:id/rounds records them, since this node took the job. ${PER_JOB}`,
       ['outcome'], running, (t, add) => {
@@ -116,10 +118,10 @@ function gauge(registers: Registry[], name: string, help: string, labelNames: st
 function jobCounter(registers: Registry[], name: string, help: string, labelNames: string[], running: MetricSources['runningJobs'],
   fill: (tally: JobTally, add: (labels: Record<string, string>, value: number) => void) => void): void {
   const c: Counter = new Counter({
-    name, help, labelNames: ['job', ...labelNames], registers,
+    name, help, labelNames: ['job_id', ...labelNames], registers,
     collect() {
       c.reset();
-      for (const j of running()) fill(j.tally, (labels, value) => c.inc({ job: j.id, ...labels }, value));
+      for (const j of running()) fill(j.tally, (labels, value) => c.inc({ job_id: j.id, ...labels }, value));
     },
   });
 }

@@ -44,7 +44,7 @@ test('promtool accepts a live /metrics with per-job series, which count what the
   assert.ok(sampleValue(samples, 'process_resident_memory_bytes') > 0);
   assert.ok(sampleValue(samples, 'nodejs_heap_size_used_bytes') > 0);
 
-  const perJob = (name: string, labels: Record<string, string> = {}) => sampleValue(samples, name, { job: job.id, ...labels });
+  const perJob = (name: string, labels: Record<string, string> = {}) => sampleValue(samples, name, { job_id: job.id, ...labels });
   const committedSeen = perJob('tabfleet_job_rounds_total', { outcome: 'committed' });
   const abortedSeen = perJob('tabfleet_job_rounds_total', { outcome: 'aborted' });
   // The store is written behind the coordinator: wait until the API has every round /metrics counted.
@@ -80,7 +80,7 @@ test('promtool accepts a live /metrics with per-job series, which count what the
   // Once the job ends, its series are gone: per-job labels only for jobs that run.
   assert.equal((await server.api(`/api/jobs/${job.id}/stop`, { method: 'POST' })).status, 200);
   const afterEnd = await scrape();
-  assert.deepEqual(afterEnd.samples.filter((s) => s.labels.job === job.id), []);
+  assert.deepEqual(afterEnd.samples.filter((s) => s.labels.job_id === job.id), []);
   assert.ok(sampleValue(afterEnd.samples, 'tabfleet_jobs', { state: 'stopped' }) >= 1);
   const recheck = await checkMetrics(afterEnd.text);
   assert.equal(recheck.code, 0, recheck.output);

@@ -23,7 +23,7 @@ import {
   type VolunteerEventParsed,
   type WorkerRow,
 } from '@tabfleet/protocol';
-import type { JobRecord, RoundRecord } from '../store/store';
+import type { JobRecord } from '../store/store';
 import { Admission } from './admission';
 import { Barrier } from './barrier';
 import { Checkpoints, type Fault } from './checkpoints';
@@ -44,6 +44,7 @@ import { starUpdate } from './star-update';
 import { StepPlanner } from './step-planner';
 import { SyncCommits } from './sync-commits';
 import { JobTally, type AbortCause } from './job-tally';
+import { RoundRecords } from './round-records';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
 /** Ring failures within one sync before that sync falls back to the star (server) path. */
@@ -55,6 +56,7 @@ export class JobCoordinator {
   readonly members = new MemberBook();
   /** What /metrics shows of this job while this node runs it. */
   readonly tally = new JobTally();
+  private readonly records: RoundRecords;
   private round: ActiveRound | null = null;
   private nextRoundId: number;
   private ringFailures = 0;
@@ -83,6 +85,7 @@ export class JobCoordinator {
     latestCheckpoint: CheckpointInfo | null,
   ) {
     this.nextRoundId = lastRoundId + 1;
+    this.records = new RoundRecords(job.id, deps, (write) => this.persist(write), this.tally);
     this.contributors = new ContributorLedger(job.id, deps.clock, (records) => this.persist(() => deps.store.saveContributors(records)));
     // The helpers' hosts read the job as it is when they call (it is replaced on every change).
     const self = this;
@@ -122,8 +125,7 @@ export class JobCoordinator {
         if (this.round === r) this.round = null;
       },
       ringFailed: () => this.ringFailures++,
-      saveRound: (r, outcome, detail) => this.saveRound(r, outcome, detail), saveAbort: (r, detail, cause) => this.saveAbort(r, detail, cause),
-      tally: this.tally, persist: (write) => this.persist(write),
+      records: this.records, tally: this.tally, persist: (write) => this.persist(write),
       evict: (id, why, fault) => this.evict(id, why, fault), reload: (m) => this.loads.reload(m), stop: (reason, state) => this.stop(reason, state),
       tryBegin: () => this.tryBegin(), changedWorkers: () => this.changedWorkers(), summary: () => this.summary(),
     });
@@ -168,10 +170,7 @@ export class JobCoordinator {
     const contributors = await deps.store.contributors(job.id);
     // Members when the server stopped are not members now; they rejoin under the same identity.
     c.contributors.restore(contributors, await deps.store.displayNames(contributors.map((x) => x.clientId)));
-    for (const r of rounds.filter((r) => r.outcome === 'running')) {
-      c.persist(() => deps.store.saveRound({ ...r, outcome: 'aborted', endedAt: deps.clock.now(), detail: 'server restarted' }));
-      c.tally.roundEnded('aborted', 'server_restarted');
-    }
+    c.records.abortLeftRunning(rounds);
     if (resumed.seq !== job.seq || resumed.step !== job.step) {
       deps.log(`job ${job.id}: resuming from checkpoint of sync ${resumed.seq} (step ${resumed.step}); sync ${job.seq} was the last committed`);
       c.persist(() => deps.store.updateJob(c.job));
@@ -519,7 +518,7 @@ export class JobCoordinator {
     };
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
-    this.saveRound(this.round, 'running', '');
+    this.records.save(this.round, 'running', '');
     const common = { jobId: this.job.id, seq, mode, began: now, deadline, uploader: this.round.uploader, evaluators: this.round.evaluators };
     if (grouped) {
       // Paced: each group weighs its members' parameters by the steps they took (the weights of its own mean only).
@@ -570,8 +569,8 @@ export class JobCoordinator {
     this.round = null;
     // A Moshpit sync some of whose groups committed stays committed (the job's seq moved with them).
     const someCommitted = (r.groups?.committed().length ?? 0) > 0;
-    if (someCommitted) this.saveRound(r, 'committed', `${r.groups!.summary()}; the rest aborted: ${reason}`);
-    else this.saveAbort(r, reason, cause);
+    if (someCommitted) this.records.save(r, 'committed', `${r.groups!.summary()}; the rest aborted: ${reason}`);
+    else this.records.abort(r, reason, cause);
     if (r.groups) {
       for (const g of r.groups.running()) {
         const to = r.groups.groups[g].filter((id) => !lost.includes(id));
@@ -582,24 +581,6 @@ export class JobCoordinator {
     }
     this.deps.count('rounds_aborted');
     this.deps.log(`job ${this.job.id}: round ${r.roundId} (sync ${r.seq}) aborted: ${reason}`);
-  }
-
-  private saveRound(r: ActiveRound, outcome: 'running' | 'committed', detail: string): void {
-    if (outcome === 'committed') this.tally.roundEnded('committed');
-    this.writeRound(r, outcome, detail);
-  }
-
-  private saveAbort(r: ActiveRound, detail: string, cause: AbortCause): void {
-    this.tally.roundEnded('aborted', cause);
-    this.writeRound(r, 'aborted', detail);
-  }
-
-  private writeRound(r: ActiveRound, outcome: RoundRecord['outcome'], detail: string): void {
-    const record: RoundRecord = {
-      jobId: this.job.id, roundId: r.roundId, seq: r.seq, mode: r.mode, members: r.members, outcome, startedAt: r.startedAt,
-      endedAt: outcome === 'running' ? null : this.deps.clock.now(), detail,
-    };
-    this.persist(() => this.deps.store.saveRound(record));
   }
 
   private persist(write: () => Promise<void> | void): void {

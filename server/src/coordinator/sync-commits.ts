@@ -7,10 +7,11 @@ import { targetStepsOf, type JobSummary } from '@tabfleet/protocol';
 import type { Checkpoints, Fault } from './checkpoints';
 import type { ContributorLedger } from './contributors';
 import type { Deadlines } from './deadlines';
-import type { AbortCause, JobTally } from './job-tally';
+import type { JobTally } from './job-tally';
 import type { JobHost, Member } from './members';
 import { samplesPerStep } from './pacing';
 import type { Replication } from './replication';
+import type { RoundRecords } from './round-records';
 import type { ActiveRound } from './round';
 import type { StepPlanner } from './step-planner';
 import { checksumsOf, syncPoint } from './sync-point';
@@ -28,8 +29,7 @@ export interface CommitHost extends JobHost {
   /** Every group of a Moshpit sync failed: counted as a failed ring sync. */
   ringFailed(): void;
   readonly tally: JobTally;
-  saveRound(r: ActiveRound, outcome: 'running' | 'committed', detail: string): void;
-  saveAbort(r: ActiveRound, detail: string, cause: AbortCause): void;
+  readonly records: RoundRecords;
   persist(write: () => Promise<void> | void): void;
   evict(volunteerId: string, why: string, fault?: Fault): void;
   reload(m: Member): void;
@@ -55,7 +55,7 @@ export class SyncCommits {
       this.host.deps.count('checksum_mismatches');
       this.host.deps.log(`job ${this.host.job.id}: members disagree after sync ${r.seq}: ${checksums.join(', ')}`);
     }
-    this.host.saveRound(r, 'committed', checksums.length === 1 ? checksums[0] : `checksum mismatch: ${checksums.join(',')}`);
+    this.host.records.save(r, 'committed', checksums.length === 1 ? checksums[0] : `checksum mismatch: ${checksums.join(',')}`);
     const point = syncPoint(r.seq, step, now, results, r.members.length);
     this.host.tally.exchanged(results);
     this.host.persist(() => this.host.deps.store.addMetric(this.host.job.id, point));
@@ -154,7 +154,7 @@ export class SyncCommits {
     const committed = gs.committed();
     if (!committed.length) {
       this.host.ringFailed();
-      this.host.saveAbort(r, `every group failed (${gs.groups.length})`, 'groups_failed');
+      this.host.records.abort(r, `every group failed (${gs.groups.length})`, 'groups_failed');
       this.host.deps.count('rounds_aborted');
       this.host.tryBegin();
       return;
@@ -162,7 +162,7 @@ export class SyncCommits {
     const now = this.host.deps.clock.now();
     // The sync's exchange: its slowest group (the next deadline and a paced budget follow it).
     this.host.deadlines.record('round', gs.lastCommitAt! - r.startedAt);
-    this.host.saveRound(r, 'committed', gs.summary());
+    this.host.records.save(r, 'committed', gs.summary());
     const results = committed.flatMap((id) => r.results.get(id) ?? []);
     const point = syncPoint(r.seq, r.step, now, results, committed.length);
     this.host.tally.exchanged(results);
