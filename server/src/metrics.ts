@@ -1,7 +1,8 @@
 // /metrics in the Prometheus text format through prom-client, on a registry of this server's own (a
-// process may run several servers: tests do). Three kinds of series: the event counters of
-// metrics-catalogue.ts, the process and Node runtime metrics prom-client collects, and gauges and
-// per-job counters read at scrape time from the sockets, the store and this node's coordinators.
+// process may run several servers: tests do), never prom-client's global one. Three kinds of series:
+// the event counters of metrics-catalogue.ts, the process and Node runtime metrics prom-client
+// collects (on a registry of the process's, below), and gauges and per-job counters read at scrape
+// time from the sockets, the store and this node's coordinators.
 // Several nodes (Redis): each exports its own; per-job series come from the node that runs the job.
 import { JOB_STATES, type JobState } from '@tabfleet/protocol';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
@@ -26,19 +27,34 @@ export interface MetricSources {
  */
 const MISNAMED_RUNTIME_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
+/**
+ * The runtime metrics, collected once per process: they describe the process, which its servers
+ * share, and prom-client's collectors (a GC observer, an event-loop delay monitor) cannot be stopped,
+ * so one set per server would pile up as a process starts and closes servers.
+ */
+let runtimeRegistry: Registry | null = null;
+function runtimeMetrics(): Registry {
+  if (!runtimeRegistry) {
+    runtimeRegistry = new Registry();
+    collectDefaultMetrics({ register: runtimeRegistry });
+    for (const name of MISNAMED_RUNTIME_GAUGES) runtimeRegistry.removeSingleMetric(name);
+  }
+  return runtimeRegistry;
+}
+
 // `job_id`, not `job`: Prometheus gives every series it scrapes a `job` label of its own (the scrape
 // job's name) and would rename ours to `exported_job`.
 const PER_JOB = 'Labelled by job_id while this node coordinates the job (waiting or running): its series go when it ends or moves to another node.';
 
 export class ServerMetrics {
-  readonly registry = new Registry();
+  /** This server's own series; the runtime's are added at each scrape. */
+  private readonly registry = new Registry();
+  private readonly runtime = runtimeMetrics();
   private readonly counters = new Map<CounterName, Counter>();
   /** The counters' values by name and labels, for `get` (prom-client reads them back only asynchronously). */
   private readonly values = new Map<string, number>();
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry });
-    for (const name of MISNAMED_RUNTIME_GAUGES) this.registry.removeSingleMetric(name);
     for (const [name, spec] of Object.entries(COUNTERS) as [CounterName, (typeof COUNTERS)[CounterName]][]) {
       this.counters.set(name, new Counter({ name: `tabfleet_${name}_total`, help: spec.help, labelNames: spec.labels, registers: [this.registry] }));
     }
@@ -95,7 +111,7 @@ export class ServerMetrics {
   }
 
   render(): Promise<string> {
-    return this.registry.metrics();
+    return Registry.merge([this.runtime, this.registry]).metrics();
   }
 }
 
