@@ -65,17 +65,18 @@ export const watch: Command = {
     const printer = new MetricsPrinter(out, target, () => bar.clear(), () => bar.restore());
     let lastStatus = '';
     for (;;) {
-      const { points } = await client.json<{ points: MetricPoint[] }>('GET', jobPath(id, '/metrics'), undefined, `metrics of ${id}`);
-      printer.print(points);
       const s = status(job, target);
       if (JSON.stringify(s) !== lastStatus) {
-        if (out.json) out.line(s, '');
-        else if (JSON.parse(lastStatus || '{}').state !== job.state) {
+        // Text mode says when the state changes (the end has its own line); JSON says every change of step, sync or volunteers.
+        const changed = JSON.parse(lastStatus || '{}').state !== job.state && !ENDED.has(job.state);
+        if (out.json || changed) {
           bar.clear();
           out.line(s, `${job.id} ${job.state}${job.state === 'waiting' ? ` for ${job.spec.minWorkers} volunteers` : ''}`);
         }
         lastStatus = JSON.stringify(s);
       }
+      const { points } = await client.json<{ points: MetricPoint[] }>('GET', jobPath(id, '/metrics'), undefined, `metrics of ${id}`);
+      printer.print(points);
       bar.update(job.step, { suffix: `  ${job.state}, ${job.workers} volunteers, sync ${job.seq}`, force: true });
       if (ENDED.has(job.state)) break;
       await new Promise((r) => setTimeout(r, intervalS * 1000));
