@@ -75,7 +75,7 @@ export class Progress {
 
   private draw(): void {
     if (!this.tty) return;
-    const line = renderBar(this.label, this.done, this.total, this.unit, this.suffix).slice(0, Math.max(20, (this.tty.columns ?? 80) - 1));
+    const line = renderBar(this.label, this.done, this.total, this.unit, this.suffix).slice(0, Math.max(20, (this.tty.columns || 80) - 1));
     this.tty.write(`\r\x1b[K${line}`);
     this.shown = true;
   }
