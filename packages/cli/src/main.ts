@@ -41,10 +41,10 @@ export function helpText(): string {
     '',
     'Environment:',
     '  TABFLEET_SERVER, TABFLEET_TOKEN  override the stored server URL and researcher token',
-    '  TABFLEET_CONFIG                  the config file (default ~/.config/tabfleet/config.json, written 0600)',
+    '  TABFLEET_CONFIG                  the config file (default ~/.config/tabfleet/config.json, or under $XDG_CONFIG_HOME; 0600)',
     '  NODE_EXTRA_CA_CERTS              a PEM file of extra CAs, for an https:// server with a private CA',
     '',
-    `watch polls the job and its metrics every ${DEFAULT_INTERVAL_S} s (--interval). The token travels as`,
+    `watch polls the job every ${DEFAULT_INTERVAL_S} s (--interval), its metrics when it moved. The token travels as`,
     'Authorization: Bearer; use https:// for any server that is not on this machine.',
   ].join('\n');
 }

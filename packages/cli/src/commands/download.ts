@@ -2,6 +2,7 @@
 // only when its SHA-256 equals the one the server recorded for it.
 import { CHECKPOINT_SHA256_HEADER, CHECKPOINT_SYNC_HEADER, type JobSummary } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { jobPath, networkError } from '../api';
 import type { Command } from '../command';
@@ -51,6 +52,12 @@ export const download: Command = {
       await res.body?.cancel();
       throw new CliError(EXIT.usage, `cannot write ${part}: ${(e as Error).message}`);
     }
+    // Ctrl-C mid-download leaves no partial file behind.
+    const interrupted = () => {
+      rmSync(part, { force: true });
+      process.exit(130);
+    };
+    process.once('SIGINT', interrupted);
     try {
       try {
         for await (const chunk of res.body!) {
@@ -78,6 +85,7 @@ export const download: Command = {
         `${file}: sync ${seq}, ${formatBytes(bytes)}, sha256 ${sha256}${verified ? ' (equals the server\'s)' : ' (not verified)'}`);
       return EXIT.ok;
     } finally {
+      process.off('SIGINT', interrupted);
       await rm(part, { force: true });
     }
   },

@@ -47,6 +47,11 @@ test('a job file that fails the schema is refused with each problem\'s path and 
   const notJson = await runCli(['submit', jobFile('broken.json', '{ "preset": ')], { env });
   assert.equal(notJson.code, 2, shown(notJson));
   assert.match(notJson.stderr, /broken\.json is not valid JSON/);
+  // Valid by the schema, refused by the server (no such upload): its 400 is bad input too.
+  const refused = await runCli(['submit', jobFile('no-upload.json', { ...BASE_JOB, dataset: 'image-upload', upload: 'u-000000000000' }), '--json'], { env });
+  assert.equal(refused.code, 2, shown(refused));
+  assert.equal(jsonOf(refused).error.code, 'bad_request');
+  assert.match(jsonOf(refused).error.message, /^submit: 400 .*u-000000000000/);
   const missing = await runCli(['submit', join(dir, 'no-such.json')], { env });
   assert.equal(missing.code, 2, shown(missing));
   assert.equal(await jobCount(), before, 'no job was created');

@@ -9,6 +9,8 @@ import { formatBytes, type Output } from '../output';
 
 export const DEFAULT_INTERVAL_S = 2;
 const ENDED = new Set(['done', 'stopped', 'failed']);
+/** Polls in a row whose job summary did not change before the metrics are asked for anyway. */
+const QUIET_POLLS_PER_METRICS = 5;
 
 /** A sync's point carries the bytes it sent; an evaluation's does not (the server keys them apart by seq). */
 const kindOf = (p: MetricPoint) => (p.bytesSent === null ? 'eval' : 'sync');
@@ -49,7 +51,7 @@ export const watch: Command = {
   usage: 'tabfleet watch ID [--interval SECONDS]',
   summary: 'follow a job until it ends: loss and accuracy lines, a bar to its target, volunteers',
   help: [
-    `Polls GET /api/jobs/ID and its metrics JSON every --interval seconds (default ${DEFAULT_INTERVAL_S}).`,
+    `Polls GET /api/jobs/ID every --interval seconds (default ${DEFAULT_INTERVAL_S}), and its metrics JSON when the job moved.`,
     'Exit 0 when the job finished (done: its target steps or accuracy); 1 when it was stopped or failed.',
     '--json prints JSON lines: {"event":"metric",…} per sync or evaluation, {"event":"status",…} on a change, {"event":"end",…} last.',
   ],
@@ -63,7 +65,7 @@ export const watch: Command = {
     const target = targetStepsOf(job.spec);
     const bar = out.progress(job.id, target, 'steps');
     const printer = new MetricsPrinter(out, target, () => bar.clear(), () => bar.restore());
-    let lastStatus = '';
+    let lastStatus = '', lastMoved = '', quietPolls = 0;
     for (;;) {
       const s = status(job, target);
       if (JSON.stringify(s) !== lastStatus) {
@@ -75,8 +77,14 @@ export const watch: Command = {
         }
         lastStatus = JSON.stringify(s);
       }
-      const { points } = await client.json<{ points: MetricPoint[] }>('GET', jobPath(id, '/metrics'), undefined, `metrics of ${id}`);
-      printer.print(points);
+      // The metrics JSON holds every point of the job: asked for when the job moved, else every few polls (an evaluation's late vouchers).
+      const moved = JSON.stringify([job.seq, job.step, job.state, job.latestAccuracy, job.updatedAt]);
+      if (moved !== lastMoved || ++quietPolls >= QUIET_POLLS_PER_METRICS || ENDED.has(job.state)) {
+        const { points } = await client.json<{ points: MetricPoint[] }>('GET', jobPath(id, '/metrics'), undefined, `metrics of ${id}`);
+        printer.print(points);
+        lastMoved = moved;
+        quietPolls = 0;
+      }
       bar.update(job.step, { suffix: `  ${job.state}, ${job.workers} volunteers, sync ${job.seq}`, force: true });
       if (ENDED.has(job.state)) break;
       await new Promise((r) => setTimeout(r, intervalS * 1000));
