@@ -2,7 +2,7 @@
 // served from the parent's event loop) with a clean environment: its own HOME and config file, and no
 // TABFLEET_* variables from the caller.
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,9 +21,13 @@ export interface CliHome {
   env: Record<string, string>;
 }
 
-/** A fresh HOME with TABFLEET_CONFIG inside it. */
+const homes: string[] = [];
+process.once('exit', () => homes.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+/** A fresh HOME with TABFLEET_CONFIG inside it (removed when the test process exits). */
 export function cliHome(): CliHome {
   const dir = mkdtempSync(join(tmpdir(), 'tabfleet-cli-'));
+  homes.push(dir);
   const config = join(dir, 'config', 'tabfleet.json');
   return { dir, config, env: { HOME: dir, TABFLEET_CONFIG: config } };
 }
