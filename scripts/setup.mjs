@@ -14,6 +14,8 @@ const debianNeeds = [
   { pkg: 'redis-server', path: '/usr/bin/redis-server' },
   // English text for language models (fortune-mod's data): packages/data/src/node.ts says why this one.
   { pkg: 'fortunes', path: '/usr/share/games/fortunes/people' },
+  // A private CA and a certificate for the CLI's https test (packages/cli/src/commands/https.test.ts).
+  { pkg: 'openssl', path: '/usr/bin/openssl' },
 ];
 
 function run(cmd) {

@@ -332,6 +332,8 @@ export function targetStepsOf(spec: JobSpec): number {
 
 /** Response header of a checkpoint download: the sync whose model the file holds. */
 export const CHECKPOINT_SYNC_HEADER = 'x-tabfleet-sync';
+/** Response header of a checkpoint download: the SHA-256 (hex) the server recorded for the file, which the bytes must hash to. */
+export const CHECKPOINT_SHA256_HEADER = 'x-tabfleet-sha256';
 
 export interface CheckpointInfo {
   seq: number;

@@ -1,6 +1,7 @@
 // The HTTP API: jobs (create, list, detail, stop), metrics as JSON and CSV, rounds, checkpoints as
 // safetensors, /healthz, Prometheus /metrics, the Fashion-MNIST files and the built apps.
-import { CHECKPOINT_SYNC_HEADER, LIMITS, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
+import { CHECKPOINT_SHA256_HEADER, CHECKPOINT_SYNC_HEADER, LIMITS, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Secrets } from '../auth';
@@ -145,6 +146,8 @@ async function sendCheckpoint(ctx: RouteContext, res: ServerResponse, jobId: str
   if (!bytes) throw new ProtocolError('unknown_job', `job ${jobId} has no checkpoint of sync ${seq}`);
   // The sync travels with the bytes: a client that asked for "the latest" knows which one it got.
   res.setHeader(CHECKPOINT_SYNC_HEADER, String(seq));
+  // The store has checked the bytes against the digest it recorded, so their hash is that digest: a client checks its copy against it.
+  res.setHeader(CHECKPOINT_SHA256_HEADER, createHash('sha256').update(bytes).digest('hex'));
   sendBytes(res, 'application/octet-stream', bytes, `${jobId}-sync${seq}.safetensors`);
 }
 
