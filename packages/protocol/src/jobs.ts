@@ -366,7 +366,8 @@ export const jobSpecSchema = jobSpecFieldsSchema
       aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'),
       hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum },
     };
-  });
+  })
+  .meta({ id: 'JobSpec', description: 'A job: only preset is required, every field left out takes its default; the server returns the spec with every default filled in.' });
 
 /** What a researcher posts: only `preset` is required; defaults are filled in by parsing. */
 export type JobSpecInput = z.input<typeof jobSpecSchema>;
