@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { z } from 'zod';
-import { errorBody, healthBody, jobSummaryBody, publicInfoBody, workerRowBody } from '../src/http/api-bodies';
+import { errorBody, healthBody, jobSummaryBody, publicInfoBody, volunteerCreditBody, workerRowBody } from '../src/http/api-bodies';
 import { ROUTE_DOCS } from '../src/http/api-description';
 import { openApiDocument, routeCoverage } from '../src/http/openapi';
 import { ROUTES } from '../src/http/routes';
@@ -69,6 +69,8 @@ test('what the server answers fits the documented schemas', async () => {
   jobSummaryBody.parse(detail.job);
   workerRowBody.array().parse(detail.workers);
   publicInfoBody.parse(await (await fetch(`${server.url}/api/public/info`)).json());
+  const credit = await fetch(`${server.url}/api/public/credit`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ clientId: 'a'.repeat(20) }) });
+  z.strictObject({ credit: volunteerCreditBody.nullable() }).parse(await credit.json());
   const refused = await fetch(`${server.url}/api/jobs`, { headers: { authorization: 'Bearer nope' } });
   assert.equal(refused.status, 401);
   errorBody.parse(await refused.json());

@@ -77,7 +77,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
     method: 'POST', path: '/api/public/credit', auth: 'public', summary: 'A browser\'s own credit over all jobs',
     description: 'The client id travels in the body, so it stays out of URLs and logs.',
     body: { description: 'the browser\'s client id', content: json(creditRequestSchema) },
-    ok: { status: 200, description: 'its totals', content: json(z.strictObject({ credit: volunteerCreditBody })) }, errors: ['bad_request', 'too_large'],
+    ok: { status: 200, description: 'its totals (null before its first sync)', content: json(z.strictObject({ credit: volunteerCreditBody.nullable() })) }, errors: ['bad_request', 'too_large'],
   },
   {
     method: 'GET', path: '/api/openapi.json', auth: 'public', summary: 'This document: the HTTP API as OpenAPI 3.1',
