@@ -12,6 +12,7 @@ const APPS = {
   volunteer: 'apps/volunteer/index.html',
   contributors: 'apps/volunteer/contributors.html',
   dashboard: 'apps/dashboard/index.html',
+  'dashboard-api': 'apps/dashboard/api.html',
 };
 
 const TEST_PAGES = {

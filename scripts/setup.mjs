@@ -15,6 +15,8 @@ const debianNeeds = [
   { pkg: 'redis-server', path: '/usr/bin/redis-server' },
   // English text for language models (fortune-mod's data): packages/data/src/node.ts says why this one.
   { pkg: 'fortunes', path: '/usr/share/games/fortunes/people' },
+  // A private CA and a certificate for the CLI's https test (packages/cli/src/commands/https.test.ts).
+  { pkg: 'openssl', path: '/usr/bin/openssl' },
   // promtool, which checks the server's /metrics in its test (the Prometheus server itself stays unused).
   { pkg: 'prometheus', path: '/usr/bin/promtool' },
 ];

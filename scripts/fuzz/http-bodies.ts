@@ -5,7 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import {
   AGGREGATIONS, COMPRESSIONS, DATASET_TRAIN_SIZES, ERROR_CODES, jobSpecSchema, LIMITS, parseEvent, ProtocolError, STRATEGIES, targetStepsOf,
-  type JobSpec, type JobSpecInput,
+  type JobSpec, type DatasetName, type JobSpecInput,
 } from '@tabfleet/protocol';
 import { startTestServer } from '@tabfleet/server/testing';
 import { mutated } from './bytes';
@@ -21,7 +21,7 @@ const gptArb = fc.integer({ min: 1, max: 4 }).chain((heads) => fc.record({
 }));
 
 /** A model with a dataset it can train on (and what it needs besides: a GPT's shape, a tokenizer, an upload). */
-const modelArb: fc.Arbitrary<Pick<JobSpecInput, 'preset' | 'dataset' | 'gpt' | 'tokenizer' | 'upload'>> = fc.oneof(
+const modelArb: fc.Arbitrary<Pick<JobSpecInput, 'preset' | 'gpt' | 'tokenizer' | 'upload'> & { dataset: DatasetName }> = fc.oneof(
   fc.record({ preset: fc.constantFrom('mlp-fashion' as const, 'cnn-fashion' as const), dataset: fc.constantFrom('fashion-mnist' as const, 'synthetic-blobs' as const) }),
   fc.record({ preset: fc.constant('transformer-char' as const), dataset: fc.constant('text-corpus' as const) }),
   fc.record({ preset: fc.constant('gpt' as const), gpt: gptArb, dataset: fc.constant('text-corpus' as const), tokenizer: fc.constantFrom('chars' as const, 'bytes' as const) }),

@@ -27,7 +27,7 @@ test('job specs are validated with messages that name the field', async () => {
     [{ ...BASE_JOB, preset: 'gpt-5' }, /preset/],
     [{ ...BASE_JOB, strategy: 'ddp', H: 4 }, /H: ddp averages every step/],
     [{ ...BASE_JOB, minWorkers: 5, maxWorkers: 2 }, /minWorkers: must not exceed maxWorkers/],
-    [{ ...BASE_JOB, targetEpochs: 2 }, /exactly one of targetSteps and targetEpochs/],
+    [{ ...BASE_JOB, targetEpochs: 2 }, /at most one of targetSteps and targetEpochs/],
     [{ ...BASE_JOB, hyperparameters: { lr: -1, batchSize: 32 } }, /hyperparameters.lr/],
     [{ ...BASE_JOB, sparsity: 1.5 }, /sparsity/],
     [{ ...BASE_JOB, maxWorkers: LIMITS.maxWorkersPerJob + 1 }, /maxWorkers/],

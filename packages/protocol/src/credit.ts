@@ -22,6 +22,9 @@ export const profileSchema = z.strictObject({ displayName: displayNameSchema.nul
 /** A browser's client id: chosen once, kept in its storage, and never shown on public pages. */
 export const clientIdSchema = z.string().regex(/^[\w-]{16,64}$/, '16 to 64 letters, digits, _ or -');
 
+/** `POST /api/public/credit`: the client id in the body, so it stays out of URLs and logs. */
+export const creditRequestSchema = z.strictObject({ clientId: clientIdSchema }).meta({ id: 'CreditRequest' });
+
 /** Totals the server observed for one identity: in one job, or over all jobs. */
 export interface CreditTotals {
   /** Training examples of the syncs it took part in (steps per sync × batch size each). */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bitsPerByte, jobSpecSchema, targetStepsOf, type JobSpecInput } from './jobs';
+import { bitsPerByte, DEFAULT_GPT, jobSpecSchema, targetStepsOf, type JobSpecInput } from './jobs';
 import { layoutOf } from './models';
 
 const base: JobSpecInput = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 4, hyperparameters: { lr: 0.1, batchSize: 64 }, maxWorkers: 4, targetSteps: 100 };
@@ -58,7 +58,7 @@ test('job specs that cannot run are refused', () => {
   ]) assert.equal(jobSpecSchema.safeParse(bad).success, false, JSON.stringify(bad));
 });
 
-test('a gpt job gives its shape, trains on text, and its tokenizer sets the vocabulary; what cannot run is refused with the reason', () => {
+test('a gpt job has a shape (its own or the default), trains on text, and its tokenizer sets the vocabulary; what cannot run is refused with the reason', () => {
   const gpt: JobSpecInput = { ...base, preset: 'gpt', gpt: { layers: 2, heads: 4, width: 64, context: 32 }, dataset: 'text-corpus' };
   assert.equal(jobSpecSchema.parse(gpt).tokenizer, 'chars');
   assert.equal(jobSpecSchema.parse({ ...gpt, dataset: 'fortunes' }).tokenizer, 'bytes');
@@ -70,7 +70,7 @@ test('a gpt job gives its shape, trains on text, and its tokenizer sets the voca
     assert.equal(r.success, false, JSON.stringify(input));
     return r.error!.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
   };
-  assert.match(refusal({ ...gpt, gpt: undefined }), /gpt: a gpt job gives its shape/);
+  assert.deepEqual(jobSpecSchema.parse({ ...gpt, gpt: undefined }).gpt, DEFAULT_GPT, 'a gpt job that gives no shape gets the default one');
   assert.match(refusal({ ...base, gpt: gpt.gpt }), /only a gpt job has a gpt shape/);
   assert.match(refusal({ ...gpt, dataset: 'fashion-mnist' }), /dataset: gpt trains on text/);
   assert.match(refusal({ ...base, tokenizer: 'bytes' }), /fashion-mnist is not text/);

@@ -104,11 +104,13 @@ export const INNER_OPTIMIZERS = ['sgd', 'adamw', 'lamb'] as const;
 /** Activation recompute: `auto` lets each tab turn it on when its batch would not fit its GPU memory otherwise. */
 export const RECOMPUTE_MODES = ['auto', 'on', 'off'] as const;
 
+export type InnerOptimizer = (typeof INNER_OPTIMIZERS)[number];
+
 export const hyperparametersSchema = z.strictObject({
   /** Default: AdamW for DiLoCo (as its paper), SGD with Nesterov momentum otherwise. */
-  optimizer: z.enum(INNER_OPTIMIZERS).optional(),
-  lr: finite.gt(0).max(10),
-  batchSize: z.number().int().min(1).max(4096),
+  optimizer: z.enum(INNER_OPTIMIZERS).optional().describe('default: adamw for diloco, sgd (Nesterov momentum) otherwise'),
+  lr: finite.gt(0).max(10).optional().describe('default from the optimizer: sgd 0.05, adamw 0.001 (a text model 0.003), lamb 0.02'),
+  batchSize: z.number().int().min(1).max(4096).optional().describe('per step and member; default 32, a gpt 8'),
   momentum: finite.min(0).max(0.999).default(0.9),
   weightDecay: finite.min(0).max(1).default(0),
   /** DiLoCo's outer Nesterov step; defaults from `defaultsFor` (Douillard et al.: lr 0.7, momentum 0.9; a GPT's differ). */
@@ -147,28 +149,57 @@ const GPT_OUTER_STEP = {
   dgc: { outerLr: 1.3, outerMomentum: 0 },
 } as const;
 
-export const jobSpecSchema = z
+/** The data a job that names none trains on: the preset's own (the generated text, always on hand, for the text models). */
+export const PRESET_DATASETS: Record<ModelPresetName, DatasetName> = {
+  'mlp-fashion': 'fashion-mnist', 'cnn-fashion': 'fashion-mnist', 'transformer-char': 'text-corpus', gpt: 'text-corpus',
+};
+/** A gpt job's shape when it gives none: the dashboard's small model. */
+export const DEFAULT_GPT: GptConfig = { layers: 4, heads: 4, width: 128, context: 128 };
+/** The strategy of a job that names none: members train H steps alone, then average their models. */
+export const DEFAULT_STRATEGY: Strategy = 'localsgd';
+/** Steps of a job that gives no target and whose dataset's size the spec cannot know (texts cut by a tokenizer, uploads); others train one epoch. */
+export const DEFAULT_TARGET_STEPS = 1_000;
+
+/**
+ * The inner step of a job that gives none: the optimizer its strategy suits, and a learning rate and
+ * batch for it. SGD's 0.05 lies between what tuning chose on the MLP for DDP (0.1) and LocalSGD
+ * (0.025), bench/results/tuning.json; AdamW's 0.001 is what it chose for DiLoCo; a GPT's AdamW takes
+ * the lm benchmark's 0.003 and LAMB the gpt e2e test's 0.02. A GPT's batch is small: its activations
+ * are large, and each tab splits a batch further only when it must.
+ */
+export function innerDefaults(strategy: Strategy, preset: ModelPresetName, optimizer?: InnerOptimizer): { optimizer: InnerOptimizer; lr: number; batchSize: number } {
+  const kind = optimizer ?? (strategy === 'diloco' ? 'adamw' : 'sgd');
+  const text = preset === 'gpt' || preset === 'transformer-char';
+  const lr = kind === 'sgd' ? 0.05 : kind === 'lamb' ? 0.02 : text ? 3e-3 : 1e-3;
+  return { optimizer: kind, lr, batchSize: preset === 'gpt' ? 8 : 32 };
+}
+
+/**
+ * A job spec names what it changes: every field but `preset` may be left out and takes its default
+ * (the fields' descriptions say which; `fillDefaults` and the final transform fill them in).
+ */
+export const jobSpecFieldsSchema = z
   .strictObject({
     name: z.string().trim().min(1).max(80).optional(),
     preset: z.enum(MODEL_PRESETS),
-    /** The GPT's shape: required with preset `gpt`, refused otherwise. */
-    gpt: gptConfigSchema.optional(),
-    dataset: z.enum(DATASETS),
+    /** The GPT's shape: a gpt job's only, default DEFAULT_GPT. */
+    gpt: gptConfigSchema.optional().describe('gpt jobs only; default { layers: 4, heads: 4, width: 128, context: 128 }'),
+    dataset: z.enum(DATASETS).optional().describe('default: fashion-mnist for the image models, text-corpus for the text models'),
     /** With dataset `text-upload` or `image-upload`: which upload. */
     upload: uploadIdSchema.optional(),
     /** Text datasets only; default `chars` for the generated corpus, `bytes` otherwise. */
-    tokenizer: z.enum(TOKENIZERS).optional(),
-    strategy: z.enum(STRATEGIES),
+    tokenizer: z.enum(TOKENIZERS).optional().describe('text datasets only; default chars for text-corpus, bytes otherwise'),
+    strategy: z.enum(STRATEGIES).optional().describe('default localsgd'),
     /** Local steps between syncs; DDP syncs every step so H must be 1. */
     H: z.number().int().min(1).max(10_000).default(1),
     compression: z.enum(COMPRESSIONS).default('none'),
     /** Final DGC sparsity (fraction of entries not sent); default from `defaultsFor`. */
-    sparsity: finite.min(0).max(0.9999).optional(),
-    hyperparameters: hyperparametersSchema,
+    sparsity: finite.min(0).max(0.9999).optional().describe('DGC only; default 0.999 for ddp, 0.99 otherwise'),
+    hyperparameters: hyperparametersSchema.prefault({}).describe('each field has its default'),
     /** Recompute each block's activations in backward (GPT); every tab also sizes its micro-batch to its memory. */
     recompute: z.enum(RECOMPUTE_MODES).default('auto'),
     /** Default: `defaultPacing` (auto where the job admits it). */
-    pacing: z.enum(PACINGS).optional(),
+    pacing: z.enum(PACINGS).optional().describe('default auto where the job admits it (paced with groupSize, fixed for ddp with an unsplittable batch)'),
     /** Paced jobs: the local compute time each sync aims at; default H steps of the fastest member. */
     roundBudgetMs: z.number().int().min(50).max(600_000).optional(),
     minWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerGroupedJob).default(1),
@@ -193,7 +224,7 @@ export const jobSpecSchema = z
      */
     regionalGroups: z.boolean().default(false),
     /** Stop after this many optimizer steps per worker, or this many epochs of each shard. */
-    targetSteps: z.number().int().min(1).max(10_000_000).optional(),
+    targetSteps: z.number().int().min(1).max(10_000_000).optional().describe('at most one of targetSteps and targetEpochs; neither: 1 epoch, or 1000 steps of a text or upload'),
     targetEpochs: finite.gt(0).max(10_000).optional(),
     /** Optional: finish early once a reported test accuracy reaches this. */
     targetAccuracy: finite.gt(0).max(1).optional(),
@@ -205,21 +236,42 @@ export const jobSpecSchema = z
      */
     trust: z.enum(TRUST_LEVELS).default('untrusted'),
     /** How owners (and the server, for star fallback updates) combine contributions; default centered-clip when untrusted, else mean. */
-    aggregation: z.enum(AGGREGATIONS).optional(),
+    aggregation: z.enum(AGGREGATIONS).optional().describe('default centered-clip when untrusted, mean when trusted'),
     trimFraction: finite.min(0).max(0.45).default(0.1),
     seed: z.number().int().min(0).max(2 ** 31 - 1).default(1),
     checkpointEvery: z.number().int().min(1).max(100_000).default(10),
     /** Evaluate the global model (several members, combined) whenever a sync crosses a multiple of this many steps. */
     evalEverySteps: z.number().int().min(1).max(10_000_000).default(100),
-  })
+  });
+
+/** The sections a spec left out that the checks below read, filled in with their defaults. */
+function fillDefaults(s: z.output<typeof jobSpecFieldsSchema>) {
+  const dataset = s.dataset ?? PRESET_DATASETS[s.preset];
+  const strategy = s.strategy ?? DEFAULT_STRATEGY;
+  const h = s.hyperparameters;
+  const inner = innerDefaults(strategy, s.preset, h.optimizer);
+  const noTarget = s.targetSteps === undefined && s.targetEpochs === undefined;
+  const sized = Number.isFinite(DATASET_TRAIN_SIZES[dataset]);
+  return {
+    ...s,
+    dataset,
+    strategy,
+    gpt: s.gpt ?? (s.preset === 'gpt' ? DEFAULT_GPT : undefined),
+    hyperparameters: { ...h, optimizer: inner.optimizer, lr: h.lr ?? inner.lr, batchSize: h.batchSize ?? inner.batchSize },
+    targetSteps: noTarget && !sized ? DEFAULT_TARGET_STEPS : s.targetSteps,
+    targetEpochs: noTarget && sized ? 1 : s.targetEpochs,
+  };
+}
+
+export const jobSpecSchema = jobSpecFieldsSchema
+  .transform(fillDefaults)
   .superRefine((s, ctx) => {
     if (s.minWorkers > s.maxWorkers) ctx.addIssue({ code: 'custom', path: ['minWorkers'], message: 'must not exceed maxWorkers' });
-    if ((s.targetSteps === undefined) === (s.targetEpochs === undefined)) {
-      ctx.addIssue({ code: 'custom', path: ['targetSteps'], message: 'give exactly one of targetSteps and targetEpochs' });
+    if (s.targetSteps !== undefined && s.targetEpochs !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['targetSteps'], message: 'give at most one of targetSteps and targetEpochs' });
     }
     if (s.strategy === 'ddp' && s.H !== 1) ctx.addIssue({ code: 'custom', path: ['H'], message: 'ddp averages every step: H must be 1' });
     const text = (TEXT_DATASETS as readonly string[]).includes(s.dataset);
-    if (s.preset === 'gpt' && !s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: 'a gpt job gives its shape: { layers, heads, width, context }' });
     if (s.preset !== 'gpt' && s.gpt) ctx.addIssue({ code: 'custom', path: ['gpt'], message: `only a gpt job has a gpt shape (this one is ${s.preset})` });
     if ((s.preset === 'mlp-fashion' || s.preset === 'cnn-fashion') && text) {
       ctx.addIssue({ code: 'custom', path: ['dataset'], message: `${s.preset} classifies images: fashion-mnist, synthetic-blobs or image-upload` });
@@ -314,9 +366,10 @@ export const jobSpecSchema = z
       aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'),
       hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum },
     };
-  });
+  })
+  .meta({ id: 'JobSpec', description: 'A job: only preset is required, every field left out takes its default; the server returns the spec with every default filled in.' });
 
-/** What a researcher posts; defaults are filled in by parsing. */
+/** What a researcher posts: only `preset` is required; defaults are filled in by parsing. */
 export type JobSpecInput = z.input<typeof jobSpecSchema>;
 export type JobSpec = z.output<typeof jobSpecSchema>;
 
@@ -332,6 +385,8 @@ export function targetStepsOf(spec: JobSpec): number {
 
 /** Response header of a checkpoint download: the sync whose model the file holds. */
 export const CHECKPOINT_SYNC_HEADER = 'x-tabfleet-sync';
+/** Response header of a checkpoint download: the SHA-256 (hex) the server recorded for the file, which the bytes must hash to. */
+export const CHECKPOINT_SHA256_HEADER = 'x-tabfleet-sha256';
 
 export interface CheckpointInfo {
   seq: number;

@@ -3,7 +3,7 @@
 // public contributor list, and a browser's own credit (asked for with its client id in the body, so
 // the id stays out of URLs and logs).
 import {
-  clientIdSchema,
+  creditRequestSchema,
   estimateSyncBytes,
   parseEvent,
   flatLengthOf,
@@ -13,7 +13,6 @@ import {
   type PublicInfo,
   type PublicJob,
 } from '@tabfleet/protocol';
-import { z } from 'zod';
 import { inOfferOrder, isEnded } from '../cluster/hub';
 import { publicContributor } from '../credit';
 import type { Store } from '../store/store';
@@ -35,8 +34,6 @@ async function publicJob(store: Store, j: JobSummary): Promise<PublicJob> {
     latestAccuracy: j.latestAccuracy,
   };
 }
-
-const creditRequestSchema = z.strictObject({ clientId: clientIdSchema });
 
 export const PUBLIC_ROUTES: [string, RegExp, Route][] = [
   ['GET', /^\/api\/public\/info$/, async (ctx, _req, res) => {

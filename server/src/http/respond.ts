@@ -3,7 +3,8 @@
 import { LIMITS, ProtocolError, type ErrorCode } from '@tabfleet/protocol';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-const STATUS: Record<ErrorCode, number> = {
+/** The HTTP status of each refusal's code. */
+export const STATUS: Record<ErrorCode, number> = {
   bad_request: 400, unknown_event: 400, too_large: 413, protocol_version: 400, unauthorized: 401, unknown_job: 404, not_member: 403,
   not_neighbour: 403, stale_round: 409, rate_limited: 429, conflict: 409, bad_tensor: 400, capacity: 503, internal: 500,
 };

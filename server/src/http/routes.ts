@@ -1,6 +1,7 @@
 // The HTTP API: jobs (create, list, detail, stop), metrics as JSON and CSV, rounds, checkpoints as
-// safetensors, /healthz, Prometheus /metrics, the Fashion-MNIST files and the built apps.
-import { CHECKPOINT_SYNC_HEADER, LIMITS, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
+// safetensors, /healthz, Prometheus /metrics, the Fashion-MNIST files, the API's OpenAPI document and the built apps.
+import { CHECKPOINT_SHA256_HEADER, CHECKPOINT_SYNC_HEADER, LIMITS, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Secrets } from '../auth';
@@ -11,6 +12,7 @@ import { corpusFacts, textParams, textShard, tokenizerParam, validationWindows, 
 import { MAX_IMAGE_UPLOAD_BYTES, MAX_TEXT_UPLOAD_BYTES } from '@tabfleet/data';
 import type { ImageUpload, Uploads } from '../uploads';
 import { multipartBoundary, parseMultipart, type FormPart } from './multipart';
+import { openApiDocument } from './openapi';
 import { PUBLIC_ROUTES } from './public';
 import { readBytes, readJson, sendBytes, sendError, sendJson } from './respond';
 import { clientAddress, redactUrl } from './security';
@@ -112,6 +114,9 @@ export function jobIdParam(raw: string): string {
   return r.data;
 }
 
+/** The OpenAPI document, built on first request. */
+let openApi: ReturnType<typeof openApiDocument> | undefined;
+
 const csvRow = (p: MetricPoint) => `${METRIC_COLUMNS.map((c) => (p[c] == null ? '' : String(p[c]))).join(',')}\n`;
 
 /** Writes `text` and waits for the socket to drain when it asks to. */
@@ -146,11 +151,17 @@ async function sendCheckpoint(ctx: RouteContext, res: ServerResponse, jobId: str
   if (!bytes) throw new ProtocolError('unknown_job', `job ${jobId} has no checkpoint of sync ${seq}`);
   // The sync travels with the bytes: a client that asked for "the latest" knows which one it got.
   res.setHeader(CHECKPOINT_SYNC_HEADER, String(seq));
+  // The store has checked the bytes against the digest it recorded, so their hash is that digest: a client checks its copy against it.
+  res.setHeader(CHECKPOINT_SHA256_HEADER, createHash('sha256').update(bytes).digest('hex'));
   sendBytes(res, 'application/octet-stream', bytes, `${jobId}-sync${seq}.safetensors`);
 }
 
-const ROUTES: [string, RegExp, Route][] = [
+/** Every HTTP route: method, path pattern, handler. api-description.ts describes each (openapi.test.ts checks). */
+export const ROUTES: [string, RegExp, Route][] = [
   ...PUBLIC_ROUTES,
+  ['GET', /^\/api\/openapi\.json$/, async (_ctx, _req, res) => {
+    sendJson(res, 200, (openApi ??= openApiDocument()));
+  }],
   ['GET', /^\/healthz$/, async (ctx, _req, res) => {
     sendJson(res, 200, { ok: true, node: ctx.nodeId, store: ctx.store.kind, uptimeSec: Math.round((Date.now() - ctx.startedAt) / 1000) });
   }],
