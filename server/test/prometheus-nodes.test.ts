@@ -50,5 +50,9 @@ test('each node exports its own /metrics: the job\'s series on the node that run
   assert.deepEqual(fromB.samples.filter((s) => s.labels.job_id === job.id), [], 'node b does not run the job');
   assert.equal(sampleValue(fromA.samples, 'tabfleet_volunteers_connected'), 2);
   assert.equal(sampleValue(fromB.samples, 'tabfleet_volunteers_connected'), 2);
-  for (const { samples } of [fromA, fromB]) assert.equal(sampleValue(samples, 'tabfleet_jobs', { state: 'running' }), 1);
+  // The store's view, written behind the coordinator: both nodes come to say the job runs.
+  await waitFor('both nodes count the job running', async () => {
+    const both = await Promise.all([scrape(a), scrape(b)]);
+    return both.every(({ samples }) => sampleValue(samples, 'tabfleet_jobs', { state: 'running' }) === 1);
+  });
 });

@@ -81,7 +81,7 @@ test('promtool accepts a live /metrics with per-job series, which count what the
   assert.equal((await server.api(`/api/jobs/${job.id}/stop`, { method: 'POST' })).status, 200);
   const afterEnd = await scrape();
   assert.deepEqual(afterEnd.samples.filter((s) => s.labels.job_id === job.id), []);
-  assert.ok(sampleValue(afterEnd.samples, 'tabfleet_jobs', { state: 'stopped' }) >= 1);
+  await waitFor('the store counts the job stopped', async () => sampleValue((await scrape()).samples, 'tabfleet_jobs', { state: 'stopped' }) === 1);
   const recheck = await checkMetrics(afterEnd.text);
   assert.equal(recheck.code, 0, recheck.output);
 });
