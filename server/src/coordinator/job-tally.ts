@@ -1,6 +1,6 @@
 // What one job's coordinator has counted since this node took the job: its syncs by outcome (an abort
 // by its cause), its evictions by fault, and the bytes its syncs and checkpoints moved. /metrics reads
-// it at scrape time (metrics.ts), labelled by job, for as long as the job runs on this node.
+// it at scrape time (metrics.ts), labelled by job_id, for as long as the job runs on this node.
 import type { Fault } from './checkpoints';
 
 /** Why a sync was aborted: a bounded set, so each is a label value (the round's detail says more). */
