@@ -30,7 +30,9 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   await d.click('#signin-form button');
   await d.waitForSelector('#jobs-view:not([hidden])');
 
-  // A first try the form refuses (more minimum than maximum workers), then a good one.
+  // A first try the form refuses (more minimum than maximum workers), then a good one. Strategy, H,
+  // learning rate and batch size are under "advanced".
+  await d.click('#advanced summary');
   await d.selectOption('select[name=strategy]', 'localsgd');
   await d.fill('input[name=H]', '8');
   await d.fill('input[name=lr]', '0.05');

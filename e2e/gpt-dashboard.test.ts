@@ -66,6 +66,7 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   await d.fill('input[name=gptHeads]', '2');
   // wte 256·32 + wpe 32·32 + 2 blocks of 12,704 (layer norms 128, c_attn 3,168, c_proj 1,056, c_fc 4,224, mlp c_proj 4,128) + ln_f 64.
   await waitFor('the form shows the parameter count', async () => /^34,688 parameters/.test((await d.textContent('#model-size')) ?? ''), 5_000, 100);
+  await d.click('#advanced summary');
   await d.selectOption('select[name=strategy]', 'diloco');
   await d.fill('input[name=H]', '8');
   await d.fill('input[name=lr]', '0.003');

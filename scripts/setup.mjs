@@ -1,7 +1,8 @@
 // Installs what `npm start`, `npm test` and `npm run bench` need on a fresh machine, and nothing when
 // it is already there: Debian packages (Chromium for WebGPU in headless tabs, libvulkan for Dawn in
 // Node, the Fashion-MNIST data set, redis-server for scale-out tests, fortunes for language models,
-// prometheus for promtool), npm packages, generated shaders.
+// python3-requests and python3-numpy for the Python example, prometheus for promtool), npm packages,
+// generated shaders.
 import { existsSync, statSync, writeFileSync, readFileSync } from 'node:fs';
 import { execSync } from 'node:child_process';
 import { join, dirname } from 'node:path';
@@ -17,6 +18,9 @@ const debianNeeds = [
   { pkg: 'fortunes', path: '/usr/share/games/fortunes/people' },
   // A private CA and a certificate for the CLI's https test (packages/cli/src/commands/https.test.ts).
   { pkg: 'openssl', path: '/usr/bin/openssl' },
+  // The Python example (examples/python/) and its test: Debian's python3 with requests and numpy.
+  { pkg: 'python3-requests', path: '/usr/lib/python3/dist-packages/requests/__init__.py' },
+  { pkg: 'python3-numpy', path: '/usr/lib/python3/dist-packages/numpy/__init__.py' },
   // promtool, which checks the server's /metrics in its test (the Prometheus server itself stays unused).
   { pkg: 'prometheus', path: '/usr/bin/promtool' },
 ];

@@ -1,16 +1,16 @@
-// The researcher dashboard: token sign-in, job list and submission form (validated with the same
-// schema the server uses), and a live job page (charts, figures, worker table, stop, downloads) fed
-// by the /dashboard Socket.IO namespace.
-import {
-  NAMESPACES, PROTOCOL_VERSION, TEXT_DATASETS, bitsPerByte, jobSpecSchema, layoutOf, parameterCount, targetStepsOf,
-  type Ack, type JobSummary, type MetricPoint, type WorkerRow,
-} from '@tabfleet/protocol';
+// The researcher dashboard: token sign-in, the job list (with jobs picked for comparison), the new-job
+// form (job-form.ts), runs compared (compare.ts), and a live job page (charts, figures, worker table,
+// stop, downloads) fed by the /dashboard Socket.IO namespace.
+import { NAMESPACES, PROTOCOL_VERSION, bitsPerByte, targetStepsOf, type Ack, type JobSummary, type MetricPoint, type WorkerRow } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { $, esc } from '../shared/dom';
 import { formatBytes, formatDuration, formatModel } from '../shared/format';
 import { drawLineChart } from './chart';
+import { COMPARE_LIMIT, createCompareView } from './compare';
+import { comparedIds } from './compare-data';
+import { wireJobForm } from './job-form';
 import { wireSampleBox } from './sample';
-import { showUploadChoice, wireUploads } from './uploads';
+import { wireUploads } from './uploads';
 
 const TOKEN_KEY = 'tabfleet-token';
 
@@ -33,6 +33,16 @@ let socket: Socket | null = null;
 const jobs = new Map<string, JobSummary>();
 let current: { id: string; points: MetricPoint[]; workers: WorkerRow[] } | null = null;
 
+/** Jobs ticked in the list for comparison, in the order ticked. */
+const picked = new Set<string>();
+const compare = createCompareView({ api, job: (id) => jobs.get(id) });
+const VIEWS = ['jobs-view', 'job-view', 'compare-view'] as const;
+
+/** Shows one of the signed-in views and hides the others. */
+function showView(view: (typeof VIEWS)[number]): void {
+  for (const id of VIEWS) $(id).hidden = id !== view;
+}
+
 const isActive = (j: JobSummary) => j.state === 'running' || j.state === 'waiting';
 
 async function api(path: string, init: RequestInit = {}): Promise<Response> {
@@ -45,7 +55,7 @@ async function api(path: string, init: RequestInit = {}): Promise<Response> {
 // ---------- sign-in and the live connection ----------
 
 function showSignIn(message?: string): void {
-  for (const id of ['jobs-view', 'job-view']) $(id).hidden = true;
+  for (const id of VIEWS) $(id).hidden = true;
   $('signin').hidden = false;
   $('signin-error').hidden = !message;
   $('signin-error').textContent = message ?? '';
@@ -72,12 +82,14 @@ function connect(): void {
   socket.on('disconnect', () => ($('conn').textContent = 'offline, reconnecting…'));
   socket.on('job:update', (j: JobSummary) => {
     jobs.set(j.id, j);
+    compare.changed(j.id);
     if (current?.id === j.id) renderJob();
     else renderJobs();
   });
   socket.on('job:metrics', (m: { jobId: string; points: MetricPoint[] }) => {
     const job = jobs.get(m.jobId);
     for (const p of m.points) if (job && p.accuracy !== null) job.latestAccuracy = p.accuracy;
+    compare.changed(m.jobId);
     if (current?.id !== m.jobId) renderJobs();
     if (current?.id === m.jobId) {
       current.points.push(...m.points);
@@ -102,11 +114,16 @@ $('signin-form').addEventListener('submit', (e) => {
 async function route(): Promise<void> {
   const m = /^#\/jobs\/([\w-]+)$/.exec(location.hash);
   if (current && (!m || m[1] !== current.id)) await socket?.emitWithAck('unsubscribe', { jobId: current.id });
+  const comparing = comparedIds(location.hash, COMPARE_LIMIT);
+  if (!comparing) compare.close();
   if (m) await openJob(m[1]);
-  else {
+  else if (comparing) {
     current = null;
-    $('job-view').hidden = true;
-    $('jobs-view').hidden = false;
+    showView('compare-view');
+    await compare.open(comparing);
+  } else {
+    current = null;
+    showView('jobs-view');
     renderJobs();
   }
 }
@@ -115,76 +132,39 @@ addEventListener('hashchange', () => void route());
 function renderJobs(): void {
   const rows = [...jobs.values()].sort((a, b) => b.createdAt - a.createdAt).map((j) => {
     const acc = j.latestAccuracy;
-    return `<tr data-job="${esc(j.id)}"><td><a href="#/jobs/${esc(j.id)}">${esc(j.name)}</a></td><td class="state-${j.state}">${j.state}</td><td>${esc(formatModel(j.spec))}</td>
+    const box = `<input type="checkbox" data-compare="${esc(j.id)}" aria-label="compare ${esc(j.name)}"${picked.has(j.id) ? ' checked' : ''} />`;
+    return `<tr data-job="${esc(j.id)}"><td>${box}</td><td><a href="#/jobs/${esc(j.id)}">${esc(j.name)}</a></td><td class="state-${j.state}">${j.state}</td><td>${esc(formatModel(j.spec))}</td>
       <td>${esc(j.spec.strategy)}${j.spec.compression !== 'none' ? ` + ${esc(j.spec.compression)}` : ''}</td><td>${j.step}/${targetStepsOf(j.spec)}</td><td>${j.workers}</td>`
       + `<td data-accuracy>${acc === null ? '—' : `${(100 * acc).toFixed(2)}%`}</td></tr>`;
   });
-  $('jobs').querySelector('tbody')!.innerHTML = rows.join('') || '<tr><td colspan="7" class="muted">No jobs yet: submit one below.</td></tr>';
+  $('jobs').querySelector('tbody')!.innerHTML = rows.join('') || '<tr><td colspan="8" class="muted">No jobs yet: submit one below.</td></tr>';
+  renderPicked();
 }
+
+/** The compare button names how many jobs are ticked, and needs two. */
+function renderPicked(): void {
+  const button = $<HTMLButtonElement>('compare-picked');
+  button.disabled = picked.size < 2;
+  button.textContent = picked.size > COMPARE_LIMIT ? `Compare (at most ${COMPARE_LIMIT} at once)` : `Compare picked runs${picked.size ? ` (${picked.size})` : ''}`;
+  if (picked.size > COMPARE_LIMIT) button.disabled = true;
+}
+
+$('jobs').addEventListener('change', (e) => {
+  const box = e.target as HTMLInputElement;
+  if (!box.dataset.compare) return;
+  if (box.checked) picked.add(box.dataset.compare);
+  else picked.delete(box.dataset.compare);
+  renderPicked();
+});
+$('compare-picked').addEventListener('click', () => {
+  location.hash = `#/compare/${[...picked].map(encodeURIComponent).join(',')}`;
+});
 
 // ---------- the job form ----------
 
-const NUMBER_FIELDS = ['H', 'roundBudgetMs', 'sparsity', 'minWorkers', 'maxWorkers', 'groupSize', 'targetSteps', 'targetAccuracy'] as const;
-
-function formSpec(form: HTMLFormElement): Record<string, unknown> {
-  const f = new FormData(form);
-  const num = (k: string) => (String(f.get(k) ?? '').trim() === '' ? undefined : Number(f.get(k)));
-  const spec: Record<string, unknown> = {
-    preset: f.get('preset'), dataset: f.get('dataset'), strategy: f.get('strategy'), compression: f.get('compression'), trust: f.get('trust') ?? undefined,
-    hyperparameters: { lr: num('lr'), batchSize: num('batchSize'), ...(f.get('optimizer') ? { optimizer: f.get('optimizer') } : {}) },
-  };
-  if (f.get('aggregation')) spec.aggregation = f.get('aggregation');
-  if (f.get('pacing')) spec.pacing = f.get('pacing');
-  if (f.get('hierarchical')) spec.hierarchical = true;
-  if (f.get('regionalGroups')) spec.regionalGroups = true;
-  if (spec.dataset === 'text-upload' || spec.dataset === 'image-upload') spec.upload = f.get('upload') || undefined;
-  if (spec.preset === 'gpt') spec.gpt = { layers: num('gptLayers'), heads: num('gptHeads'), width: num('gptWidth'), context: num('gptContext') };
-  if (f.get('tokenizer') && (TEXT_DATASETS as readonly unknown[]).includes(spec.dataset)) spec.tokenizer = f.get('tokenizer');
-  const name = String(f.get('name') ?? '').trim();
-  if (name) spec.name = name;
-  for (const k of NUMBER_FIELDS) if (num(k) !== undefined) spec[k] = num(k);
-  return spec;
-}
-
-function showFormErrors(form: HTMLFormElement, issues: { path: string; message: string }[]): void {
-  for (const label of form.querySelectorAll('label')) label.classList.remove('invalid');
-  for (const i of issues) {
-    const field = i.path.split('.').at(-1) ?? '';
-    form.querySelector(`[name="${field}"]`)?.closest('label')?.classList.add('invalid');
-  }
-  $('form-errors').innerHTML = issues.map((i) => `<li>${esc(i.path || 'job')}: ${esc(i.message)}</li>`).join('');
-}
-
-/** The model's size as the form stands (or why it cannot run), shown before submitting. */
-function showModelSize(form: HTMLFormElement): void {
-  const spec = formSpec(form);
-  $('gpt-fields').hidden = spec.preset !== 'gpt';
-  showUploadChoice(spec.dataset);
-  const parsed = jobSpecSchema.safeParse(spec);
-  const modelIssue = parsed.success ? null : parsed.error.issues.find((i) => ['gpt', 'tokenizer', 'preset', 'dataset'].includes(String(i.path[0])));
-  if (!parsed.success) {
-    $('model-size').textContent = modelIssue ? `model: ${modelIssue.message}` : '';
-    return;
-  }
-  const layout = layoutOf(parsed.data);
-  $('model-size').textContent = `${parameterCount(layout).toLocaleString('en')} parameters, ${formatBytes(layout.length * 4)} per copy of the model`;
-}
-
-$('job-form').addEventListener('input', (e) => showModelSize(e.currentTarget as HTMLFormElement));
-showModelSize($('job-form') as HTMLFormElement);
-
-$('job-form').addEventListener('submit', async (e) => {
-  e.preventDefault();
-  const form = e.currentTarget as HTMLFormElement;
-  const spec = formSpec(form);
-  const parsed = jobSpecSchema.safeParse(spec);
-  if (!parsed.success) return showFormErrors(form, parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })));
-  showFormErrors(form, []);
-  const res = await api('/api/jobs', { method: 'POST', body: JSON.stringify(spec) });
-  const body = await res.json();
-  if (!res.ok) return showFormErrors(form, [{ path: '', message: body.error?.message ?? `HTTP ${res.status}` }]);
-  jobs.set(body.job.id, body.job);
-  location.hash = `#/jobs/${body.job.id}`;
+wireJobForm(api, (job) => {
+  jobs.set(job.id, job);
+  location.hash = `#/jobs/${job.id}`;
 });
 
 // ---------- one job, live ----------
@@ -197,8 +177,7 @@ async function openJob(id: string): Promise<void> {
   }
   jobs.set(id, ack.job);
   current = { id, points: ack.metrics, workers: ack.workers };
-  $('jobs-view').hidden = true;
-  $('job-view').hidden = false;
+  showView('job-view');
   renderJob();
   renderWorkers();
 }

@@ -135,6 +135,11 @@ export function defaultsFor(strategy: Strategy, compression: Compression, preset
   return { sparsity: strategy === 'ddp' ? 0.999 : 0.99, ...outer };
 }
 
+/** The inner optimizer of a job that names none: AdamW for DiLoCo (as its paper), SGD with Nesterov momentum otherwise. */
+export function defaultOptimizer(strategy: Strategy): (typeof INNER_OPTIMIZERS)[number] {
+  return strategy === 'diloco' ? 'adamw' : 'sgd';
+}
+
 /**
  * A GPT's DiLoCo outer step, chosen on a tuning split of the fortunes training records (`npm run
  * bench -- lm-tune`, bench/results/lm-tuning.json: the lm benchmark's 4 workers, H = 16, 256 steps

@@ -6,7 +6,7 @@ import { decodeFashionShard, decodeTextShard, gaussianBlobs, loadFashionMnistTes
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { contextOf, presetOf, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
 import {
-  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, modelDigest, pacedStepCeiling, targetStepsOf, realClock, sleepOn,
+  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, defaultOptimizer, modelDigest, pacedStepCeiling, targetStepsOf, realClock, sleepOn,
   type Assignment, type Clock, type JobSpec, type ReplicaTask, type ReplicaUnit,
 } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
@@ -18,7 +18,7 @@ export type SyncOf = 'delta' | 'params';
 /** The inner optimizer a job's strategy uses. */
 export function innerOptimizer(spec: JobSpec): OptimizerConfig {
   const h = spec.hyperparameters;
-  const kind = h.optimizer ?? (spec.strategy === 'diloco' ? 'adamw' : 'sgd');
+  const kind = h.optimizer ?? defaultOptimizer(spec.strategy);
   if (kind !== 'sgd') return { kind, lr: h.lr, weightDecay: h.weightDecay };
   // With DGC, DDP's momentum lives in the compressor (momentum correction), so the optimizer has none.
   const momentum = spec.strategy === 'ddp' && spec.compression === 'dgc' ? 0 : h.momentum;
