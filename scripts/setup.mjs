@@ -1,7 +1,8 @@
 // Installs what `npm start`, `npm test` and `npm run bench` need on a fresh machine, and nothing when
 // it is already there: Debian packages (Chromium for WebGPU in headless tabs, libvulkan for Dawn in
 // Node, the Fashion-MNIST data set, redis-server for scale-out tests, fortunes for language models,
-// python3-requests and python3-numpy for the Python example), npm packages, generated shaders.
+// python3-requests and python3-numpy for the Python example, prometheus for promtool), npm packages,
+// generated shaders.
 import { existsSync, statSync, writeFileSync, readFileSync } from 'node:fs';
 import { execSync } from 'node:child_process';
 import { join, dirname } from 'node:path';
@@ -20,6 +21,8 @@ const debianNeeds = [
   // The Python example (examples/python/) and its test: Debian's python3 with requests and numpy.
   { pkg: 'python3-requests', path: '/usr/lib/python3/dist-packages/requests/__init__.py' },
   { pkg: 'python3-numpy', path: '/usr/lib/python3/dist-packages/numpy/__init__.py' },
+  // promtool, which checks the server's /metrics in its test (the Prometheus server itself stays unused).
+  { pkg: 'prometheus', path: '/usr/bin/promtool' },
 ];
 
 function run(cmd) {

@@ -12,11 +12,12 @@ export async function scrape(url: string): Promise<Scrape> {
   if (!res.ok) throw new Error(`/metrics: HTTP ${res.status}`);
   const text = await res.text();
   const gauge = (name: string) => {
-    const m = text.match(new RegExp(`^tabfleet_${name} (\\S+)$`, 'm'));
-    if (!m) throw new Error(`/metrics has no tabfleet_${name}`);
+    const m = text.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+    if (!m) throw new Error(`/metrics has no ${name}`);
     return Number(m[1]);
   };
-  return { volunteersConnected: gauge('volunteers_connected'), rssBytes: gauge('process_resident_memory_bytes'), heapUsedBytes: gauge('process_heap_used_bytes') };
+  // The process's memory under the names every Node exporter (prom-client) gives it.
+  return { volunteersConnected: gauge('tabfleet_volunteers_connected'), rssBytes: gauge('process_resident_memory_bytes'), heapUsedBytes: gauge('nodejs_heap_size_used_bytes') };
 }
 
 export async function createJob(url: string, token: string, spec: JobSpecInput): Promise<string> {

@@ -16,7 +16,7 @@ import { DownloadSlots, ShardCache } from './http/datasets';
 import { handleApi, handleStatic, shardPath, type RouteContext } from './http/routes';
 import { sendError, sendJson } from './http/respond';
 import { AddressRateLimiter, clientAddress, DEFAULT_HTTP_RATE_LIMIT, FAILED_AUTH_COST, hostAllowed, hostPolicy, redactUrl, setSecurityHeaders, type HttpRateLimit } from './http/security';
-import { Counters } from './metrics';
+import { ServerMetrics } from './metrics';
 import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
 import { CONNECTION_SLACK, DEFAULT_JOIN_GRACE_MS, SocketEdge } from './sockets/edge';
 import { attachVolunteerNamespace, volunteerRoom } from './sockets/volunteer';
@@ -105,7 +105,8 @@ export interface RunningServer {
   store: Store;
   hub: JobHub;
   io: Server;
-  counters: Counters;
+  /** /metrics: the event counters (`get` reads one back), runtime metrics and per-job series. */
+  metrics: ServerMetrics;
   close(): Promise<void>;
 }
 
@@ -131,7 +132,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     await backends.close();
     throw e;
   }
-  const counters = new Counters();
+  const metrics = new ServerMetrics();
   const httpServer = createServer();
   const allowOrigins = opts.allowOrigins ?? [];
   const hosts = hostPolicy({ listenHost: opts.host ?? '127.0.0.1', publicUrl: opts.publicUrl, extra: opts.allowHosts });
@@ -141,7 +142,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   // connection cap at every engine handshake; connections without a namespace closed after the grace.
   const edge = new SocketEdge({
     hosts, allowOrigins, limiter, maxConnectionsPerAddress: maxConnectionsPerAddress + CONNECTION_SLACK, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS,
-    count: (name, labels) => counters.count(name, labels), log,
+    count: metrics.count, log,
   });
   const io = new Server(httpServer, {
     // The largest legitimate message: a model attachment and the rest of its event (LIMITS). Anything
@@ -220,7 +221,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       if (text && spec.tokenizer && spec.gpt) return `${publicBase()}${shardPath(secrets, jobId, text, index, count, spec.seed, { tokenizer: spec.tokenizer, context: spec.gpt.context })}`;
       return null;
     },
-    count: (name, labels) => counters.count(name, labels),
+    count: metrics.count,
     log,
     addressJobShare: opts.addressLimits?.jobShare ?? DEFAULT_ADDRESS_LIMITS.jobShare,
     networkRules: opts.networkRules ?? DEFAULT_NETWORK_RULES,
@@ -230,6 +231,13 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   await hub.start();
   const volunteerNsp = attachVolunteerNamespace(io, hub, store, { maxConnectionsPerAddress, count: deps.count, log });
   attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, failedToken: (address) => edge.failedAuth(address), count: deps.count, log });
+
+  metrics.watch({
+    volunteersConnected: () => volunteers.sockets.size,
+    dashboardsConnected: () => dashboards.sockets.size,
+    jobStates: async () => (await store.listJobs()).map((j) => j.state),
+    runningJobs: () => hub.running(),
+  });
 
   const startedAt = Date.now();
   const ctx: RouteContext = {
@@ -242,20 +250,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     uploads,
     texts: textLoader(uploads),
     log,
-    async prometheus() {
-      const jobs = await hub.summaries();
-      const states = new Map<string, number>();
-      for (const j of jobs) states.set(j.state, (states.get(j.state) ?? 0) + 1);
-      const mem = process.memoryUsage();
-      return counters.render({
-        volunteers_connected: volunteers.sockets.size,
-        dashboards_connected: dashboards.sockets.size,
-        jobs: [...states].map(([state, n]) => [{ state }, n]),
-        job_workers: jobs.filter((j) => j.state === 'running' || j.state === 'waiting').map((j) => [{ job: j.id }, j.workers]),
-        process_resident_memory_bytes: mem.rss,
-        process_heap_used_bytes: mem.heapUsed,
-      });
-    },
+    metrics,
   };
   httpServer.on('request', (req, res) => {
     // Socket.IO answers its own path (its handshakes take from the same bucket, in `edge`); everything else is ours.
@@ -264,13 +259,13 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     const address = clientAddress(req);
     const waitMs = limiter.take(address);
     if (waitMs > 0) {
-      counters.count('http_rate_limited');
+      metrics.count('http_rate_limited');
       res.setHeader('retry-after', String(Math.ceil(waitMs / 1000)));
       sendError(res, new ProtocolError('rate_limited', 'too many requests from this address'));
       return;
     }
     if (!hostAllowed(req.headers.host, hosts)) {
-      counters.count('http_misdirected');
+      metrics.count('http_misdirected');
       // Which names it does answer to is for the log (at start), not for whoever asks.
       const message = `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server (the operator adds names with --allow-host)`;
       sendJson(res, 421, { error: { code: 'bad_request', message } });
@@ -302,7 +297,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
 
   let closed = false;
   return {
-    url, port: addr.port, nodeId, secrets, store, hub, io, counters,
+    url, port: addr.port, nodeId, secrets, store, hub, io, metrics,
     async close() {
       if (closed) return;
       closed = true;

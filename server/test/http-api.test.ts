@@ -124,5 +124,7 @@ test('/healthz and Prometheus /metrics', async () => {
   assert.match(text, /^tabfleet_rounds_committed_total\{mode="group"\} \d+$/m);
   assert.match(text, /^tabfleet_volunteers_connected \d+$/m);
   assert.match(text, new RegExp(`^tabfleet_jobs\\{state="stopped"\\} ${stoppedJobs}$`, 'm'));
-  assert.match(text, /^tabfleet_process_resident_memory_bytes \d+$/m);
+  // The process and Node runtime metrics, under the names prom-client gives them in every Node service.
+  assert.match(text, /^process_resident_memory_bytes \d+$/m);
+  assert.match(text, /^nodejs_heap_size_used_bytes \d+$/m);
 });

@@ -33,12 +33,12 @@ test('a member that never uploads its replicated unit gets a fault and no credit
   const send = shirker.emit.bind(shirker);
   shirker.emit = ((name, payload) => (name === 'replica:upload' ? Promise.resolve({ ok: true }) : send(name, payload))) as typeof shirker.emit;
   const job = await startJob([...honest, shirker]);
-  await waitFor('two missing uploads', () => server.counters.get('replicas_missing') >= 2, 90_000);
+  await waitFor('two missing uploads', () => server.metrics.get('replicas_missing') >= 2, 90_000);
   // Before: no fault, and its credit was the same as everyone's.
   assert.ok((await faultsOf('never-uploads-000')) >= 2);
   for (const h of [2, 3, 4]) assert.equal(await faultsOf(`honest-uploader-${h}`), 0);
   await server.hub.flushed(); // the contributor ledger is written behind the coordinator
-  const missing = server.counters.get('replicas_missing');
+  const missing = server.metrics.get('replicas_missing');
   const credited = (await server.store.contributors(job.id)).find((c) => c.clientId === 'never-uploads-000')!;
   const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { outcome: string; members: string[] }[];
   const syncsIn = rounds.filter((r) => r.outcome === 'committed' && r.members.includes(shirker.volunteerId)).length;
@@ -52,7 +52,7 @@ test('a tie between a Sybil and an honest member is broken only by a member with
   for (let i = 0; i < 10; i++) await server.store.addReputation('honest-tie-breaker-4', { verified: 1 });
   const sybils = [await at(9, 'sybil-tie-breaker-a', lie), await at(9, 'sybil-tie-breaker-b', lie)];
   await startJob([...honest, ...sybils]);
-  await waitFor('three disagreements', () => server.counters.get('replicas_disagreed') >= 3, 120_000);
+  await waitFor('three disagreements', () => server.metrics.get('replicas_disagreed') >= 3, 120_000);
   // A unit is open at most 3 syncs: 4 more settle every tie asked so far.
   const upTo = honest[0].committed.length + 4;
   await waitFor('the ties settle', () => honest[0].committed.length >= upTo, 60_000);
@@ -63,7 +63,7 @@ test('a tie between a Sybil and an honest member is broken only by a member with
   for (const e of sims.flatMap((s) => s.events.filter((x) => x.name === 'work:replicate').map((x) => ({ s, at: x.at, unitId: (x.payload as ReplicaTask).unit.unitId })))
     .sort((a, b) => a.at - b.at)) byUnit.set(e.unitId, [...(byUnit.get(e.unitId) ?? []), e.s]);
   const ties = [...byUnit.values()].filter((asked) => asked.length === 3);
-  assert.ok(ties.length >= 1 || server.counters.get('replicas_unresolved') >= 1, 'ties were asked');
+  assert.ok(ties.length >= 1 || server.metrics.get('replicas_unresolved') >= 1, 'ties were asked');
   // Only honest members can be a third here: both Sybils share a network, and one of them is in every
   // disagreement. (Honest members other than honest[2] earn standing as their parts are confirmed.)
   for (const [original, replica, third] of ties) {

@@ -52,11 +52,11 @@ test('two colluding owners that report a wrong receipt for one honest sender: th
 
 test('colluders that also bend their aggregates to match: word against word, nobody is convicted, the accused and accusers sit out', async () => {
   const { job, honest, sybils } = await untrustedJobWithColluders((self, victim) => ({ groupReport: framing(self, victim), ownerLie: (a) => a.map((v) => v + 0.5) }));
-  await waitFor('an accusation nobody could settle', () => server.counters.get('accusations_unsettled') >= 1, 30_000);
+  await waitFor('an accusation nobody could settle', () => server.metrics.get('accusations_unsettled') >= 1, 30_000);
   await waitFor('honest syncs go on', () => honest[1].committed.length >= 3, 60_000);
   // Before: 2 Sybils from one address removed 4 honest members in 4 rounds, then held the job alone.
   assert.deepEqual(honest.map(endReason), [undefined, undefined, undefined, undefined]);
-  assert.ok(server.counters.get('members_sat_out') >= 3, 'the victim and both accusers sat out');
+  assert.ok(server.metrics.get('members_sat_out') >= 3, 'the victim and both accusers sat out');
   const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { outcome: string; members: string[] }[];
   assert.ok(rounds.some((r) => r.outcome === 'committed' && !r.members.includes(sybils[0].volunteerId) && r.members.includes(honest[1].volunteerId)));
   for (const s of sybils) assert.ok(!endReason(s) || !/integrity|disagrees/.test(endReason(s)!), 'nobody convicted on a word');
@@ -92,7 +92,7 @@ test('two Sybils on two networks forging an evaluation: without standing their m
   assert.equal(summary.state, 'running');
   assert.equal(endReason(honest), undefined);
   assert.equal(summary.latestCheckpoint, null, 'no checkpoint without an agreed model');
-  assert.ok(server.counters.get('evaluations_unvouched') >= 1);
+  assert.ok(server.metrics.get('evaluations_unvouched') >= 1);
 });
 
 test('a keep-out follows the address to a new client id, but not to an identity with standing', async () => {

@@ -115,6 +115,11 @@ export class JobHub {
     this.cluster.onBroadcast((m) => m.kind === 'job-loaded' && fn(m.jobId));
   }
 
+  /** The jobs this node coordinates that have not ended (/metrics labels series by these). */
+  running(): JobCoordinator[] {
+    return [...this.coordinators.values()].filter((c) => !c.ended);
+  }
+
   /** Resolves once every store write queued by this node's coordinators has landed. */
   async flushed(): Promise<void> {
     await Promise.all([...this.coordinators.values()].map((c) => c.flushed()));

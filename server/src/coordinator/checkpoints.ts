@@ -6,6 +6,7 @@
 import { ProtocolError, targetStepsOf, verifyCheckpoint, type CheckpointInfo, type MetricPoint, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
 import type { Deadlines } from './deadlines';
+import type { JobTally } from './job-tally';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
 import type { JobHost, Member } from './members';
 import type { FaultKind } from './penalties';
@@ -47,6 +48,7 @@ export interface CheckpointHost extends JobHost {
   readonly ended: boolean;
   readonly networkRulesApply: boolean;
   readonly deadlines: Deadlines;
+  readonly tally: JobTally;
   hasStanding(identity: string): boolean;
   offences(identity: string): number;
   evict(volunteerId: string, why: string, fault?: Fault): void;
@@ -360,6 +362,7 @@ export class Checkpoints {
   /** A checkpoint of `seq` is stored: joiners load it, and a finishing job ends. */
   private checkpointStored(info: CheckpointInfo): void {
     if (this.storing === info.seq) this.storing = null;
+    this.host.tally.checkpointBytes += info.bytes;
     const seq = info.seq;
     if (seq === this.host.job.seq) this.owed = false;
     if (!this.latest || seq >= this.latest.seq) this.latest = info;

@@ -23,7 +23,7 @@ import {
   type VolunteerEventParsed,
   type WorkerRow,
 } from '@tabfleet/protocol';
-import type { JobRecord, RoundRecord } from '../store/store';
+import type { JobRecord } from '../store/store';
 import { Admission } from './admission';
 import { Barrier } from './barrier';
 import { Checkpoints, type Fault } from './checkpoints';
@@ -43,6 +43,8 @@ import { roundOf, unreachableClaims, type ActiveRound } from './round';
 import { starUpdate } from './star-update';
 import { StepPlanner } from './step-planner';
 import { SyncCommits } from './sync-commits';
+import { JobTally, type AbortCause } from './job-tally';
+import { RoundRecords } from './round-records';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
 /** Ring failures within one sync before that sync falls back to the star (server) path. */
@@ -52,6 +54,9 @@ const WORKER_TABLE_INTERVAL_MS = 500;
 
 export class JobCoordinator {
   readonly members = new MemberBook();
+  /** What /metrics shows of this job while this node runs it. */
+  readonly tally = new JobTally();
+  private readonly records: RoundRecords;
   private round: ActiveRound | null = null;
   private nextRoundId: number;
   private ringFailures = 0;
@@ -80,6 +85,7 @@ export class JobCoordinator {
     latestCheckpoint: CheckpointInfo | null,
   ) {
     this.nextRoundId = lastRoundId + 1;
+    this.records = new RoundRecords(job.id, deps, (write) => this.persist(write), this.tally);
     this.contributors = new ContributorLedger(job.id, deps.clock, (records) => this.persist(() => deps.store.saveContributors(records)));
     // The helpers' hosts read the job as it is when they call (it is replaced on every change).
     const self = this;
@@ -96,7 +102,7 @@ export class JobCoordinator {
       evict: (id, why) => this.evict(id, why), tryBegin: () => this.tryBegin(),
     });
     this.checkpoints = new Checkpoints({
-      get job() { return current(); }, deps, members: this.members, get ended() { return self.ended; }, get networkRulesApply() { return self.networkRulesApply; },
+      get job() { return current(); }, deps, members: this.members, get ended() { return self.ended; }, get networkRulesApply() { return self.networkRulesApply; }, tally: this.tally,
       deadlines: this.deadlines, hasStanding: (id) => this.hasStanding(id), offences: (id) => this.penalties.offences(id), evict: (id, why, fault) => this.evict(id, why, fault),
       tryBegin: () => this.tryBegin(), stop: (reason, state) => this.stop(reason, state), persist: (write) => this.persist(write), sendLoad: (m, seq) => this.loads.send(m, seq),
       changed: () => this.deps.toDashboards(this.job.id, 'job:update', this.summary()),
@@ -119,7 +125,7 @@ export class JobCoordinator {
         if (this.round === r) this.round = null;
       },
       ringFailed: () => this.ringFailures++,
-      saveRound: (r, outcome, detail) => this.saveRound(r, outcome, detail), persist: (write) => this.persist(write),
+      records: this.records, tally: this.tally, persist: (write) => this.persist(write),
       evict: (id, why, fault) => this.evict(id, why, fault), reload: (m) => this.loads.reload(m), stop: (reason, state) => this.stop(reason, state),
       tryBegin: () => this.tryBegin(), changedWorkers: () => this.changedWorkers(), summary: () => this.summary(),
     });
@@ -164,9 +170,7 @@ export class JobCoordinator {
     const contributors = await deps.store.contributors(job.id);
     // Members when the server stopped are not members now; they rejoin under the same identity.
     c.contributors.restore(contributors, await deps.store.displayNames(contributors.map((x) => x.clientId)));
-    for (const r of rounds.filter((r) => r.outcome === 'running')) {
-      c.persist(() => deps.store.saveRound({ ...r, outcome: 'aborted', endedAt: deps.clock.now(), detail: 'server restarted' }));
-    }
+    c.records.abortLeftRunning(rounds);
     if (resumed.seq !== job.seq || resumed.step !== job.step) {
       deps.log(`job ${job.id}: resuming from checkpoint of sync ${resumed.seq} (step ${resumed.step}); sync ${job.seq} was the last committed`);
       c.persist(() => deps.store.updateJob(c.job));
@@ -281,7 +285,7 @@ export class JobCoordinator {
       // Only its group's ring needs it; the other groups go on.
       const g = r.groups.groupOf(volunteerId);
       if (g !== undefined && r.groups.state[g] === 'running') this.commits.failGroup(r, g, `member ${volunteerId} lost: ${reason}`, [volunteerId]);
-    } else if (r?.members.includes(volunteerId)) this.abortRound(`member ${volunteerId} lost: ${reason}`, [volunteerId]);
+    } else if (r?.members.includes(volunteerId)) this.abortRound(`member ${volunteerId} lost: ${reason}`, [volunteerId], 'member_lost');
     this.checkpoints.evaluatorLeft(volunteerId);
     this.changedWorkers();
   }
@@ -298,6 +302,7 @@ export class JobCoordinator {
     const keptOutMs = this.penalties.punish(m.identity, m.network, reason, this.deps.clock.now(), fault, !!this.deps.networkRules);
     if (fault === 'integrity') this.reputations.fault(m.identity, reason, this.deps.clock.now());
     this.deps.count('members_evicted');
+    this.tally.evicted(fault);
     this.deps.log(`job ${this.job.id}: evicting ${volunteerId} (${m.identity}${m.address ? ` at ${m.address}` : ''}), kept out ${Math.round(keptOutMs / 1000)} s: ${reason}`);
     this.deps.toVolunteer(volunteerId, 'job:end', { jobId: this.job.id, reason });
     this.removeMember(volunteerId, reason);
@@ -318,7 +323,7 @@ export class JobCoordinator {
 
   stop(reason: string, state: 'stopped' | 'done' | 'failed' = 'stopped'): void {
     if (this.ended) throw new ProtocolError('conflict', `job ${this.job.id} has already ended (${this.job.state})`);
-    if (this.round) this.abortRound(reason, []);
+    if (this.round) this.abortRound(reason, [], 'job_ended');
     this.barrier.cancel();
     this.checkpoints.dropPendingUpload();
     this.job = { ...this.job, state, endReason: reason, updatedAt: this.deps.clock.now() };
@@ -451,7 +456,7 @@ export class JobCoordinator {
     const unreachable = unreachableClaims(r, failed);
     if (unreachable.refuted.length) this.deps.count('unreachable_claims_refuted');
     this.ringFailures++;
-    this.abortRound(why, unreachable.refuted);
+    this.abortRound(why, unreachable.refuted, 'member_failed');
     for (const id of unreachable.refuted) this.evict(id, `round ${r.roundId}: claimed it could not reach its peers, but every other member finished the exchange with it`);
     if (unreachable.corroborated) this.starNext = true;
     this.tryBegin();
@@ -513,7 +518,7 @@ export class JobCoordinator {
     };
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
-    this.saveRound(this.round, 'running', '');
+    this.records.save(this.round, 'running', '');
     const common = { jobId: this.job.id, seq, mode, began: now, deadline, uploader: this.round.uploader, evaluators: this.round.evaluators };
     if (grouped) {
       // Paced: each group weighs its members' parameters by the steps they took (the weights of its own mean only).
@@ -539,14 +544,14 @@ export class JobCoordinator {
       return;
     }
     if (r.mode !== 'star') this.ringFailures++;
-    this.abortRound(`deadline passed; silent: ${silent.join(', ') || 'none'}`, silent);
+    this.abortRound(`deadline passed; silent: ${silent.join(', ') || 'none'}`, silent, 'deadline');
     for (const id of silent) this.evict(id, `missed the deadline of round ${roundId}`);
     this.tryBegin();
   }
 
   /** Aborts the round (nothing is applied), removes the members it blames, and forms a new one without them. */
   private rejectRound(r: ActiveRound, liars: string[], why: string, fault = why): void {
-    this.abortRound(why, liars);
+    this.abortRound(why, liars, 'rejected');
     for (const id of liars) this.evict(id, `round ${r.roundId}: ${fault}`, 'integrity');
     this.tryBegin();
   }
@@ -557,15 +562,15 @@ export class JobCoordinator {
     return !r.results.has(id) || GroupRoundChecks.owes(r, id);
   }
 
-  private abortRound(reason: string, lost: string[]): void {
+  private abortRound(reason: string, lost: string[], cause: AbortCause): void {
     const r = this.round;
     if (!r) return;
     r.cancelDeadline();
     this.round = null;
     // A Moshpit sync some of whose groups committed stays committed (the job's seq moved with them).
     const someCommitted = (r.groups?.committed().length ?? 0) > 0;
-    if (someCommitted) this.saveRound(r, 'committed', `${r.groups!.summary()}; the rest aborted: ${reason}`);
-    else this.saveRound(r, 'aborted', reason);
+    if (someCommitted) this.records.save(r, 'committed', `${r.groups!.summary()}; the rest aborted: ${reason}`);
+    else this.records.abort(r, reason, cause);
     if (r.groups) {
       for (const g of r.groups.running()) {
         const to = r.groups.groups[g].filter((id) => !lost.includes(id));
@@ -576,14 +581,6 @@ export class JobCoordinator {
     }
     this.deps.count('rounds_aborted');
     this.deps.log(`job ${this.job.id}: round ${r.roundId} (sync ${r.seq}) aborted: ${reason}`);
-  }
-
-  private saveRound(r: ActiveRound, outcome: RoundRecord['outcome'], detail: string): void {
-    const record: RoundRecord = {
-      jobId: this.job.id, roundId: r.roundId, seq: r.seq, mode: r.mode, members: r.members, outcome, startedAt: r.startedAt,
-      endedAt: outcome === 'running' ? null : this.deps.clock.now(), detail,
-    };
-    this.persist(() => this.deps.store.saveRound(record));
   }
 
   private persist(write: () => Promise<void> | void): void {

@@ -4,13 +4,14 @@
 // are asked (checkpoints.ts), and members it left behind reload. A Moshpit sync commits group by group:
 // each group goes back to training at once, and the sync is recorded when every group has settled.
 import { targetStepsOf, type JobSummary } from '@tabfleet/protocol';
-import type { RoundRecord } from '../store/store';
 import type { Checkpoints, Fault } from './checkpoints';
 import type { ContributorLedger } from './contributors';
 import type { Deadlines } from './deadlines';
+import type { JobTally } from './job-tally';
 import type { JobHost, Member } from './members';
 import { samplesPerStep } from './pacing';
 import type { Replication } from './replication';
+import type { RoundRecords } from './round-records';
 import type { ActiveRound } from './round';
 import type { StepPlanner } from './step-planner';
 import { checksumsOf, syncPoint } from './sync-point';
@@ -27,7 +28,8 @@ export interface CommitHost extends JobHost {
   roundOver(r: ActiveRound): void;
   /** Every group of a Moshpit sync failed: counted as a failed ring sync. */
   ringFailed(): void;
-  saveRound(r: ActiveRound, outcome: RoundRecord['outcome'], detail: string): void;
+  readonly tally: JobTally;
+  readonly records: RoundRecords;
   persist(write: () => Promise<void> | void): void;
   evict(volunteerId: string, why: string, fault?: Fault): void;
   reload(m: Member): void;
@@ -53,8 +55,9 @@ export class SyncCommits {
       this.host.deps.count('checksum_mismatches');
       this.host.deps.log(`job ${this.host.job.id}: members disagree after sync ${r.seq}: ${checksums.join(', ')}`);
     }
-    this.host.saveRound(r, 'committed', checksums.length === 1 ? checksums[0] : `checksum mismatch: ${checksums.join(',')}`);
+    this.host.records.save(r, 'committed', checksums.length === 1 ? checksums[0] : `checksum mismatch: ${checksums.join(',')}`);
     const point = syncPoint(r.seq, step, now, results, r.members.length);
+    this.host.tally.exchanged(results);
     this.host.persist(() => this.host.deps.store.addMetric(this.host.job.id, point));
     this.backToWork(r, r.members, r.roundId, now, true);
     // The next sync's steps, from the paces measured in this one (auto: and its H and precision).
@@ -151,7 +154,7 @@ export class SyncCommits {
     const committed = gs.committed();
     if (!committed.length) {
       this.host.ringFailed();
-      this.host.saveRound(r, 'aborted', `every group failed (${gs.groups.length})`);
+      this.host.records.abort(r, `every group failed (${gs.groups.length})`, 'groups_failed');
       this.host.deps.count('rounds_aborted');
       this.host.tryBegin();
       return;
@@ -159,8 +162,10 @@ export class SyncCommits {
     const now = this.host.deps.clock.now();
     // The sync's exchange: its slowest group (the next deadline and a paced budget follow it).
     this.host.deadlines.record('round', gs.lastCommitAt! - r.startedAt);
-    this.host.saveRound(r, 'committed', gs.summary());
-    const point = syncPoint(r.seq, r.step, now, committed.flatMap((id) => r.results.get(id) ?? []), committed.length);
+    this.host.records.save(r, 'committed', gs.summary());
+    const results = committed.flatMap((id) => r.results.get(id) ?? []);
+    const point = syncPoint(r.seq, r.step, now, results, committed.length);
+    this.host.tally.exchanged(results);
     this.host.persist(() => this.host.deps.store.addMetric(this.host.job.id, point));
     this.host.deps.count('rounds_committed', { mode: 'grouped' });
     this.host.deps.toDashboards(this.host.job.id, 'job:update', this.host.summary());

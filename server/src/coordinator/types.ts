@@ -4,6 +4,7 @@
 import type { Capabilities, Clock, DashboardServerEvents, JobSpec, VolunteerServerEvents } from '@tabfleet/protocol';
 import type { ReputationRecord, Store } from '../store/store';
 import type { NetworkRules } from './standing';
+import type { Count } from '../metrics-catalogue';
 
 // The Clock lives in protocol (the runtime and the collective take one too); the server's is as it
 // was: Date.now, and timers that never hold the process open.
@@ -33,7 +34,7 @@ export interface CoordinatorDeps {
   /** URL (with a ticket) of a member's data shard when the server serves the job's dataset, else null. */
   shardUrl?(jobId: string, spec: JobSpec, index: number, count: number): string | null;
   /** Counts an event for /metrics (e.g. rounds committed, outliers rejected). */
-  count(name: string, labels?: Record<string, string>): void;
+  count: Count;
   log(message: string): void;
   /** Share of a job's slots (0–1] that volunteers from one address may hold (default 1: no limit). */
   addressJobShare?: number;

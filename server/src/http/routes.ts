@@ -17,6 +17,7 @@ import { PUBLIC_ROUTES } from './public';
 import { readBytes, readJson, sendBytes, sendError, sendJson } from './respond';
 import { clientAddress, redactUrl } from './security';
 import { datasetFile, sendFile, sendFromRoots } from './static';
+import type { ServerMetrics } from '../metrics';
 
 export interface RouteContext {
   hub: JobHub;
@@ -29,7 +30,7 @@ export interface RouteContext {
   datasetsDir: string;
   /** Who runs this server, for the volunteer page. */
   identity: { name: string; operator: string | null };
-  prometheus(): Promise<string>;
+  metrics: ServerMetrics;
   shards: ShardCache;
   shardSlots: DownloadSlots;
   uploads: Uploads;
@@ -165,8 +166,8 @@ export const ROUTES: [string, RegExp, Route][] = [
     sendJson(res, 200, { ok: true, node: ctx.nodeId, store: ctx.store.kind, uptimeSec: Math.round((Date.now() - ctx.startedAt) / 1000) });
   }],
   ['GET', /^\/metrics$/, async (ctx, _req, res) => {
-    const text = await ctx.prometheus();
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(text);
+    const text = await ctx.metrics.render();
+    res.writeHead(200, { 'content-type': ctx.metrics.contentType }).end(text);
   }],
   ['GET', /^\/api\/jobs$/, async (ctx, req, res, _p) => {
     requireToken(ctx, req);

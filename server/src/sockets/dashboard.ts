@@ -4,6 +4,7 @@ import type { Server } from 'socket.io';
 import type { JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
 import { guardSocket, type Handler } from './guard';
+import type { Count } from '../metrics-catalogue';
 
 export const ALL_JOBS_ROOM = 'jobs';
 export function jobRoom(jobId: string): string {
@@ -18,7 +19,7 @@ export function attachDashboardNamespace(
     tokenMatches(token: string): boolean;
     /** A handshake from `address` brought a bad token (it costs that address more of its request bucket). */
     failedToken(address: string): void;
-    count(name: string, labels?: Record<string, string>): void;
+    count: Count;
     log(m: string): void;
   },
 ): void {

@@ -11,6 +11,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Server, ServerOptions, Socket } from 'socket.io';
 import * as parser from 'socket.io-parser';
 import { clientAddress, FAILED_AUTH_COST, hostAllowed, originAllowed, type AddressRateLimiter, type HostPolicy } from '../http/security';
+import type { Count } from '../metrics-catalogue';
 
 /** The longest text message a client has reason to send: an event's JSON and its envelope (namespace, ack id, event name). */
 export const MAX_TEXT_MESSAGE = LIMITS.maxEventBytes + 1024;
@@ -45,7 +46,7 @@ export interface EdgeOptions {
   /** Socket.IO connections one address may hold at once on this node, joined to a namespace or not (volunteers' cap + CONNECTION_SLACK). */
   maxConnectionsPerAddress: number;
   joinGraceMs: number;
-  count(name: string, labels?: Record<string, string>): void;
+  count: Count;
   log(m: string): void;
 }
 

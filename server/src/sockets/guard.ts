@@ -6,6 +6,7 @@
 import { eventSizeLimit, LIMITS, measureWire, ProtocolError, parseEvent, type Ack, type SizeLimit } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io';
 import type { z } from 'zod';
+import type { Count } from '../metrics-catalogue';
 
 export class TokenBucket {
   private tokens: number;
@@ -47,7 +48,7 @@ export type Handler = (payload: never, socket: Socket) => Promise<object | void>
 export interface GuardOptions {
   schemas: Record<string, z.ZodType>;
   handlers: Record<string, Handler>;
-  count(name: string, labels?: Record<string, string>): void;
+  count: Count;
   log(message: string): void;
   now?: () => number;
 }

@@ -16,6 +16,7 @@ import type { JobHub } from '../cluster/hub';
 import { AddressRateLimiter, type HttpRateLimit } from '../http/security';
 import type { Store } from '../store/store';
 import { guardSocket, type Handler } from './guard';
+import type { Count } from '../metrics-catalogue';
 
 interface VolunteerData {
   volunteerId: string;
@@ -59,7 +60,7 @@ export interface VolunteerNamespaceOptions {
   maxConnectionsPerAddress: number;
   /** Display-name writes per address (default DEFAULT_NAME_WRITES). */
   nameWrites?: HttpRateLimit;
-  count(name: string, labels?: Record<string, string>): void;
+  count: Count;
   log(m: string): void;
 }
 

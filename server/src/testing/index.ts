@@ -9,3 +9,5 @@ export type { JobRecord } from '../store/store';
 export * from './test-server';
 export * from './redis-server';
 export { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '../coordinator/pacing';
+export * from './promtool';
+export * from './exposition';
