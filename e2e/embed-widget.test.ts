@@ -1,6 +1,6 @@
 // The contribute widget on other sites, in headless Chromium against the real server: two pages on
-// other origins (other ports of 127.0.0.1, each a tiny node:http server) place
-// <tabfleet-contribute>. The server allows one of them (--allow-origin). From the other the element
+// other origins (each a tiny node:http server; the allowed one on localhost, so another site than the
+// server's 127.0.0.1) place <tabfleet-contribute>. The server allows one (--allow-origin). From the other the element
 // says it is refused, and the browser will not show the frame there (CSP frame-ancestors). On the
 // allowed one nothing connects before the visitor's click; after it the tab joins the job and
 // commits syncs with a Node volunteer over WebRTC; Pause takes it out, and the syncs the Node
@@ -16,7 +16,7 @@ import type { RuntimeStatus } from '@tabfleet/worker/runtime';
 import { nodeVolunteer } from '@tabfleet/worker/testing';
 
 /** A site owner's page: the two lines README.md gives them, pointing at the tabfleet server. */
-async function startSite(serverUrl: () => string): Promise<{ origin: string; server: Server }> {
+async function startSite(host: string, serverUrl: () => string): Promise<{ origin: string; server: Server }> {
   const server = createServer((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(`<!doctype html><html><head><title>a site</title></head><body>
       <h1>Help our research</h1>
@@ -27,7 +27,7 @@ async function startSite(serverUrl: () => string): Promise<{ origin: string; ser
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const addr = server.address();
   if (!addr || typeof addr === 'string') throw new Error('site has no TCP address');
-  return { origin: `http://127.0.0.1:${addr.port}`, server };
+  return { origin: `http://${host}:${addr.port}`, server };
 }
 
 let server: TestServer;
@@ -41,8 +41,10 @@ const node: ReturnType<typeof nodeVolunteer>[] = [];
 
 before(async () => {
   await ensureBuilt('apps', console.log);
-  allowed = await startSite(() => server.url);
-  refused = await startSite(() => server.url);
+  // The allowed site is another site, not only another origin (localhost against the server's
+  // 127.0.0.1): the frame is a third-party one, with partitioned storage, as on the web.
+  allowed = await startSite('localhost', () => server.url);
+  refused = await startSite('127.0.0.1', () => server.url);
   server = await startTestServer({ allowOrigins: [allowed.origin], timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
   browser = await connectBrowser();
   // One context and one page for the whole file: the visitor goes from one site to the other.
@@ -101,7 +103,7 @@ test('on an allowed site it asks first, trains the job after the click, and Paus
   await waitFor('the frame names the job a click joins', async () => /Pressing Contribute joins widget job/.test((await frame.textContent('#next-job')) ?? ''), 30_000, 100);
   assert.match((await frame.textContent('#consent')) ?? '', /Nothing runs before/);
   assert.equal(await frame.evaluate(() => window.tabfleetEmbed.started()), false, 'no engine worker before the click');
-  assert.equal(await frame.evaluate(() => localStorage.getItem('tabfleet-client-id')), null, 'no id stored before the click');
+  assert.equal(await frame.evaluate(() => window.tabfleetEmbed.clientId()), null, 'no id before the click');
   assert.equal(server.io.engine.clientsCount, 0, 'no Socket.IO connection before the click');
   assert.equal((await server.api(`/api/jobs/${job.id}`)).body.workers.length, 0);
 
@@ -135,7 +137,18 @@ test('on an allowed site it asks first, trains the job after the click, and Paus
   assert.equal(now.step, atPause.step, 'no steps while paused');
   assert.equal(now.syncs, atPause.syncs, 'no syncs while paused');
   // The server credits this browser with exactly the syncs it was a member of, all before the pause.
-  const clientId = await frame.evaluate(() => localStorage.getItem('tabfleet-client-id'));
+  const clientId = await frame.evaluate(() => window.tabfleetEmbed.clientId());
+  // The id lives in the frame's (the server origin's) storage where the browser gives a third-party
+  // frame any, else for this visit, which the frame says.
+  const stored = await frame.evaluate(() => {
+    try {
+      return window.localStorage.getItem('tabfleet-client-id');
+    } catch {
+      return 'denied';
+    }
+  });
+  if (stored === 'denied') assert.ok(await frame.isVisible('#visit-only'), 'the frame says the credit is for this visit');
+  else assert.equal(stored, clientId);
   const credited = async () => (await server.api('/api/public/credit', { method: 'POST', json: { clientId } })).body.credit?.syncs ?? 0;
   const mine = await memberSyncs();
   assert.ok(mine.every((r) => r.seq <= pausedAt));

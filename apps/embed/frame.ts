@@ -3,9 +3,11 @@
 // (../volunteer/contribution.ts, lifecycle.ts) behind one consent: before the visitor's own click on
 // Contribute in this frame, it only reads the public info (which job a click would join); no engine
 // worker, no WebGPU device, no socket, no id in storage. The id it credits is the volunteer page's
-// (../volunteer/identity.ts) in this origin's storage: the embedding site can neither read nor set
-// it, and browsers that partition third-party storage keep one per embedding site (no cross-site
-// tracking through it). Tests read `window.tabfleetEmbed`.
+// (../volunteer/identity.ts) in this origin's storage, not the embedding site's: the site can neither
+// read nor set it (it would be a key to the visitor's credit and public name), and browsers that
+// partition third-party storage keep one per embedding site, so it tracks no one across sites. A
+// browser that blocks third-party storage is obeyed, not worked around: the id lasts for the visit,
+// and the frame says so. Tests read `window.tabfleetEmbed`.
 import type { PublicInfo } from '@tabfleet/protocol';
 import type { RuntimeStatus, VolunteerRuntime } from '@tabfleet/worker/runtime';
 import { startEngineWorker, type Engine } from '@tabfleet/worker/client';
@@ -14,7 +16,7 @@ import { $, kvRows } from '../shared/dom';
 import {
   creditRows, fetchCredit, initBackend, jobHtml, jobToJoin, recoverLostDevice, renderStatus, serverHtml, startContribution, togglePause,
 } from '../volunteer/contribution';
-import { clientId, savedName } from '../volunteer/identity';
+import { clientId, identityKept, savedName } from '../volunteer/identity';
 import { followLifecycle } from '../volunteer/lifecycle';
 
 const wantedJob = new URLSearchParams(location.search).get('job');
@@ -68,6 +70,7 @@ async function start(choice: BackendChoice): Promise<void> {
     return;
   }
   myId = clientId();
+  $('visit-only').hidden = identityKept();
   ({ runtime } = startContribution({
     serverUrl: location.origin, engine, info, clientId: myId, displayName: savedName(), jobId: wantedJob ?? undefined,
     effort: () => Number($<HTMLInputElement>('effort').value), onStatus: render,
@@ -97,7 +100,7 @@ setInterval(() => void refresh(), REFRESH_MS);
 
 declare global {
   interface Window {
-    tabfleetEmbed: { status(): RuntimeStatus | null; started(): boolean; backend(): BackendInfo['kind'] | null };
+    tabfleetEmbed: { status(): RuntimeStatus | null; started(): boolean; backend(): BackendInfo['kind'] | null; clientId(): string | null };
   }
 }
-window.tabfleetEmbed = { status: () => (runtime ? { ...runtime.status } : null), started: () => engine !== null, backend: () => info?.kind ?? null };
+window.tabfleetEmbed = { status: () => (runtime ? { ...runtime.status } : null), started: () => engine !== null, backend: () => info?.kind ?? null, clientId: () => myId };
