@@ -1,16 +1,20 @@
 // The contribute widget on other sites, in headless Chromium against the real server: two pages on
-// other origins (each a tiny node:http server; the allowed one on localhost, so another site than the
-// server's 127.0.0.1) place <tabfleet-contribute>. The server allows one (--allow-origin). From the other the element
-// says it is refused, and the browser will not show the frame there (CSP frame-ancestors). On the
-// allowed one nothing connects before the visitor's click; after it the tab joins the job and
-// commits syncs with a Node volunteer over WebRTC; Pause takes it out, and the syncs the Node
-// volunteer commits alone after that are neither the tab's nor credited to it.
+// other origins (each a tiny node:http server; the allowed one on localhost, another site than the
+// server's 127.0.0.1) place <tabfleet-contribute>. The server allows one (--allow-origin). On the
+// other the element says it is refused, and the browser will not show the frame there (CSP
+// frame-ancestors). On the allowed one nothing connects before the visitor's click; after it the tab
+// joins the job and commits syncs with a Node volunteer over WebRTC; Pause takes it out, and the syncs
+// the Node volunteer commits alone after that are neither the tab's nor credited to it. Screenshots
+// go to e2e/screenshots/embed-*.png.
 import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Browser, BrowserContext, Frame, Page } from 'playwright-core';
 import { createNodeWebRtcTransport } from '@tabfleet/collective/webrtc-node';
 import { connectBrowser, ensureBuilt } from '@tabfleet/headless';
+import { SHOTS } from './apps-session';
 import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
 import type { RuntimeStatus } from '@tabfleet/worker/runtime';
 import { nodeVolunteer } from '@tabfleet/worker/testing';
@@ -41,6 +45,7 @@ const node: ReturnType<typeof nodeVolunteer>[] = [];
 
 before(async () => {
   await ensureBuilt('apps', console.log);
+  mkdirSync(SHOTS, { recursive: true });
   // The allowed site is another site, not only another origin (localhost against the server's
   // 127.0.0.1): the frame is a third-party one, with partitioned storage, as on the web.
   allowed = await startSite('localhost', () => server.url);
@@ -73,6 +78,7 @@ test('a site not allowed gets a clear refusal, and the browser will not frame th
   assert.match(message, /Contributing is not available here: the tabfleet server “127\.0\.0\.1:\d+” does not allow this site/);
   assert.ok(message.includes(`(${refused.origin})`) && message.includes(`--allow-origin ${refused.origin}`), message);
   assert.equal(await page.locator('tabfleet-contribute iframe').count(), 0);
+  await page.screenshot({ path: join(SHOTS, 'embed-refused.png') });
   // The page puts the frame in by hand: CSP frame-ancestors keeps the server's page out of it.
   const frameUrl = `${server.url}/apps/embed/`;
   await page.evaluate((src) => new Promise((resolve) => {
@@ -107,6 +113,7 @@ test('on an allowed site it asks first, trains the job after the click, and Paus
   assert.equal(server.io.engine.clientsCount, 0, 'no Socket.IO connection before the click');
   assert.equal((await server.api(`/api/jobs/${job.id}`)).body.workers.length, 0);
 
+  await page.screenshot({ path: join(SHOTS, 'embed-before-click.png') });
   await frame.click('#contribute');
   const status = () => frame.evaluate(() => window.tabfleetEmbed.status()) as Promise<RuntimeStatus>;
   await waitFor('the tab is a member of the job', async () => (await status())?.jobId === job.id && (await status()).volunteerId !== null, 120_000, 250);
@@ -122,6 +129,7 @@ test('on an allowed site it asks first, trains the job after the click, and Paus
   assert.match(shown, new RegExp(`widget job \\(${job.id}\\)`));
   assert.doesNotMatch(await frame.textContent('[data-figure="sent / received"]') ?? '', /^0 B/);
   assert.ok((await status()).bytesSent > 0 && (await status()).bytesReceived > 0);
+  await page.screenshot({ path: join(SHOTS, 'embed-contributing.png') });
 
   // Pause: the tab leaves the job and holds; the Node volunteer goes on alone.
   await frame.click('#pause');

@@ -93,7 +93,9 @@ $('allow-battery').addEventListener('change', () => lifecycle?.apply());
 // Leaving the page tells the server at once, so the ring re-forms without waiting for a timeout.
 addEventListener('pagehide', () => runtime?.stop('pagehide'));
 // The embedding element sizes the frame to its content.
-new ResizeObserver(() => parent.postMessage({ tabfleet: 'height', px: document.documentElement.scrollHeight }, '*')).observe(document.body);
+// (Its content's height, not the document's, which is never less than the frame's current height.)
+const content = document.querySelector('main')!;
+new ResizeObserver(() => parent.postMessage({ tabfleet: 'height', px: content.getBoundingClientRect().height + 2 }, '*')).observe(content);
 
 void refresh();
 setInterval(() => void refresh(), REFRESH_MS);
