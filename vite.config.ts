@@ -13,7 +13,12 @@ const APPS = {
   contributors: 'apps/volunteer/contributors.html',
   dashboard: 'apps/dashboard/index.html',
   'dashboard-api': 'apps/dashboard/api.html',
+  // The contribute widget: the frame other sites embed, and the script that defines its element,
+  // served at a fixed path (EMBED_SCRIPT) because site owners paste it into their pages.
+  embed: 'apps/embed/index.html',
+  'embed-element': 'apps/embed/element.ts',
 };
+const EMBED_SCRIPT = 'embed/tabfleet.js';
 
 const TEST_PAGES = {
   kernels: 'e2e/pages/kernels.html',
@@ -58,7 +63,10 @@ export default defineConfig(({ mode }) => {
       target: 'es2022',
       // The benchmark page bundles TensorFlow.js (~1.2 MB) on purpose.
       chunkSizeWarningLimit: pages ? 2048 : 500,
-      rollupOptions: { input: Object.fromEntries(Object.entries(inputs).map(([name, file]) => [name, resolve(root, file)])) },
+      rollupOptions: {
+        input: Object.fromEntries(Object.entries(inputs).map(([name, file]) => [name, resolve(root, file)])),
+        output: { entryFileNames: (chunk) => (chunk.name === 'embed-element' ? EMBED_SCRIPT : 'assets/[name]-[hash].js') },
+      },
     },
   };
 });

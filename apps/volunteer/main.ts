@@ -3,16 +3,18 @@
 // links to ring neighbours and the UI. Tests and `npm run workers` drive it via window.tabfleetVolunteer.
 // Before anything runs the page says who runs the server, which job the tab would join and what that
 // costs; the volunteer's credit (counted by the server, kept under this browser's id) shows below.
-import { createBrowserWebRtcTransport } from '@tabfleet/collective/webrtc-browser';
-import { NAMESPACES, PROTOCOL_VERSION, type Ack, type CapabilitiesInput, type PublicInfo, type PublicJob, type VolunteerCredit } from '@tabfleet/protocol';
-import { VolunteerRuntime, type RuntimeStatus } from '@tabfleet/worker/runtime';
-import { Comlink, startEngineWorker } from '@tabfleet/worker/client';
+import type { Ack, PublicInfo, PublicJob } from '@tabfleet/protocol';
+import type { RuntimeStatus, VolunteerRuntime } from '@tabfleet/worker/runtime';
+import { startEngineWorker } from '@tabfleet/worker/client';
 import type { BackendChoice, BackendInfo } from '@tabfleet/worker';
-import { io, type Socket } from 'socket.io-client';
+import type { Socket } from 'socket.io-client';
 import { $, esc, kvRows } from '../shared/dom';
-import { formatBytes, formatCount, formatDuration } from '../shared/format';
+import { formatBytes } from '../shared/format';
+import {
+  creditRows, fetchCredit, initBackend as initEngine, jobHtml, jobToJoin as scheduledJob, recoverLostDevice, renderStatus, serverHtml, startContribution, togglePause,
+} from './contribution';
 import { clientId, saveName, savedName } from './identity';
-import { followLifecycle, holdHeadline } from './lifecycle';
+import { followLifecycle } from './lifecycle';
 
 const params = new URLSearchParams(location.search);
 const { engine } = startEngineWorker();
@@ -24,33 +26,9 @@ const myId = clientId();
 /** How often the page refreshes the job it would join (before) and its credit (while contributing). */
 const REFRESH_MS = 5_000;
 
-const HEADLINES: Record<RuntimeStatus['state'], string> = {
-  connecting: 'Connecting to the server…', idle: 'Waiting for a job that needs a GPU…', loading: 'Loading the model and data…',
-  training: 'Training: your GPU is computing.', syncing: 'Averaging with the other volunteers…', paused: 'Paused. Nothing is running.',
-  recovering: 'The GPU was reset: recreating the device, then rejoining the job…', stopped: 'Stopped.',
-};
-
 function render(s: RuntimeStatus): void {
-  const headline = $('headline');
-  headline.textContent = (s.state === 'paused' || s.state === 'recovering' ? holdHeadline(s) : null) ?? HEADLINES[s.state];
-  headline.dataset.state = s.state;
-  headline.dataset.held = s.held.join(',');
-  const job = serverInfo?.jobs.find((j) => j.id === s.jobId);
-  const rows: [string, string][] = [
-    ['job', s.jobId ? (job ? `${job.name} (${s.jobId})` : s.jobId) : '—'],
-    ['steps done', String(s.step)],
-    ['syncs this session', String(s.syncs)],
-    ['samples/s', s.samplesPerSec ? s.samplesPerSec.toFixed(0) : '—'],
-    ['peers', s.peers.length ? String(s.peers.length) : '—'],
-    ['sent / received', `${formatBytes(s.bytesSent)} / ${formatBytes(s.bytesReceived)}`],
-  ];
-  if (s.lastAccuracy !== null) rows.push(['test accuracy (last check)', `${(100 * s.lastAccuracy).toFixed(2)}%`]);
-  if (s.memoryPlan) rows.push(['step plan', s.memoryPlan]);
-  if (s.hidden) rows.push(['tab', 'in the background: the browser may slow it down or freeze it']);
-  $('stats').querySelector('tbody')!.innerHTML = kvRows(rows);
+  renderStatus(s, serverInfo?.jobs.find((j) => j.id === s.jobId));
   if (s.jobId) showContributorsLink(s.jobId);
-  $('error').hidden = !s.lastError;
-  $('error').textContent = s.lastError ?? '';
 }
 
 function showContributorsLink(jobId: string): void {
@@ -62,24 +40,17 @@ function showContributorsLink(jobId: string): void {
 
 /** The job the scheduler would hand this tab: the named one, else the first open one its adapter can hold. */
 function jobToJoin(jobs: PublicJob[]): PublicJob | undefined {
-  const current = runtime?.status.jobId;
-  if (current && jobs.some((j) => j.id === current)) return jobs.find((j) => j.id === current);
-  const wanted = params.get('job');
-  if (wanted) return jobs.find((j) => j.id === wanted);
-  const room = info?.adapter?.maxStorageBufferBindingSize ?? Infinity;
-  return jobs.find((j) => j.workers < j.maxWorkers && j.modelBytes <= room);
+  return scheduledJob(jobs, { current: runtime?.status.jobId, wanted: params.get('job'), room: info?.adapter?.maxStorageBufferBindingSize });
 }
 
 function renderPlan(): void {
   if (!serverInfo) return;
-  const { name, operator } = serverInfo.server;
-  $('server').innerHTML = `Server <strong>${esc(name)}</strong>${operator ? `, run by <strong>${esc(operator)}</strong>` : ' (its operator gave no name)'}.`;
+  $('server').innerHTML = serverHtml(serverInfo.server);
   const job = jobToJoin(serverInfo.jobs);
   const open = serverInfo.jobs.length;
   const joining = runtime?.status.jobId === job?.id ? 'This tab is in' : runtime ? 'This tab joins' : 'Pressing Contribute joins';
   $('next-job').innerHTML = job
-    ? `${joining} <strong>${esc(job.name)}</strong>: ${esc(job.preset)} on ${esc(job.dataset)}, ${esc(job.strategy)}${job.compression !== 'none' ? ` + ${esc(job.compression)}` : ''}, ` +
-      `${job.workers} of up to ${job.maxWorkers} volunteers, step ${formatCount(job.step)} of ${formatCount(job.targetSteps)}.` +
+    ? `${joining} ${jobHtml(job)}` +
       (open > 1 ? ` <span class="muted">(${open} open jobs)</span>` : '')
     : params.get('job') ? `Job ${esc(params.get('job'))} is not open to volunteers.`
     : open ? `The ${open} open job${open > 1 ? 's are' : ' is'} full or too large for this adapter: the tab will wait for room.`
@@ -104,85 +75,29 @@ async function refreshPlan(): Promise<void> {
 }
 
 async function refreshCredit(): Promise<void> {
-  const res = await fetch('/api/public/credit', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ clientId: myId }) }).catch(() => null);
-  if (!res?.ok) return;
-  const credit = (await res.json()).credit as VolunteerCredit | null;
+  const credit = await fetchCredit(location.origin, myId);
   $('credit-section').hidden = !credit || credit.syncs === 0;
-  if (!credit) return;
-  $('credit').querySelector('tbody')!.innerHTML = kvRows([
-    ['syncs', formatCount(credit.syncs)],
-    ['training examples', formatCount(credit.samples)],
-    ['compute time', formatDuration(credit.computeMs)],
-    ['jobs', formatCount(credit.jobs)],
-    ['shown as', credit.displayName ?? 'anonymous (set a name above to appear by name)'],
-  ]);
+  if (credit) $('credit').querySelector('tbody')!.innerHTML = kvRows(creditRows(credit));
 }
 
 async function initBackend(choice: BackendChoice): Promise<BackendInfo> {
-  // A browser without WebGPU has no navigator.gpu on the page (nor in workers).
-  if (choice === 'webgpu' && !('gpu' in navigator && navigator.gpu)) {
-    throw new Error('This browser does not offer WebGPU (navigator.gpu is missing): use a recent Chrome, Edge or Safari, or enable WebGPU');
-  }
-  // `?gpuMemory=MiB` caps what the tab allows itself on the GPU (default: from navigator.deviceMemory);
-  // `?slowdown=F` (1–64) makes it F times slower, sleeping beside its compute: tests of unequal volunteers.
-  const slowdown = Number(params.get('slowdown'));
-  info = await engine.init(choice, { gpuMemoryMiB: Number(params.get('gpuMemory')) || undefined, slowdown: slowdown >= 1 && slowdown <= 64 ? slowdown : undefined });
+  // `?gpuMemory=MiB` caps what the tab allows itself on the GPU; `?slowdown=F` (1–64) makes it F times slower.
+  info = await initEngine(engine, choice, { gpuMemoryMiB: Number(params.get('gpuMemory')), slowdown: Number(params.get('slowdown')) });
   renderPlan();
   return info;
-}
-
-function capabilities(b: BackendInfo): CapabilitiesInput {
-  const a = b.adapter;
-  return {
-    backend: b.kind,
-    adapter: { vendor: a?.vendor ?? '', architecture: a?.architecture ?? '', device: a?.device ?? '', description: a?.description ?? b.description, isCpu: a?.isCpu ?? true },
-    // The CPU fallback keeps everything in JS arrays: no binding limit beyond memory.
-    limits: { maxStorageBufferBindingSize: a?.maxStorageBufferBindingSize ?? 2 ** 31, maxBufferSize: a?.maxBufferSize ?? 2 ** 31 },
-    features: a?.features ?? [],
-    userAgent: navigator.userAgent.slice(0, 256),
-    ...(regionHint() ? { region: regionHint() } : {}),
-  };
-}
-
-/** Where this tab is, for jobs that group volunteers by region: `?region=`, else its time zone's area ("Europe/Berlin": Europe). */
-function regionHint(): string | undefined {
-  const given = new URLSearchParams(location.search).get('region') ?? Intl.DateTimeFormat().resolvedOptions().timeZone?.split('/')[0];
-  return given && /^[A-Za-z0-9_\-/]{1,64}$/.test(given) ? given : undefined;
 }
 
 /** Starts contributing (the button). */
 async function start(): Promise<void> {
   if (runtime || !info) return;
-  const name = savedName();
-  socket = io(`${location.origin}${NAMESPACES.volunteer}`, {
-    auth: { protocol: PROTOCOL_VERSION, capabilities: capabilities(info), clientId: myId, ...(name ? { displayName: name } : {}) },
-    transports: ['websocket'],
-  });
-  socket.on('connect_error', (e) => render({ ...(runtime?.status as RuntimeStatus), lastError: `cannot connect: ${e.message}` }));
-  const effort = () => Number($<HTMLInputElement>('effort').value);
-  runtime = new VolunteerRuntime({
-    socket, serverUrl: location.origin, engine, jobId: params.get('job') ?? undefined,
-    createTransport: (self, signaler) => createBrowserWebRtcTransport({ self, signaler }),
-    // Below 100% the tab rests between syncs in proportion to the work it did.
-    throttleMs: () => (effort() >= 100 ? 0 : Math.round(((runtime?.status.samplesPerSec ? 1000 : 200) * (100 - effort())) / effort())),
-    onStatus: render,
-    log: (l) => console.log(l),
-  });
+  ({ socket, runtime } = startContribution({
+    serverUrl: location.origin, engine, info, clientId: myId, displayName: savedName(), jobId: params.get('job') ?? undefined, region: params.get('region'),
+    effort: () => Number($<HTMLInputElement>('effort').value), onStatus: render,
+  }));
   lifecycle.apply();
   $<HTMLButtonElement>('contribute').hidden = true;
   $('pause').hidden = false;
   renderPlan();
-}
-
-async function togglePause(): Promise<void> {
-  if (!runtime) return;
-  if (runtime.status.held.includes('paused')) {
-    runtime.resume();
-    $('pause').textContent = 'Pause';
-  } else {
-    await runtime.pause();
-    $('pause').textContent = 'Resume';
-  }
 }
 
 $('name-form').addEventListener('submit', async (e) => {
@@ -209,7 +124,7 @@ $('name-form').addEventListener('submit', async (e) => {
 });
 $<HTMLInputElement>('display-name').value = savedName() ?? '';
 $('contribute').addEventListener('click', () => void start());
-$('pause').addEventListener('click', () => void togglePause());
+$('pause').addEventListener('click', () => runtime && void togglePause(runtime, $('pause')));
 $('effort').addEventListener('input', () => ($('effort-value').textContent = `${$<HTMLInputElement>('effort').value}%`));
 $('use-cpu').addEventListener('click', async () => {
   await initBackend('cpu');
@@ -228,14 +143,10 @@ addEventListener('pageshow', (e: PageTransitionEvent) => {
 const lifecycle = followLifecycle(() => runtime, () => $<HTMLInputElement>('allow-battery').checked);
 $('allow-battery').addEventListener('change', () => lifecycle.apply());
 // A lost GPU device (driver reset, GPU process crash): the engine worker says so; recreate it and rejoin.
-void engine.onDeviceLost(Comlink.proxy((reason: string) => {
-  const restart = async () => {
-    info = await engine.restart();
-    renderPlan();
-  };
-  if (runtime) void runtime.recoverDevice(reason, restart);
-  else void restart().catch((e: Error) => console.log(`recreating the GPU device failed: ${e.message}`));
-}));
+recoverLostDevice(engine, () => runtime, async () => {
+  info = await engine.restart();
+  renderPlan();
+});
 
 const ready = initBackend(params.get('backend') === 'cpu' ? 'cpu' : 'webgpu').then(
   (b) => {

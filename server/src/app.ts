@@ -15,7 +15,9 @@ import { realClock, type Clock } from './coordinator/types';
 import { DownloadSlots, ShardCache } from './http/datasets';
 import { handleApi, handleStatic, shardPath, type RouteContext } from './http/routes';
 import { sendError, sendJson } from './http/respond';
-import { AddressRateLimiter, clientAddress, DEFAULT_HTTP_RATE_LIMIT, FAILED_AUTH_COST, hostAllowed, hostPolicy, redactUrl, setSecurityHeaders, type HttpRateLimit } from './http/security';
+import {
+  AddressRateLimiter, checkAllowedOrigin, clientAddress, DEFAULT_HTTP_RATE_LIMIT, FAILED_AUTH_COST, hostAllowed, hostPolicy, redactUrl, setSecurityHeaders, type HttpRateLimit,
+} from './http/security';
 import { ServerMetrics } from './metrics';
 import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
 import { CONNECTION_SLACK, DEFAULT_JOIN_GRACE_MS, SocketEdge } from './sockets/edge';
@@ -122,6 +124,8 @@ async function openStateBackends(opts: ServerOptions, nodeId: string): Promise<{
 export async function startServer(opts: ServerOptions = {}): Promise<RunningServer> {
   const log = opts.log ?? ((line: string) => console.log(`[server] ${line}`));
   const nodeId = opts.nodeId ?? `node-${randomBytes(3).toString('hex')}`;
+  // Checked before anything opens: an origin no browser sends would silently never match.
+  const allowOrigins = (opts.allowOrigins ?? []).map(checkAllowedOrigin);
   const backends = await openStateBackends(opts, nodeId);
   const { store, cluster } = backends;
   const uploads = new Uploads(resolve(opts.dataDir ?? 'data', 'uploads'));
@@ -134,7 +138,6 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   }
   const metrics = new ServerMetrics();
   const httpServer = createServer();
-  const allowOrigins = opts.allowOrigins ?? [];
   const hosts = hostPolicy({ listenHost: opts.host ?? '127.0.0.1', publicUrl: opts.publicUrl, extra: opts.allowHosts });
   const limiter = new AddressRateLimiter(opts.httpRateLimit ?? DEFAULT_HTTP_RATE_LIMIT);
   const maxConnectionsPerAddress = opts.addressLimits?.connections ?? DEFAULT_ADDRESS_LIMITS.connections;
@@ -241,7 +244,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
 
   const startedAt = Date.now();
   const ctx: RouteContext = {
-    hub, store, secrets, nodeId, startedAt,
+    hub, store, secrets, nodeId, startedAt, allowOrigins,
     staticDir: resolve(opts.staticDir ?? resolve(repoRoot, 'dist')),
     datasetsDir: opts.datasetsDir ?? process.env.FASHION_MNIST_DIR ?? '/usr/share/datasets/fashion-mnist',
     identity: { name: opts.name ?? '', operator: opts.operator ?? null },

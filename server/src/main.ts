@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { startServer } from './app';
 import { WeakTokenError } from './auth';
+import { checkAllowedOrigin } from './http/security';
 
 const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL] [--node ID]
   --port N      listen port (default $PORT or 8080; 0 picks a free one)
@@ -21,7 +22,8 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
                 volunteer is this machine's
   --public-url U  the URL volunteers reach this server at (checkpoint and shard links start with it);
                 without it, a server on --host 0.0.0.0 hands out paths relative to itself
-  --allow-origin O  another origin whose pages may open Socket.IO connections (repeatable; same origin always may)
+  --allow-origin O  another origin (https://example.org) whose pages may use this server: open Socket.IO connections
+                and embed the contribute widget (repeatable; '*': any; same origin always may)
   --allow-host H    another name requests may carry in their Host header (repeatable; '*': any). IP addresses,
                 localhost, this machine's name and the --host and --public-url names always may; others
                 are refused (421), so a page whose DNS name was pointed at this server cannot use it
@@ -73,6 +75,15 @@ if (publicUrl !== undefined && !/^https?:\/\/[^/?#]+\/?$/.test(publicUrl)) {
   console.error(`bad --public-url ${publicUrl}: want http(s)://host[:port]\n${USAGE}`);
   process.exit(2);
 }
+const allowOrigins = values['allow-origin'];
+for (const origin of allowOrigins ?? []) {
+  try {
+    checkAllowedOrigin(origin);
+  } catch (e) {
+    console.error(`bad ${(e as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+}
 const server = await startServer({
   addressLimits: { connections, jobShare },
   maxActiveJobs,
@@ -80,7 +91,7 @@ const server = await startServer({
   port,
   host: values.host,
   publicUrl,
-  allowOrigins: values['allow-origin'],
+  allowOrigins,
   allowHosts: values['allow-host'],
   dataDir: values.data ?? process.env.TABFLEET_DATA,
   redisUrl: values.redis ?? process.env.REDIS_URL,
@@ -96,6 +107,9 @@ const base = publicUrl?.replace(/\/+$/, '') ?? server.url;
 // The token rides in the fragment: browsers never send it to the server or in a Referer.
 console.log(`[server] dashboard sign-in (once; the page removes the token from the address bar): ${base}/apps/dashboard/#token=${encodeURIComponent(server.secrets.token)}`);
 console.log(`[server] volunteer: ${base}/apps/volunteer/`);
+if (allowOrigins?.length) {
+  console.log(`[server] contribute widget for ${allowOrigins.join(', ')}: <script type="module" src="${base}/embed/tabfleet.js"></script><tabfleet-contribute></tabfleet-contribute>`);
+}
 if (server.secrets.generated) console.log('[server] researcher token generated now and stored in the data directory');
 // A line tests and scripts wait for.
 console.log(`[server] ready ${server.url}`);

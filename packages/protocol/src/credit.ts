@@ -79,6 +79,18 @@ export interface PublicInfo {
   jobs: PublicJob[];
 }
 
+/**
+ * `GET /api/public/embed`: whether the page asking (by its Origin header) may embed the contribute
+ * widget (`--allow-origin`), and whose server it is. Any origin may read it, so a page not allowed
+ * can say why it shows no widget.
+ */
+export interface EmbedPermission {
+  allowed: boolean;
+  /** The Origin the request came with (null: none, as from the server's own pages). */
+  origin: string | null;
+  server: { name: string; operator: string | null };
+}
+
 /** `POST /api/public/credit { clientId }`: this browser's totals, over all jobs. */
 export interface VolunteerCredit extends CreditTotals {
   displayName: string | null;

@@ -313,6 +313,7 @@ export class VolunteerRuntime {
   }
 
   private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<void> {
+    if (this.holds.size) return; // sent before the server heard this tab leave: not this tab's to load
     this.setStatus({ state: 'loading' });
     this.payload = null;
     const { digest } = await this.opts.engine.loadModel(m.url, m.step);
@@ -338,6 +339,7 @@ export class VolunteerRuntime {
     }
     const pause = this.opts.throttleMs?.() ?? 0;
     if (pause > 0) await sleepOn(this.clock, pause);
+    if (this.assignment !== assignment || this.stopped) return; // paused or left while resting: no more work
     this.setStatus({ state: 'training' });
     const t0 = this.clock.now();
     // A replicated unit of this member's work: trained as given, so another member can recompute it.
@@ -351,8 +353,10 @@ export class VolunteerRuntime {
     const wallMs = this.clock.now() - t0;
     this.lastWork = { ...work, wallMs, computeMs };
     const step = await this.opts.engine.currentStep();
+    // Left the job while training (a hold: paused, frozen, on battery): the work is dropped, and the
+    // status keeps saying so (held, the steps of the job as it left) rather than 'syncing'.
+    if (this.assignment !== assignment) return;
     this.setStatus({ step, samplesPerSec: wallMs > 0 ? (work.samples * 1000) / wallMs : 0, state: 'syncing' });
-    if (this.assignment !== assignment) return; // left the job while training
     // Work that stopped at a budget says how many steps it took: its weight in the sync.
     const took = this.nextBudgetMs !== undefined && !own ? { steps: work.steps } : {};
     const ack = await this.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step, ...took });

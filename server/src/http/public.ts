@@ -8,6 +8,7 @@ import {
   parseEvent,
   flatLengthOf,
   targetStepsOf,
+  type EmbedPermission,
   type JobSummary,
   type PublicContributors,
   type PublicInfo,
@@ -17,6 +18,7 @@ import { inOfferOrder, isEnded } from '../cluster/hub';
 import { publicContributor } from '../credit';
 import type { Store } from '../store/store';
 import { readJson, sendJson } from './respond';
+import { originAllowed } from './security';
 import { jobIdParam, type Route } from './routes';
 
 /** Metric points looked back over for the last sync's bytes (evaluations in between have none). */
@@ -49,6 +51,13 @@ export const PUBLIC_ROUTES: [string, RegExp, Route][] = [
     const names = await ctx.store.displayNames(records.map((c) => c.clientId));
     const contributors = records.map((c) => publicContributor(c, names.get(c.clientId))).sort((a, b) => b.samples - a.samples || a.firstAt - b.firstAt);
     const body: PublicContributors = { job: { id: j.id, name: j.name, state: j.state, preset: j.spec.preset, dataset: j.spec.dataset, strategy: j.spec.strategy }, contributors };
+    sendJson(res, 200, body);
+  }],
+  ['GET', /^\/api\/public\/embed$/, async (ctx, req, res) => {
+    // Read by the widget's element on the embedding page: any origin may, and the answer depends on it.
+    res.setHeader('access-control-allow-origin', '*');
+    res.setHeader('vary', 'Origin');
+    const body: EmbedPermission = { allowed: originAllowed(req, ctx.allowOrigins), origin: req.headers.origin ?? null, server: ctx.identity };
     sendJson(res, 200, body);
   }],
   ['POST', /^\/api\/public\/credit$/, async (ctx, req, res) => {

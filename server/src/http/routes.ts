@@ -15,7 +15,7 @@ import { multipartBoundary, parseMultipart, type FormPart } from './multipart';
 import { openApiDocument } from './openapi';
 import { PUBLIC_ROUTES } from './public';
 import { readBytes, readJson, sendBytes, sendError, sendJson } from './respond';
-import { clientAddress, redactUrl } from './security';
+import { clientAddress, redactUrl, setEmbedFrameHeaders, setEmbedScriptHeaders } from './security';
 import { datasetFile, sendFile, sendFromRoots } from './static';
 import type { ServerMetrics } from '../metrics';
 
@@ -28,6 +28,8 @@ export interface RouteContext {
   /** Built apps (Vite dist/); pages are served when it exists. */
   staticDir: string;
   datasetsDir: string;
+  /** Origins besides the server's own whose pages may use it: Socket.IO, and embedding the contribute frame ('*': any). */
+  allowOrigins: readonly string[];
   /** Who runs this server, for the volunteer page. */
   identity: { name: string; operator: string | null };
   metrics: ServerMetrics;
@@ -300,6 +302,10 @@ export async function handleApi(ctx: RouteContext, req: IncomingMessage, res: Se
   return false;
 }
 
+/** Where the built contribute frame (apps/embed/index.html) and the embed script (`tabfleet.js`) are served. */
+export const EMBED_FRAME_PATH = '/apps/embed/';
+export const EMBED_SCRIPT_DIR = '/embed/';
+
 /** Serves the built apps from the static directory; `/` goes to the volunteer page. */
 export function handleStatic(ctx: RouteContext, req: IncomingMessage, res: ServerResponse): void {
   let path: string;
@@ -314,6 +320,9 @@ export function handleStatic(ctx: RouteContext, req: IncomingMessage, res: Serve
     res.writeHead(302, { location: '/apps/volunteer/' }).end();
     return;
   }
+  // The contribute widget: the frame may be embedded by the allowed origins, its script loaded by any.
+  if (path.startsWith(EMBED_FRAME_PATH)) setEmbedFrameHeaders(res, ctx.allowOrigins);
+  else if (path.startsWith(EMBED_SCRIPT_DIR)) setEmbedScriptHeaders(res);
   if (sendFromRoots([ctx.staticDir], path, res)) return;
   res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: ${path}${existsSync(ctx.staticDir) ? '' : ' (the apps are not built: run npm run build)'}`);
 }

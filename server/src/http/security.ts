@@ -26,6 +26,43 @@ export function setSecurityHeaders(res: ServerResponse): void {
   for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
 }
 
+/**
+ * An `--allow-origin` value as browsers send it in the Origin header (scheme, host, port if not the
+ * default; no path), or '*'. Anything else would never match a page and is refused with this error.
+ */
+export function checkAllowedOrigin(value: string): string {
+  const want = `--allow-origin ${JSON.stringify(value)}: want an origin such as https://example.org or http://127.0.0.1:8000 (no path, no trailing slash), or '*'`;
+  if (value === '*') return value;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(want);
+  }
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.origin !== value) throw new Error(want);
+  return value;
+}
+
+/**
+ * The policy of the embedded contribute frame (`/apps/embed/`): every page's, except that the allowed
+ * origins may frame it (`frame-ancestors`), and without X-Frame-Options, which cannot name them. A
+ * site not listed gets the browser's refusal to show the frame.
+ */
+export function setEmbedFrameHeaders(res: ServerResponse, allowed: readonly string[]): void {
+  const ancestors = allowed.includes('*') ? "'self' https: http:" : ["'self'", ...allowed].join(' ');
+  res.setHeader('content-security-policy', CONTENT_SECURITY_POLICY.replace("frame-ancestors 'none'", `frame-ancestors ${ancestors}`));
+  res.removeHeader('x-frame-options');
+}
+
+/**
+ * The embed script (`/embed/…`) is a module script, which browsers fetch with CORS: any origin may
+ * load it, so that a site not allowed still gets the element, which then says it is refused.
+ */
+export function setEmbedScriptHeaders(res: ServerResponse): void {
+  res.setHeader('access-control-allow-origin', '*');
+  res.setHeader('cross-origin-resource-policy', 'cross-origin');
+}
+
 /** HTTP requests per client address: sustained per second, and the burst a page load may use. */
 export interface HttpRateLimit {
   perSecond: number;
