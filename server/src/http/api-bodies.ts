@@ -6,6 +6,7 @@ import {
   JOB_STATES,
   jobSpecSchema,
   type CheckpointInfo,
+  type EmbedPermission,
   type JobSummary,
   type MetricPoint,
   type PublicContributors,
@@ -124,6 +125,12 @@ export const publicInfoBody = matches<PublicInfo>()(z.strictObject({
   server: z.strictObject({ name: z.string(), operator: z.string().nullable() }),
   jobs: z.array(publicJob).describe('open jobs in the order the scheduler offers them: the first is the one a new volunteer joins'),
 })).meta({ id: 'PublicInfo' });
+
+export const embedPermissionBody = matches<EmbedPermission>()(z.strictObject({
+  allowed: z.boolean().describe('whether a page of this Origin may show the contribute widget (--allow-origin)'),
+  origin: z.string().nullable().describe('the Origin the request came with (null: none)'),
+  server: z.strictObject({ name: z.string(), operator: z.string().nullable() }),
+})).meta({ id: 'EmbedPermission' });
 
 const totals = { samples: z.number(), syncs: int, computeMs: z.number() };
 export const publicContributorsBody = matches<PublicContributors>()(z.strictObject({

@@ -1,11 +1,11 @@
 // What each HTTP route of routes.ts takes and answers, for the OpenAPI document (openapi.ts): one
 // entry per path template, beside the ROUTES table rather than in it. openapi.test.ts fails when a
 // route of ROUTES has no entry here, or an entry names a route that ROUTES lacks.
-import { CHECKPOINT_SYNC_HEADER, creditRequestSchema, idSchema, jobSpecSchema, TOKENIZERS, uploadIdSchema, type ErrorCode } from '@tabfleet/protocol';
+import { CHECKPOINT_SHA256_HEADER, CHECKPOINT_SYNC_HEADER, creditRequestSchema, idSchema, jobSpecSchema, TOKENIZERS, uploadIdSchema, type ErrorCode } from '@tabfleet/protocol';
 import { MAX_IMAGE_UPLOAD_BYTES, MAX_TEXT_UPLOAD_BYTES } from '@tabfleet/data';
 import { z } from 'zod';
 import {
-  corpusFactsBody, healthBody, jobSummaryBody, metricPointBody, publicContributorsBody, publicInfoBody, roundBody, uploadBody, volunteerCreditBody, workerRowBody,
+  corpusFactsBody, embedPermissionBody, healthBody, jobSummaryBody, metricPointBody, publicContributorsBody, publicInfoBody, roundBody, uploadBody, volunteerCreditBody, workerRowBody,
 } from './api-bodies';
 
 /**
@@ -62,6 +62,10 @@ const textCutIfText: Record<string, ParamDoc> = {
   context: { ...textCut.context, description: 'a text upload: tokens per window', required: false },
 };
 const safetensors = { 'application/octet-stream': 'binary' } as const;
+const checkpointHeaders = {
+  [CHECKPOINT_SYNC_HEADER]: 'the sync whose model the file holds',
+  [CHECKPOINT_SHA256_HEADER]: 'the SHA-256 (hex) of the file, which a client checks its copy against',
+};
 const json = (schema: z.ZodType): Content => ({ 'application/json': schema });
 
 export const ROUTE_DOCS: RouteDoc[] = [
@@ -72,6 +76,11 @@ export const ROUTE_DOCS: RouteDoc[] = [
   {
     method: 'GET', path: '/api/public/jobs/{id}/contributors', auth: 'public', summary: 'A job\'s public contributor list: names and credit, most samples first',
     params: { id: jobId }, ok: { status: 200, description: 'the job and its contributors', content: json(publicContributorsBody) }, errors: ['bad_request', 'unknown_job'],
+  },
+  {
+    method: 'GET', path: '/api/public/embed', auth: 'public', summary: 'Whether the requesting page\'s origin may embed the contribute widget',
+    description: 'Read by the <tabfleet-contribute> element from any origin (CORS *); the answer depends on the Origin header.',
+    ok: { status: 200, description: 'the origin, whether it may embed, and who runs the server', content: json(embedPermissionBody) }, errors: [],
   },
   {
     method: 'POST', path: '/api/public/credit', auth: 'public', summary: 'A browser\'s own credit over all jobs',
@@ -136,14 +145,14 @@ export const ROUTE_DOCS: RouteDoc[] = [
   {
     method: 'GET', path: '/api/jobs/{id}/checkpoint', auth: 'researcher', summary: 'The job\'s latest checkpoint as safetensors',
     params: { id: jobId },
-    ok: { status: 200, description: 'the model\'s tensors', content: safetensors, headers: { [CHECKPOINT_SYNC_HEADER]: 'the sync whose model the file holds' } },
+    ok: { status: 200, description: 'the model\'s tensors', content: safetensors, headers: checkpointHeaders },
     errors: ['bad_request', 'unknown_job'],
   },
   {
     method: 'GET', path: '/api/jobs/{id}/checkpoints/{seq}', auth: 'ticket', summary: 'The checkpoint of one sync as safetensors (a volunteer\'s model download)',
     params: { id: jobId, seq: { description: 'the sync', schema: z.int().min(0).max(999_999_999), example: 3 } },
     query: { ticket: ticketQuery.ticket },
-    ok: { status: 200, description: 'the model\'s tensors', content: safetensors, headers: { [CHECKPOINT_SYNC_HEADER]: 'the sync whose model the file holds' } },
+    ok: { status: 200, description: 'the model\'s tensors', content: safetensors, headers: checkpointHeaders },
     errors: ['bad_request', 'unknown_job'],
   },
   {
