@@ -16,7 +16,7 @@
 // neighbours lose it mid-round as they would lose a closed tab. Like the runtime, a volunteer's
 // FrameRouter is made by its first ring or group, so frames that reach a fresh transport before then
 // are lost (counted as framesBeforeRouter: a joiner's first round can stall to its deadline).
-// Not modelled: paced rounds' weights (the soak's job has a fixed H), fp16 or sparse payloads, and
+// Paced group rounds pass their weights to the rule, as the runtime does. Not modelled: paced ring rounds' scaled payloads, fp16 or sparse payloads, and
 // lying owners (ExchangeRound.ownerLie).
 import {
   CollectiveError, FrameRouter, Group, MemoryNetwork, Ring, type GroupAverageOptions, type MemoryNetworkOptions, type MemoryTransport, type RingCounters,
@@ -182,7 +182,7 @@ class CollectiveMember implements MemberExchange {
       }
       if (collective instanceof Group) {
         if (!r.group) throw new Error(`group round ${r.roundId} without the job's rule`);
-        const wire: GroupAverageOptions = { rule: r.group.rule, trimFraction: r.group.trimFraction };
+        const wire: GroupAverageOptions = { rule: r.group.rule, trimFraction: r.group.trimFraction, ...(r.group.weights ? { weights: r.group.weights } : {}) };
         const out = await collective.average(values, wire);
         this.openGroup = { group: collective, roundId: r.roundId, contribution: out.contribution, wire };
         keepOpen = true;

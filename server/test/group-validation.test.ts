@@ -64,6 +64,27 @@ test('a validator that accuses an honest owner: the server recomputes the part f
   await waitFor('a sync without it', async () => (await roundsOf(id)).some((r) => r.outcome === 'committed' && !r.members.includes(attacker.volunteerId)));
 });
 
+test('paced group rounds weigh members by their steps: the oracle combines as the server recomputes, so a false validator is still the one removed', async () => {
+  // Members of unequal pace take unequal steps, so each part is a weighted combination. The in-process
+  // oracle once combined unweighted, and the server's recomputation (weighted) then convicted the
+  // honest owner; it showed as a flake of the test above when a busy machine made the steps unequal.
+  // The liar lies only in a round whose steps are unequal.
+  const created = await testServer().createJob({ minWorkers: 4, maxWorkers: 4, H: 4, targetSteps: 1000, pacing: 'paced' });
+  const sims = await Promise.all([2, 2, 12].map((msPerStep) => testServer().volunteer({ msPerStep })));
+  const stepsOf = (s: SimVolunteer, roundId?: number) =>
+    (s.events.filter((e) => e.name === 'round:begin').map((e) => e.payload as RoundBegin).filter((b) => roundId === undefined || b.roundId === roundId).at(-1))?.steps;
+  const unequal = (steps: Record<string, number> | undefined) => !!steps && new Set(Object.values(steps)).size > 1;
+  const liar: SimVolunteer = await testServer().volunteer({ msPerStep: 12, validation: (h) => (unequal(stepsOf(liar)) ? { ...h, aggregate: WRONG } : h) });
+  for (const s of [...sims, liar]) await s.request(created.id);
+  await waitFor('the false validator is removed', () => endReason(liar) ?? sims.map(endReason).find(Boolean), 60_000);
+  assert.ok(sims.every((s) => !endReason(s)), `an honest member was removed: ${sims.map(endReason).find(Boolean)}`);
+  assert.match(endReason(liar)!, /validated a part falsely/);
+  const roundId = Number(/^round (\d+):/.exec(endReason(liar)!)?.[1]);
+  assert.ok(unequal(stepsOf(liar, roundId)), `round ${roundId} weighed unequal steps: ${JSON.stringify(stepsOf(liar, roundId))}`);
+  const lied = (await roundsOf(created.id)).find((r) => r.roundId === roundId);
+  assert.equal(lied?.outcome, 'committed', 'its lie changed nothing: the round it lied in committed');
+});
+
 test('a validator that reports other contributions than were sent to it is alone in every mismatched pair, and is removed', async () => {
   const { honest, attacker } = await jobWith({ validation: (h) => ({ ...h, received: h.received.map(() => WRONG) }) }, 3);
   await waitFor('the validator is removed', () => endReason(attacker), 60_000);

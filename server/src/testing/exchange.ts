@@ -14,8 +14,11 @@
 // reports them; anything else as `internal`.
 import { combinePart, modelDigest, partRange, type Aggregation, type GroupReport, type PartCheck, type PartValidationReport } from '@tabfleet/protocol';
 
-/** How a group round combines (the job's rule); null for a ring round's plain mean. */
-export type GroupRule = { rule: Aggregation; trimFraction: number } | null;
+/**
+ * How a group round combines (the job's rule, and in paced rounds each member's weight, in member
+ * order, capped as the runtime caps them); null for a ring round's plain mean.
+ */
+export type GroupRule = { rule: Aggregation; trimFraction: number; weights?: readonly number[] } | null;
 
 /** What a lying owner does to its part's aggregate (it then reports and sends the result consistently). */
 export type OwnerLie = (aggregate: Float32Array) => Float32Array;
@@ -167,7 +170,7 @@ export class RingOracle implements Exchanger {
     const len = f.inputs[0].length;
     const { start, end } = partRange(len, f.members.length, part);
     const parts = f.inputs.map((x) => x.subarray(start, end));
-    const { aggregate, refused } = combinePart(parts, end - start, f.group.rule, { trimFraction: f.group.trimFraction });
+    const { aggregate, refused } = combinePart(parts, end - start, f.group.rule, { trimFraction: f.group.trimFraction, weights: f.group.weights });
     return { part, received: parts.map((p) => modelDigest(p)), aggregate: aggregate ? modelDigest(aggregate) : '', refused: refused.map((x) => ({ member: f.members[x.index], reason: x.reason })) };
   }
 }
@@ -190,7 +193,7 @@ function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<
   for (let j = 0; j < n; j++) {
     const { start, end } = partRange(len, n, j);
     const parts = inputs.map((x) => x.subarray(start, end));
-    const combined = combinePart(parts, end - start, g.rule, { trimFraction: g.trimFraction });
+    const combined = combinePart(parts, end - start, g.rule, { trimFraction: g.trimFraction, weights: g.weights });
     const honest = combined.aggregate ?? new Float32Array(parts[0].length);
     const aggregate = ownerLies.get(members[j])?.(honest.slice()) ?? honest;
     mean.set(aggregate, start);

@@ -10,6 +10,7 @@ import {
   PROTOCOL_VERSION,
   layoutOf,
   type ModelRef,
+  cappedWeights,
   checksumOf,
   encodeSafetensors,
   modelDigest,
@@ -361,7 +362,9 @@ export class SimVolunteer {
       return;
     }
     const spec = this.assignment!.job.spec;
-    const group = r.mode === 'group' ? { rule: spec.aggregation, trimFraction: spec.trimFraction } : null;
+    // Paced rounds weigh members by their steps in the rule itself, as the runtime does (the server recomputes disputed parts so).
+    const weights = r.steps ? { weights: cappedWeights(r.members.map((id) => r.steps![id])) } : {};
+    const group = r.mode === 'group' ? { rule: spec.aggregation, trimFraction: spec.trimFraction, ...weights } : null;
     const sent = this.opts.contribution?.(this.params.slice()) ?? this.params.slice();
     this.sent = { roundId: r.roundId, values: sent };
     let out: ExchangeResult;
