@@ -2,14 +2,7 @@
 // is wrong), list what is uploaded, and offer the uploads of the job's kind to the job form.
 import { $, esc } from '../shared/dom';
 import { formatBytes } from '../shared/format';
-
-interface UploadInfo {
-  id: string;
-  name: string;
-  kind: 'text' | 'images';
-  bytes: number;
-  records: { train: number; validation: number };
-}
+import type { UploadInfo } from '@tabfleet/protocol';
 
 const records = (d: UploadInfo) => `${d.records.train + d.records.validation} ${d.kind === 'text' ? 'paragraphs' : 'images'}, ${d.records.validation} held out for validation`;
 

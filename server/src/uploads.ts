@@ -7,24 +7,14 @@ import {
   checkIdxImageUpload, checkImageSafetensors, checkTextUpload, encodeFashionShard, imageSplit, MAX_IMAGE_UPLOAD_BYTES, paragraphs, splitRecords, UploadError,
   type CorpusSplit, type ImageSet,
 } from '@tabfleet/data';
-import { decodeSafetensors, ProtocolError, uploadIdSchema, type JobSpec } from '@tabfleet/protocol';
+import { decodeSafetensors, ProtocolError, uploadIdSchema, type JobSpec, type UploadInfo, type UploadKind } from '@tabfleet/protocol';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 
-export type UploadKind = 'text' | 'images';
-
-export interface UploadInfo {
-  id: string;
-  name: string;
-  kind: UploadKind;
-  bytes: number;
-  /** Records on each side of the split: paragraphs of a text, images of an image set. */
-  records: { train: number; validation: number };
-  createdAt: number;
-}
+export type { UploadInfo, UploadKind } from '@tabfleet/protocol';
 
 /** An image set as uploaded: one safetensors file, or an IDX pair (each may be gzip-compressed). */
 export type ImageUpload = { safetensors: Uint8Array } | { images: Uint8Array; labels: Uint8Array };

@@ -22,6 +22,18 @@ export const UPLOAD_DATASETS = ['text-upload', 'image-upload'] as const;
 export const TEXT_DATASETS = ['text-corpus', 'fortunes', 'text-upload'] as const;
 /** An uploaded dataset's id, as the server makes them. */
 export const uploadIdSchema = z.string().regex(/^u-[0-9a-f]{12}$/, 'an uploaded dataset id (u- and 12 hex digits)');
+/** What an upload is: a text (paragraphs) or an image set. */
+export type UploadKind = 'text' | 'images';
+/** An upload as `POST /api/datasets` and `GET /api/datasets` describe it. */
+export interface UploadInfo {
+  id: string;
+  name: string;
+  kind: UploadKind;
+  bytes: number;
+  /** Records on each side of the split: paragraphs of a text, images of an image set. */
+  records: { train: number; validation: number };
+  createdAt: number;
+}
 /**
  * How text becomes token ids: `chars` (the generated corpus's 30 characters, in a vocabulary of 32),
  * `bytes` (UTF-8 bytes, 256), `gpt2` (GPT-2's byte-pair encoding, 50,257 tokens).

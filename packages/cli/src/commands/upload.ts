@@ -6,14 +6,7 @@ import { basename } from 'node:path';
 import type { Command } from '../command';
 import { CliError, EXIT } from '../errors';
 import { formatBytes, type Progress } from '../output';
-
-interface UploadInfo {
-  id: string;
-  name: string;
-  kind: 'text' | 'images';
-  bytes: number;
-  records: { train: number; validation: number };
-}
+import type { UploadInfo } from '@tabfleet/protocol';
 
 /** A body piece: bytes as they are, or a file read as it is sent. */
 type Piece = Uint8Array | { file: string; size: number };
