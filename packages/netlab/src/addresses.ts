@@ -21,6 +21,11 @@ export function lanAddress(homeIndex: number, hostIndex: number | 'router'): str
 }
 
 export const LAN_PREFIX = 28;
+
+/** The home's LAN as a prefix. */
+export function lanSubnet(homeIndex: number): string {
+  return `192.0.2.${homeIndex * 16}/${LAN_PREFIX}`;
+}
 export const SEGMENT_PREFIX = 24;
 
 /** Names for hosts and homes: short, so namespaces and messages stay readable. */

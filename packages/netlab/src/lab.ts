@@ -6,7 +6,7 @@ import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
 import { listNamespaces, runCommand, type CommandResult, type RunOptions } from './command';
 import { removeNamespace, runReaper, startReaper, sweepLeftovers } from './cleanup';
 import {
-  LAN_PREFIX, MAX_HOMES, MAX_HOSTS_PER_HOME, MAX_PUBLIC_HOSTS, NAME_PATTERN, SEGMENT_PREFIX, lanAddress, publicAddress, wanAddress,
+  LAN_PREFIX, MAX_HOMES, MAX_HOSTS_PER_HOME, MAX_PUBLIC_HOSTS, NAME_PATTERN, SEGMENT_PREFIX, lanAddress, lanSubnet, publicAddress, wanAddress,
 } from './addresses';
 import { ROUTER_TABLE, routerRuleset, tbfArgs, type NatKind, type RouterCounter } from './router';
 import { checkRequirements } from './requirements';
@@ -42,7 +42,12 @@ export class Home {
     /** The router's address on the home's LAN, the hosts' gateway. */
     readonly lanAddress: string,
     readonly options: Readonly<HomeOptions>,
-  ) {}
+  ) {
+    this.lanSubnet = lanSubnet(index);
+  }
+
+  /** The home's LAN prefix (a /28 of 192.0.2.0/24), no other home's. */
+  readonly lanSubnet: string;
 
   /** A host namespace behind this home's router. */
   host(name: string): Promise<LabHost> {

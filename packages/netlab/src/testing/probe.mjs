@@ -3,9 +3,11 @@
 //   udp-echo PORT           answers each datagram with the sender's address:port as it arrived
 //   tcp-echo PORT           writes the peer's address:port to each connection and closes it
 //   tcp-sink PORT SKIP      receives one upload; its rate over the bytes after the first SKIP
+//   tcp-source PORT N       sends N bytes to each connection
 //   udp-ask HOST:PORT ...   one socket asks each target until every one has answered
 //   tcp-ask HOST:PORT       one connection; what the server saw, or the error
 //   tcp-send HOST:PORT N    uploads N bytes
+//   tcp-fetch HOST:PORT SKIP  downloads to the end; the rate over the bytes after the first SKIP
 import { createSocket } from 'node:dgram';
 import { createServer, connect } from 'node:net';
 
@@ -15,6 +17,37 @@ const target = (s) => {
   const i = s.lastIndexOf(':');
   return { host: s.slice(0, i), port: Number(s.slice(i + 1)) };
 };
+
+/** Counts what arrives on conn; at its end, says the bytes and the rate over those after the first `skip`. */
+function measure(conn, skip, done) {
+  let bytes = 0;
+  let mark;
+  conn.on('data', (chunk) => {
+    bytes += chunk.length;
+    if (mark === undefined && bytes >= skip) mark = { bytes, at: performance.now() };
+  });
+  conn.on('end', () => {
+    const seconds = (performance.now() - mark.at) / 1000;
+    say({ bytes, mbit: ((bytes - mark.bytes) * 8) / seconds / 1e6 });
+    conn.end();
+    done();
+  });
+}
+
+/** Writes n bytes to conn as fast as it takes them, then ends it. */
+function send(conn, n) {
+  const chunk = Buffer.alloc(64 * 1024);
+  let left = n;
+  const pump = () => {
+    while (left > 0) {
+      const k = Math.min(left, chunk.length);
+      left -= k;
+      if (!conn.write(k === chunk.length ? chunk : chunk.subarray(0, k))) return void conn.once('drain', pump);
+    }
+    conn.end();
+  };
+  pump();
+}
 
 if (mode === 'udp-echo') {
   const sock = createSocket('udp4');
@@ -31,21 +64,17 @@ if (mode === 'udp-echo') {
     conn.end(`${from}\n`);
   }).listen(Number(args[0]), '0.0.0.0', () => say({ listening: Number(args[0]) }));
 } else if (mode === 'tcp-sink') {
-  const skip = Number(args[1]);
-  const server = createServer((conn) => {
-    let bytes = 0;
-    let mark;
-    conn.on('data', (chunk) => {
-      bytes += chunk.length;
-      if (mark === undefined && bytes >= skip) mark = { bytes, at: performance.now() };
-    });
-    conn.on('end', () => {
-      const seconds = (performance.now() - mark.at) / 1000;
-      say({ bytes, mbit: ((bytes - mark.bytes) * 8) / seconds / 1e6 });
-      conn.end();
-      server.close();
-    });
-  }).listen(Number(args[0]), '0.0.0.0', () => say({ listening: Number(args[0]) }));
+  const server = createServer((conn) => measure(conn, Number(args[1]), () => server.close()));
+  server.listen(Number(args[0]), '0.0.0.0', () => say({ listening: Number(args[0]) }));
+} else if (mode === 'tcp-source') {
+  createServer((conn) => send(conn, Number(args[1]))).listen(Number(args[0]), '0.0.0.0', () => say({ listening: Number(args[0]) }));
+} else if (mode === 'tcp-fetch') {
+  const conn = connect(target(args[0]));
+  measure(conn, Number(args[1]), () => process.exit(0));
+  conn.on('error', (err) => {
+    say({ error: err.code ?? err.message });
+    process.exit(2);
+  });
 } else if (mode === 'udp-ask') {
   const sock = createSocket('udp4');
   const seen = {};
@@ -75,17 +104,7 @@ if (mode === 'udp-echo') {
   });
 } else if (mode === 'tcp-send') {
   const conn = connect(target(args[0]));
-  const chunk = Buffer.alloc(64 * 1024);
-  let left = Number(args[1]);
-  const pump = () => {
-    while (left > 0) {
-      const n = Math.min(left, chunk.length);
-      left -= n;
-      if (!conn.write(n === chunk.length ? chunk : chunk.subarray(0, n))) return void conn.once('drain', pump);
-    }
-    conn.end();
-  };
-  conn.on('connect', pump);
+  conn.on('connect', () => send(conn, Number(args[1])));
   conn.on('close', () => process.exit(0));
   conn.on('error', (err) => {
     say({ error: err.code ?? err.message });
