@@ -176,7 +176,7 @@ export class NetLab {
   }
 
   /** Runs argv inside a namespace of this lab to its end (`ip netns exec`); rejects on a non-zero exit. */
-  exec(target: string | LabHost | Home, argv: string[], opts: RunOptions = {}): Promise<CommandResult> {
+  async exec(target: string | LabHost | Home, argv: string[], opts: RunOptions = {}): Promise<CommandResult> {
     return runCommand(['ip', 'netns', 'exec', this.nsOf(target), ...argv], opts);
   }
 
