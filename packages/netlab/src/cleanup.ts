@@ -6,18 +6,20 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { listNamespaces, runCommand } from './command';
 
-// $1 is the lab id. Processes still inside a namespace keep it alive after `ip netns del`, so they go first.
+// $1 is the lab id, $2 its folder of files. Processes still inside a namespace keep it alive after
+// `ip netns del`, so they go first.
 const REAP_SCRIPT = `cat >/dev/null
 for ns in $(ip netns list | cut -d' ' -f1 | grep "^$1-"); do
   pids=$(ip netns pids "$ns")
   [ -n "$pids" ] && kill -9 $pids
   ip netns del "$ns"
-done`;
+done
+rm -rf "$2"`;
 
 /** Starts the reaper of the lab with this id; close() ends its stdin to run it now. */
-export function startReaper(labId: string): ChildProcess {
+export function startReaper(labId: string, dir: string): ChildProcess {
   // Detached: a signal to the test's process group must not take the reaper down before it has cleaned.
-  const reaper = spawn('sh', ['-c', REAP_SCRIPT, 'netlab-reaper', labId], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  const reaper = spawn('sh', ['-c', REAP_SCRIPT, 'netlab-reaper', labId, dir], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
   reaper.unref();
   (reaper.stdin as unknown as { unref(): void }).unref();
   return reaper;

@@ -3,6 +3,9 @@
 // in a namespace the lab made; the root namespace's routes, addresses and rules are never touched.
 // Latency is not modeled (the kernel here has tbf but no netem): links are as fast as veth.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { listNamespaces, runCommand, type CommandResult, type RunOptions } from './command';
 import { removeNamespace, runReaper, startReaper, sweepLeftovers } from './cleanup';
 import {
@@ -10,6 +13,7 @@ import {
 } from './addresses';
 import { ROUTER_TABLE, routerRuleset, tbfArgs, type NatKind, type RouterCounter } from './router';
 import { checkRequirements } from './requirements';
+import { RELAY, launcherScript, openPortal, type Portal } from './portal';
 
 /** A namespace with one address: a public host, or a host in a home. */
 export interface LabHost {
@@ -77,12 +81,15 @@ export class NetLab {
   readonly publicHosts: LabHost[] = [];
   readonly homes: Home[] = [];
   private readonly children = new Set<ChildProcess>();
+  private readonly portals: Portal[] = [];
   private closed = false;
 
   private constructor(
     /** Every namespace of this lab starts with `${id}-`. */
     readonly id: string,
     private readonly reaper: ChildProcess,
+    /** The lab's files (launchers, portal sockets), removed with it. */
+    private readonly dir: string,
   ) {
     this.internet = `${id}-inet`;
   }
@@ -93,7 +100,8 @@ export class NetLab {
     await checkRequirements();
     await sweepLeftovers(prefix);
     const id = `${prefix}-${process.pid}-${++labsInThisProcess}`;
-    const lab = new NetLab(id, startReaper(id));
+    const dir = await mkdtemp(join(tmpdir(), `${id}-`));
+    const lab = new NetLab(id, startReaper(id, dir), dir);
     try {
       await lab.addNamespace(lab.internet);
       await lab.ip(lab.internet, ['link', 'add', 'seg', 'type', 'bridge']);
@@ -189,6 +197,25 @@ export class NetLab {
     return child;
   }
 
+  /** Lets this process reach `host:port` inside a namespace through a 127.0.0.1 port (see portal.ts). */
+  async portal(target: string | LabHost | Home, host: string, port: number): Promise<Portal> {
+    const ns = this.nsOf(target);
+    const socketPath = join(this.dir, `portal-${this.portals.length}.sock`);
+    const relay = this.spawn(ns, [process.execPath, RELAY, socketPath, host, String(port)]);
+    const portal = await openPortal(socketPath, relay);
+    this.portals.push(portal);
+    return portal;
+  }
+
+  /** A path that runs `executable` inside a namespace: Playwright's `executablePath` for a tab in a home. */
+  async launcherIn(target: string | LabHost | Home, executable: string): Promise<string> {
+    const ns = this.nsOf(target);
+    const path = join(this.dir, `launch-${ns.slice(this.id.length + 1)}-${executable.split('/').at(-1)}`);
+    await writeFile(path, launcherScript(ns, executable));
+    await chmod(path, 0o755);
+    return path;
+  }
+
   /** This lab's namespaces that exist now. */
   async namespaces(): Promise<string[]> {
     return (await listNamespaces()).filter((ns) => ns.startsWith(`${this.id}-`));
@@ -207,7 +234,9 @@ export class NetLab {
     let grace: NodeJS.Timeout | undefined;
     await Promise.race([Promise.all(exits), new Promise<void>((resolve) => (grace = setTimeout(resolve, 3000)))]);
     clearTimeout(grace);
+    for (const portal of this.portals) await portal.close();
     await runReaper(this.reaper);
+    await rm(this.dir, { recursive: true, force: true });
     for (const ns of await this.namespaces()) await removeNamespace(ns);
     const left = await this.namespaces();
     if (left.length > 0) throw new Error(`netlab: namespaces left after close: ${left.join(' ')}`);

@@ -2,6 +2,7 @@
 // Each prints one JSON object per line: servers a line per peer they meet, clients their result.
 //   udp-echo PORT           answers each datagram with the sender's address:port as it arrived
 //   tcp-echo PORT           writes the peer's address:port to each connection and closes it
+//   http-echo PORT          answers every HTTP request with the peer's address:port
 //   tcp-sink PORT SKIP      receives one upload; its rate over the bytes after the first SKIP
 //   tcp-source PORT N       sends N bytes to each connection
 //   udp-ask HOST:PORT ...   one socket asks each target until every one has answered
@@ -10,6 +11,7 @@
 //   tcp-fetch HOST:PORT SKIP  downloads to the end; the rate over the bytes after the first SKIP
 import { createSocket } from 'node:dgram';
 import { createServer, connect } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 
 const [mode, ...args] = process.argv.slice(2);
 const say = (obj) => process.stdout.write(`${JSON.stringify(obj)}\n`);
@@ -62,6 +64,13 @@ if (mode === 'udp-echo') {
     const from = `${conn.remoteAddress}:${conn.remotePort}`;
     say({ tcp: from });
     conn.end(`${from}\n`);
+  }).listen(Number(args[0]), '0.0.0.0', () => say({ listening: Number(args[0]) }));
+} else if (mode === 'http-echo') {
+  createHttpServer((req, res) => {
+    const from = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
+    say({ http: from, url: req.url });
+    res.setHeader('content-type', 'text/plain');
+    res.end(from);
   }).listen(Number(args[0]), '0.0.0.0', () => say({ listening: Number(args[0]) }));
 } else if (mode === 'tcp-sink') {
   const server = createServer((conn) => measure(conn, Number(args[1]), () => server.close()));
