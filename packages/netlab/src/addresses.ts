@@ -27,6 +27,8 @@ export function lanSubnet(homeIndex: number): string {
   return `192.0.2.${homeIndex * 16}/${LAN_PREFIX}`;
 }
 export const SEGMENT_PREFIX = 24;
+/** What the internet segment carries: public hosts and home routers' WAN addresses. */
+export const SEGMENT_RANGES = ['203.0.113.0/24', '198.51.100.0/24'];
 
 /** Names for hosts and homes: short, so namespaces and messages stay readable. */
 export const NAME_PATTERN = /^[a-z][a-z0-9]{0,11}$/;

@@ -17,7 +17,7 @@ before(async () => {
   await startProbe(lab, server, ['tcp-echo', '443']);
 });
 
-after(() => lab.close());
+after(() => lab?.close());
 
 test('blockUdp drops UDP leaving the home while TCP passes', async () => {
   const home = await lab.home('office', { nat: 'eim', blockUdp: true });

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { listNamespaces, runCommand, type CommandResult, type RunOptions } from './command';
 import { removeNamespace, runReaper, startReaper, sweepLeftovers } from './cleanup';
 import {
-  LAN_PREFIX, MAX_HOMES, MAX_HOSTS_PER_HOME, MAX_PUBLIC_HOSTS, NAME_PATTERN, SEGMENT_PREFIX, lanAddress, lanSubnet, publicAddress, wanAddress,
+  LAN_PREFIX, MAX_HOMES, MAX_HOSTS_PER_HOME, MAX_PUBLIC_HOSTS, NAME_PATTERN, SEGMENT_PREFIX, SEGMENT_RANGES, lanAddress, lanSubnet, publicAddress, wanAddress,
 } from './addresses';
 import { ROUTER_TABLE, routerRuleset, tbfArgs, type NatKind, type RouterCounter } from './router';
 import { checkRequirements } from './requirements';
@@ -125,7 +125,7 @@ export class NetLab {
     await this.attachToSegment(host.ns, 'eth0', `p${index}`);
     await this.ip(host.ns, ['addr', 'add', `${host.address}/${SEGMENT_PREFIX}`, 'dev', 'eth0']);
     await this.ip(host.ns, ['link', 'set', 'eth0', 'up']);
-    await this.ip(host.ns, ['route', 'add', 'default', 'dev', 'eth0']);
+    await this.routeSegment(host.ns, 'eth0');
     return host;
   }
 
@@ -147,7 +147,7 @@ export class NetLab {
     await this.exec(ns, ['sysctl', '-qw', 'net.ipv4.conf.wan.arp_ignore=1']);
     await this.ip(ns, ['addr', 'add', `${home.wanAddress}/${SEGMENT_PREFIX}`, 'dev', 'wan']);
     await this.ip(ns, ['link', 'set', 'wan', 'up']);
-    await this.ip(ns, ['route', 'add', 'default', 'dev', 'wan']);
+    await this.routeSegment(ns, 'wan');
     await this.ip(ns, ['link', 'add', 'lan', 'type', 'bridge']);
     await this.ip(ns, ['addr', 'add', `${home.lanAddress}/${LAN_PREFIX}`, 'dev', 'lan']);
     await this.ip(ns, ['link', 'set', 'lan', 'up']);
@@ -188,7 +188,10 @@ export class NetLab {
     return runCommand(['ip', 'netns', 'exec', this.nsOf(target), ...argv], opts);
   }
 
-  /** Starts a long-lived process inside a namespace (a server, coturn, Chromium); close() ends it. */
+  /**
+   * Starts a long-lived process inside a namespace (a server, coturn, Chromium); close() ends it.
+   * stdout and stderr are pipes unless `options.stdio` says otherwise: read them, or a chatty process stalls.
+   */
   spawn(target: string | LabHost | Home, argv: string[], options: SpawnOptions = {}): ChildProcess {
     this.assertOpen();
     const child = spawn('ip', ['netns', 'exec', this.nsOf(target), ...argv], { stdio: ['ignore', 'pipe', 'pipe'], ...options });
@@ -261,6 +264,18 @@ export class NetLab {
   private async attachToSegment(ns: string, ifname: string, port: string): Promise<void> {
     await this.ip(this.internet, ['link', 'add', port, 'type', 'veth', 'peer', 'name', ifname, 'netns', ns]);
     await this.ip(this.internet, ['link', 'set', port, 'master', 'seg', 'up']);
+  }
+
+  /**
+   * Routes on the segment: both of its ranges on-link, nothing else. No default route, so a packet for
+   * any other address (a browser's background request, another home's LAN) is refused where it starts
+   * and never reaches the segment. Hosts in homes do have a default route, to their router: Chromium
+   * gathers ICE candidates on the default route's interface.
+   */
+  private async routeSegment(ns: string, dev: string): Promise<void> {
+    for (const range of SEGMENT_RANGES) {
+      await this.ip(ns, ['route', 'replace', range, 'dev', dev]);
+    }
   }
 
   private ip(ns: string, args: string[]): Promise<CommandResult> {

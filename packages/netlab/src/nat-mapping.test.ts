@@ -19,7 +19,7 @@ before(async () => {
   targets = [`${stun1.address}:3478`, `${stun2.address}:3478`, `${stun1.address}:3479`];
 });
 
-after(() => lab.close());
+after(() => lab?.close());
 
 /** The public address:port each target saw for one socket of the host, and that socket's own port. */
 async function mappings(host: LabHost): Promise<{ local: number; seen: string[] }> {

@@ -22,7 +22,7 @@ before(async () => {
   }
 });
 
-after(() => lab.close());
+after(() => lab?.close());
 
 test('the lab gives documentation addresses only', () => {
   assert.match(server.address, /^203\.0\.113\.\d+$/);

@@ -13,7 +13,7 @@ before(async () => {
   await lab.home('h1', { nat: 'eim' });
 });
 
-after(() => lab.close());
+after(() => lab?.close());
 
 const bad: Array<[string, string, HomeOptions, RegExp]> = [
   ['an unknown NAT kind', 'h2', { nat: 'full-cone' as 'eim' }, /nat must be 'eim' or 'symmetric'/],

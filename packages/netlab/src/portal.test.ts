@@ -18,7 +18,7 @@ before(async () => {
   http = await startProbe(lab, server, ['http-echo', '8080']);
 });
 
-after(() => lab.close());
+after(() => lab?.close());
 
 test('a portal lets the test process reach a server inside the lab over 127.0.0.1', async () => {
   const portal = await lab.portal(server, server.address, 8080);

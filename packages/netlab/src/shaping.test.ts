@@ -16,7 +16,7 @@ before(async () => {
   server = await lab.publicHost('server');
 });
 
-after(() => lab.close());
+after(() => lab?.close());
 
 /** Mbit/s of `bytes` sent from one host to a sink on the other, measured at the sink. */
 async function transfer(from: LabHost, to: LabHost, port: number, bytes: number): Promise<number> {
