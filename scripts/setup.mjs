@@ -1,8 +1,8 @@
 // Installs what `npm start`, `npm test` and `npm run bench` need on a fresh machine, and nothing when
 // it is already there: Debian packages (Chromium for WebGPU in headless tabs, libvulkan for Dawn in
 // Node, the Fashion-MNIST data set, redis-server for scale-out tests, fortunes for language models,
-// python3-requests and python3-numpy for the Python example, prometheus for promtool), npm packages,
-// generated shaders.
+// python3-requests and python3-numpy for the Python example, prometheus for promtool, iproute2 and
+// nftables for the network lab), npm packages, generated shaders.
 import { existsSync, statSync, writeFileSync, readFileSync } from 'node:fs';
 import { execSync } from 'node:child_process';
 import { join, dirname } from 'node:path';
@@ -23,6 +23,9 @@ const debianNeeds = [
   { pkg: 'python3-numpy', path: '/usr/lib/python3/dist-packages/numpy/__init__.py' },
   // promtool, which checks the server's /metrics in its test (the Prometheus server itself stays unused).
   { pkg: 'prometheus', path: '/usr/bin/promtool' },
+  // The network lab (packages/netlab, root only): ip and tc for namespaces, veth and tbf; nft for its NAT routers.
+  { pkg: 'iproute2', path: '/usr/sbin/tc' },
+  { pkg: 'nftables', path: '/usr/sbin/nft' },
 ];
 
 function run(cmd) {

@@ -1,0 +1,1 @@
+export { startProbe, askProbe, spawnProbe, waitFor, portOf, addressOf, type ProbeServer } from './probes';
