@@ -16,10 +16,11 @@ test('credentials: username "<expiry>:<volunteer id>", password base64(HMAC-SHA1
 
 test('each volunteer gets STUN urls and TURN urls with its own credentials, expiring a lifetime from now', async () => {
   const clock = new FakeClock(1_700_000_000_500);
-  const issuer = new IceIssuer({ stun: ['stun:stun.example.org:3478'], turn: ['turn:turn.example.org:3478?transport=udp', 'turns:turn.example.org:5349?transport=tcp'], turnSecret: SECRET, credentialLifetimeS: 600 }, clock);
+  const turnUrls = ['turn:turn.example.org:3478?transport=udp', 'turns:turn.example.org:5349?transport=tcp'];
+  const issuer = new IceIssuer({ stun: ['stun:stun.example.org:3478'], turn: turnUrls, turnSecret: SECRET, credentialLifetimeS: 600 }, clock);
   const [stun, turn] = issuer.serversFor('v-abc123');
   assert.deepEqual(stun, { urls: ['stun:stun.example.org:3478'] });
-  assert.deepEqual(turn.urls, ['turn:turn.example.org:3478?transport=udp', 'turns:turn.example.org:5349?transport=tcp']);
+  assert.deepEqual(turn.urls, turnUrls);
   assert.equal(turn.username, '1700000600:v-abc123');
   assert.equal(turn.credential, turnCredentials(SECRET, 'v-abc123', 1_700_000_600).credential);
   assert.notEqual(issuer.serversFor('v-other')[1].credential, turn.credential);

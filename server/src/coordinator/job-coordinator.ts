@@ -46,7 +46,6 @@ import { SyncCommits } from './sync-commits';
 import { JobTally, type AbortCause } from './job-tally';
 import { RoundRecords } from './round-records';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
-import { IceRenewals } from './ice-renewals';
 
 /** Ring failures within one sync before that sync falls back to the star (server) path. */
 const RING_FAILURES_BEFORE_STAR = 2;
@@ -78,7 +77,6 @@ export class JobCoordinator {
   private persistQueue: Promise<void> = Promise.resolve();
   /** Everyone who has been in the job, by identity (loaded from the store, kept in step with it). */
   private readonly contributors: ContributorLedger;
-  private readonly ice: IceRenewals;
 
   private constructor(
     private job: JobRecord,
@@ -94,7 +92,6 @@ export class JobCoordinator {
     const current = () => this.job;
     const identity = (volunteerId: string) => this.members.get(volunteerId)?.identity ?? volunteerId;
     this.links = new PeerLinks({ jobId: job.id, deps, members: this.members });
-    this.ice = new IceRenewals(job.id, deps);
     this.admission = new Admission({
       get job() { return current(); }, deps, members: this.members, penalties: this.penalties,
       get networkRulesApply() { return self.networkRulesApply; }, hasStanding: (id) => this.hasStanding(id),
@@ -247,8 +244,7 @@ export class JobCoordinator {
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
     const dataUrl = this.deps.shardUrl?.(this.job.id, this.job.spec, shard, this.job.spec.maxWorkers);
     if (dataUrl) assignment.dataUrl = dataUrl;
-    const iceServers = this.ice.issue(v.volunteerId);
-    if (iceServers) assignment.iceServers = iceServers;
+    this.links.issueIce(v.volunteerId, assignment);
     if (this.job.spec.regionalGroups) this.links.probeJoiner(v.volunteerId, assignment);
     this.deps.toVolunteer(v.volunteerId, 'job:assign', assignment);
     this.loads.sendIfReady(member);
@@ -280,7 +276,6 @@ export class JobCoordinator {
     const m = this.members.get(volunteerId);
     if (!m) return;
     this.members.remove(m);
-    this.ice.stop(volunteerId);
     this.links.forget(volunteerId);
     this.replication.left(volunteerId);
     this.contributors.departed(m, reason, [...this.members.values()].some((x) => x.identity === m.identity));
@@ -324,7 +319,7 @@ export class JobCoordinator {
     this.checkpoints.release();
     this.workerTableTimer?.();
     this.workerTableTimer = null;
-    this.ice.stopAll();
+    this.links.release();
     for (const m of this.members.values()) m.cancelLoadTimer?.();
   }
 
@@ -337,7 +332,6 @@ export class JobCoordinator {
     this.persist(() => this.deps.store.updateJob(this.job));
     // Evaluations still open are recorded with the reports in (the final sync's accuracy among them).
     this.checkpoints.closeEvaluations();
-    this.ice.stopAll();
     for (const m of this.members.clear()) {
       this.contributors.departed(m, `job ${state}`, false);
       this.deps.toVolunteer(m.volunteerId, 'job:end', { jobId: this.job.id, reason });
