@@ -34,7 +34,10 @@ test('members get ICE servers with their job and renewed TURN credentials; the e
   for (const v of [honest, staller]) assert.equal((await v.request(job.id)).ok, true);
   await waitFor('both assigned and the honest one loaded', () => honest.loadedFrom.length === 1 && staller.loadedFrom.length === 1);
   const workers = async () => (await server!.api(`/api/jobs/${job.id}`)).body.workers as { volunteerId: string; state: string }[];
-  await waitFor('the honest member is admitted', async () => (await workers()).find((w) => w.volunteerId === honest.volunteerId)?.state !== 'loading');
+  await waitFor('the honest member is admitted', async () => {
+    const row = (await workers()).find((w) => w.volunteerId === honest.volunteerId);
+    return row && row.state !== 'loading';
+  });
 
   for (const v of [honest, staller]) {
     const a = v.assignment as Assignment;
