@@ -1,8 +1,8 @@
 // Installs what `npm start`, `npm test` and `npm run bench` need on a fresh machine, and nothing when
 // it is already there: Debian packages (Chromium for WebGPU in headless tabs, libvulkan for Dawn in
-// Node, the Fashion-MNIST data set, redis-server for scale-out tests, fortunes for language models,
-// python3-requests and python3-numpy for the Python example, prometheus for promtool, iproute2 and
-// nftables for the network lab), npm packages, generated shaders.
+// Node, the Fashion-MNIST data set, redis-server for scale-out tests, coturn for TURN credentials,
+// fortunes for language models, python3-requests and python3-numpy for the Python example,
+// prometheus for promtool, iproute2 and nftables for the network lab), npm packages, generated shaders.
 import { existsSync, statSync, writeFileSync, readFileSync } from 'node:fs';
 import { execSync } from 'node:child_process';
 import { join, dirname } from 'node:path';
@@ -14,6 +14,8 @@ const debianNeeds = [
   { pkg: 'libvulkan1', path: '/usr/lib/x86_64-linux-gnu/libvulkan.so.1', alt: '/usr/lib/aarch64-linux-gnu/libvulkan.so.1' },
   { pkg: 'dataset-fashion-mnist', path: '/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz' },
   { pkg: 'redis-server', path: '/usr/bin/redis-server' },
+  // coturn, the TURN server: its test checks the credentials the server issues (server/src/testing/coturn.ts).
+  { pkg: 'coturn', path: '/usr/bin/turnserver' },
   // English text for language models (fortune-mod's data): packages/data/src/node.ts says why this one.
   { pkg: 'fortunes', path: '/usr/share/games/fortunes/people' },
   // A private CA and a certificate for the CLI's https test (packages/cli/src/commands/https.test.ts).

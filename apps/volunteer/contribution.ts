@@ -139,7 +139,7 @@ export function startContribution(o: ContributionOptions): { socket: Socket; run
   });
   const runtime: VolunteerRuntime = new VolunteerRuntime({
     socket, serverUrl: o.serverUrl, engine: o.engine, jobId: o.jobId,
-    createTransport: (self, signaler) => createBrowserWebRtcTransport({ self, signaler }),
+    createTransport: (self, signaler, iceServers) => createBrowserWebRtcTransport({ self, signaler, rtcConfig: () => ({ iceServers: iceServers() }) }),
     // Below 100% the tab rests between syncs in proportion to the work it did.
     throttleMs: () => (o.effort() >= 100 ? 0 : Math.round(((runtime.status.samplesPerSec ? 1000 : 200) * (100 - o.effort())) / o.effort())),
     onStatus: o.onStatus,

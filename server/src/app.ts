@@ -18,6 +18,7 @@ import { sendError, sendJson } from './http/respond';
 import {
   AddressRateLimiter, checkAllowedOrigin, clientAddress, DEFAULT_HTTP_RATE_LIMIT, FAILED_AUTH_COST, hostAllowed, hostPolicy, redactUrl, setSecurityHeaders, type HttpRateLimit,
 } from './http/security';
+import { IceIssuer, type IceOptions } from './ice';
 import { ServerMetrics } from './metrics';
 import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
 import { CONNECTION_SLACK, DEFAULT_JOIN_GRACE_MS, SocketEdge } from './sockets/edge';
@@ -95,6 +96,8 @@ export interface ServerOptions {
   maxActiveJobs?: number;
   /** Which checkpoints the SQLite store keeps (default DEFAULT_CHECKPOINT_RETENTION). */
   checkpointRetention?: CheckpointRetention;
+  /** STUN and TURN servers for volunteers' peer links and the TURN shared secret (ice.ts); absent: host candidates only. */
+  ice?: IceOptions;
 }
 
 export const DEFAULT_ADDRESS_LIMITS = { connections: 32, jobShare: 0.5 };
@@ -126,6 +129,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const nodeId = opts.nodeId ?? `node-${randomBytes(3).toString('hex')}`;
   // Checked before anything opens: an origin no browser sends would silently never match.
   const allowOrigins = (opts.allowOrigins ?? []).map(checkAllowedOrigin);
+  const clock = opts.clock ?? realClock;
+  const ice = new IceIssuer(opts.ice ?? {}, clock);
   const backends = await openStateBackends(opts, nodeId);
   const { store, cluster } = backends;
   const uploads = new Uploads(resolve(opts.dataDir ?? 'data', 'uploads'));
@@ -193,7 +198,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
 
   const deps: CoordinatorDeps = {
     store,
-    clock: opts.clock ?? realClock,
+    clock,
     timing: { ...ROUND_TIMING, ...opts.timing },
     toVolunteer: (ids, event, ...args) => {
       const rooms = Array.isArray(ids) ? ids.map(volunteerRoom) : [volunteerRoom(ids)];
@@ -229,6 +234,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     addressJobShare: opts.addressLimits?.jobShare ?? DEFAULT_ADDRESS_LIMITS.jobShare,
     networkRules: opts.networkRules ?? DEFAULT_NETWORK_RULES,
     replicationRate: opts.replicationRate,
+    ice,
   };
   const hub = new JobHub(deps, cluster, opts.maxActiveJobs);
   await hub.start();
@@ -296,6 +302,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   if (!ctx.identity.name) ctx.identity.name = new URL(url).host;
   log(`node ${nodeId} listening on ${url} (store: ${store.kind})`);
   if (wildcardHost && !opts.publicUrl) log(`listening on every interface without --public-url: volunteers get checkpoint and shard paths relative to the server they connected to`);
+  if (ice.active) log(`ICE servers for volunteers' peer links: ${ice.describe()}`);
+  else if (opts.ice?.turnSecret) log('a TURN shared secret is set but no --turn server: it is unused');
   if (!hosts.any) log(`answering requests whose Host is an IP address or one of: ${[...hosts.names].join(', ')} (more with --allow-host)`);
 
   let closed = false;

@@ -1,8 +1,10 @@
 // `node --import tsx server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL] [--public-url URL]`: runs one
 // server node until SIGINT/SIGTERM. Environment: PORT, TABFLEET_DATA, REDIS_URL, TABFLEET_TOKEN,
-// TABFLEET_NAME, TABFLEET_OPERATOR.
+// TABFLEET_NAME, TABFLEET_OPERATOR, TABFLEET_TURN_SECRET.
 import { parseArgs } from 'node:util';
 import { startServer } from './app';
+import { IceIssuer, type IceOptions } from './ice';
+import { realClock } from './coordinator/types';
 import { WeakTokenError } from './auth';
 import { checkAllowedOrigin } from './http/security';
 
@@ -27,6 +29,11 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
   --allow-host H    another name requests may carry in their Host header (repeatable; '*': any). IP addresses,
                 localhost, this machine's name and the --host and --public-url names always may; others
                 are refused (421), so a page whose DNS name was pointed at this server cannot use it
+  --stun URL    a STUN server volunteers' peer links use (stun:host[:port]; repeatable)
+  --turn URL    a TURN server (turn:host[:port][?transport=udp|tcp], turns:…; repeatable), coturn with
+                use-auth-secret: its static-auth-secret comes from $TABFLEET_TURN_SECRET; each volunteer
+                gets its own credentials, renewed while it is a member
+  --turn-ttl S  how long a volunteer's TURN credentials are valid, seconds (default 3600, at least 60)
 The researcher token comes from $TABFLEET_TOKEN (at least 16 characters), or is generated at the
 first start and kept in the data directory (mode 0600). The sign-in link is printed once per start;
 the dashboard removes the token from the address bar and keeps it for the tab only.`;
@@ -36,6 +43,7 @@ const { values } = parseArgs({
     port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' },
     'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, 'network-prefix': { type: 'string' }, 'max-active-jobs': { type: 'string' },
     'public-url': { type: 'string' }, 'allow-origin': { type: 'string', multiple: true }, 'allow-host': { type: 'string', multiple: true },
+    stun: { type: 'string', multiple: true }, turn: { type: 'string', multiple: true }, 'turn-ttl': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -84,7 +92,24 @@ for (const origin of allowOrigins ?? []) {
     process.exit(2);
   }
 }
+const ttl = values['turn-ttl'];
+if (ttl !== undefined && !/^\d+$/.test(ttl)) {
+  console.error(`bad --turn-ttl ${ttl}: want whole seconds\n${USAGE}`);
+  process.exit(2);
+}
+const ice: IceOptions = {
+  stun: values.stun, turn: values.turn, turnSecret: process.env.TABFLEET_TURN_SECRET || undefined,
+  credentialLifetimeS: ttl === undefined ? undefined : Number(ttl),
+};
+try {
+  // Checked here so a bad URL or a missing secret stops the start before anything opens (the messages never hold the secret).
+  new IceIssuer(ice, realClock);
+} catch (e) {
+  console.error(`bad ICE options: ${(e as Error).message}\n${USAGE}`);
+  process.exit(2);
+}
 const server = await startServer({
+  ice,
   addressLimits: { connections, jobShare },
   maxActiveJobs,
   networkRules,

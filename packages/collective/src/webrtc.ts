@@ -46,8 +46,11 @@ export interface WebRtcTransportOptions extends BackpressureOptions {
   self: string;
   signaler: Signaler;
   createPeer: SimplePeerFactory;
-  /** ICE servers etc. Default: none (host candidates, which is all loopback and LANs need). */
-  rtcConfig?: RTCConfiguration;
+  /**
+   * ICE servers etc. Default: none (host candidates, which is all loopback and LANs need). A function is
+   * read as each link opens, so links opened after TURN credentials were renewed use the new ones.
+   */
+  rtcConfig?: RTCConfiguration | (() => RTCConfiguration);
   /** A link not open within this long is given up (default 30 s). */
   connectTimeoutMs?: number;
   /** Whether to answer a connection offered by `peer` that this side has not asked for (default: yes). */
@@ -119,7 +122,9 @@ export class WebRtcTransport extends BaseTransport {
   }
 
   private open(peer: string, cid: string, initiator: boolean): Conn {
-    const p = this.opts.createPeer({ initiator, config: this.opts.rtcConfig ?? { iceServers: [] }, channelConfig: { ordered: true } });
+    const rtc = this.opts.rtcConfig;
+    const config = (typeof rtc === 'function' ? rtc() : rtc) ?? { iceServers: [] };
+    const p = this.opts.createPeer({ initiator, config, channelConfig: { ordered: true } });
     const timeoutMs = this.opts.connectTimeoutMs ?? 30_000;
     const conn: Conn = {
       cid,

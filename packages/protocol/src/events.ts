@@ -243,6 +243,16 @@ export type VolunteerEventParsed<E extends VolunteerEventName> = z.output<(typeo
 
 // ---------- server → volunteer ----------
 
+/**
+ * A STUN or TURN server for WebRTC (RTCIceServer's shape). TURN entries carry this volunteer's own
+ * short-lived credentials (coturn's REST-API scheme: `username` is "<expiry unix s>:<volunteer id>").
+ */
+export interface IceServer {
+  urls: string[];
+  username?: string;
+  credential?: string;
+}
+
 export interface Assignment {
   job: { id: string; spec: JobSpec };
   /** Stable data shard: this worker reads shard `index` of `count` for the whole job. */
@@ -255,6 +265,8 @@ export interface Assignment {
    * groups already follow its links.
    */
   probePeers?: string[];
+  /** The servers new peer links gather candidates through (absent or empty: host candidates only). */
+  iceServers?: IceServer[];
 }
 
 export interface RoundBegin {
@@ -325,6 +337,8 @@ export interface VolunteerServerEvents {
   'job:end': (e: { jobId: string; reason: string }) => void;
   /** A joiner was told to measure this member (its `probePeers`): open the link to it too (WebRTC's initiator may be either end), signaling with PROBE_ROUND_ID. */
   'peers:probe': (p: { jobId: string; peer: string }) => void;
+  /** Fresh TURN credentials before the last ones expire, while this volunteer is a member: new links use these. */
+  'ice:refresh': (r: { jobId: string; iceServers: IceServer[] }) => void;
 }
 
 // ---------- dashboard ----------

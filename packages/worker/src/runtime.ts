@@ -7,7 +7,7 @@ import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type 
 import {
   cappedWeights, partRange, PROBE_ROUND_ID, realClock, sleepOn, type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
-  type VolunteerEventName, type VolunteerServerEvents,
+  type VolunteerEventName, type VolunteerServerEvents, type IceServer,
 } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
 import type { JobEngineInfo, SyncOf } from './job-engine';
@@ -70,8 +70,11 @@ export interface RuntimeOptions {
   socket: Socket;
   serverUrl: string;
   engine: EngineLike;
-  /** Builds this volunteer's transport once the server has named it. */
-  createTransport(volunteerId: string, signaler: Signaler): Transport;
+  /**
+   * Builds this volunteer's transport once the server has named it. `iceServers` reads the STUN and
+   * TURN servers the server gave this tab (with its job, renewed by `ice:refresh`) as each link opens.
+   */
+  createTransport(volunteerId: string, signaler: Signaler, iceServers: () => IceServer[]): Transport;
   /** Ask for this job rather than the one that needs workers most. */
   jobId?: string;
   log?: (line: string) => void;
@@ -135,6 +138,9 @@ export class VolunteerRuntime {
   /** The members this joiner's assignment named, measured once its model is loaded, before `model:loaded`. */
   private joinProbe: { jobId: string; peers: string[] } | null = null;
 
+  /** The job's ICE servers, TURN with this tab's current credentials (none outside a job). */
+  private iceServers: IceServer[] = [];
+
   private readonly clock: Clock;
 
   constructor(private readonly opts: RuntimeOptions) {
@@ -169,6 +175,10 @@ export class VolunteerRuntime {
       void this.transport?.connect(p.peer).catch(() => {});
     });
     s.on('job:end', (e) => this.queue('job:end', () => this.onJobEnd(e)));
+    // At once, not queued behind the engine: links opened from now on use the renewed credentials.
+    s.on('ice:refresh', (r) => {
+      if (r.jobId === this.assignment?.job.id) this.iceServers = r.iceServers;
+    });
     s.on('disconnect', () => {
       this.generation++;
       this.ring?.abort('disconnected from the server');
@@ -230,7 +240,8 @@ export class VolunteerRuntime {
         return () => this.signalHandlers.delete(h);
       },
     };
-    this.transport = this.opts.createTransport(w.volunteerId, signaler);
+    this.iceServers = [];
+    this.transport = this.opts.createTransport(w.volunteerId, signaler, () => this.iceServers);
     // The worker table's heartbeat: what this tab is doing, every few seconds.
     this.stopHeartbeat?.();
     const beat = () => (this.stopHeartbeat = this.clock.after(HEARTBEAT_MS, () => (this.sendStatus(), beat())));
@@ -273,6 +284,7 @@ export class VolunteerRuntime {
       return;
     }
     this.assignment = a;
+    this.iceServers = a.iceServers ?? [];
     this.setStatus({ state: 'loading', jobId: a.job.id, seq: 0 });
     if (a.probePeers?.length) {
       // Links open while the model loads; the pings wait until it is loaded (a busy thread would delay the pongs it measures).
@@ -582,6 +594,7 @@ export class VolunteerRuntime {
     this.log(`job ${e.jobId} ended: ${e.reason}`);
     this.closeGroup();
     this.assignment = null;
+    this.iceServers = [];
     this.setStatus({ state: this.holds.size ? this.heldState() : 'idle', jobId: null, peers: [], roundId: null });
     if (this.holds.size === 0 && !this.stopped) this.clock.after(1_000, () => this.requestWork());
   }

@@ -1,7 +1,7 @@
 // Volunteers as Node processes' objects for tests: a VolunteerRuntime with a JobEngine on the CPU
 // backend and a transport from an in-memory network (or one given), connected to a real server over Socket.IO.
 import { MemoryNetwork, type Signaler, type Transport } from '@tabfleet/collective';
-import { NAMESPACES, PROTOCOL_VERSION, type Clock } from '@tabfleet/protocol';
+import { NAMESPACES, PROTOCOL_VERSION, type Clock, type IceServer } from '@tabfleet/protocol';
 import { CpuBackend } from '@tabfleet/tensor';
 import { io } from 'socket.io-client';
 import { JobEngine } from './job-engine';
@@ -20,14 +20,14 @@ export const NODE_CAPABILITIES = {
  */
 export function nodeVolunteer(
   serverUrl: string,
-  links: MemoryNetwork | ((volunteerId: string, signaler: Signaler) => Transport),
+  links: MemoryNetwork | ((volunteerId: string, signaler: Signaler, iceServers: () => IceServer[]) => Transport),
   opts: { jobId?: string; log?: (l: string) => void; slowdown?: number; clock?: Clock } = {},
 ) {
   const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES }, transports: ['websocket'], reconnection: false });
   const engine = new JobEngine(new CpuBackend('f32'), { slowdown: opts.slowdown, clock: opts.clock });
   const runtime = new VolunteerRuntime({
     socket, serverUrl, engine, jobId: opts.jobId, log: opts.log, clock: opts.clock,
-    createTransport: (id, signaler) => (links instanceof MemoryNetwork ? links.endpoint(id) : links(id, signaler)),
+    createTransport: (id, signaler, iceServers) => (links instanceof MemoryNetwork ? links.endpoint(id) : links(id, signaler, iceServers)),
   });
   return { socket, engine, runtime };
 }

@@ -244,6 +244,7 @@ export class JobCoordinator {
     const assignment: Assignment = { job: { id: this.job.id, spec: this.job.spec }, shard: { index: shard, count: this.job.spec.maxWorkers } };
     const dataUrl = this.deps.shardUrl?.(this.job.id, this.job.spec, shard, this.job.spec.maxWorkers);
     if (dataUrl) assignment.dataUrl = dataUrl;
+    this.links.issueIce(v.volunteerId, assignment);
     if (this.job.spec.regionalGroups) this.links.probeJoiner(v.volunteerId, assignment);
     this.deps.toVolunteer(v.volunteerId, 'job:assign', assignment);
     this.loads.sendIfReady(member);
@@ -318,6 +319,7 @@ export class JobCoordinator {
     this.checkpoints.release();
     this.workerTableTimer?.();
     this.workerTableTimer = null;
+    this.links.release();
     for (const m of this.members.values()) m.cancelLoadTimer?.();
   }
 

@@ -1,8 +1,10 @@
 // Who a member may reach and how far it is: WebRTC signaling relayed only between the peers a round
 // links (ring neighbours, group members) or a joiner's probe peers (join-probes.ts), and the round
 // trips members measured to those peers, which give a regional Moshpit job the localities it lays its
-// groups out by (peer-distances.ts).
+// groups out by (peer-distances.ts). And the ICE servers members' links gather through, TURN
+// credentials renewed while they are members (ice-renewals.ts).
 import { PROBE_ROUND_ID, ProtocolError, type Assignment, type VolunteerEventParsed } from '@tabfleet/protocol';
+import { IceRenewals } from './ice-renewals';
 import { JoinProbes } from './join-probes';
 import type { MemberBook } from './members';
 import { PeerDistances } from './peer-distances';
@@ -20,9 +22,22 @@ export class PeerLinks {
   /** Round trips members measured to each other (regional Moshpit jobs lay their groups out by them). */
   private readonly distances = new PeerDistances();
   private readonly probes: JoinProbes;
+  private readonly ice: IceRenewals;
 
   constructor(private readonly host: PeerLinksHost) {
     this.probes = new JoinProbes(() => host.deps.clock.now());
+    this.ice = new IceRenewals(host.jobId, host.deps, (id) => host.members.has(id));
+  }
+
+  /** The joiner's ICE servers (`iceServers` of its assignment, when the server has any); renewals start. */
+  issueIce(volunteerId: string, assignment: Assignment): void {
+    const iceServers = this.ice.issue(volunteerId);
+    if (iceServers) assignment.iceServers = iceServers;
+  }
+
+  /** This node lets go of the job: no more renewals from here. */
+  release(): void {
+    this.ice.stopAll();
   }
 
   /** Regional jobs: a joiner measures its round trips to a few members (`probePeers` of its assignment). */
@@ -35,6 +50,7 @@ export class PeerLinks {
   forget(volunteerId: string): void {
     this.distances.forget(volunteerId);
     this.probes.forget(volunteerId);
+    this.ice.stop(volunteerId);
   }
 
   /** Relays a signal to a peer `from` is linked to: in `round` (null: no round runs), or as a probe. */

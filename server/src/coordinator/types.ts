@@ -5,6 +5,7 @@ import type { Capabilities, Clock, DashboardServerEvents, JobSpec, VolunteerServ
 import type { ReputationRecord, Store } from '../store/store';
 import type { NetworkRules } from './standing';
 import type { Count } from '../metrics-catalogue';
+import type { IceIssuer } from '../ice';
 
 // The Clock lives in protocol (the runtime and the collective take one too); the server's is as it
 // was: Date.now, and timers that never hold the process open.
@@ -45,6 +46,8 @@ export interface CoordinatorDeps {
   networkRules?: NetworkRules;
   /** Probability per sync of replicating a unit of a member on probation, and of anyone (default protocol's REPLICATION_RATE). */
   replicationRate?: { probation: number; trusted: number };
+  /** STUN and TURN servers for members' peer links, TURN with per-member credentials (absent: host candidates only). */
+  ice?: IceIssuer;
 }
 
 export interface VolunteerInfo {

@@ -8,6 +8,8 @@ export { SqliteStore } from '../store/sqlite';
 export type { JobRecord } from '../store/store';
 export * from './test-server';
 export * from './redis-server';
+export * from './coturn';
+export * from './turn-client';
 export { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '../coordinator/pacing';
 export * from './promtool';
 export * from './exposition';
