@@ -98,7 +98,7 @@ export const ROUTE_DOCS: RouteDoc[] = [
   },
   {
     method: 'GET', path: '/metrics', auth: 'public', summary: 'Prometheus metrics (text exposition format)',
-    ok: { status: 200, description: 'the metrics', content: { 'text/plain': 'text' } }, errors: [],
+    ok: { status: 200, description: 'the metrics', content: { 'text/plain; version=0.0.4': 'text' } }, errors: [],
   },
   {
     method: 'GET', path: '/api/jobs', auth: 'researcher', summary: 'Every job, newest first',

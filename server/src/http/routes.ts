@@ -1,6 +1,6 @@
 // The HTTP API: jobs (create, list, detail, stop), metrics as JSON and CSV, rounds, checkpoints as
 // safetensors, /healthz, Prometheus /metrics, the Fashion-MNIST files, the API's OpenAPI document and the built apps.
-import { CHECKPOINT_SHA256_HEADER, CHECKPOINT_SYNC_HEADER, LIMITS, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
+import { CHECKPOINT_SHA256_HEADER, CHECKPOINT_SYNC_HEADER, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
