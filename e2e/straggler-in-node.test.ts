@@ -69,7 +69,9 @@ test('one member of four silent for 30 s: the others commit throughout, it is le
     assert.ok(syncMs < boundMs, `a later sync took ${syncMs} ms, the bound ${boundMs} ms`);
 
     const syncsBefore = silent.runtime.status.syncs;
-    await waitFor('the member reloads and contributes again', async () => silent.runtime.status.syncs >= syncsBefore + 2, 120_000, 200);
+    await waitFor('the member reloads and contributes again', async () => silent.runtime.status.syncs >= syncsBefore + 2, 120_000, 200).catch((e: Error) => {
+      throw new Error(`${e.message}; its status ${JSON.stringify(silent.runtime.status)}; the server on it:\n${logs.filter((l) => l.includes(id)).slice(-12).join('\n')}`);
+    });
     assert.ok(logs.some((l) => l.includes(`${id} is ready with work for sync`) && l.includes('it reloads')), 'its stale work was dropped');
     assert.ok(!logs.some((l) => l.includes(`evicting ${id}`)), `evicted: ${logs.find((l) => l.includes(`evicting ${id}`))}`);
     for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
