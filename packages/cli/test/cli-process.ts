@@ -5,7 +5,9 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { startTestServer, type TestServer } from '@tabfleet/server/testing';
 
 export const BIN = fileURLToPath(new URL('../bin/tabfleet.mjs', import.meta.url));
 
@@ -67,3 +69,21 @@ export function jsonLines(run: CliRun): any[] {
 
 /** A line for a failing assertion. */
 export const shown = (run: CliRun) => `exit ${run.code}\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`;
+
+/** A file's real test server, and a CLI home whose environment points at it with the researcher token. */
+export interface CliAgainstServer {
+  server: TestServer;
+  env: Record<string, string>;
+  dir: string;
+}
+
+/** Starts a test server before the file's tests and stops it after; `ready` gets it with a fresh CLI home. */
+export function cliAgainstTestServer(ready: (ctx: CliAgainstServer) => void): void {
+  let server: TestServer | undefined;
+  before(async () => {
+    server = await startTestServer();
+    const home = cliHome();
+    ready({ server, dir: home.dir, env: { ...home.env, TABFLEET_SERVER: server.url, TABFLEET_TOKEN: 'test-token' } });
+  });
+  after(() => server?.stop());
+}

@@ -5,20 +5,14 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import { BASE_JOB, startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
-import { cliHome, jsonLines, jsonOf, runCli, shown } from '../../test/cli-process';
+import { test } from 'node:test';
+import { BASE_JOB, waitFor, type TestServer } from '@tabfleet/server/testing';
+import { cliAgainstTestServer, jsonLines, jsonOf, runCli, shown } from '../../test/cli-process';
 
 let server: TestServer;
 let env: Record<string, string>;
 let dir: string;
-before(async () => {
-  server = await startTestServer();
-  const home = cliHome();
-  dir = home.dir;
-  env = { ...home.env, TABFLEET_SERVER: server.url, TABFLEET_TOKEN: 'test-token' };
-});
-after(() => server.stop());
+cliAgainstTestServer((ctx) => ({ server, env, dir } = ctx));
 
 const jobCount = async () => ((await server.api('/api/jobs')).body.jobs as unknown[]).length;
 

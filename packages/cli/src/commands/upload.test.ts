@@ -5,21 +5,15 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { encodeIdx, generateCorpus } from '@tabfleet/data';
-import { startTestServer, type TestServer } from '@tabfleet/server/testing';
-import { cliHome, jsonOf, runCli, shown } from '../../test/cli-process';
+import type { TestServer } from '@tabfleet/server/testing';
+import { cliAgainstTestServer, jsonOf, runCli, shown } from '../../test/cli-process';
 
 let server: TestServer;
 let env: Record<string, string>;
 let dir: string;
-before(async () => {
-  server = await startTestServer();
-  const home = cliHome();
-  dir = home.dir;
-  env = { ...home.env, TABFLEET_SERVER: server.url, TABFLEET_TOKEN: 'test-token' };
-});
-after(() => server.stop());
+cliAgainstTestServer((ctx) => ({ server, env, dir } = ctx));
 
 const listed = async () => (await server.api('/api/datasets')).body.datasets as { id: string; name: string; kind: string; bytes: number }[];
 
