@@ -19,7 +19,7 @@ const debianNeeds = [
   { pkg: 'coturn', path: '/usr/bin/turnserver' },
   // English text for language models (fortune-mod's data): packages/data/src/node.ts says why this one.
   { pkg: 'fortunes', path: '/usr/share/games/fortunes/people' },
-  // A private CA and a certificate for the CLI's https test (packages/cli/src/commands/https.test.ts).
+  // Private CAs and certificates for the https tests (server/src/testing/test-ca.ts).
   { pkg: 'openssl', path: '/usr/bin/openssl' },
   // The Python example (examples/python/) and its test: Debian's python3 with requests and numpy.
   { pkg: 'python3-requests', path: '/usr/lib/python3/dist-packages/requests/__init__.py' },
