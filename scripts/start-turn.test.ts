@@ -51,7 +51,11 @@ test('npm start -- --turn local: a local coturn relays with the credentials the 
     assert.ok(!out.includes(turn.credential), 'no credential printed');
   } finally {
     sim?.close();
-    if (child.exitCode === null) child.kill('SIGKILL');
+    // SIGTERM, not SIGKILL: start.ts then stops its coturn too, also while it is still starting.
+    if (child.exitCode === null) {
+      child.kill('SIGTERM');
+      await exited;
+    }
     rmSync(data, { recursive: true, force: true });
   }
 });

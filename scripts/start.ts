@@ -52,6 +52,11 @@ if (values.turn !== undefined && values.turn !== 'local') {
   process.exit(2);
 }
 
+// Ctrl-C while starting: exit at once; 'exit' handlers (the local coturn's) still run, which a death by signal would skip.
+const quitWhileStarting = () => process.exit(130);
+process.on('SIGINT', quitWhileStarting);
+process.on('SIGTERM', quitWhileStarting);
+
 await ensureBuilt('apps', console.log);
 let coturn: LocalCoturn | null = null;
 if (values.turn === 'local') {
@@ -118,5 +123,7 @@ async function shutdown(): Promise<void> {
   await coturn?.stop();
   process.exit(0);
 }
+process.off('SIGINT', quitWhileStarting);
+process.off('SIGTERM', quitWhileStarting);
 process.on('SIGINT', () => void shutdown());
 process.on('SIGTERM', () => void shutdown());
