@@ -3,8 +3,9 @@
 // host, and one headless Chromium behind a home NAT opens https://tabfleet.test:8443/apps/volunteer/,
 // trusting the CA only through an NSS database in a temporary HOME (certutil, as a user's browser
 // would): no --ignore-certificate-errors, no --unsafely-treat-insecure-origin-as-secure. The page is a
-// secure context, so WebGPU is there with an adapter, and the tab trains a one-worker job whose syncs
-// commit with it as the member. Root only (network namespaces); nothing leaves the lab and 127.0.0.1.
+// secure context, so WebGPU is there with an adapter, and the tab trains a one-worker Fashion-MNIST job
+// (its shard fetched from the https public URL) whose syncs commit with it as the member. Root only
+// (network namespaces); nothing leaves the lab and 127.0.0.1.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -82,7 +83,7 @@ after(async () => {
 
 test('a tab in a home opens the volunteer page over https with a CA it trusts: WebGPU is there and the tab trains', { timeout: 8 * 60_000 }, async () => {
   const created = await api('/api/jobs', {
-    name: 'https lab', preset: 'mlp-fashion', dataset: 'synthetic-blobs', strategy: 'localsgd', H: 2, pacing: 'fixed',
+    name: 'https lab', preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 2, pacing: 'fixed',
     hyperparameters: { lr: 0.05, batchSize: 32 }, minWorkers: 1, maxWorkers: 1, targetSteps: 100_000, trust: 'trusted',
   });
   assert.equal(created.status, 201, JSON.stringify(created.body));
