@@ -8,7 +8,7 @@
 // (network namespaces); nothing leaves the lab and 127.0.0.1.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,6 +47,7 @@ function api(path: string, body?: unknown): Promise<{ status: number; body: any 
 }
 
 before(async () => {
+  if (!existsSync(CERTUTIL)) throw new Error(`${CERTUTIL} is missing: install Debian's libnss3-tools (npm run setup, as root, does)`);
   await ensureBuilt('apps', console.log);
   lab = await NetLab.create();
   ca = await makeTestCa();

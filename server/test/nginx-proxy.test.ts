@@ -5,7 +5,7 @@
 // saw (127.0.0.2, 127.0.0.3), not by nginx's, whatever the client wrote in X-Forwarded-For itself.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { get } from 'node:https';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -46,6 +46,7 @@ function siteForTest(site: string, opts: { cert: string; key: string; https: num
 }
 
 before(async () => {
+  if (!existsSync(NGINX)) throw new Error(`${NGINX} is missing: install Debian's nginx (npm run setup, as root, does)`);
   ca = await makeTestCa();
   const cert = await ca.issue({ dns: ['localhost'], ip: ['127.0.0.1'] });
   server = await startTestServer({ addressLimits: { connections: 1, jobShare: 1 }, trustProxy: ['127.0.0.1'] });
