@@ -48,7 +48,7 @@ export async function startLocalCoturn(log: (line: string) => void = () => {}): 
   if (!existsSync(TURNSERVER)) throw new Error(`${TURNSERVER} is missing: --turn local needs Debian's coturn (npm run setup, as root, installs it)`);
   const port = await freeTcpUdpPort();
   const secret = randomBytes(24).toString('hex');
-  const dir = mkdtempSync(join(tmpdir(), 'tabfleet-coturn-'));
+  const dir = mkdtempSync(join(tmpdir(), 'tabfleet-local-coturn-'));
   const config = join(dir, 'turnserver.conf');
   // Loopback only: tabs on this machine reach it, nothing else can. Relayed peers are loopback too.
   // verbose: coturn says its UDP listener is open (what this waits for) only then.
