@@ -121,6 +121,11 @@ export interface RunningServer {
   io: Server;
   /** /metrics: the event counters (`get` reads one back), runtime metrics and per-job series. */
   metrics: ServerMetrics;
+  /**
+   * Serves a renewed certificate and key (checked first, `checkTls`) to new connections; open ones keep
+   * theirs. Throws, changing nothing, when the pair is bad or the server was started without TLS.
+   */
+  reloadTls(tls: TlsFiles): void;
   close(): Promise<void>;
 }
 
@@ -323,6 +328,12 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   let closed = false;
   return {
     url, port: addr.port, nodeId, secrets, store, hub, io, metrics,
+    reloadTls(next) {
+      if (!tls) throw new Error('this server was started without TLS: there is no certificate to replace');
+      const checked = checkTls(next);
+      (httpServer as ReturnType<typeof createTlsServer>).setSecureContext({ cert: checked.cert, key: checked.key });
+      log(`TLS: a new certificate loaded, expires in ${daysLeft(checked.cert)} days`);
+    },
     async close() {
       if (closed) return;
       closed = true;

@@ -36,7 +36,7 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
                 gets its own credentials, renewed while it is a member
   --turn-ttl S  how long a volunteer's TURN credentials are valid, seconds (default 3600, at least 60)
   --tls-cert F  serve https:// (and wss://) with this PEM certificate chain, leaf first (with --tls-key)
-  --tls-key F   the certificate's PEM private key, unencrypted
+  --tls-key F   the certificate's PEM private key, unencrypted (SIGHUP reads both files again)
   --trust-proxy A   a reverse proxy's address (as this server sees it) whose X-Forwarded-For names the
                 client: per-address limits and networks then count volunteers, not the proxy (repeatable;
                 none by default, the header is ignored)
@@ -168,6 +168,18 @@ if (allowOrigins?.length) {
 if (server.secrets.generated) console.log('[server] researcher token generated now and stored in the data directory');
 // A line tests and scripts wait for.
 console.log(`[server] ready ${server.url}`);
+
+// SIGHUP: the certificate files again (after a renewal, e.g. certbot's deploy hook: kill -HUP PID),
+// for new connections; a bad pair is refused and the old one kept.
+if (certPath !== undefined && keyPath !== undefined) {
+  process.on('SIGHUP', () => {
+    try {
+      server.reloadTls(readTlsFiles(certPath, keyPath));
+    } catch (e) {
+      console.error(`[server] SIGHUP: TLS files not reloaded, the old certificate stays: ${(e as Error).message}`);
+    }
+  });
+}
 
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
