@@ -1,0 +1,73 @@
+// The network path of a member's WebRTC links: the ICE candidate pair each link selected (RFC 8445's
+// host, server-reflexive, peer-reflexive, relayed) and its round trip, as the member read them from
+// getStats() (collective's ice-path.ts). Members report them with `links:paths`; the server keeps
+// each member's latest report, and the worker table, the job summary and /metrics show them.
+import { z } from 'zod';
+import { idSchema } from './jobs';
+
+export const CANDIDATE_TYPES = ['host', 'srflx', 'prflx', 'relay'] as const;
+export type CandidateType = (typeof CANDIDATE_TYPES)[number];
+/** How a relayed candidate reaches its TURN server. */
+export const RELAY_PROTOCOLS = ['udp', 'tcp', 'tls'] as const;
+export type RelayProtocol = (typeof RELAY_PROTOCOLS)[number];
+
+/** Links one member reports at once: its ring neighbours or its group (a group has at most maxGroupSize). */
+export const MAX_LINK_PATHS = 64;
+/** A round trip above this is no measurement of a link (ms). */
+export const MAX_LINK_RTT_MS = 60_000;
+
+export const linkPathSchema = z.strictObject({
+  /** The member at the other end. */
+  peer: idSchema,
+  /** The selected pair's candidate on this member's side, and on the peer's as this member saw it. */
+  local: z.enum(CANDIDATE_TYPES),
+  remote: z.enum(CANDIDATE_TYPES),
+  /** This member's relayed candidate's way to its TURN server (only when `local` is relay). */
+  relayProtocol: z.enum(RELAY_PROTOCOLS).optional(),
+  /** The pair's current round trip (STUN consent checks), null before one was measured. */
+  rttMs: z.number().finite().min(0).max(MAX_LINK_RTT_MS).nullable(),
+}).refine((l) => l.relayProtocol === undefined || l.local === 'relay', { message: 'relayProtocol is for a relayed local candidate' });
+export type LinkPath = z.output<typeof linkPathSchema>;
+
+export const linkPathsSchema = z.array(linkPathSchema).max(MAX_LINK_PATHS)
+  .refine((ls) => new Set(ls.map((l) => l.peer)).size === ls.length, { message: 'one path per peer' });
+
+/**
+ * What a link goes over, the farthest rung of the ladder either end took: relayed through TURN when
+ * either end's candidate is relayed, else reflexive (a NAT's mapping: srflx from STUN, prflx learned
+ * from a connectivity check) when either is, else host (same network).
+ */
+export const PATH_KINDS = ['host', 'srflx', 'prflx', 'relay'] as const;
+export type PathKind = (typeof PATH_KINDS)[number];
+
+const RANK: Record<CandidateType, number> = { host: 0, prflx: 1, srflx: 2, relay: 3 };
+
+export function pathKindOf(...candidates: CandidateType[]): PathKind {
+  return candidates.reduce<CandidateType>((a, b) => (RANK[b] > RANK[a] ? b : a), 'host');
+}
+
+/** The job's links among its members, each counted once: how many, direct or relayed, and by kind. */
+export interface LinkSummary {
+  total: number;
+  direct: number;
+  relayed: number;
+  /** relayed ÷ total; null with no links. */
+  relayedShare: number | null;
+  byKind: Record<PathKind, number>;
+  /** Relayed links by how their relaying end reaches TURN (an end that did not say is not counted). */
+  relayProtocols: Record<RelayProtocol, number>;
+}
+
+/** One member's view of its links in words: "direct (host)", "relayed (TURN over tcp)", or a mix. */
+export function describeLinks(links: readonly LinkPath[]): string {
+  if (!links.length) return '—';
+  const kinds = links.map((l) => ({ kind: pathKindOf(l.local, l.remote), proto: l.relayProtocol }));
+  const relayed = kinds.filter((k) => k.kind === 'relay');
+  const direct = kinds.filter((k) => k.kind !== 'relay');
+  const protos = [...new Set(relayed.map((k) => k.proto).filter((p) => p !== undefined))];
+  const relayedText = `relayed (TURN${protos.length ? ` over ${protos.join(', ')}` : ''})`;
+  const directText = `direct (${[...new Set(direct.map((k) => k.kind))].join(', ')})`;
+  if (!relayed.length) return directText;
+  if (!direct.length) return relayedText;
+  return `${direct.length} ${directText}, ${relayed.length} ${relayedText}`;
+}
