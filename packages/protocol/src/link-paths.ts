@@ -71,3 +71,31 @@ export function describeLinks(links: readonly LinkPath[]): string {
   if (!direct.length) return relayedText;
   return `${direct.length} ${directText}, ${relayed.length} ${relayedText}`;
 }
+
+/**
+ * The links among members, each counted once though both ends report it: its kind is the farthest
+ * rung either report names (each end knows its own candidate best: a relayed end shows as relay or
+ * prflx to its peer), its relay protocols those the relaying ends said. Links to non-members are left out.
+ */
+export function summarizeLinks(reports: Iterable<{ volunteerId: string; links: readonly LinkPath[] }>, isMember: (id: string) => boolean): LinkSummary {
+  const pairs = new Map<string, { candidates: CandidateType[]; protocols: Set<RelayProtocol> }>();
+  for (const r of reports) {
+    if (!isMember(r.volunteerId)) continue;
+    for (const l of r.links) {
+      if (l.peer === r.volunteerId || !isMember(l.peer)) continue;
+      const key = r.volunteerId < l.peer ? `${r.volunteerId}\n${l.peer}` : `${l.peer}\n${r.volunteerId}`;
+      const pair = pairs.get(key) ?? { candidates: [], protocols: new Set() };
+      pairs.set(key, pair);
+      pair.candidates.push(l.local, l.remote);
+      if (l.relayProtocol) pair.protocols.add(l.relayProtocol);
+    }
+  }
+  const byKind: Record<PathKind, number> = { host: 0, srflx: 0, prflx: 0, relay: 0 };
+  const relayProtocols: Record<RelayProtocol, number> = { udp: 0, tcp: 0, tls: 0 };
+  for (const p of pairs.values()) {
+    byKind[pathKindOf(...p.candidates)]++;
+    for (const proto of p.protocols) relayProtocols[proto]++;
+  }
+  const total = pairs.size;
+  return { total, direct: total - byKind.relay, relayed: byKind.relay, relayedShare: total ? byKind.relay / total : null, byKind, relayProtocols };
+}
