@@ -30,6 +30,9 @@ test('a member\'s links in words', () => {
   assert.equal(describeLinks([l('relay', 'relay', 'udp')]), 'relayed (TURN over udp)');
   assert.equal(describeLinks([l('srflx', 'relay')]), 'relayed (TURN)');
   assert.equal(describeLinks([l('host', 'host'), l('relay', 'srflx', 'tcp')]), '1 direct (host), 1 relayed (TURN over tcp)');
+  // The peer relays, which this end saw as a reflexive candidate: the peer's own report says so.
+  assert.equal(describeLinks([l('host', 'prflx')], () => l('relay', 'host', 'tls')), 'relayed (TURN over tls)');
+  assert.equal(describeLinks([l('host', 'prflx')], () => undefined), 'direct (prflx)');
 });
 
 test('a report names each peer once, at most 64 of them, relayProtocol only for a relayed local end', () => {

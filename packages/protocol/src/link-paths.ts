@@ -58,10 +58,16 @@ export interface LinkSummary {
   relayProtocols: Record<RelayProtocol, number>;
 }
 
-/** One member's view of its links in words: "direct (host)", "relayed (TURN over tcp)", or a mix. */
-export function describeLinks(links: readonly LinkPath[]): string {
+/**
+ * A member's links in words: "direct (host)", "relayed (TURN over tcp)", or a mix. `reverse` gives the
+ * peer's report of the same link, when it has one: each end knows its own candidate best.
+ */
+export function describeLinks(links: readonly LinkPath[], reverse: (peer: string) => LinkPath | undefined = () => undefined): string {
   if (!links.length) return '—';
-  const kinds = links.map((l) => ({ kind: pathKindOf(l.local, l.remote), proto: l.relayProtocol }));
+  const kinds = links.map((l) => {
+    const r = reverse(l.peer);
+    return { kind: pathKindOf(l.local, l.remote, ...(r ? [r.local, r.remote] : [])), proto: l.relayProtocol ?? r?.relayProtocol };
+  });
   const relayed = kinds.filter((k) => k.kind === 'relay');
   const direct = kinds.filter((k) => k.kind !== 'relay');
   const protos = [...new Set(relayed.map((k) => k.proto).filter((p) => p !== undefined))];
