@@ -86,7 +86,9 @@ test('links relayed through TURN and direct ones reach the API, /metrics and the
     location.hash = `#/jobs/${id}`;
   }, job.id);
   await d.waitForSelector('#job-view:not([hidden])');
-  const cells = () => d.$$eval('#workers tbody tr', (rows) => rows.map((r) => [r.querySelector('td .muted')?.textContent ?? '', r.querySelector('[data-path]')?.textContent ?? ''] as [string, string]));
+  // Each row: the volunteer id under its name, and its path cell.
+  const cells = () => d.$$eval('#workers tbody tr',
+    (rows) => rows.map((r) => [r.querySelector('td .muted')?.textContent ?? '', r.querySelector('[data-path]')?.textContent ?? ''] as [string, string]));
   await waitFor('the worker table shows every member\'s path', async () => (await cells()).filter(([, path]) => path !== '—' && path !== '').length === 3, 60_000, 250);
   const shown = new Map(await cells());
   assert.equal(shown.get(relaying), 'relayed (TURN over udp)');
