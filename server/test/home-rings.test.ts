@@ -66,3 +66,28 @@ test('homeRings: false, an untrusted job, and a server that does not tell addres
   }
   assert.equal(untrusted.begins[0][0].mode, 'group');
 });
+
+test('signals in a round by homes: inside a home and between neighbouring leaders, not from a member to another home', async () => {
+  const job = await server.createJob({ minWorkers: 5, maxWorkers: 5, trust: 'trusted' });
+  const sims = ADDRESSES.map((localAddress) => new SimVolunteer({ url: server.url, oracle: server.oracle, localAddress }));
+  try {
+    for (const s of sims) await s.connected();
+    for (const s of sims) s.holdRounds = true;
+    for (const s of sims) assert.equal((await s.request(job.id)).ok, true);
+    const begin = await waitFor('round:begin', () => sims[0].events.find((e) => e.name === 'round:begin')?.payload as RoundBegin | undefined);
+    const byId = new Map(sims.map((s) => [s.volunteerId, s]));
+    const [[a1, a2], [b1, b2], [c1]] = begin.homes!.map((h) => h.map((id) => byId.get(id)!));
+    const signal = (from: SimVolunteer, to: SimVolunteer) => from.emit('signal', { jobId: job.id, roundId: begin.roundId, to: to.volunteerId, data: { type: 'offer', sdp: 'v=0' } });
+    // Leaders a1, b1, c1 form a ring of three; a2 and b2 link only inside their homes.
+    for (const [from, to] of [[a1, a2], [a2, a1], [a1, b1], [b1, c1], [c1, a1], [b2, b1]]) assert.deepEqual(await signal(from, to), { ok: true });
+    for (const [from, to] of [[a2, b1], [a2, b2], [b2, c1], [c1, b2]]) {
+      const refused = await signal(from, to);
+      assert.equal(refused.ok, false);
+      assert.equal(!refused.ok && refused.error.code, 'not_neighbour');
+    }
+    for (const s of sims) assert.deepEqual(s.errors, []);
+  } finally {
+    for (const s of sims) s.close();
+    await server.stopJobs();
+  }
+});

@@ -31,3 +31,20 @@ export function homesOf(members: readonly { volunteerId: string; address?: strin
   }
   return homes.some((h) => h.length > 1) ? homes : null;
 }
+
+/**
+ * Whom a member of a ring round by homes links to (and may signal): its neighbours in its home's ring
+ * and, as its home's leader, the neighbouring leaders in the ring among homes (collective's HomeRing).
+ */
+export function homeRingPeers(homes: readonly (readonly string[])[], id: string): string[] {
+  const home = homes.find((h) => h.includes(id));
+  if (!home) return [];
+  const leaders = home[0] === id ? homes.map((h) => h[0]) : [];
+  return [...new Set([...neighbours(home, id), ...neighbours(leaders, id)])];
+}
+
+function neighbours(ring: readonly string[], id: string): string[] {
+  const i = ring.indexOf(id);
+  if (i < 0 || ring.length < 2) return [];
+  return [ring[(i + ring.length - 1) % ring.length], ring[(i + 1) % ring.length]];
+}

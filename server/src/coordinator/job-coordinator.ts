@@ -515,7 +515,7 @@ export class JobCoordinator {
     const timeoutMs = this.deadlines.bound('round', this.deps.timing.roundTimeoutMs);
     const deadline = now + timeoutMs;
     this.round = {
-      roundId, seq, mode, members, ...seats, step,
+      roundId, seq, mode, members, homes, ...seats, step,
       startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null, steps, dtype, groups: grouped,
       cancelDeadline: this.deps.clock.after(timeoutMs, () => this.deadlinePassed(roundId)),
     };
