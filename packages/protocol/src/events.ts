@@ -302,6 +302,13 @@ export interface RoundBegin {
    * members' parameters (not deltas), which each adopts. Every group of a sync has its own roundId.
    */
   grouped?: true;
+  /**
+   * Ring rounds of `homeRings` jobs where members share an address: the homes in ring order, each its
+   * members (a home's first member is its leader; a member alone at its address is a home of one).
+   * Members sum over their home's ring, leaders allreduce the sums among homes and broadcast the mean
+   * back inside their home (collective's HomeRing). `members` lists the same members, home by home.
+   */
+  homes?: string[][];
 }
 
 export interface VolunteerServerEvents {
