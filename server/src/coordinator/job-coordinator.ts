@@ -508,8 +508,7 @@ export class JobCoordinator {
     const joinersWaiting = (grouped ? this.members.unsentLoads : this.members.inPhase.loading).size > 0;
     // Moshpit: the evaluators share the uploader's group, so they vouch for the model it uploads.
     const seats = this.checkpoints.seatsFor(ring, seq, step, joinersWaiting, grouped && ((a, b) => grouped.groupOf(a) === grouped.groupOf(b)));
-    // Members sharing addresses: a ring by homes (home-rings.ts), members listed home by home.
-    const homes = mode === 'ring' && !grouped && homeRingsApply(this.job.spec, !!this.deps.networkRules) ? homesOf(ring) : null;
+    const homes = mode === 'ring' && !grouped && homeRingsApply(this.job.spec, !!this.deps.networkRules) ? homesOf(ring) : null; // by address, home-rings.ts
     const members = homes ? homes.flat() : ring.map((m) => m.volunteerId);
     const roundId = grouped?.lastRoundId ?? this.nextRoundId;
     this.nextRoundId = roundId + 1;
