@@ -10,6 +10,8 @@ import { startLabServer, type LabServer, type LabServerOptions } from './lab-ser
 
 export const TURN_SECRET = 'lab-turn-shared-secret-0123456789';
 export const TURN_PORT = 3478;
+/** Every home's LAN (netlab gives each a /28 of 192.0.2.0/24). */
+const HOME_LANS = '192.0.2.0-192.0.2.255';
 
 export interface LabClusterOptions {
   /** One volunteer tab behind each home (`openTabs` opens them). */
@@ -50,7 +52,13 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
     const turnHost = await lab.publicHost('turn');
     const serverHost = await lab.publicHost('srv');
     if ((opts.turn ?? 'up') === 'up') {
-      coturn = await startCoturn(TURN_SECRET, { listenIp: turnHost.address, port: TURN_PORT, spawn: (argv) => lab.spawn(turnHost, argv) });
+      coturn = await startCoturn(TURN_SECRET, {
+        listenIp: turnHost.address, port: TURN_PORT, spawn: (argv) => lab.spawn(turnHost, argv),
+        // The homes' LANs are the lab's private addresses, which tabs offer as host candidates. coturn asked to
+        // send there gets ENETUNREACH (public hosts have no route to them) and closes the allocation; operators
+        // deny private ranges (RFC 1918) for the same reason and against relaying into their own network.
+        deniedPeerRanges: [HOME_LANS],
+      });
     }
     const stun = `stun:${turnHost.address}:${TURN_PORT}`;
     const turn = `turn:${turnHost.address}:${TURN_PORT}?transport=udp`;

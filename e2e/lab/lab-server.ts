@@ -24,6 +24,8 @@ export interface LabServer {
   host: LabHost;
   /** What tabs in the lab open: `http://203.0.113.x:8080`. */
   url: string;
+  /** The same server from the test process (through the portal): `http://127.0.0.1:PORT`, for a dashboard page. */
+  localUrl: string;
   api(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; body: any; text: string }>;
   createJob(spec?: Partial<JobSpecInput>): Promise<JobSummary>;
   /** Its last log lines (stdout and stderr), for a failing test's message. */
@@ -73,6 +75,7 @@ export async function startLabServer(lab: NetLab, host: LabHost, opts: LabServer
   return {
     host,
     url: `http://${host.address}:${SERVER_PORT}`,
+    localUrl: base,
     api,
     async createJob(spec = {}) {
       const r = await api('/api/jobs', { method: 'POST', json: { ...BASE_JOB, ...spec } });

@@ -29,6 +29,12 @@ export interface CoturnOptions {
   relayIp?: string;
   /** Its port (default: a free loopback port; pass one when it listens elsewhere). */
   port?: number;
+  /**
+   * Peer address ranges (`a.b.c.d-e.f.g.h`) it refuses to relay to, as operators deny private ranges: a
+   * peer that cannot be reached from it (another network's LAN address) is refused a permission (403)
+   * instead of being sent to, and a send that fails (ENETUNREACH) closes the whole allocation.
+   */
+  deniedPeerRanges?: string[];
   /** Starts the process (default: here, with node's spawn); a lab passes `(argv) => lab.spawn(host, argv)`. */
   spawn?: (argv: string[]) => ChildProcess;
 }
@@ -43,6 +49,7 @@ export async function startCoturn(secret: string, opts: CoturnOptions = {}): Pro
   const argv = [
     TURNSERVER, '-n', `--listening-ip=${listenIp}`, `--relay-ip=${relayIp}`, `--listening-port=${port}`, '--use-auth-secret', `--static-auth-secret=${secret}`, `--realm=${realm}`,
     '--allow-loopback-peers', '--no-cli', '--no-tls', '--no-dtls', '--log-file=stdout', '--simple-log', '--verbose', `--userdb=${join(dir, 'turndb')}`, `--pidfile=${join(dir, 'pid')}`,
+    ...(opts.deniedPeerRanges ?? []).map((range) => `--denied-peer-ip=${range}`),
   ];
   const turn = opts.spawn ? opts.spawn(argv) : spawnChild(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   // Also when the test process ends without stopping it (a failed assertion, --test-force-exit).
