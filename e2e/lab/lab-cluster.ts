@@ -14,8 +14,8 @@ export const TURN_PORT = 3478;
 const HOME_LANS = '192.0.2.0-192.0.2.255';
 
 export interface LabClusterOptions {
-  /** One volunteer tab behind each home (`openTabs` opens them). */
-  homes: HomeOptions[];
+  /** The homes, each with its NAT and `tabs` volunteer tabs behind it (default 1; `openTabs` opens them). */
+  homes: Array<HomeOptions & { tabs?: number }>;
   /** 'up': coturn runs; 'down': the server names it but nothing answers there (default 'up'). */
   turn?: 'up' | 'down';
   /** More server command-line options. */
@@ -33,7 +33,7 @@ export interface LabCluster {
   coturn: Coturn | null;
   homes: Home[];
   tabs: LabTab[];
-  /** Opens one tab in each home (on its host `t1`), one after another, each contributing. */
+  /** Opens the tabs (one per host `t1`, `t2`, … of each home), one after another, each contributing. */
   openTabs(log?: (line: string) => void): Promise<LabTab[]>;
   close(): Promise<void>;
 }
@@ -43,10 +43,12 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
   const lab = await NetLab.create();
   const tabs: LabTab[] = [];
   let coturn: Coturn | null = null;
+  let server: LabServer | undefined;
   const close = async () => {
     for (const t of tabs) await t.close().catch(() => {});
     coturn?.stop();
     await lab.close();
+    server?.removeData();
   };
   try {
     const turnHost = await lab.publicHost('turn');
@@ -62,15 +64,21 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
     }
     const stun = `stun:${turnHost.address}:${TURN_PORT}`;
     const turn = `turn:${turnHost.address}:${TURN_PORT}?transport=udp`;
-    const server = await startLabServer(lab, serverHost, { stun: [stun], turn: [turn], turnSecret: TURN_SECRET, args: opts.serverArgs });
+    const started = await startLabServer(lab, serverHost, { stun: [stun], turn: [turn], turnSecret: TURN_SECRET, args: opts.serverArgs });
+    server = started;
     const homes: Home[] = [];
     // Every namespace is made before any tab starts, so no Chromium sees its network change under it.
-    for (const [i, options] of opts.homes.entries()) homes.push(await lab.home(`home${i + 1}`, options));
-    for (const home of homes) await home.host('t1');
+    for (const [i, { tabs: count = 1, ...options }] of opts.homes.entries()) {
+      const home = await lab.home(`home${i + 1}`, options);
+      for (let t = 1; t <= count; t++) await home.host(`t${t}`);
+      homes.push(home);
+    }
     return {
-      lab, server, turnSecret: TURN_SECRET, turnHost, coturn, homes, tabs, close,
+      lab, server: started, turnSecret: TURN_SECRET, turnHost, coturn, homes, tabs, close,
       async openTabs(log) {
-        for (const home of homes) tabs.push(await openLabTab(lab, home.hosts[0]!, server.url, home.name, log));
+        for (const home of homes) {
+          for (const host of home.hosts) tabs.push(await openLabTab(lab, host, started.url, home.hosts.length > 1 ? `${home.name}/${host.name}` : home.name, log));
+        }
         return tabs;
       },
     };

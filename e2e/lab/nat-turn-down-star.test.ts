@@ -5,12 +5,15 @@
 // On main at fd524cf this fails at the dashboard: nothing there says a round was a star round (the
 // worker table showed the last round's number only); the rows now carry `lastRoundMode`.
 import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
 import { waitFor } from '@tabfleet/server/testing';
 import type { Browser } from 'playwright-core';
 import { startLabCluster, type LabCluster } from './lab-cluster';
 import { committedRounds, roundsOf, RING_JOB, tabLog } from './lab-jobs';
+import { SHOTS } from '../apps-session';
 import { LAB_TOKEN } from './lab-server';
 import { selectedPairs } from './link-types';
 
@@ -48,4 +51,6 @@ test('TURN down, symmetric NATs: star rounds commit and the dashboard says the s
     const cells = await dash!.page.$$eval('#workers [data-round-mode="star"]', (cs) => cs.map((c) => c.textContent ?? ''));
     return /went through the server \(a star round\)/.test(note) && cells.length === TABS && cells.every((c) => /star, through the server/.test(c));
   }, 2 * 60_000, 500).catch(async (e: Error) => assert.fail(`${e.message}\n${await dash!.page.textContent('#job-view')}`));
+  mkdirSync(SHOTS, { recursive: true });
+  await dash.page.screenshot({ path: join(SHOTS, 'lab-turn-down-star.png'), fullPage: true });
 });
