@@ -2,15 +2,17 @@
 // Chromium in its own home of the network lab, run a trusted ring LocalSGD job whose ring syncs
 // commit over server-reflexive links (STUN through coturn): no star round, no relayed link.
 // The server names coturn for TURN too, as an operator would, so the ladder must prefer the reflexive
-// pair: Chromium allocates a relay while it gathers whichever pair wins, so coturn's ALLOCATE lines say
-// nothing here; the links' selected pairs do (link-types.ts).
+// pair. Chromium allocates a relay while it gathers, whichever pair wins, so coturn's ALLOCATE lines
+// say nothing here; the links' selected pairs (link-types.ts) and the bytes coturn relayed do.
 // It fails on the code the issue was filed against (no ICE servers, before bcba4d8): run with the
 // server's --stun/--turn left out, every ring round aborts ("could not open links") and only star
 // rounds commit. On main at fd524cf, which has --stun/--turn, it passes.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { PRESET_FLAT_LENGTHS } from '@tabfleet/protocol';
 import { waitFor } from '@tabfleet/server/testing';
 import { startLabCluster, type LabCluster } from './lab-cluster';
+import { relayUsage } from './coturn-usage';
 import { isRelayed, selectedPairs, type SelectedPair } from './link-types';
 import { committedRounds, roundsOf, RING_JOB, tabLog } from './lab-jobs';
 
@@ -38,5 +40,19 @@ test('tabs behind endpoint-independent NATs commit ring syncs over srflx links, 
       .catch((e: Error) => assert.fail(`${e.message}: ${JSON.stringify(pairs)}`));
     console.log(`${tab.label}: ${JSON.stringify(pairs)}`);
     assert.deepEqual(tab.errors, []);
+  }
+  // coturn's side: each tab's relays carried ICE checks (and, where ICE first picked a relayed pair, the
+  // DTLS and SCTP handshakes: 19 kB seen) but no sync: less than half of one ring step's chunk (a
+  // quarter of the model) each. Closing the pages releases every allocation; coturn logs its bytes then.
+  const chunkBytes = (PRESET_FLAT_LENGTHS['mlp-fashion'] * 4) / TABS;
+  const tabs = await Promise.all(cluster.tabs.map(async (t) => ({ label: t.label, id: (await t.volunteerId())!, sent: await t.bytesSent() })));
+  for (const t of cluster.tabs) await t.page.close();
+  for (const { label, id, sent } of tabs) {
+    const usage = await waitFor(`coturn closes ${label}'s allocations`, () => {
+      const u = relayUsage(cluster.coturn!.log(), id);
+      return u.closed === u.allocations ? u : null;
+    }, 60_000, 250);
+    console.log(`${label}: sent ${sent} bytes; its relays: ${JSON.stringify(usage)}`);
+    assert.ok(usage.peerBytes < chunkBytes / 2, `${label}: coturn relayed ${usage.peerBytes} bytes for it (a ring step's chunk is ${chunkBytes})`);
   }
 });

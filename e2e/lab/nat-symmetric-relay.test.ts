@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { waitFor } from '@tabfleet/server/testing';
 import { startLabCluster, type LabCluster } from './lab-cluster';
+import { relayUsage } from './coturn-usage';
 import { isRelayed, selectedPairs } from './link-types';
 import { committedRounds, roundsOf, RING_JOB, tabLog } from './lab-jobs';
 
@@ -39,4 +40,19 @@ test('tabs behind symmetric NATs commit ring syncs over links relayed by coturn,
     assert.deepEqual(tab.errors, []);
   }
   assert.ok(!server.logTail(2000).includes(cluster.turnSecret), 'the server never logs the TURN secret');
+  // coturn's side: the syncs' bytes went through its relays. Each link has a relay end, so every byte a
+  // tab sends crosses coturn at least once (peer usage counts a byte as it leaves or enters a relay
+  // address). Closing the pages releases the allocations, and coturn logs the rest as each closes.
+  const tabs = await Promise.all(cluster.tabs.map(async (t) => ({ label: t.label, id: (await t.volunteerId())!, sent: await t.bytesSent() })));
+  for (const t of cluster.tabs) await t.page.close();
+  let relayed = 0;
+  for (const { label, id } of tabs) {
+    relayed += (await waitFor(`coturn closes ${label}'s allocations`, () => {
+      const u = relayUsage(coturn.log(), id);
+      return u.closed === u.allocations ? u : null;
+    }, 60_000, 250)).peerBytes;
+  }
+  const sent = tabs.reduce((a, t) => a + t.sent, 0);
+  console.log(`the tabs sent ${sent} bytes over their links; coturn relayed ${relayed}`);
+  assert.ok(relayed >= sent, `coturn relayed ${relayed} bytes, the tabs sent ${sent}`);
 });
