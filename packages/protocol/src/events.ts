@@ -380,6 +380,8 @@ export interface WorkerRow {
   /** Last round this worker finished, and its wall time (a proxy for link quality). */
   lastRound: number | null;
   lastRoundMs: number | null;
+  /** How that round's update travelled: over peer links (ring, group) or through the server (star). */
+  lastRoundMode: 'ring' | 'group' | 'star' | null;
   admitted: boolean;
   /**
    * Faults on record against its identity in this job (each one evicted it; see docs/protocol.md);
