@@ -55,7 +55,9 @@ export interface NetResult {
   /** connect() to every other member until all links are open, per member, ms. */
   openMs: Record<string, number>;
   links: { a: string; b: string; pairs: [SelectedPair, SelectedPair]; meets: boolean }[];
+  /** Why links did not open, or the op that failed on them; then no figures are reported for the net. */
   error: string | null;
+  /** Every link opened as expected and every op on it committed with the same bytes at every member. */
   passed: boolean;
 }
 
@@ -139,22 +141,38 @@ async function runOp(env: InternetLab, net: NetName, kind: OpKind, round: number
 
 type OpRuns = Record<NetName, Record<OpKind, OpRun[]>>;
 
-async function measureCollectives(env: InternetLab, nets: NetName[], cfg: InternetBenchConfig, log: (l: string) => void): Promise<OpRuns> {
+/**
+ * The timed runs on each net, interleaved. An op that fails (a link lost, a deadline) ends that net's
+ * runs and is its error: the net's case fails and its figures are left out, the other net goes on.
+ */
+async function measureCollectives(env: InternetLab, nets: NetName[], cfg: InternetBenchConfig, log: (l: string) => void) {
   const runs = { direct: { ring: [], group: [], validated: [] }, relayed: { ring: [], group: [], validated: [] } } as OpRuns;
+  const errors: Partial<Record<NetName, string>> = {};
   let round = 1;
+  const attempt = async (net: NetName, kind: OpKind, seed: number, where: string): Promise<OpRun | null> => {
+    if (errors[net]) return null;
+    try {
+      return await runOp(env, net, kind, round++, seed, cfg);
+    } catch (e) {
+      errors[net] = `${where} ${kind}: ${(e as Error).message}`;
+      log(`${net}: ${errors[net]}; no more runs on it`);
+      return null;
+    }
+  };
   // One untimed ring mean and group average per net first (JIT, SCTP windows, TURN channels).
-  for (const net of nets) for (const kind of ['ring', 'group'] as const) await runOp(env, net, kind, round++, 0, cfg);
+  for (const net of nets) for (const kind of ['ring', 'group'] as const) await attempt(net, kind, 0, 'warm-up');
   for (let i = 0; i < cfg.runs; i++) {
     for (const net of nets) {
       for (const kind of OPS) {
-        const r = await runOp(env, net, kind, round++, i + 1, cfg);
+        const r = await attempt(net, kind, i + 1, `run ${i + 1}`);
+        if (!r) continue;
         runs[net][kind].push(r);
         log(`run ${i + 1}/${cfg.runs} ${net.padEnd(7)} ${kind.padEnd(9)}: ${r.ms.toFixed(0)} ms, ${(r.bytesOutPerMember / 1e6).toFixed(3)} MB out per member` +
           `${kind === 'validated' ? `, ${r.checks} part(s) validated` : ''}`);
       }
     }
   }
-  return runs;
+  return { runs, errors };
 }
 
 function opFigures(runs: OpRun[], bytes: number, members: number) {
@@ -181,7 +199,11 @@ export async function runInternetBench(opts: BenchOptions) {
     const nets: NetResult[] = [];
     for (const name of Object.keys(NETS) as NetName[]) nets.push(await openNet(env, name, cfg, log));
     const opened = nets.filter((n) => n.error === null).map((n) => n.name);
-    const runs = await measureCollectives(env, opened, cfg, log);
+    const { runs, errors } = await measureCollectives(env, opened, cfg, log);
+    for (const n of nets) {
+      const error = errors[n.name];
+      if (error) Object.assign(n, { error, passed: false });
+    }
     const report = buildReport(cfg, opts, env, setup, nets, runs, t0);
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
@@ -231,7 +253,8 @@ function buildReport(cfg: InternetBenchConfig, opts: BenchOptions, env: Internet
       setupMs: 'per link: connect() on both ends at once (fresh transports) until the data channel is open, the slower end; p50/p99 nearest rank over the case\'s samples',
       link_setup_p99_ms: 'the largest p99 over the NAT cases that opened links (setup); a failed setup is counted in its case\'s failures, not in the times',
       nat_cases: 'setup cases pass when every link opened and every selected pair is what the case expects (direct: no relay candidate; relayed: a relay ' +
-        'candidate at one end; relayed-tcp: the UDP-blocked end\'s local candidate is a relay reached over TCP); nets pass when every link opened as expected',
+        'candidate at one end; relayed-tcp: the UDP-blocked end\'s local candidate is a relay reached over TCP); nets pass when every link opened as expected and every ring and group op on ' +
+        'them ended with the same bytes at every member',
       busbw_MBps: 'ring allreduce (mean): S / median time · 2(N−1)/N, S = values · 4 bytes, MB = 1e6 bytes; time = last member end − first member start',
       relayed_busbw_over_direct: 'relayed net ring busbw ÷ direct net ring busbw (medians of interleaved runs, same vector)',
       robust_time_overhead_measured: `direct net: median time of the ${ROBUST_RULE} group average plus validation of the parts checksFor draws (an untrusted round) ÷ ` +
