@@ -9,8 +9,9 @@
 //
 // Backpressure: frames wait while the channel's bufferedAmount is above the high-water mark; the
 // channel's 'bufferedamountlow' event (browsers) or polling (node wrtc, which lacks it) resumes them.
-import type { Clock } from '@tabfleet/protocol';
+import type { Clock, LinkPath } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
+import { linkPathOf, type StatsReportLike } from './ice-path';
 import type { Signaler } from './signaling';
 import { BaseTransport, type BackpressureOptions, type Channel } from './transport';
 
@@ -32,6 +33,8 @@ export interface SimplePeerLike {
   destroy(err?: Error): void;
   readonly destroyed?: boolean;
   _channel?: DataChannelLike | null;
+  /** The RTCPeerConnection (simple-peer's `_pc`), read for its stats. */
+  _pc?: { getStats(): Promise<StatsReportLike> } | null;
 }
 
 export interface PeerFactoryOptions {
@@ -209,6 +212,22 @@ export class WebRtcTransport extends BaseTransport {
     } catch (e) {
       this.fail(from, conn, `bad signal: ${(e as Error).message}`);
     }
+  }
+
+  /**
+   * The selected candidate pair of every open link (ice-path.ts), read from its RTCPeerConnection's
+   * stats. A link whose stats cannot be read or name no pair yet is left out.
+   */
+  async linkPaths(): Promise<LinkPath[]> {
+    const open = [...this.conns].filter(([, c]) => c.open && c.peer._pc);
+    const paths = await Promise.all(open.map(async ([peer, c]) => {
+      try {
+        return linkPathOf(peer, await c.peer._pc!.getStats());
+      } catch {
+        return null; // closed meanwhile
+      }
+    }));
+    return paths.filter((p): p is LinkPath => p !== null);
   }
 
   protected closeChannel(peer: string): void {

@@ -14,3 +14,4 @@ export * from './turn-client';
 export { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '../coordinator/pacing';
 export * from './promtool';
 export * from './exposition';
+export * from './test-ca';
