@@ -89,17 +89,13 @@ export const PENDING_SECTIONS: Record<string, string> = {
   autotune_error_measured: 'the auto-tuner\'s predicted sync time against the measured one: not built into this benchmark yet',
 };
 
-/** The candidate pair ICE selected for a link, as getStats() reports it. */
+/** The candidate pair ICE selected for a link, seen from one end (WebRtcTransport.linkPaths). */
 export interface SelectedPair {
   local: string;
-  localProtocol: string;
-  /** For a relay candidate: how this end reaches the TURN server (udp, tcp, tls). */
-  localRelayProtocol: string | null;
   remote: string;
-  remoteProtocol: string;
+  /** For a local relay candidate: how this end reaches the TURN server (udp, tcp, tls). */
+  relayProtocol: string | null;
   rttMs: number | null;
-  /** The peer connection's iceConnectionState when the pair was read. */
-  ice: string;
 }
 
 /** Commands the benchmark sends a member process (internet-member.ts), one JSON line each. */
@@ -118,5 +114,5 @@ export function pairMeets(expect: Expectation, pairs: SelectedPair[], blockedSid
   if (expect === 'direct') return !relayed;
   if (expect === 'relayed') return relayed;
   const blocked = pairs[blockedSide ?? 1];
-  return blocked !== undefined && blocked.local === 'relay' && blocked.localRelayProtocol === 'tcp';
+  return blocked !== undefined && blocked.local === 'relay' && blocked.relayProtocol === 'tcp';
 }

@@ -5,7 +5,7 @@
 // `node --import tsx bench/internet-member.ts NAME RELAY_HOST RELAY_PORT`.
 import { connect as tcpConnect } from 'node:net';
 import { createInterface } from 'node:readline';
-import { Group, Ring, type Signaler, type Transport } from '@tabfleet/collective';
+import { Group, Ring, type Signaler } from '@tabfleet/collective';
 import { createNodeWebRtcTransport, type WebRtcTransport } from '@tabfleet/collective/webrtc-node';
 import { checksFor, mulberry32, type IceServer } from '@tabfleet/protocol';
 import { ANSWER_MARK, ROBUST_RULE, type MemberCommand, type SelectedPair } from './internet-config';
@@ -61,29 +61,11 @@ function newTransport(ch: string, iceServers: IceServer[], connectTimeoutMs: num
 /** Epoch ms with sub-ms precision: every member process on this machine reads the same clock. */
 const now = () => performance.timeOrigin + performance.now();
 
-/**
- * The candidate pair ICE selected for the link to `peer`, from the RTCPeerConnection's getStats().
- * The transport keeps its connections private, so this reads simple-peer's `_pc` through them.
- */
-async function selectedPair(t: Transport, peer: string): Promise<SelectedPair> {
-  const conn = (t as unknown as { conns: Map<string, { peer: { _pc?: RTCPeerConnection } }> }).conns.get(peer);
-  const pc = conn?.peer._pc;
-  if (!pc) throw new Error(`no peer connection to ${peer}`);
-  const stats = [...(await pc.getStats()).values()] as Array<Record<string, unknown>>;
-  const byId = new Map(stats.map((s) => [s.id as string, s]));
-  const transport = stats.find((s) => s.type === 'transport' && typeof s.selectedCandidatePairId === 'string');
-  const pair = (transport ? byId.get(transport.selectedCandidatePairId as string) : undefined)
-    ?? stats.find((s) => s.type === 'candidate-pair' && (s.selected === true || (s.nominated === true && s.state === 'succeeded')));
-  if (!pair) throw new Error(`no selected candidate pair to ${peer}`);
-  const local = byId.get(pair.localCandidateId as string) ?? {};
-  const remote = byId.get(pair.remoteCandidateId as string) ?? {};
-  const rtt = pair.currentRoundTripTime;
-  return {
-    local: String(local.candidateType), localProtocol: String(local.protocol), localRelayProtocol: (local.relayProtocol as string | undefined) ?? null,
-    remote: String(remote.candidateType), remoteProtocol: String(remote.protocol),
-    rttMs: typeof rtt === 'number' ? Math.round(rtt * 1e4) / 10 : null,
-    ice: pc.iceConnectionState,
-  };
+/** The candidate pair ICE selected for the link to `peer`: the transport's own reading of getStats() (ice-path.ts). */
+async function selectedPair(t: WebRtcTransport, peer: string): Promise<SelectedPair> {
+  const path = (await t.linkPaths()).find((p) => p.peer === peer);
+  if (!path) throw new Error(`no selected candidate pair to ${peer}`);
+  return { local: path.local, remote: path.remote, relayProtocol: path.relayProtocol ?? null, rttMs: path.rttMs };
 }
 
 /** The benchmark's vector for (seed, this member): uniform in [−1, 1), the same at every run. */

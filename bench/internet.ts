@@ -69,7 +69,7 @@ export interface OpRun {
 }
 
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
-const pairKey = (p: SelectedPair) => `${p.local}${p.localRelayProtocol ? `(${p.localRelayProtocol})` : ''}→${p.remote}`;
+const pairKey = (p: SelectedPair) => `${p.local}${p.relayProtocol ? `(${p.relayProtocol})` : ''}→${p.remote}`;
 
 async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBenchConfig, log: (l: string) => void): Promise<SetupCaseResult> {
   const [a, b] = c.homes.map((n) => env.members.get(n)!);
