@@ -9,6 +9,7 @@ export type { JobRecord } from '../store/store';
 export * from './test-server';
 export * from './redis-server';
 export * from './coturn';
+export { IceIssuer, turnCredentials } from '../ice';
 export * from './turn-client';
 export { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '../coordinator/pacing';
 export * from './promtool';
