@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runBench } from './child';
-import { NETS, PENDING_SECTIONS, SETUP_CASES, TARGETS, internetBenchConfig } from './internet-config';
+import { NETS, PENDING_SECTIONS, SETUP_CASES, TARGETS, internetBenchConfig } from './internet/config';
 import { missingRecord } from './machine';
 import { median } from './stats';
 
@@ -30,7 +30,7 @@ test('npm run bench -- internet --quick writes a complete internet JSON', { time
   assert.match(r.command, /^npm run bench -- internet --quick/);
   const cfg = internetBenchConfig(2, true);
   assert.deepEqual(r.options, cfg);
-  assert.deepEqual(r.targets, TARGETS, 'the targets fixed in internet-config.ts');
+  assert.deepEqual(r.targets, TARGETS, 'the targets fixed in internet/config.ts');
   assert.match(r.lab.coturn, /coturn/);
   assert.ok(!JSON.stringify(r).includes('static-auth-secret'), 'the TURN secret is not in the JSON');
 

@@ -1,9 +1,9 @@
 // `npm run bench -- internet`: the collective on real links in the network lab (issue 36), wall clock,
-// nothing modeled. Member processes (bench/internet-member.ts: @tabfleet/collective over real WebRTC,
+// nothing modeled. Member processes (bench/internet/member.ts: @tabfleet/collective over real WebRTC,
 // @roamhq/wrtc) run in homes behind nftables NAT routers with 10 Mbit/s tbf uplinks; coturn and a
-// signaling relay run on a public host (internet-lab.ts). Writes bench/results/internet.json.
+// signaling relay run on a public host (internet/lab.ts). Writes bench/results/internet.json.
 //
-//   link setup   one pair of homes per NAT case (internet-config.ts SETUP_CASES), `setupSamples` links
+//   link setup   one pair of homes per NAT case (internet/config.ts SETUP_CASES), `setupSamples` links
 //                opened one after another, each on fresh transports: connect() on both ends at once
 //                until the data channel is open, the slower end's time; the selected candidate pair
 //                (getStats) of each end must be what the case expects
@@ -21,8 +21,8 @@ import { dirname, join, relative } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
 import {
   HOMES, NETS, PENDING_SECTIONS, ROBUST_RULE, SETUP_CASES, TARGETS, internetBenchConfig, pairMeets, type InternetBenchConfig, type SelectedPair, type SetupCase,
-} from './internet-config';
-import { openInternetLab, type InternetLab } from './internet-lab';
+} from './internet/config';
+import { openInternetLab, type InternetLab } from './internet/lab';
 import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { distribution, median, type Distribution } from './stats';

@@ -304,7 +304,8 @@ function renderWorkers(): void {
     <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}${w.hidden && !left ? ' · background tab' : ''}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
     <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td>`
       + `<td class="num" data-sent>${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
-    <td data-round-mode="${w.lastRoundMode ?? ''}">${w.lastRound ?? '—'}${roundMode(w.lastRoundMode)}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td><td data-path>${esc(w.links ? describeLinks(w.links, reverse) : '—')}</td>`
+    <td data-round-mode="${w.lastRoundMode ?? ''}">${w.lastRound ?? '—'}${roundMode(w.lastRoundMode)}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td>`
+        + `<td data-path>${esc(w.links ? describeLinks(w.links, reverse) : '—')}</td>`
       + `<td class="num" data-faults>${w.faults ?? '—'}</td><td data-reputation>${reputation(w.reputation)}</td></tr>`;
   });
   // Peer links that do not open (NATs without a TURN server) leave syncs to the server: said once, above the table.

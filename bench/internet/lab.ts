@@ -1,6 +1,6 @@
 // The internet benchmark's lab: a network lab (@tabfleet/netlab) with one public host running coturn
 // (STUN, TURN over UDP and TCP, REST-API credentials) and the signaling relay, and one home per
-// HomeSpec with one member process (internet-member.ts) behind its router. Member processes answer
+// HomeSpec with one member process (member.ts) behind its router. Member processes answer
 // commands over their stdin and stdout; ICE servers come from the server's own issuer (IceIssuer).
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -9,7 +9,7 @@ import { repoRoot } from '@tabfleet/headless';
 import { NetLab, type LabHost } from '@tabfleet/netlab';
 import { IceIssuer, startCoturn, type Coturn } from '@tabfleet/server/testing';
 import { serverClock, type IceServer } from '@tabfleet/protocol';
-import { ANSWER_MARK, type HomeSpec, type MemberCommand } from './internet-config';
+import { ANSWER_MARK, type HomeSpec, type MemberCommand } from './config';
 
 const TURN_PORT = 3478;
 const RELAY_PORT = 7000;
@@ -106,13 +106,13 @@ export async function openInternetLab(homes: HomeSpec[], log: (line: string) => 
     const stun = `stun:${server.address}:${TURN_PORT}`;
     const turn = [`turn:${server.address}:${TURN_PORT}?transport=udp`, `turn:${server.address}:${TURN_PORT}?transport=tcp`];
     const issuer = new IceIssuer({ stun: [stun], turn, turnSecret: secret }, serverClock);
-    const relay = lab.spawn(server, [process.execPath, '--import', 'tsx', 'bench/internet-relay.ts', server.address, String(RELAY_PORT)], { cwd: repoRoot });
+    const relay = lab.spawn(server, [process.execPath, '--import', 'tsx', 'bench/internet/relay.ts', server.address, String(RELAY_PORT)], { cwd: repoRoot });
     await waitForLine(relay, /relay listening/, 'the signaling relay');
     const placed: Array<HomeSpec & { wan: string; host: string }> = [];
     for (const spec of homes) {
       const home = await lab.home(spec.name, { nat: spec.nat, blockUdp: spec.blockUdp, uplinkMbit: spec.uplinkMbit });
       const host = await home.host('m');
-      const child = lab.spawn(host, [process.execPath, '--import', 'tsx', 'bench/internet-member.ts', spec.name, server.address, String(RELAY_PORT)],
+      const child = lab.spawn(host, [process.execPath, '--import', 'tsx', 'bench/internet/member.ts', spec.name, server.address, String(RELAY_PORT)],
         { cwd: repoRoot, stdio: ['pipe', 'pipe', 'pipe'] });
       members.set(spec.name, new Member(spec.name, spec, host, child));
       placed.push({ ...spec, wan: home.wanAddress, host: host.address });
@@ -124,7 +124,7 @@ export async function openInternetLab(homes: HomeSpec[], log: (line: string) => 
       lab, server, coturn: started, members,
       iceFor: (name) => issuer.serversFor(name),
       describe: () => ({ coturn: `Debian coturn ${started.url.split('?')[0]} (REST-API credentials, listening and relaying on ${server.address})`, stun, turn,
-        relay: `${server.address}:${RELAY_PORT} (bench/internet-relay.ts, TCP)`, homes: placed }),
+        relay: `${server.address}:${RELAY_PORT} (bench/internet/relay.ts, TCP)`, homes: placed }),
       close: async () => {
         for (const m of members.values()) await m.send({ cmd: 'exit' }).catch(() => {});
         started.stop();

@@ -1,14 +1,14 @@
 // The internet benchmark's signaling relay, run on a lab public host: WebRTC offers, answers and ICE
 // candidates between member processes in homes, over TCP, as the coordinator's `signal` events do in
 // production. One JSON object per line: a member's first line is `{"hello": id}`, answered `{"welcome": id}`;
-// then `{"to", "data"}` is passed to that member as `{"from", "data"}`. `node --import tsx bench/internet-relay.ts HOST PORT`.
+// then `{"to", "data"}` is passed to that member as `{"from", "data"}`. `node --import tsx bench/internet/relay.ts HOST PORT`.
 import { createServer, type Socket } from 'node:net';
 import { createInterface } from 'node:readline';
 
 const [host, portText] = process.argv.slice(2);
 const port = Number(portText);
 if (!host || !Number.isInteger(port) || port < 1 || port > 65535) {
-  console.error('usage: internet-relay.ts HOST PORT');
+  console.error('usage: relay.ts HOST PORT');
   process.exit(2);
 }
 

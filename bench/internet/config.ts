@@ -98,7 +98,7 @@ export interface SelectedPair {
   rttMs: number | null;
 }
 
-/** Commands the benchmark sends a member process (internet-member.ts), one JSON line each. */
+/** Commands the benchmark sends a member process (member.ts), one JSON line each. */
 export type MemberCommand = { id: number } & (
   | { cmd: 'setup'; ch: string; peer: string; iceServers: IceServer[]; timeoutMs: number }
   | { cmd: 'open'; ch: string; members: string[]; iceServers: IceServer[]; timeoutMs: number }

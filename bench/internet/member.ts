@@ -1,18 +1,18 @@
 // One member of the internet benchmark, run inside a lab host (a home behind a NAT router): the real
 // collective over real WebRTC (`createNodeWebRtcTransport`, @roamhq/wrtc), signaling through the relay
-// on a public host (internet-relay.ts). The benchmark drives it over stdin (one JSON command a line)
+// on a public host (relay.ts). The benchmark drives it over stdin (one JSON command a line)
 // and reads its answers from stdout (lines starting with ANSWER_MARK, one JSON object each).
-// `node --import tsx bench/internet-member.ts NAME RELAY_HOST RELAY_PORT`.
+// `node --import tsx bench/internet/member.ts NAME RELAY_HOST RELAY_PORT`.
 import { connect as tcpConnect } from 'node:net';
 import { createInterface } from 'node:readline';
 import { Group, Ring, type Signaler } from '@tabfleet/collective';
 import { createNodeWebRtcTransport, type WebRtcTransport } from '@tabfleet/collective/webrtc-node';
 import { checksFor, mulberry32, type IceServer } from '@tabfleet/protocol';
-import { ANSWER_MARK, ROBUST_RULE, type MemberCommand, type SelectedPair } from './internet-config';
+import { ANSWER_MARK, ROBUST_RULE, type MemberCommand, type SelectedPair } from './config';
 
 const [self, relayHost, relayPort] = process.argv.slice(2);
 if (!self || !relayHost || !relayPort) {
-  console.error('usage: internet-member.ts NAME RELAY_HOST RELAY_PORT');
+  console.error('usage: member.ts NAME RELAY_HOST RELAY_PORT');
   process.exit(2);
 }
 
