@@ -62,7 +62,11 @@ test('an untrusted job averages in checked group rounds across EIM and symmetric
   }
   const all = await rounds();
   assert.deepEqual(all.filter((r) => r.mode !== 'group'), [], 'every round is a group round: none through the star');
-  for (const r of await committed()) assert.deepEqual([...r.members].sort(), [...ids].sort(), `round ${r.roundId} has every tab as a member`);
+  for (const r of await committed()) {
+    assert.deepEqual([...r.members].sort(), [...ids].sort(), `round ${r.roundId} has every tab as a member`);
+    // A committed round's detail is the parameters' checksum the members agreed on.
+    assert.match(r.detail, /^[0-9a-f]{16}$/, `round ${r.roundId}: ${r.detail}`);
+  }
 
   // The paths: each member reports its three group links (after a round, so wait for the reports). The
   // EIM pair meets on reflexive candidates, the symmetric pair through coturn.
@@ -97,7 +101,7 @@ test('an untrusted job averages in checked group rounds across EIM and symmetric
   const groupsCommitted = sampleValue(samples, 'tabfleet_rounds_committed_total', { mode: 'group' });
   assert.ok(groupsCommitted >= 2, `group rounds committed: ${groupsCommitted}`);
   assert.ok(counter('rounds_validated') >= groupsCommitted, `validated ${counter('rounds_validated')} of ${groupsCommitted} committed group rounds`);
-  for (const name of ['digest_mismatches', 'contributions_refused', 'validation_disputes', 'accusations_unsettled', 'members_evicted', 'members_sat_out']) {
+  for (const name of ['checksum_mismatches', 'digest_mismatches', 'contributions_refused', 'validation_disputes', 'accusations_unsettled', 'members_evicted', 'members_sat_out']) {
     assert.equal(counter(name), 0, name);
   }
   assert.equal(all.filter((r) => /digest|refused|validat|evict/i.test(r.detail)).length, 0, `no round was refused by a check: ${JSON.stringify(all)}`);
