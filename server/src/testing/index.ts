@@ -10,6 +10,7 @@ export * from './test-server';
 export * from './redis-server';
 export * from './coturn';
 export * from './turn-client';
+export * from './turn-tls-cert';
 export { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '../coordinator/pacing';
 export * from './promtool';
 export * from './exposition';
