@@ -11,6 +11,7 @@ export * from './redis-server';
 export * from './coturn';
 export * from './turn-client';
 export * from './turn-tls-cert';
+export { turnCredentials } from '../ice';
 export { EXCHANGE_BUDGET_FACTOR, FIRST_WORK_MS, MAX_STEPS_FACTOR, roundBudgetMs, unmeasuredWork } from '../coordinator/pacing';
 export * from './promtool';
 export * from './exposition';
