@@ -38,6 +38,8 @@ export interface CoturnOptions {
 export interface Coturn {
   /** `turn:IP:PORT?transport=udp`. */
   url: string;
+  /** `stun:IP:PORT`: coturn answers STUN binding requests on the same port. */
+  stunUrl: string;
   /** `turn:IP:PORT?transport=tcp`. */
   tcpUrl: string;
   /** `turns:IP:TLSPORT?transport=tcp`, when started with `tls`. */
@@ -80,7 +82,7 @@ export async function startCoturn(secret: string, opts: CoturnOptions = {}): Pro
     turn.once('exit', (code) => reject(new Error(`turnserver exited with ${code}: ${out.slice(-2000)}`)));
   });
   return {
-    url: `turn:${ip}:${port}?transport=udp`, tcpUrl: `turn:${ip}:${port}?transport=tcp`, port, realm,
+    url: `turn:${ip}:${port}?transport=udp`, tcpUrl: `turn:${ip}:${port}?transport=tcp`, stunUrl: `stun:${ip}:${port}`, port, realm,
     ...(opts.tls ? { tlsUrl: `turns:${ip}:${tlsPort}?transport=tcp` } : {}),
     log: () => out,
     stop: () => {

@@ -1,0 +1,84 @@
+// The real server process (`server/src/main.ts`) inside a public host of the lab, as an operator runs
+// it: listening on the host's 203.0.113.x address, STUN and TURN URLs on the command line, the TURN
+// secret and the researcher token in its environment. The test reaches its HTTP API through a portal.
+import type { JobSpecInput, JobSummary } from '@tabfleet/protocol';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { repoRoot } from '@tabfleet/headless';
+import type { LabHost, NetLab } from '@tabfleet/netlab';
+import { BASE_JOB } from '@tabfleet/server/testing';
+
+export const SERVER_PORT = 8080;
+export const LAB_TOKEN = 'lab-researcher-token-0123456789';
+
+export interface LabServerOptions {
+  stun?: string[];
+  turn?: string[];
+  turnSecret?: string;
+  /** More command-line options (`--network-prefix off`, …). */
+  args?: string[];
+}
+
+export interface LabServer {
+  host: LabHost;
+  /** What tabs in the lab open: `http://203.0.113.x:8080`. */
+  url: string;
+  api(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; body: any; text: string }>;
+  createJob(spec?: Partial<JobSpecInput>): Promise<JobSummary>;
+  /** Its last log lines (stdout and stderr), for a failing test's message. */
+  logTail(lines?: number): string;
+}
+
+export async function startLabServer(lab: NetLab, host: LabHost, opts: LabServerOptions = {}): Promise<LabServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tabfleet-lab-server-'));
+  process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
+  const argv = [process.execPath, '--import', 'tsx', join(repoRoot, 'server/src/main.ts'), '--host', host.address, '--port', String(SERVER_PORT), '--data', dataDir];
+  for (const url of opts.stun ?? []) argv.push('--stun', url);
+  for (const url of opts.turn ?? []) argv.push('--turn', url);
+  argv.push(...opts.args ?? []);
+  const env: NodeJS.ProcessEnv = { ...process.env, TABFLEET_TOKEN: LAB_TOKEN, TABFLEET_TURN_SECRET: opts.turnSecret ?? '' };
+  const child = lab.spawn(host, argv, { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  let partial = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      const parts = (partial + d.toString()).split('\n');
+      partial = parts.pop()!;
+      for (const line of parts) {
+        lines.push(line);
+        if (line.startsWith('[server] ready ')) resolve();
+      }
+      if (lines.length > 2000) lines.splice(0, lines.length - 1000);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`the lab server exited with ${code}:\n${lines.slice(-40).join('\n')}`)));
+  });
+  const portal = await lab.portal(host, host.address, SERVER_PORT);
+  const base = `http://127.0.0.1:${portal.port}`;
+  const api: LabServer['api'] = async (path, init = {}) => {
+    const headers: Record<string, string> = { authorization: `Bearer ${LAB_TOKEN}`, ...(init.headers as Record<string, string>) };
+    if (init.json !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(`${base}${path}`, { ...init, headers, body: init.json !== undefined ? JSON.stringify(init.json) : init.body });
+    const text = await res.text();
+    let body: unknown = null;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // not JSON (a page, /metrics)
+    }
+    return { status: res.status, body, text };
+  };
+  return {
+    host,
+    url: `http://${host.address}:${SERVER_PORT}`,
+    api,
+    async createJob(spec = {}) {
+      const r = await api('/api/jobs', { method: 'POST', json: { ...BASE_JOB, ...spec } });
+      if (r.status !== 201) throw new Error(`creating a job failed: ${r.status} ${r.text}`);
+      return r.body.job as JobSummary;
+    },
+    logTail: (n = 60) => lines.slice(-n).join('\n'),
+  };
+}
