@@ -24,6 +24,8 @@ export class IceWatch {
   /** Times the link came back after going down. */
   recoveries = 0;
   private downState: string | null = null;
+  /** Restart attempts since the link last went down. */
+  private attemptsThisTime = 0;
   private lastAttemptAt = -Infinity;
   private cancelBound: (() => void) | null = null;
   private cancelRetry: (() => void) | null = null;
@@ -41,9 +43,10 @@ export class IceWatch {
     const first = this.downState === null;
     this.downState = s;
     if (!first) return;
+    this.attemptsThisTime = 0;
     this.cancelBound = this.opts.clock.after(this.opts.boundMs, () => {
       this.stop();
-      this.opts.giveUp(`ICE ${this.downState ?? 'down'} for ${this.opts.boundMs} ms; ${this.restarts} ICE restart(s) did not bring it back`);
+      this.opts.giveUp(`ICE ${this.downState ?? 'down'} for ${this.opts.boundMs} ms; ${this.attemptsThisTime} ICE restart(s) did not bring it back`);
     });
     this.attempt();
   }
@@ -69,6 +72,7 @@ export class IceWatch {
   private attempt(): void {
     this.cancelRetry?.();
     this.restarts++;
+    this.attemptsThisTime++;
     this.lastAttemptAt = this.opts.clock.now();
     this.opts.restart();
     this.cancelRetry = this.opts.clock.after(this.opts.retryMs, () => {

@@ -1,0 +1,34 @@
+// Must show (issue 36): a tab behind a firewall that drops UDP reaches its ring through TURN over TCP.
+// Two volunteer tabs, each its own headless Chromium in its own home of the network lab: one behind an
+// endpoint-independent NAT whose router drops all outgoing UDP, one behind a symmetric NAT. The server
+// hands out `turn:…?transport=udp` and `turn:…?transport=tcp` with one set of credentials; ring syncs
+// commit with no star round, and coturn's log shows the blocked tab's allocation, made over TCP since
+// its router dropped every UDP packet it sent. Before coturn refused the lab's LAN addresses as peers,
+// such a link opened and died within 2 s (see server/src/testing/coturn.ts).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { waitFor } from '@tabfleet/server/testing';
+import { startLabCluster, type LabCluster } from './lab-cluster';
+import { committedRounds, roundsOf, RING_JOB, tabLog } from './lab-jobs';
+
+let cluster: LabCluster;
+before(async () => {
+  cluster = await startLabCluster({ homes: [{ nat: 'eim', blockUdp: true }, { nat: 'symmetric' }] });
+});
+after(() => cluster?.close());
+
+test('a tab behind a UDP-blocking firewall commits ring syncs through TURN over TCP, no star', { timeout: 12 * 60_000 }, async () => {
+  const { server, coturn, homes } = cluster;
+  const job = await server.createJob({ ...RING_JOB, minWorkers: 2, maxWorkers: 2 });
+  const [blocked] = await cluster.openTabs(tabLog);
+  const why = async () => `rounds: ${JSON.stringify(await roundsOf(server, job.id))}\nserver log:\n${server.logTail()}\ncoturn log:\n${coturn!.log().slice(-3000)}`;
+  await waitFor('two ring syncs commit', async () => (await committedRounds(server, job.id, 'ring')) >= 2, 8 * 60_000, 1000)
+    .catch(async (e: Error) => assert.fail(`${e.message}\n${await why()}`));
+  assert.deepEqual((await roundsOf(server, job.id)).filter((r) => r.mode === 'star'), [], 'no star round');
+  assert.ok(await homes[0].counter('udp_blocked') > 0, 'the firewall dropped the tab\'s UDP');
+  const id = await blocked.volunteerId();
+  assert.ok(id, 'the blocked tab has a volunteer id');
+  assert.match(coturn!.log(), new RegExp(`tcp or tls connected to: ${homes[0].wanAddress.replace(/\./g, '\\.')}:\\d+`), await why());
+  assert.match(coturn!.log(), new RegExp(`user <\\d+:${id}>: incoming packet ALLOCATE processed, success`), await why());
+  assert.deepEqual(blocked.errors, []);
+});
