@@ -9,6 +9,10 @@ export interface InitOptions {
   round: number;
   deadlineMs?: number;
   highWaterMark?: number;
+  /** ICE servers for the links (default none: host candidates). */
+  iceServers?: RTCIceServer[];
+  /** The transport's iceRestartBoundMs. */
+  iceRestartBoundMs?: number;
 }
 
 export interface CheckResult {
@@ -48,5 +52,7 @@ export interface CollectivePageApi {
   /** Streams `bytes` of raw frames to the right neighbour while receiving the left one's (all links at once). */
   raw(o: { bytes: number; tag: number }): Promise<RawResult>;
   stats(): { links: LinkStats[]; ring: RingCounters };
+  /** Each neighbour's link: ICE restarts tried, times it came back, whether it is down now. */
+  iceRestarts(): Record<string, { restarts: number; recoveries: number; down: boolean }>;
   close(): void;
 }
