@@ -4,12 +4,15 @@
 // for the credentials the page handed its RTCPeerConnections (simple-peer's `config`). On loopback
 // the host candidates connect within milliseconds and Chromium then stops gathering before its relay
 // phase, so the tabs' RTCPeerConnection is wrapped to gather relay candidates only (as behind a
-// network where nothing but the relay gets through); the ICE servers are still the page's. Only 127.0.0.1.
+// network where nothing but the relay gets through); the ICE servers are still the page's. The tabs
+// read their links' selected candidate pairs from Chromium's getStats() and report them: the server
+// sees every link relayed through TURN over UDP. Only 127.0.0.1.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startCoturn, startTestServer, waitFor, type Coturn, type TestServer } from '@tabfleet/server/testing';
 import { ensureBuilt, connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
 import type { Browser } from 'playwright-core';
+import type { LinkSummary, WorkerRow } from '@tabfleet/protocol';
 
 const SECRET = 'tabs-turn-shared-secret-0123456789';
 let coturn: Coturn;
@@ -60,5 +63,14 @@ test('volunteer tabs open their links with the TURN credentials the server issue
     await waitFor(`coturn allocates a relay for ${id}`, () => new RegExp(`user <\\d+:${id}>: incoming packet ALLOCATE processed, success`).test(coturn.log()), 60_000, 250)
       .catch((e: Error) => assert.fail(`${e.message}\ncoturn log:\n${coturn.log().slice(-3000)}`));
   }
+  // What Chromium's getStats() said of the tabs' links, as the server keeps it.
+  await waitFor('both tabs report their link', async () => ((await server.api(`/api/jobs/${job.id}`)).body.workers as WorkerRow[]).every((w) => w.links?.length === 1), 60_000, 250);
+  const { job: summary, workers } = (await server.api(`/api/jobs/${job.id}`)).body as { job: { links: LinkSummary }; workers: WorkerRow[] };
+  for (const w of workers) {
+    const [l] = w.links!;
+    assert.deepEqual({ local: l.local, relayProtocol: l.relayProtocol }, { local: 'relay', relayProtocol: 'udp' }, JSON.stringify(l));
+    assert.ok(l.rttMs === null || l.rttMs >= 0, JSON.stringify(l));
+  }
+  assert.deepEqual([summary.links.total, summary.links.relayed, summary.links.relayProtocols.udp], [1, 1, 1]);
   assert.ok(!server.logTail(10_000).includes(SECRET));
 });

@@ -2,7 +2,8 @@
 // it is already there: Debian packages (Chromium for WebGPU in headless tabs, libvulkan for Dawn in
 // Node, the Fashion-MNIST data set, redis-server for scale-out tests, coturn for TURN credentials,
 // fortunes for language models, python3-requests and python3-numpy for the Python example,
-// prometheus for promtool, iproute2 and nftables for the network lab), npm packages, generated shaders.
+// prometheus for promtool, iproute2 and nftables for the network lab, libnss3-tools for a test CA in
+// Chromium, nginx for the reverse proxy's test), npm packages, generated shaders.
 import { existsSync, statSync, writeFileSync, readFileSync } from 'node:fs';
 import { execSync } from 'node:child_process';
 import { join, dirname } from 'node:path';
@@ -18,7 +19,7 @@ const debianNeeds = [
   { pkg: 'coturn', path: '/usr/bin/turnserver' },
   // English text for language models (fortune-mod's data): packages/data/src/node.ts says why this one.
   { pkg: 'fortunes', path: '/usr/share/games/fortunes/people' },
-  // A private CA and a certificate for the CLI's https test (packages/cli/src/commands/https.test.ts).
+  // Private CAs and certificates for the https tests (server/src/testing/test-ca.ts).
   { pkg: 'openssl', path: '/usr/bin/openssl' },
   // The Python example (examples/python/) and its test: Debian's python3 with requests and numpy.
   { pkg: 'python3-requests', path: '/usr/lib/python3/dist-packages/requests/__init__.py' },
@@ -28,6 +29,10 @@ const debianNeeds = [
   // The network lab (packages/netlab, root only): ip and tc for namespaces, veth and tbf; nft for its NAT routers.
   { pkg: 'iproute2', path: '/usr/sbin/tc' },
   { pkg: 'nftables', path: '/usr/sbin/nft' },
+  // certutil: a test CA in a browser's NSS database (e2e/https-lab.test.ts: the volunteer page over https in the lab).
+  { pkg: 'libnss3-tools', path: '/usr/bin/certutil' },
+  // The documented reverse proxy (deploy/nginx/tabfleet.conf) and its test in front of a real server (server/test/nginx-proxy.test.ts).
+  { pkg: 'nginx', path: '/usr/sbin/nginx' },
 ];
 
 function run(cmd) {

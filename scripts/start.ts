@@ -1,11 +1,12 @@
 // `npm start`: the whole system on one machine. Builds the pages, starts the server (SQLite under
 // ./data), creates the default Fashion-MNIST job when no job is unfinished, launches headless
-// Chromium volunteers, prints the dashboard and volunteer URLs and the job's progress, and shuts
-// everything down on Ctrl-C.
+// Chromium volunteers (and with --turn local a coturn for their relays), prints the dashboard and
+// volunteer URLs and the job's progress, and shuts everything down on Ctrl-C.
 import { targetStepsOf, type JobSpecInput, type JobSummary, type MetricPoint } from '@tabfleet/protocol';
 import { parseArgs } from 'node:util';
 import { startServer } from '@tabfleet/server';
 import { ensureBuilt, formatStatus, launchWorkers, type HeadlessWorkers } from '@tabfleet/headless';
+import { startLocalCoturn, type LocalCoturn } from './local-coturn';
 
 const HELP = `Usage: npm start -- [options]
 
@@ -19,6 +20,8 @@ Options:
   --data DIR      SQLite file and checkpoints (default ./data)
   --workers N     headless volunteers to launch (default 2; 0 for none)
   --redis URL     share state with other server nodes through Redis (default $REDIS_URL)
+  --turn local    also start Debian's coturn on 127.0.0.1 (STUN and TURN, a secret made for this run)
+                  and hand volunteers its relay with their own credentials; stopped with the rest
   --help          show this help`;
 
 /** The job `npm start` trains when there is nothing else to do. */
@@ -31,7 +34,7 @@ export const DEFAULT_JOB: JobSpecInput = {
 const { values } = parseArgs({
   options: {
     port: { type: 'string', default: '8080' }, data: { type: 'string', default: 'data' }, workers: { type: 'string', default: '2' },
-    redis: { type: 'string' }, help: { type: 'boolean', default: false },
+    redis: { type: 'string' }, turn: { type: 'string' }, help: { type: 'boolean', default: false },
   },
 });
 if (values.help) {
@@ -44,12 +47,29 @@ if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(wor
   process.exit(2);
 }
 
+if (values.turn !== undefined && values.turn !== 'local') {
+  console.error(`--turn ${values.turn}: want 'local' (a coturn on this machine); for a TURN server elsewhere run server/src/main.ts --turn URL\n\n${HELP}`);
+  process.exit(2);
+}
+
+// Ctrl-C while starting: exit at once; 'exit' handlers (the local coturn's) still run, which a death by signal would skip.
+const quitWhileStarting = () => process.exit(130);
+process.on('SIGINT', quitWhileStarting);
+process.on('SIGTERM', quitWhileStarting);
+
 await ensureBuilt('apps', console.log);
+let coturn: LocalCoturn | null = null;
+if (values.turn === 'local') {
+  coturn = await startLocalCoturn((l) => console.log(`[coturn] ${l}`));
+  console.log(`[coturn] STUN and TURN on 127.0.0.1:${coturn.port} (pid ${coturn.pid})`);
+}
 // It listens on 127.0.0.1 only and its workers are this machine's own: no per-address share of a job.
 const server = await startServer({
   port, dataDir: values.data, redisUrl: values.redis ?? process.env.REDIS_URL, addressLimits: { connections: 32 + workerCount, jobShare: 1 },
   networkRules: false, log: (l) => console.log(`[server] ${l}`),
-}).catch((e: unknown) => {
+  ice: coturn ? { stun: [coturn.stun], turn: [coturn.turn], turnSecret: coturn.secret } : undefined,
+}).catch(async (e: unknown) => {
+  await coturn?.stop();
   if ((e as Error).name !== 'WeakTokenError') throw e;
   console.error((e as Error).message);
   process.exit(2);
@@ -100,7 +120,10 @@ async function shutdown(): Promise<void> {
   console.log('\nstopping: closing the volunteer tabs, then the server…');
   await workers?.stop();
   await server.close();
+  await coturn?.stop();
   process.exit(0);
 }
+process.off('SIGINT', quitWhileStarting);
+process.off('SIGTERM', quitWhileStarting);
 process.on('SIGINT', () => void shutdown());
 process.on('SIGTERM', () => void shutdown());

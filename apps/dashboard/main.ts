@@ -1,7 +1,9 @@
 // The researcher dashboard: token sign-in, the job list (with jobs picked for comparison), the new-job
 // form (job-form.ts), runs compared (compare.ts), and a live job page (charts, figures, worker table,
 // stop, downloads) fed by the /dashboard Socket.IO namespace.
-import { NAMESPACES, PROTOCOL_VERSION, bitsPerByte, targetStepsOf, type Ack, type JobSummary, type MetricPoint, type WorkerRow } from '@tabfleet/protocol';
+import {
+  NAMESPACES, PROTOCOL_VERSION, bitsPerByte, describeLinks, summarizeLinks, targetStepsOf, type Ack, type JobSummary, type MetricPoint, type WorkerRow,
+} from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { $, esc } from '../shared/dom';
 import { formatBytes, formatDuration, formatModel } from '../shared/format';
@@ -289,17 +291,30 @@ function pace(p: WorkerRow['pace']): string {
 function renderWorkers(): void {
   if (!current) return;
   const job = jobs.get(current.id);
+  const byId = new Map(current.workers.map((w) => [w.volunteerId, w]));
   const rows = current.workers.map((w) => {
     const left = w.state === 'left';
+    const reverse = (peer: string) => byId.get(peer)?.links?.find((l) => l.peer === w.volunteerId);
     return `<tr class="${left ? 'left' : ''}" data-state="${esc(w.state)}"><td>${esc(w.contributor)}<br><span class="muted">${esc(w.volunteerId)}</span></td><td>${esc(w.adapter)}</td>
     <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}${w.hidden && !left ? ' · background tab' : ''}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
     <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td>`
       + `<td class="num" data-sent>${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
-    <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td>`
+    <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td><td data-path>${esc(w.links ? describeLinks(w.links, reverse) : '—')}</td>`
       + `<td class="num" data-faults>${w.faults ?? '—'}</td><td data-reputation>${reputation(w.reputation)}</td></tr>`;
   });
   const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';
-  $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="12" class="muted">${empty}</td></tr>`;
+  $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="14" class="muted">${empty}</td></tr>`;
+  $('link-summary').textContent = linkSummaryText(current.workers);
+}
+
+/** The share of the members' links that go through TURN, each link once (as the job summary's `links`). */
+function linkSummaryText(workers: WorkerRow[]): string {
+  const live = new Set(workers.filter((w) => w.links).map((w) => w.volunteerId));
+  const s = summarizeLinks(workers.filter((w) => w.links).map((w) => ({ volunteerId: w.volunteerId, links: w.links! })), (id) => live.has(id));
+  if (!s.total) return '';
+  const protocols = Object.entries(s.relayProtocols).filter(([, n]) => n > 0).map(([p, n]) => `${n} over ${p}`).join(', ');
+  return `Links: ${s.total} between members, ${s.relayed} relayed (${(100 * s.relayedShare!).toFixed(0)}%)${protocols ? `: ${protocols}` : ''}, `
+    + `${s.direct} direct (${s.byKind.host} host, ${s.byKind.srflx + s.byKind.prflx} through NATs).`;
 }
 
 /** Downloads with the token in a header (never in a link), saved through a short-lived blob URL. */

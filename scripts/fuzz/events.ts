@@ -22,6 +22,7 @@ export const VALID_SAMPLES: Record<string, unknown> = {
   'round:failed': { jobId: 'job-1', roundId: 2, code: 'peer_lost', message: 'gone' },
   signal: { jobId: 'job-1', roundId: 1, to: 'v-2', data: { type: 'offer', sdp: 'v=0' } },
   'peers:rtt': { jobId: 'job-1', rttMs: { 'v-2': 12.5, 'v-3': 80 } },
+  'links:paths': { jobId: 'job-1', links: [{ peer: 'v-2', local: 'relay', remote: 'srflx', relayProtocol: 'tcp', rttMs: 40.5 }, { peer: 'v-3', local: 'host', remote: 'host', rttMs: null }] },
   'star:update': { jobId: 'job-1', roundId: 1, data: bin(16) },
   'round:validation': { jobId: 'job-1', roundId: 1, parts: [{ part: 0, received: ['0123456789abcdef0123456789abcdef'], aggregate: '', refused: [{ member: 'v-2', reason: 'value 3 is NaN' }] }] },
   'evidence:upload': { jobId: 'job-1', roundId: 1, part: 1, data: bin(16) },

@@ -3,6 +3,7 @@
 import { LIMITS, NAMESPACES, ROUND_TIMING } from '@tabfleet/protocol';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import { resolve } from 'node:path';
 import { Server } from 'socket.io';
 import { loadSecrets, type Secrets } from './auth';
@@ -16,9 +17,10 @@ import { DownloadSlots, ShardCache } from './http/datasets';
 import { handleApi, handleStatic, shardPath, type RouteContext } from './http/routes';
 import { sendError, sendJson } from './http/respond';
 import {
-  AddressRateLimiter, checkAllowedOrigin, clientAddress, DEFAULT_HTTP_RATE_LIMIT, FAILED_AUTH_COST, hostAllowed, hostPolicy, redactUrl, setSecurityHeaders, type HttpRateLimit,
+  AddressRateLimiter, checkAllowedOrigin, clientAddress, DEFAULT_HTTP_RATE_LIMIT, FAILED_AUTH_COST, hostAllowed, hostPolicy, redactUrl, setSecurityHeaders, trustedProxies, type HttpRateLimit,
 } from './http/security';
 import { IceIssuer, type IceOptions } from './ice';
+import { checkTls, daysLeft, type TlsFiles } from './http/tls';
 import { ServerMetrics } from './metrics';
 import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
 import { CONNECTION_SLACK, DEFAULT_JOIN_GRACE_MS, SocketEdge } from './sockets/edge';
@@ -98,6 +100,13 @@ export interface ServerOptions {
   checkpointRetention?: CheckpointRetention;
   /** STUN and TURN servers for volunteers' peer links and the TURN shared secret (ice.ts); absent: host candidates only. */
   ice?: IceOptions;
+  /** Terminate TLS here (PEM text, http/tls.ts): the server speaks https:// and wss:// on its one port. */
+  tls?: TlsFiles;
+  /**
+   * Addresses of reverse proxies whose X-Forwarded-For names the client (per-address limits, networks
+   * of untrusted jobs). None by default: without it every proxied volunteer is the proxy's address.
+   */
+  trustProxy?: string[];
 }
 
 export const DEFAULT_ADDRESS_LIMITS = { connections: 32, jobShare: 0.5 };
@@ -112,6 +121,11 @@ export interface RunningServer {
   io: Server;
   /** /metrics: the event counters (`get` reads one back), runtime metrics and per-job series. */
   metrics: ServerMetrics;
+  /**
+   * Serves a renewed certificate and key (checked first, `checkTls`) to new connections; open ones keep
+   * theirs. Throws, changing nothing, when the pair is bad or the server was started without TLS.
+   */
+  reloadTls(tls: TlsFiles): void;
   close(): Promise<void>;
 }
 
@@ -131,6 +145,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const allowOrigins = (opts.allowOrigins ?? []).map(checkAllowedOrigin);
   const clock = opts.clock ?? realClock;
   const ice = new IceIssuer(opts.ice ?? {}, clock);
+  const tls = opts.tls && checkTls(opts.tls);
+  const trusted = trustedProxies(opts.trustProxy ?? []);
   const backends = await openStateBackends(opts, nodeId);
   const { store, cluster } = backends;
   const uploads = new Uploads(resolve(opts.dataDir ?? 'data', 'uploads'));
@@ -142,7 +158,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     throw e;
   }
   const metrics = new ServerMetrics();
-  const httpServer = createServer();
+  // HTTP/1.1 either way: Socket.IO's WebSocket upgrade is an HTTP/1.1 request (over TLS too).
+  const httpServer = tls ? createTlsServer({ cert: tls.cert, key: tls.key }) : createServer();
   const hosts = hostPolicy({ listenHost: opts.host ?? '127.0.0.1', publicUrl: opts.publicUrl, extra: opts.allowHosts });
   const limiter = new AddressRateLimiter(opts.httpRateLimit ?? DEFAULT_HTTP_RATE_LIMIT);
   const maxConnectionsPerAddress = opts.addressLimits?.connections ?? DEFAULT_ADDRESS_LIMITS.connections;
@@ -150,7 +167,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   // connection cap at every engine handshake; connections without a namespace closed after the grace.
   const edge = new SocketEdge({
     hosts, allowOrigins, limiter, maxConnectionsPerAddress: maxConnectionsPerAddress + CONNECTION_SLACK, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS,
-    count: metrics.count, log,
+    trustedProxies: trusted, count: metrics.count, log,
   });
   const io = new Server(httpServer, {
     // The largest legitimate message: a model attachment and the rest of its event (LIMITS). Anything
@@ -250,7 +267,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
 
   const startedAt = Date.now();
   const ctx: RouteContext = {
-    hub, store, secrets, nodeId, startedAt, allowOrigins,
+    hub, store, secrets, nodeId, startedAt, allowOrigins, trustedProxies: trusted,
     staticDir: resolve(opts.staticDir ?? resolve(repoRoot, 'dist')),
     datasetsDir: opts.datasetsDir ?? process.env.FASHION_MNIST_DIR ?? '/usr/share/datasets/fashion-mnist',
     identity: { name: opts.name ?? '', operator: opts.operator ?? null },
@@ -265,7 +282,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     // Socket.IO answers its own path (its handshakes take from the same bucket, in `edge`); everything else is ours.
     if (req.url?.startsWith('/socket.io/')) return;
     setSecurityHeaders(res);
-    const address = clientAddress(req);
+    const address = clientAddress(req, trusted);
     const waitMs = limiter.take(address);
     if (waitMs > 0) {
       metrics.count('http_rate_limited');
@@ -298,10 +315,12 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   });
   const addr = httpServer.address();
   if (!addr || typeof addr === 'string') throw new Error('server has no TCP address');
-  url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
+  url = `${tls ? 'https' : 'http'}://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
   if (!ctx.identity.name) ctx.identity.name = new URL(url).host;
   log(`node ${nodeId} listening on ${url} (store: ${store.kind})`);
   if (wildcardHost && !opts.publicUrl) log(`listening on every interface without --public-url: volunteers get checkpoint and shard paths relative to the server they connected to`);
+  if (tls) log(`TLS: the certificate expires in ${daysLeft(tls.cert)} days`);
+  if (trusted.size) log(`X-Forwarded-For believed from ${[...trusted].join(', ')} (--trust-proxy)`);
   if (ice.active) log(`ICE servers for volunteers' peer links: ${ice.describe()}`);
   else if (opts.ice?.turnSecret) log('a TURN shared secret is set but no --turn server: it is unused');
   if (!hosts.any) log(`answering requests whose Host is an IP address or one of: ${[...hosts.names].join(', ')} (more with --allow-host)`);
@@ -309,6 +328,12 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   let closed = false;
   return {
     url, port: addr.port, nodeId, secrets, store, hub, io, metrics,
+    reloadTls(next) {
+      if (!tls) throw new Error('this server was started without TLS: there is no certificate to replace');
+      const checked = checkTls(next);
+      (httpServer as ReturnType<typeof createTlsServer>).setSecureContext({ cert: checked.cert, key: checked.key });
+      log(`TLS: a new certificate loaded, expires in ${daysLeft(checked.cert)} days`);
+    },
     async close() {
       if (closed) return;
       closed = true;

@@ -1,4 +1,4 @@
-// `node --import tsx server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL] [--public-url URL]`: runs one
+// `node --import tsx server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL] [--public-url URL] [--tls-cert F --tls-key F]`: runs one
 // server node until SIGINT/SIGTERM. Environment: PORT, TABFLEET_DATA, REDIS_URL, TABFLEET_TOKEN,
 // TABFLEET_NAME, TABFLEET_OPERATOR, TABFLEET_TURN_SECRET.
 import { parseArgs } from 'node:util';
@@ -6,7 +6,8 @@ import { startServer } from './app';
 import { IceIssuer, type IceOptions } from './ice';
 import { realClock } from './coordinator/types';
 import { WeakTokenError } from './auth';
-import { checkAllowedOrigin } from './http/security';
+import { checkAllowedOrigin, trustedProxies } from './http/security';
+import { readTlsFiles, type TlsFiles } from './http/tls';
 
 const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--redis URL] [--node ID]
   --port N      listen port (default $PORT or 8080; 0 picks a free one)
@@ -34,6 +35,11 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
                 use-auth-secret: its static-auth-secret comes from $TABFLEET_TURN_SECRET; each volunteer
                 gets its own credentials, renewed while it is a member
   --turn-ttl S  how long a volunteer's TURN credentials are valid, seconds (default 3600, at least 60)
+  --tls-cert F  serve https:// (and wss://) with this PEM certificate chain, leaf first (with --tls-key)
+  --tls-key F   the certificate's PEM private key, unencrypted (SIGHUP reads both files again)
+  --trust-proxy A   a reverse proxy's address (as this server sees it) whose X-Forwarded-For names the
+                client: per-address limits and networks then count volunteers, not the proxy (repeatable;
+                none by default, the header is ignored)
 The researcher token comes from $TABFLEET_TOKEN (at least 16 characters), or is generated at the
 first start and kept in the data directory (mode 0600). The sign-in link is printed once per start;
 the dashboard removes the token from the address bar and keeps it for the tab only.`;
@@ -44,6 +50,7 @@ const { values } = parseArgs({
     'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, 'network-prefix': { type: 'string' }, 'max-active-jobs': { type: 'string' },
     'public-url': { type: 'string' }, 'allow-origin': { type: 'string', multiple: true }, 'allow-host': { type: 'string', multiple: true },
     stun: { type: 'string', multiple: true }, turn: { type: 'string', multiple: true }, 'turn-ttl': { type: 'string' },
+    'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'trust-proxy': { type: 'string', multiple: true },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -97,6 +104,27 @@ if (ttl !== undefined && !/^\d+$/.test(ttl)) {
   console.error(`bad --turn-ttl ${ttl}: want whole seconds\n${USAGE}`);
   process.exit(2);
 }
+const certPath = values['tls-cert'], keyPath = values['tls-key'];
+let tls: TlsFiles | undefined;
+if ((certPath === undefined) !== (keyPath === undefined)) {
+  console.error(`--tls-cert and --tls-key go together: give both or neither\n${USAGE}`);
+  process.exit(2);
+}
+if (certPath !== undefined && keyPath !== undefined) {
+  try {
+    tls = readTlsFiles(certPath, keyPath);
+  } catch (e) {
+    console.error(`bad TLS files: ${(e as Error).message}`);
+    process.exit(2);
+  }
+}
+let trustProxy: string[] | undefined;
+try {
+  trustProxy = [...trustedProxies(values['trust-proxy'] ?? [])];
+} catch (e) {
+  console.error(`bad ${(e as Error).message}\n${USAGE}`);
+  process.exit(2);
+}
 const ice: IceOptions = {
   stun: values.stun, turn: values.turn, turnSecret: process.env.TABFLEET_TURN_SECRET || undefined,
   credentialLifetimeS: ttl === undefined ? undefined : Number(ttl),
@@ -110,6 +138,8 @@ try {
 }
 const server = await startServer({
   ice,
+  tls,
+  trustProxy,
   addressLimits: { connections, jobShare },
   maxActiveJobs,
   networkRules,
@@ -138,6 +168,18 @@ if (allowOrigins?.length) {
 if (server.secrets.generated) console.log('[server] researcher token generated now and stored in the data directory');
 // A line tests and scripts wait for.
 console.log(`[server] ready ${server.url}`);
+
+// SIGHUP: the certificate files again (after a renewal, e.g. certbot's deploy hook: kill -HUP PID),
+// for new connections; a bad pair is refused and the old one kept.
+if (certPath !== undefined && keyPath !== undefined) {
+  process.on('SIGHUP', () => {
+    try {
+      server.reloadTls(readTlsFiles(certPath, keyPath));
+    } catch (e) {
+      console.error(`[server] SIGHUP: TLS files not reloaded, the old certificate stays: ${(e as Error).message}`);
+    }
+  });
+}
 
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

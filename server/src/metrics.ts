@@ -4,7 +4,7 @@
 // collects (on a registry of the process's, below), and gauges and per-job counters read at scrape
 // time from the sockets, the store and this node's coordinators.
 // Several nodes (Redis): each exports its own; per-job series come from the node that runs the job.
-import { JOB_STATES, type JobState } from '@tabfleet/protocol';
+import { JOB_STATES, PATH_KINDS, RELAY_PROTOCOLS, type JobState, type LinkSummary } from '@tabfleet/protocol';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { ABORT_CAUSES, EVICTION_FAULTS, type JobTally } from './coordinator/job-tally';
 import { COUNTERS, type Count, type CounterName } from './metrics-catalogue';
@@ -18,7 +18,7 @@ export interface MetricSources {
   /** Every stored job's state (the whole cluster's, the same on every node). */
   jobStates(): Promise<JobState[]>;
   /** The jobs this node coordinates that have not ended. */
-  runningJobs(): readonly { id: string; workerCount: number; tally: JobTally }[];
+  runningJobs(): readonly { id: string; workerCount: number; tally: JobTally; summary(): { links?: LinkSummary } }[];
 }
 
 /**
@@ -84,6 +84,21 @@ export class ServerMetrics {
     gauge(registers, 'tabfleet_job_workers', `Members of the job (volunteers that joined it). ${PER_JOB}`, ['job_id'], (g) => {
       for (const j of running()) g.set({ job_id: j.id }, j.workerCount);
     });
+    gauge(registers, 'tabfleet_job_links', `The members' WebRTC links by path, each link once: host (same network), srflx (through a NAT's mapping, found by STUN), `
+      + `prflx (a mapping learned from a connectivity check), relay (through TURN), the farthest rung either end's selected candidate pair took, as members last reported. ${PER_JOB}`,
+    ['job_id', 'path'], (g) => {
+      for (const j of running()) {
+        const links = j.summary().links;
+        for (const path of PATH_KINDS) g.set({ job_id: j.id, path }, links?.byKind[path] ?? 0);
+      }
+    });
+    gauge(registers, 'tabfleet_job_relayed_links', `The job's relayed links by how a relaying end reaches its TURN server (udp, tcp, tls). ${PER_JOB}`,
+      ['job_id', 'protocol'], (g) => {
+        for (const j of running()) {
+          const links = j.summary().links;
+          for (const protocol of RELAY_PROTOCOLS) g.set({ job_id: j.id, protocol }, links?.relayProtocols[protocol] ?? 0);
+        }
+      });
     jobCounter(registers, 'tabfleet_job_rounds_total', `Syncs of the job by outcome (committed, aborted), as GET /api/jobs/:id/rounds records them, since this node took the job. ${PER_JOB}`,
       ['outcome'], running, (t, add) => {
         add({ outcome: 'committed' }, t.rounds.committed);

@@ -77,6 +77,12 @@ const ROWS: Row[] = [
     payload: () => ({ jobId, rttMs: Object.fromEntries(Array.from({ length: MAX_RTT_PEERS + 1 }, (_, i) => [`v-${String(i).padStart(12, '0')}`, 5])) }),
     code: 'bad_request',
   },
+  {
+    name: 'links:paths of an unknown candidate type', event: 'links:paths', code: 'bad_request',
+    payload: () => ({ jobId, links: [{ peer: ring[1].volunteerId, local: 'turn', remote: 'host', rttMs: 1 }] }),
+  },
+  { name: 'links:paths to itself', event: 'links:paths', payload: () => ({ jobId, links: [{ peer: ring[0].volunteerId, local: 'host', remote: 'host', rttMs: 1 }] }), code: 'bad_request' },
+  { name: 'links:paths from outsider', event: 'links:paths', payload: () => ({ jobId, links: [] }), code: 'unknown_job', from: () => outsider },
   { name: 'round:validation while nothing is validated', event: 'round:validation', payload: () => ({ ...r(), parts: [validation] }), code: 'conflict' },
   { name: 'round:validation with a malformed digest', event: 'round:validation', payload: () => ({ ...r(), parts: [{ ...validation, aggregate: 'nope' }] }), code: 'bad_request' },
   {

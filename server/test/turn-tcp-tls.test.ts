@@ -3,26 +3,26 @@
 // one set of credentials, which coturn accepts on each transport. A TLS client that does not trust the
 // test CA is turned away by the handshake, so the TLS port is really TLS. Only 127.0.0.1.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { startCoturn, type Coturn } from '../src/testing/coturn';
 import { turnAllocate } from '../src/testing/turn-client';
-import { makeTestCertificate, type TestCertificate } from '../src/testing/turn-tls-cert';
+import { makeTestCa, type TestCa } from '../src/testing/test-ca';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
 
 const SECRET = 'tcp-tls-shared-secret-0123456789';
-let cert: TestCertificate;
+let ca: TestCa;
 let coturn: Coturn;
 let server: TestServer;
 before(async () => {
-  cert = makeTestCertificate({ ips: ['127.0.0.1'] });
-  coturn = await startCoturn(SECRET, { tls: { cert: cert.cert, key: cert.key } });
+  ca = await makeTestCa();
+  const cert = await ca.issue({ ip: ['127.0.0.1'] });
+  coturn = await startCoturn(SECRET, { tls: { cert: cert.certPath, key: cert.keyPath } });
   server = await startTestServer({ ice: { turn: [coturn.url, coturn.tcpUrl, coturn.tlsUrl!], turnSecret: SECRET } });
 });
 after(async () => {
   await server?.stop();
   coturn?.stop();
-  cert?.remove();
+  ca?.remove();
 });
 
 test('one set of TURN credentials, with UDP, TCP and TLS URLs, allocates a relay over each', { timeout: 120_000 }, async () => {
@@ -35,10 +35,9 @@ test('one set of TURN credentials, with UDP, TCP and TLS URLs, allocates a relay
   const { username, credential } = turn[0] as { username: string; credential: string };
   const why = () => `coturn's log:\n${coturn.log().slice(-3000)}`;
   const tlsPort = Number(new URL(coturn.tlsUrl!.replace('turns:', 'turns://')).port);
-  const ca = readFileSync(cert.caCert, 'utf8');
   assert.deepEqual(await turnAllocate(coturn.port, username, credential), { code: 0, relayed: true }, why());
   assert.deepEqual(await turnAllocate(coturn.port, username, credential, { transport: 'tcp' }), { code: 0, relayed: true }, why());
-  assert.deepEqual(await turnAllocate(tlsPort, username, credential, { transport: 'tls', ca }), { code: 0, relayed: true }, why());
+  assert.deepEqual(await turnAllocate(tlsPort, username, credential, { transport: 'tls', ca: ca.ca }), { code: 0, relayed: true }, why());
   // Forged credentials are refused on the stream transports too.
   assert.equal((await turnAllocate(coturn.port, username, 'forged', { transport: 'tcp' })).code, 401, why());
   await assert.rejects(turnAllocate(tlsPort, username, credential, { transport: 'tls' }), /self[- ]signed|unable to verify|certificate/i);

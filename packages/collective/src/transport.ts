@@ -2,7 +2,7 @@
 // (Uint8Array ≤ 64 KiB) in order, with backpressure, counters, and news of a lost peer.
 // Implementations: MemoryTransport (memory.ts, fault injection for tests) and WebRtcTransport
 // (webrtc.ts, simple-peer data channels in the browser or over @roamhq/wrtc in Node).
-import { realClock, type Clock } from '@tabfleet/protocol';
+import { realClock, type Clock, type LinkPath } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
 
 /** Per-link counters; times are the transport's clock's milliseconds. */
@@ -44,6 +44,8 @@ export interface Transport {
   /** A link closed or failed (peer gone, tab closed, ICE failed, closeLink). */
   onPeerLost(handler: (peer: string, reason: string) => void): () => void;
   stats(): LinkStats[];
+  /** Transports over ICE (WebRTC): the path each open link took (its selected candidate pair) and its round trip. */
+  linkPaths?(): Promise<LinkPath[]>;
   /** Closes one link; the peer sees it as lost. */
   closeLink(peer: string, reason?: string): void;
   /** Closes every link and stops accepting new ones. */

@@ -12,8 +12,9 @@
 //
 // A link whose ICE goes `disconnected` or `failed` is restarted (ice-restart.ts) before it is lost: the
 // initiator sends a new offer with iceRestart, the answerer asks for one with { restartIce: true }.
-import type { Clock } from '@tabfleet/protocol';
+import type { Clock, LinkPath } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
+import { linkPathOf, type StatsReportLike } from './ice-path';
 import { IceWatch } from './ice-restart';
 import type { Signaler } from './signaling';
 import { BaseTransport, type BackpressureOptions, type Channel } from './transport';
@@ -36,8 +37,9 @@ export interface SimplePeerLike {
   destroy(err?: Error): void;
   readonly destroyed?: boolean;
   _channel?: DataChannelLike | null;
+  /** The RTCPeerConnection (simple-peer's `_pc`), read for its stats and restarted (restartIce) when ICE goes down. */
+  _pc?: { getStats(): Promise<StatsReportLike>; iceConnectionState?: string; connectionState?: string; restartIce?(): void } | null;
   /** simple-peer's internals an ICE restart uses (absent in test doubles: then links are not restarted). */
-  _pc?: { iceConnectionState: string; restartIce?(): void };
   _onIceStateChange?(): void;
   _onConnectionStateChange?(): void;
   offerOptions?: RTCOfferOptions;
@@ -196,7 +198,7 @@ export class WebRtcTransport extends BaseTransport {
       onIce();
     };
     p._onConnectionStateChange = () => {
-      if ((p._pc as { connectionState?: string } | undefined)?.connectionState === 'failed' && restarting()) return conn.ice.state('failed');
+      if (p._pc?.connectionState === 'failed' && restarting()) return conn.ice.state('failed');
       onConnection();
     };
   }
@@ -268,6 +270,22 @@ export class WebRtcTransport extends BaseTransport {
     } catch (e) {
       this.fail(from, conn, `bad signal: ${(e as Error).message}`);
     }
+  }
+
+  /**
+   * The selected candidate pair of every open link (ice-path.ts), read from its RTCPeerConnection's
+   * stats. A link whose stats cannot be read or name no pair yet is left out.
+   */
+  async linkPaths(): Promise<LinkPath[]> {
+    const open = [...this.conns].filter(([, c]) => c.open && c.peer._pc);
+    const paths = await Promise.all(open.map(async ([peer, c]) => {
+      try {
+        return linkPathOf(peer, await c.peer._pc!.getStats());
+      } catch {
+        return null; // closed meanwhile
+      }
+    }));
+    return paths.filter((p): p is LinkPath => p !== null);
   }
 
   protected closeChannel(peer: string): void {

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { clientIdSchema, displayNameSchema, profileSchema } from './credit';
 import { idSchema, type JobSpec, type JobSummary, type MetricPoint } from './jobs';
 import { LIMITS } from './limits';
+import { linkPathsSchema, type LinkPath } from './link-paths';
 import { measureWire, type SizeLimit } from './wire-size';
 import type { ReplicaTask } from './replication';
 
@@ -178,6 +179,8 @@ export const VOLUNTEER_EVENTS = {
   }),
   /** The round trips (ms) a joiner measured to the members the server named in its assignment (`probePeers`). */
   'peers:rtt': z.strictObject({ jobId: idSchema, rttMs: rttMsSchema }),
+  /** The path each of this member's open links took (its selected ICE candidate pair, link-paths.ts): replaces its last report. */
+  'links:paths': z.strictObject({ jobId: idSchema, links: linkPathsSchema }),
   /** The member could not finish the round (the server aborts and re-forms it). */
   'round:failed': z.strictObject({
     ...roundRef,
@@ -383,6 +386,8 @@ export interface WorkerRow {
   reputation: { verified: number; faults: number; probation: boolean } | null;
   /** Paced jobs: its measured time per local step, the steps it was given for this sync and its share of the sync's samples. */
   pace: { msPerStep: number | null; steps: number; share: number | null } | null;
+  /** The paths of its links to other members, as it last reported them (`links:paths`); null for one that left. */
+  links: LinkPath[] | null;
 }
 
 export interface DashboardServerEvents {

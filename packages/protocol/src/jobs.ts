@@ -4,6 +4,7 @@ import { gptLayout, parameterCount } from './layout';
 import { LIMITS } from './limits';
 import { DDP_MICRO_BATCHES, defaultPacing, PACINGS } from './pacing';
 import { AGGREGATIONS } from './robust';
+import type { LinkSummary } from './link-paths';
 
 /**
  * Models a job can name: fixed presets the workers know (packages/nn PRESETS; a test keeps the two
@@ -444,6 +445,8 @@ export interface JobSummary {
     /** `auto` jobs: the next sync's H (of the fastest member) and payload precision, and the exchange times they were chosen from. */
     auto?: { H: number; dtype: 'f32' | 'f16'; exchangeMs: { f32: number | null; f16: number | null } } | null;
   };
+  /** The members' links by the path they took (link-paths.ts), while a node coordinates the job. */
+  links?: LinkSummary;
 }
 
 export interface MetricPoint {

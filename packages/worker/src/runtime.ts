@@ -5,7 +5,7 @@
 import { CollectiveError, FrameRouter, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import {
-  cappedWeights, partRange, PROBE_ROUND_ID, realClock, sleepOn, type Ack, type Clock, type Assignment,
+  cappedWeights, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, realClock, sleepOn, type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
   type VolunteerEventName, type VolunteerServerEvents, type IceServer,
 } from '@tabfleet/protocol';
@@ -406,6 +406,7 @@ export class VolunteerRuntime {
       const code = e instanceof RoundFailure ? e.code : e instanceof CollectiveError && (e.code === 'peer_lost' || e.code === 'deadline' || e.code === 'bad_frame') ? e.code : 'internal';
       this.log(`round ${r.roundId} failed: ${(e as Error).message}`);
       if (this.lastBegin?.roundId === r.roundId) await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code, message: (e as Error).message.slice(0, 500) });
+      if (r.mode !== 'star') this.reportLinkPaths(r.jobId);
       return;
     }
     const checksum = await this.opts.engine.prepare(mean, r.grouped ? 'params' : 'delta');
@@ -418,6 +419,21 @@ export class VolunteerRuntime {
       ...(group ? { group } : {}),
       ...(rttMs && Object.keys(rttMs).length ? { rttMs } : {}),
     });
+    if (r.mode !== 'star') this.reportLinkPaths(r.jobId);
+  }
+
+  /**
+   * Tells the server the path each open link took (WebRTC: its selected ICE candidate pair), for the
+   * worker table and /metrics. After the round's answer, so reading the stats never delays a sync.
+   */
+  private reportLinkPaths(jobId: string): void {
+    const read = this.transport?.linkPaths?.();
+    if (!read) return;
+    void read.then(async (links) => {
+      if (!links.length) return;
+      const ack = await this.emit('links:paths', { jobId, links: links.slice(0, MAX_LINK_PATHS) });
+      if (!ack.ok) this.log(`link paths refused: ${ack.error.code}: ${ack.error.message}`);
+    }).catch((e: Error) => this.log(`link paths not reported: ${e.message}`));
   }
 
   /** Removes and returns the first pending replica task that `match`es. */

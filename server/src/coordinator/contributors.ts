@@ -117,7 +117,8 @@ export class ContributorLedger {
    * The worker table: the members, then everyone who contributed and is no longer in the job (state
    * `left`), with their faults and reputation; paced jobs show each member's pace, steps and share.
    */
-  table(members: Iterable<Member>, paced: boolean, faults: (identity: string) => number, reputation: (identity: string) => WorkerRow['reputation']): WorkerRow[] {
+  table(members: Iterable<Member>, paced: boolean, faults: (identity: string) => number, reputation: (identity: string) => WorkerRow['reputation'],
+    links: { of(volunteerId: string): WorkerRow['links'] }): WorkerRow[] {
     const list = [...members];
     const live = list.map((m): WorkerRow => ({
       volunteerId: m.volunteerId, jobId: this.jobId, state: m.status.state, hidden: m.status.hidden, contributor: contributorName(m.identity, this.name(m.identity)),
@@ -125,6 +126,7 @@ export class ContributorLedger {
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
       lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, admitted: m.phase !== 'loading', faults: faults(m.identity), reputation: reputation(m.identity),
       pace: paced ? { msPerStep: m.msPerStep === null ? null : Math.round(m.msPerStep * 10) / 10, steps: m.steps, share: m.share } : null,
+      links: links.of(m.volunteerId),
     }));
     const departed = this.absent(new Set(list.map((m) => m.identity))).map((c) => departedRow(c, this.name(c.clientId), faults(c.clientId), reputation(c.clientId)));
     return [...live, ...departed];

@@ -10,7 +10,7 @@
 // admission.ts (who joins, who sits out), barrier.ts (when a sync may begin), model-loads.ts,
 // step-planner.ts (the work handed out), sync-commits.ts (what a commit does; Moshpit groups one by
 // one), checkpoints.ts (evaluators, uploads, the target), group-round.ts (untrusted group rounds),
-// replication.ts, peer-links.ts (signaling, round trips) and star-update.ts (rounds through the server).
+// replication.ts, peer-links.ts (signaling, round trips, link paths) and star-update.ts (rounds through the server).
 import {
   flatLengthOf,
   ProtocolError,
@@ -91,7 +91,7 @@ export class JobCoordinator {
     const self = this;
     const current = () => this.job;
     const identity = (volunteerId: string) => this.members.get(volunteerId)?.identity ?? volunteerId;
-    this.links = new PeerLinks({ jobId: job.id, deps, members: this.members });
+    this.links = new PeerLinks({ jobId: job.id, deps, members: this.members, changedWorkers: () => this.changedWorkers() });
     this.admission = new Admission({
       get job() { return current(); }, deps, members: this.members, penalties: this.penalties,
       get networkRulesApply() { return self.networkRulesApply; }, hasStanding: (id) => this.hasStanding(id),
@@ -214,13 +214,13 @@ export class JobCoordinator {
       id: this.job.id, name: this.job.name, spec: this.job.spec, state: this.job.state, createdAt: this.job.createdAt,
       updatedAt: this.job.updatedAt, seq: this.job.seq, step: this.job.step, workers: this.members.size,
       latestCheckpoint: this.checkpoints.latest, latestAccuracy: this.checkpoints.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
-      ...(this.checkpoints.notice ? { notice: this.checkpoints.notice } : {}), syncTime: this.planner.summary(),
+      ...(this.checkpoints.notice ? { notice: this.checkpoints.notice } : {}), syncTime: this.planner.summary(), links: this.links.paths.summary(),
     };
   }
 
   /** The members, then everyone who contributed and is no longer in the job (state `left`). */
   workers(): WorkerRow[] {
-    return this.contributors.table(this.members.values(), isPaced(this.job.spec), (id) => this.penalties.offences(id), (id) => this.reputations.row(id));
+    return this.contributors.table(this.members.values(), isPaced(this.job.spec), (id) => this.penalties.offences(id), (id) => this.reputations.row(id), this.links.paths);
   }
 
   /** Waits until everything queued so far (contributor totals included) is in the store. */
@@ -356,6 +356,7 @@ export class JobCoordinator {
       case 'evidence:upload': return this.groupChecks.onEvidence(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'evidence:upload'>);
       case 'signal': return this.links.signal(m.volunteerId, payload as VolunteerEventParsed<'signal'>, () => this.currentRound(m, (payload as { roundId: number }).roundId));
       case 'peers:rtt': return this.links.probeReport(m.volunteerId, payload as VolunteerEventParsed<'peers:rtt'>);
+      case 'links:paths': return this.links.reportPaths(m.volunteerId, payload as VolunteerEventParsed<'links:paths'>);
       case 'star:update': return starUpdate(this.currentRound(m, (payload as { roundId: number }).roundId), m.volunteerId, (payload as VolunteerEventParsed<'star:update'>).data, this.job, this.deps);
       case 'checkpoint:upload': return this.checkpoints.onUpload(m, payload as VolunteerEventParsed<'checkpoint:upload'>);
       case 'metrics': return this.checkpoints.onMetrics(m, payload as VolunteerEventParsed<'metrics'>);

@@ -2,10 +2,12 @@
 // links (ring neighbours, group members) or a joiner's probe peers (join-probes.ts), and the round
 // trips members measured to those peers, which give a regional Moshpit job the localities it lays its
 // groups out by (peer-distances.ts). And the ICE servers members' links gather through, TURN
-// credentials renewed while they are members (ice-renewals.ts).
+// credentials renewed while they are members (ice-renewals.ts). And the paths members' links took
+// (direct or relayed: link-paths.ts).
 import { PROBE_ROUND_ID, ProtocolError, type Assignment, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { IceRenewals } from './ice-renewals';
 import { JoinProbes } from './join-probes';
+import { LinkPaths } from './link-paths';
 import type { MemberBook } from './members';
 import { PeerDistances } from './peer-distances';
 import type { ActiveRound } from './round';
@@ -16,6 +18,8 @@ export interface PeerLinksHost {
   readonly jobId: string;
   readonly deps: CoordinatorDeps;
   readonly members: MemberBook;
+  /** The worker table changed (a member reported its links' paths). */
+  changedWorkers(): void;
 }
 
 export class PeerLinks {
@@ -23,8 +27,11 @@ export class PeerLinks {
   private readonly distances = new PeerDistances();
   private readonly probes: JoinProbes;
   private readonly ice: IceRenewals;
+  /** The path each member's links took (direct or relayed), as the members report them. */
+  readonly paths: LinkPaths;
 
   constructor(private readonly host: PeerLinksHost) {
+    this.paths = new LinkPaths(host.members);
     this.probes = new JoinProbes(() => host.deps.clock.now());
     this.ice = new IceRenewals(host.jobId, host.deps, (id) => host.members.has(id));
   }
@@ -51,6 +58,7 @@ export class PeerLinks {
     this.distances.forget(volunteerId);
     this.probes.forget(volunteerId);
     this.ice.stop(volunteerId);
+    this.paths.forget(volunteerId);
   }
 
   /** Relays a signal to a peer `from` is linked to: in `round` (null: no round runs), or as a probe. */
@@ -77,6 +85,13 @@ export class PeerLinks {
     if (!kept) throw new ProtocolError('conflict', 'no probe is open: peers:rtt answers the probePeers of an assignment, once');
     this.distances.record(volunteerId, kept);
     return { kept: Object.keys(kept).length };
+  }
+
+  /** A member's `links:paths`: replaces its last report (link-paths.ts). */
+  reportPaths(volunteerId: string, e: VolunteerEventParsed<'links:paths'>): object {
+    const ack = this.paths.report(volunteerId, e.links);
+    this.host.changedWorkers();
+    return ack;
   }
 
   /** Round trips a member reported with its result: kept only to the peers it was linked to in `r` (its ring neighbours). */

@@ -5,6 +5,9 @@ import {
   ERROR_CODES,
   JOB_STATES,
   jobSpecSchema,
+  linkPathSchema,
+  PATH_KINDS,
+  RELAY_PROTOCOLS,
   type CheckpointInfo,
   type EmbedPermission,
   type JobSummary,
@@ -37,6 +40,22 @@ export const checkpointInfoBody = matches<CheckpointInfo>()(z.strictObject({
   seq: int, step: int, bytes: int, sha256: z.string(), createdAt: z.number(),
 })).meta({ id: 'CheckpointInfo' });
 
+const linkPathBody = linkPathSchema.meta({
+  id: 'LinkPath',
+  description: 'One link\'s selected ICE candidate pair as the member reported it: its own candidate type, its peer\'s, its relay\'s protocol to TURN, the round trip (ms).',
+});
+
+const linkSummaryBody = z.strictObject({
+  total: int.describe('links among the members, each counted once'),
+  direct: int,
+  relayed: int.describe('links where either end\'s selected candidate is relayed (TURN)'),
+  relayedShare: z.number().nullable().describe('relayed ÷ total; null with no links'),
+  byKind: z.strictObject(Object.fromEntries(PATH_KINDS.map((k) => [k, int])) as Record<(typeof PATH_KINDS)[number], typeof int>)
+    .describe('links by the farthest rung either end took: host, srflx (STUN), prflx, relay (TURN)'),
+  relayProtocols: z.strictObject(Object.fromEntries(RELAY_PROTOCOLS.map((k) => [k, int])) as Record<(typeof RELAY_PROTOCOLS)[number], typeof int>)
+    .describe('relayed links by how a relaying end reaches TURN (udp, tcp, tls)'),
+}).meta({ id: 'LinkSummary' });
+
 export const jobSummaryBody = matches<JobSummary>()(z.strictObject({
   id: z.string(),
   name: z.string(),
@@ -61,6 +80,7 @@ export const jobSummaryBody = matches<JobSummary>()(z.strictObject({
       exchangeMs: z.strictObject({ f32: z.number().nullable(), f16: z.number().nullable() }),
     }).nullable().optional(),
   }).optional(),
+  links: linkSummaryBody.optional().describe('the members\' WebRTC links by the path they took, while a node coordinates the job'),
 })).meta({ id: 'JobSummary' });
 
 export const workerRowBody = matches<WorkerRow>()(z.strictObject({
@@ -82,6 +102,7 @@ export const workerRowBody = matches<WorkerRow>()(z.strictObject({
   faults: int.nullable(),
   reputation: z.strictObject({ verified: int, faults: int, probation: z.boolean() }).nullable(),
   pace: z.strictObject({ msPerStep: z.number().nullable(), steps: int, share: z.number().nullable() }).nullable(),
+  links: z.array(linkPathBody).nullable().describe('the paths of its links to other members, as it last reported them (links:paths); null for one that left'),
 })).meta({ id: 'WorkerRow' });
 
 export const metricPointBody = matches<MetricPoint>()(z.strictObject({

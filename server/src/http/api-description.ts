@@ -115,7 +115,10 @@ export const ROUTE_DOCS: RouteDoc[] = [
   {
     method: 'GET', path: '/api/jobs/{id}', auth: 'researcher', summary: 'One job and its workers',
     params: { id: jobId },
-    ok: { status: 200, description: 'the job and its workers', content: json(z.strictObject({ job: jobSummaryBody, workers: z.array(workerRowBody) })) },
+    ok: {
+      status: 200, description: 'the job (with its members\' links by path) and its workers (each with the paths of its WebRTC links)',
+      content: json(z.strictObject({ job: jobSummaryBody, workers: z.array(workerRowBody) })),
+    },
     errors: ['bad_request', 'unknown_job'],
   },
   {

@@ -15,7 +15,7 @@ import { multipartBoundary, parseMultipart, type FormPart } from './multipart';
 import { openApiDocument } from './openapi';
 import { PUBLIC_ROUTES } from './public';
 import { readBytes, readJson, sendBytes, sendError, sendJson } from './respond';
-import { clientAddress, redactUrl, setEmbedFrameHeaders, setEmbedScriptHeaders } from './security';
+import { clientAddress, redactUrl, setEmbedFrameHeaders, setEmbedScriptHeaders, type TrustedProxies } from './security';
 import { datasetFile, sendFile, sendFromRoots } from './static';
 import type { ServerMetrics } from '../metrics';
 
@@ -30,6 +30,8 @@ export interface RouteContext {
   datasetsDir: string;
   /** Origins besides the server's own whose pages may use it: Socket.IO, and embedding the contribute frame ('*': any). */
   allowOrigins: readonly string[];
+  /** Proxies whose X-Forwarded-For names the client (`--trust-proxy`). */
+  trustedProxies: TrustedProxies;
   /** Who runs this server, for the volunteer page. */
   identity: { name: string; operator: string | null };
   metrics: ServerMetrics;
@@ -78,7 +80,7 @@ async function serveShard(ctx: RouteContext, req: IncomingMessage, res: ServerRe
     const job = await ctx.store.getJob(jobId);
     if (!job || isEnded(job)) throw new ProtocolError('unauthorized', `job ${jobId} has ended: its shards are no longer served`);
   } else if (grant !== null) requireToken(ctx, req);
-  const release = ctx.shardSlots.acquire(clientAddress(req));
+  const release = ctx.shardSlots.acquire(clientAddress(req, ctx.trustedProxies));
   if (!release) throw new ProtocolError('rate_limited', 'too many shard downloads in flight from this address');
   try {
     sendShard(req, res, await build(), release);

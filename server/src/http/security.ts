@@ -121,8 +121,43 @@ export class AddressRateLimiter {
   }
 }
 
-export function clientAddress(req: IncomingMessage): string {
-  return req.socket.remoteAddress ?? 'unknown';
+/**
+ * Reverse proxies (`--trust-proxy`) whose X-Forwarded-For is believed, as addresses (IPv4 also as its
+ * `::ffff:` form). Empty by default: a header any client can write never decides whose bucket a request takes from.
+ */
+export type TrustedProxies = ReadonlySet<string>;
+
+export const NO_TRUSTED_PROXIES: TrustedProxies = new Set();
+
+/** `::ffff:192.0.2.1` (how a dual-stack socket shows an IPv4 peer) as `192.0.2.1`; other addresses as they are. */
+export function plainAddress(address: string): string {
+  return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address.toLowerCase();
+}
+
+/** `--trust-proxy` values: IP addresses only (a name would be resolved by nobody), or an Error saying so. */
+export function trustedProxies(values: readonly string[]): TrustedProxies {
+  for (const v of values) if (isIP(v) === 0) throw new Error(`--trust-proxy ${JSON.stringify(v)}: want the proxy's IP address as this server sees it (127.0.0.1, ::1, 10.0.0.2)`);
+  return new Set(values.map(plainAddress));
+}
+
+/**
+ * The address a request comes from: its TCP peer, or, when that peer is a trusted proxy, the nearest
+ * address in X-Forwarded-For that is not one (read from the right: what the proxies appended, not
+ * what the client wrote at the left). A header with nothing usable leaves the peer's address.
+ */
+export function clientAddress(req: IncomingMessage, trusted: TrustedProxies = NO_TRUSTED_PROXIES): string {
+  const peer = req.socket.remoteAddress ?? 'unknown';
+  if (!trusted.has(plainAddress(peer))) return peer;
+  const header = req.headers['x-forwarded-for'];
+  const hops = (Array.isArray(header) ? header.join(',') : header ?? '').split(',').map((h) => h.trim()).filter(Boolean);
+  let address = peer;
+  for (let i = hops.length - 1; i >= 0; i--) {
+    const hop = hops[i];
+    if (isIP(hop) === 0) break;
+    address = plainAddress(hop);
+    if (!trusted.has(address)) break;
+  }
+  return address;
 }
 
 /** The request's path with its query string replaced, so tokens and tickets never reach a log. */

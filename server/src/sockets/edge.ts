@@ -10,7 +10,7 @@ import { LIMITS } from '@tabfleet/protocol';
 import type { IncomingMessage } from 'node:http';
 import type { Server, ServerOptions, Socket } from 'socket.io';
 import * as parser from 'socket.io-parser';
-import { clientAddress, FAILED_AUTH_COST, hostAllowed, originAllowed, type AddressRateLimiter, type HostPolicy } from '../http/security';
+import { clientAddress, FAILED_AUTH_COST, hostAllowed, originAllowed, type AddressRateLimiter, type HostPolicy, type TrustedProxies } from '../http/security';
 import type { Count } from '../metrics-catalogue';
 
 /** The longest text message a client has reason to send: an event's JSON and its envelope (namespace, ack id, event name). */
@@ -46,6 +46,8 @@ export interface EdgeOptions {
   /** Socket.IO connections one address may hold at once on this node, joined to a namespace or not (volunteers' cap + CONNECTION_SLACK). */
   maxConnectionsPerAddress: number;
   joinGraceMs: number;
+  /** Proxies whose X-Forwarded-For names the client (`clientAddress`); the address every limit and namespace then sees. */
+  trustedProxies: TrustedProxies;
   count: Count;
   log(m: string): void;
 }
@@ -102,7 +104,7 @@ export class SocketEdge {
       this.opts.count('handshakes_rejected', { code });
       cb(message, false);
     };
-    const address = clientAddress(req);
+    const address = clientAddress(req, this.opts.trustedProxies);
     if (!hostAllowed(req.headers.host, this.opts.hosts)) return refuse('bad_request', `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server`);
     if (!originAllowed(req, this.opts.allowOrigins)) return refuse('bad_request', 'origin not allowed');
     if (this.opts.limiter.take(address) > 0) return refuse('rate_limited', 'rate_limited: too many requests from this address');
@@ -112,6 +114,9 @@ export class SocketEdge {
   }
 
   private onConnection(conn: EngineConnection): void {
+    // engine.io copied the TCP peer; behind a trusted proxy the client is the one it forwarded for.
+    // Socket.IO's handshake.address (the volunteer's address in every namespace) is read from here.
+    if (conn.request) conn.remoteAddress = clientAddress(conn.request as IncomingMessage, this.opts.trustedProxies);
     const address = conn.remoteAddress;
     // Socket.IO's memory guide: engine.io holds the handshake request (headers, socket, parser state)
     // for as long as the connection lives. Nothing here reads it after this point: the address is
