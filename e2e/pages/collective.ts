@@ -182,6 +182,10 @@ const api: CollectivePageApi = {
     return Object.fromEntries([...new Set([r.left, r.right])].map((peer) => [peer, t.iceRestarts(peer)]));
   },
 
+  linkPaths() {
+    return need(transport, 'transport').linkPaths();
+  },
+
   close() {
     ring?.close();
     transport?.close();
