@@ -3,10 +3,12 @@
 // endpoint-independent NAT whose router drops all outgoing UDP, one behind a symmetric NAT. The server
 // hands out `turn:…?transport=udp` and `turn:…?transport=tcp` with one set of credentials; ring syncs
 // commit with no star round, and coturn's log shows the blocked tab's allocation, made over TCP since
-// its router dropped every UDP packet it sent. Before coturn refused the lab's LAN addresses as peers,
+// its router dropped every UDP packet it sent; what Chromium's getStats() said of the blocked tab's link,
+// as the server keeps it, is a relay over TCP. Before coturn refused the lab's LAN addresses as peers,
 // such a link opened and died within 2 s (see server/src/testing/coturn.ts).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { WorkerRow } from '@tabfleet/protocol';
 import { waitFor } from '@tabfleet/server/testing';
 import { startLabCluster, type LabCluster } from './lab-cluster';
 import { committedRounds, roundsOf, RING_JOB, tabLog } from './lab-jobs';
@@ -30,5 +32,11 @@ test('a tab behind a UDP-blocking firewall commits ring syncs through TURN over 
   assert.ok(id, 'the blocked tab has a volunteer id');
   assert.match(coturn!.log(), new RegExp(`tcp or tls connected to: ${homes[0].wanAddress.replace(/\./g, '\\.')}:\\d+`), await why());
   assert.match(coturn!.log(), new RegExp(`user <\\d+:${id}>: incoming packet ALLOCATE processed, success`), await why());
+  const links = async () => ((await server.api(`/api/jobs/${job.id}`)).body.workers as WorkerRow[]).find((w) => w.volunteerId === id)?.links;
+  const [link] = await waitFor('the blocked tab reports its link', async () => {
+    const l = await links();
+    return l?.length === 1 ? l : null;
+  }, 60_000, 250);
+  assert.deepEqual({ local: link.local, relayProtocol: link.relayProtocol }, { local: 'relay', relayProtocol: 'tcp' }, JSON.stringify(link));
   assert.deepEqual(blocked.errors, []);
 });
