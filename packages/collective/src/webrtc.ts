@@ -189,16 +189,16 @@ export class WebRtcTransport extends BaseTransport {
     const onIce = p._onIceStateChange?.bind(p);
     const onConnection = p._onConnectionStateChange?.bind(p);
     if (!onIce || !onConnection || !p._pc || !p.negotiate) return;
-    const restarting = () => conn.open && this.conns.get(peer) === conn;
+    const openAndCurrent = () => conn.open && this.conns.get(peer) === conn;
     p._onIceStateChange = () => {
       const state = p._pc?.iceConnectionState ?? 'closed';
-      if (restarting()) conn.ice.state(state);
+      if (openAndCurrent()) conn.ice.state(state);
       // simple-peer destroys the peer on 'failed' (ICE's or the connection's); an open link's restart has until the bound.
-      if (state === 'failed' && restarting()) return;
+      if (state === 'failed' && openAndCurrent()) return;
       onIce();
     };
     p._onConnectionStateChange = () => {
-      if (p._pc?.connectionState === 'failed' && restarting()) return conn.ice.state('failed');
+      if (p._pc?.connectionState === 'failed' && openAndCurrent()) return conn.ice.state('failed');
       onConnection();
     };
   }
