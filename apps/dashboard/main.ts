@@ -288,6 +288,11 @@ function pace(p: WorkerRow['pace']): string {
   return `${p.msPerStep === null ? '? ms' : `${p.msPerStep.toFixed(0)} ms`}/step · ${p.steps} steps${p.share === null ? '' : ` · ${(100 * p.share).toFixed(0)}%`}`;
 }
 
+/** How a worker's last round travelled, beside its number: star rounds go through the server. */
+function roundMode(mode: WorkerRow['lastRoundMode']): string {
+  return mode === 'star' ? ' · star, through the server' : mode ? ` · ${mode}` : '';
+}
+
 function renderWorkers(): void {
   if (!current) return;
   const job = jobs.get(current.id);
@@ -299,9 +304,14 @@ function renderWorkers(): void {
     <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}${w.hidden && !left ? ' · background tab' : ''}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
     <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td>`
       + `<td class="num" data-sent>${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
-    <td>${w.lastRound ?? '—'}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td><td data-path>${esc(w.links ? describeLinks(w.links, reverse) : '—')}</td>`
+    <td data-round-mode="${w.lastRoundMode ?? ''}">${w.lastRound ?? '—'}${roundMode(w.lastRoundMode)}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td>`
+        + `<td data-path>${esc(w.links ? describeLinks(w.links, reverse) : '—')}</td>`
       + `<td class="num" data-faults>${w.faults ?? '—'}</td><td data-reputation>${reputation(w.reputation)}</td></tr>`;
   });
+  // Peer links that do not open (NATs without a TURN server) leave syncs to the server: said once, above the table.
+  const star = current.workers.filter((w) => w.state !== 'left' && w.lastRoundMode === 'star').length;
+  $('sync-path').hidden = star === 0;
+  $('sync-path').textContent = star ? 'The last sync went through the server (a star round): peer links between the members did not open.' : '';
   const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';
   $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="14" class="muted">${empty}</td></tr>`;
   $('link-summary').textContent = linkSummaryText(current.workers);

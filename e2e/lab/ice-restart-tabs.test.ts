@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { NetLab, type Home } from '@tabfleet/netlab';
-import { startCoturn, turnCredentials, waitFor, type Coturn } from '@tabfleet/server/testing';
+import { LAB_HOME_LANS, startCoturn, turnCredentials, waitFor, type Coturn } from '@tabfleet/server/testing';
 import { openLabCollectiveTabs, type LabCollectiveTabs } from './lab-collective-tabs';
 
 const SECRET = 'ice-restart-tabs-secret-0123456789';
@@ -18,7 +18,7 @@ let tabs: LabCollectiveTabs;
 before(async () => {
   lab = await NetLab.create();
   const turnHost = await lab.publicHost('turn');
-  coturn = await startCoturn(SECRET, { listenIp: turnHost.address, port: 3478, spawn: (argv) => lab.spawn(turnHost, argv) });
+  coturn = await startCoturn(SECRET, { listenIp: turnHost.address, port: 3478, deniedPeerRanges: [LAB_HOME_LANS], spawn: (argv) => lab.spawn(turnHost, argv) });
   homes = [await lab.home('a', { nat: 'eim' }), await lab.home('b', { nat: 'eim' })];
   const hosts = [await homes[0].host('t1'), await homes[1].host('t1')];
   const expiry = Math.floor(Date.now() / 1000) + 3600;

@@ -11,7 +11,7 @@ import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
 import { NetLab, type Home, type LabHost } from '@tabfleet/netlab';
-import { startCoturn, turnCredentials, waitFor, type Coturn } from '@tabfleet/server/testing';
+import { LAB_HOME_LANS, startCoturn, turnCredentials, waitFor, type Coturn } from '@tabfleet/server/testing';
 
 const SECRET = 'ice-restart-shared-secret-0123456789';
 let lab: NetLab;
@@ -21,7 +21,7 @@ let hosts: LabHost[];
 before(async () => {
   lab = await NetLab.create();
   const turnHost = await lab.publicHost('turn');
-  coturn = await startCoturn(SECRET, { listenIp: turnHost.address, port: 3478, spawn: (argv) => lab.spawn(turnHost, argv) });
+  coturn = await startCoturn(SECRET, { listenIp: turnHost.address, port: 3478, deniedPeerRanges: [LAB_HOME_LANS], spawn: (argv) => lab.spawn(turnHost, argv) });
   homes = [await lab.home('a', { nat: 'eim' }), await lab.home('b', { nat: 'eim' })];
   hosts = [await homes[0].host('t1'), await homes[1].host('t1')];
 });

@@ -10,10 +10,12 @@ import { startLabServer, type LabServer, type LabServerOptions } from './lab-ser
 
 export const TURN_SECRET = 'lab-turn-shared-secret-0123456789';
 export const TURN_PORT = 3478;
+/** Every home's LAN (netlab gives each a /28 of 192.0.2.0/24). */
+const HOME_LANS = '192.0.2.0-192.0.2.255';
 
 export interface LabClusterOptions {
-  /** One volunteer tab behind each home (`openTabs` opens them). */
-  homes: HomeOptions[];
+  /** The homes, each with its NAT and `tabs` volunteer tabs behind it (default 1; `openTabs` opens them). */
+  homes: Array<HomeOptions & { tabs?: number }>;
   /** 'up': coturn runs; 'down': the server names it but nothing answers there (default 'up'). */
   turn?: 'up' | 'down';
   /** More server command-line options. */
@@ -31,7 +33,7 @@ export interface LabCluster {
   coturn: Coturn | null;
   homes: Home[];
   tabs: LabTab[];
-  /** Opens one tab in each home (on its host `t1`), one after another, each contributing. */
+  /** Opens the tabs (one per host `t1`, `t2`, … of each home), one after another, each contributing. */
   openTabs(log?: (line: string) => void): Promise<LabTab[]>;
   close(): Promise<void>;
 }
@@ -41,29 +43,43 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
   const lab = await NetLab.create();
   const tabs: LabTab[] = [];
   let coturn: Coturn | null = null;
+  let server: LabServer | undefined;
   const close = async () => {
     for (const t of tabs) await t.close().catch(() => {});
     coturn?.stop();
     await lab.close();
+    server?.removeData();
   };
   try {
     const turnHost = await lab.publicHost('turn');
     const serverHost = await lab.publicHost('srv');
     if ((opts.turn ?? 'up') === 'up') {
-      coturn = await startCoturn(TURN_SECRET, { listenIp: turnHost.address, port: TURN_PORT, spawn: (argv) => lab.spawn(turnHost, argv) });
+      coturn = await startCoturn(TURN_SECRET, {
+        listenIp: turnHost.address, port: TURN_PORT, spawn: (argv) => lab.spawn(turnHost, argv),
+        // The homes' LANs are the lab's private addresses, which tabs offer as host candidates. coturn asked to
+        // send there gets ENETUNREACH (public hosts have no route to them) and closes the allocation; operators
+        // deny private ranges (RFC 1918) for the same reason and against relaying into their own network.
+        deniedPeerRanges: [HOME_LANS],
+      });
     }
     const stun = `stun:${turnHost.address}:${TURN_PORT}`;
     // UDP first; TCP for homes whose firewall drops UDP (same port, same credentials).
     const turn = ['udp', 'tcp'].map((t) => `turn:${turnHost.address}:${TURN_PORT}?transport=${t}`);
-    const server = await startLabServer(lab, serverHost, { stun: [stun], turn, turnSecret: TURN_SECRET, args: opts.serverArgs });
+    const started = await startLabServer(lab, serverHost, { stun: [stun], turn, turnSecret: TURN_SECRET, args: opts.serverArgs });
+    server = started;
     const homes: Home[] = [];
     // Every namespace is made before any tab starts, so no Chromium sees its network change under it.
-    for (const [i, options] of opts.homes.entries()) homes.push(await lab.home(`home${i + 1}`, options));
-    for (const home of homes) await home.host('t1');
+    for (const [i, { tabs: count = 1, ...options }] of opts.homes.entries()) {
+      const home = await lab.home(`home${i + 1}`, options);
+      for (let t = 1; t <= count; t++) await home.host(`t${t}`);
+      homes.push(home);
+    }
     return {
-      lab, server, turnSecret: TURN_SECRET, turnHost, coturn, homes, tabs, close,
+      lab, server: started, turnSecret: TURN_SECRET, turnHost, coturn, homes, tabs, close,
       async openTabs(log) {
-        for (const home of homes) tabs.push(await openLabTab(lab, home.hosts[0]!, server.url, home.name, log));
+        for (const home of homes) {
+          for (const host of home.hosts) tabs.push(await openLabTab(lab, host, started.url, home.hosts.length > 1 ? `${home.name}/${host.name}` : home.name, log));
+        }
         return tabs;
       },
     };

@@ -2,6 +2,7 @@
 // it: listening on the host's 203.0.113.x address, STUN and TURN URLs on the command line, the TURN
 // secret and the researcher token in its environment. The test reaches its HTTP API through a portal.
 import type { JobSpecInput, JobSummary } from '@tabfleet/protocol';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,38 +25,32 @@ export interface LabServer {
   host: LabHost;
   /** What tabs in the lab open: `http://203.0.113.x:8080`. */
   url: string;
+  /** The same server from the test process (through the portal): `http://127.0.0.1:PORT`, for a dashboard page. */
+  localUrl: string;
   api(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; body: any; text: string }>;
   createJob(spec?: Partial<JobSpecInput>): Promise<JobSummary>;
+  /** Removes its data directory (after the lab, which ends the process, is closed). */
+  removeData(): void;
   /** Its last log lines (stdout and stderr), for a failing test's message. */
   logTail(lines?: number): string;
 }
 
 export async function startLabServer(lab: NetLab, host: LabHost, opts: LabServerOptions = {}): Promise<LabServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tabfleet-lab-server-'));
-  process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
   const argv = [process.execPath, '--import', 'tsx', join(repoRoot, 'server/src/main.ts'), '--host', host.address, '--port', String(SERVER_PORT), '--data', dataDir];
   for (const url of opts.stun ?? []) argv.push('--stun', url);
   for (const url of opts.turn ?? []) argv.push('--turn', url);
   argv.push(...opts.args ?? []);
   const env: NodeJS.ProcessEnv = { ...process.env, TABFLEET_TOKEN: LAB_TOKEN, TABFLEET_TURN_SECRET: opts.turnSecret ?? '' };
-  const child = lab.spawn(host, argv, { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
-  let partial = '';
-  await new Promise<void>((resolve, reject) => {
-    const onData = (d: Buffer) => {
-      const parts = (partial + d.toString()).split('\n');
-      partial = parts.pop()!;
-      for (const line of parts) {
-        lines.push(line);
-        if (line.startsWith('[server] ready ')) resolve();
-      }
-      if (lines.length > 2000) lines.splice(0, lines.length - 1000);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`the lab server exited with ${code}:\n${lines.slice(-40).join('\n')}`)));
-  });
-  const portal = await lab.portal(host, host.address, SERVER_PORT);
+  let portal;
+  try {
+    await serverReady(lab.spawn(host, argv, { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] }), lines);
+    portal = await lab.portal(host, host.address, SERVER_PORT);
+  } catch (e) {
+    rmSync(dataDir, { recursive: true, force: true });
+    throw e;
+  }
   const base = `http://127.0.0.1:${portal.port}`;
   const api: LabServer['api'] = async (path, init = {}) => {
     const headers: Record<string, string> = { authorization: `Bearer ${LAB_TOKEN}`, ...(init.headers as Record<string, string>) };
@@ -73,12 +68,33 @@ export async function startLabServer(lab: NetLab, host: LabHost, opts: LabServer
   return {
     host,
     url: `http://${host.address}:${SERVER_PORT}`,
+    localUrl: base,
     api,
     async createJob(spec = {}) {
       const r = await api('/api/jobs', { method: 'POST', json: { ...BASE_JOB, ...spec } });
       if (r.status !== 201) throw new Error(`creating a job failed: ${r.status} ${r.text}`);
       return r.body.job as JobSummary;
     },
+    removeData: () => rmSync(dataDir, { recursive: true, force: true }),
     logTail: (n = 60) => lines.slice(-n).join('\n'),
   };
+}
+
+/** Keeps the server's output lines (the last thousand or more) and resolves once it says it is ready. */
+function serverReady(child: ChildProcess, lines: string[]): Promise<void> {
+  let partial = '';
+  return new Promise<void>((resolve, reject) => {
+    const onData = (d: Buffer) => {
+      const parts = (partial + d.toString()).split('\n');
+      partial = parts.pop()!;
+      for (const line of parts) {
+        lines.push(line);
+        if (line.startsWith('[server] ready ')) resolve();
+      }
+      if (lines.length > 2000) lines.splice(0, lines.length - 1000);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`the lab server exited with ${code}:\n${lines.slice(-40).join('\n')}`)));
+  });
 }

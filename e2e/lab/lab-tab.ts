@@ -13,6 +13,8 @@ export interface LabTab {
   /** Uncaught page errors so far. */
   errors: string[];
   volunteerId(): Promise<string | undefined>;
+  /** Bytes it sent over its peer links and to the server in star rounds (its runtime's count). */
+  bytesSent(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -43,6 +45,7 @@ export async function openLabTab(lab: NetLab, host: LabHost, serverUrl: string, 
     return {
       host, label, browser, page, errors,
       volunteerId: async () => (await page.evaluate(() => window.tabfleetVolunteer.status()))?.volunteerId ?? undefined,
+      bytesSent: async () => (await page.evaluate(() => window.tabfleetVolunteer.status()))?.bytesSent ?? 0,
       close: () => browser.close(),
     };
   } catch (e) {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { NetLab, type LabHost } from '@tabfleet/netlab';
-import { makeTestCa, startCoturn, turnCredentials, type Coturn, type TestCa } from '@tabfleet/server/testing';
+import { LAB_HOME_LANS, makeTestCa, startCoturn, turnCredentials, type Coturn, type TestCa } from '@tabfleet/server/testing';
 import { openLabCollectiveTabs, type LabCollectiveTabs } from './lab-collective-tabs';
 
 const SECRET = 'turn-tls-tabs-secret-0123456789';
@@ -39,7 +39,9 @@ before(async () => {
   ca = await makeTestCa();
   const turnHost = await lab.publicHost('turn');
   const cert = await ca.issue({ ip: [turnHost.address] });
-  coturn = await startCoturn(SECRET, { listenIp: turnHost.address, port: 3478, tls: { cert: cert.certPath, key: cert.keyPath, port: 5349 }, spawn: (argv) => lab.spawn(turnHost, argv) });
+  coturn = await startCoturn(SECRET, {
+    listenIp: turnHost.address, port: 3478, tls: { cert: cert.certPath, key: cert.keyPath, port: 5349 }, deniedPeerRanges: [LAB_HOME_LANS], spawn: (argv) => lab.spawn(turnHost, argv),
+  });
   hosts = [];
   for (const name of ['a', 'b']) hosts.push(await (await lab.home(name, { nat: 'eim', blockUdp: true })).host('t1'));
 });

@@ -151,10 +151,13 @@ export abstract class Collective {
     return out;
   }
 
-  /** Rejects the op in flight and every later one with 'aborted' (the server's round:abort), and tells the others. */
-  abort(reason = 'aborted'): void {
+  /**
+   * Rejects the op in flight and every later one with 'aborted' (the server's round:abort), or with
+   * `cause` (a failure elsewhere that ends this collective too: the others hear its code), and tells the others.
+   */
+  abort(reason = 'aborted', cause?: CollectiveError): void {
     if (this.broken) return;
-    this.broken = new CollectiveError('aborted', reason);
+    this.broken = cause ?? new CollectiveError('aborted', reason);
     for (const w of this.connectWaiters) w(this.broken);
     if (this.active) this.active.fail(this.broken);
     else this.sendAbort(this.currentSeq, this.broken, null);

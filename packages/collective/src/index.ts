@@ -11,3 +11,4 @@ export * from './collective';
 export * from './ring';
 export * from './group';
 export { WebRtcTransport, type WebRtcTransportOptions, type SimplePeerFactory, type SimplePeerLike, type PeerFactoryOptions } from './webrtc';
+export * from './home-ring';

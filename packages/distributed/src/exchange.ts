@@ -1,7 +1,7 @@
 // Moves a strategy's payload through a ring: dense vectors by ring allreduce (f32 or f16 on the
 // wire), DGC-sparse ones by sparse allgather (gap-coded indices, f16 values); both give every
 // member the same mean, byte for byte. Or through a group, combined by a robust rule.
-import type { Group, GroupAverage, GroupAverageOptions, Ring } from '@tabfleet/collective';
+import type { Group, GroupAverage, GroupAverageOptions, HomeRing, Ring } from '@tabfleet/collective';
 import type { Aggregation } from '@tabfleet/protocol';
 import { payloadToDense, type Payload } from './strategies';
 
@@ -19,6 +19,16 @@ export function scalePayload(p: Payload, factor: number): Payload {
 export function exchange(ring: Ring, p: Payload, deadlineMs?: number): Promise<Float32Array> {
   if (p.kind === 'dense') return ring.allreduce(p.values, { op: 'mean', dtype: p.dtype, deadlineMs });
   return ring.sparseAllgather(p.indices, p.values, { length: p.length, op: 'mean', dtype: p.dtype, deadlineMs });
+}
+
+/**
+ * Moves a payload through a hierarchical ring (homes sum over their LAN, leaders allreduce): the same
+ * mean as `exchange` over a flat ring. The server plans homes for dense payloads only; a sparse one
+ * goes dense.
+ */
+export function homeExchange(ring: HomeRing, p: Payload, deadlineMs?: number): Promise<Float32Array> {
+  const values = p.kind === 'dense' ? p.values : payloadToDense(p, p.length);
+  return ring.allreduce(values, { op: 'mean', dtype: p.dtype, deadlineMs });
 }
 
 /**

@@ -302,6 +302,13 @@ export interface RoundBegin {
    * members' parameters (not deltas), which each adopts. Every group of a sync has its own roundId.
    */
   grouped?: true;
+  /**
+   * Ring rounds of `homeRings` jobs where members share an address: the homes in ring order, each its
+   * members (a home's first member is its leader; a member alone at its address is a home of one).
+   * Members sum over their home's ring, leaders allreduce the sums among homes and broadcast the mean
+   * back inside their home (collective's HomeRing). `members` lists the same members, home by home.
+   */
+  homes?: string[][];
 }
 
 export interface VolunteerServerEvents {
@@ -373,6 +380,8 @@ export interface WorkerRow {
   /** Last round this worker finished, and its wall time (a proxy for link quality). */
   lastRound: number | null;
   lastRoundMs: number | null;
+  /** How that round's update travelled: over peer links (ring, group) or through the server (star). */
+  lastRoundMode: 'ring' | 'group' | 'star' | null;
   admitted: boolean;
   /**
    * Faults on record against its identity in this job (each one evicted it; see docs/protocol.md);

@@ -15,7 +15,7 @@ test('a spec that names only its model gets every section filled in', () => {
   assert.deepEqual(s, {
     preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 1, compression: 'none', recompute: 'auto',
     hyperparameters: { optimizer: 'sgd', lr: 0.05, batchSize: 32, momentum: 0.9, weightDecay: 0, outerLr: 0.7, outerMomentum: 0.9 },
-    minWorkers: 1, maxWorkers: 8, hierarchical: false, regionalGroups: false, trust: 'untrusted', trimFraction: 0.1, seed: 1,
+    minWorkers: 1, maxWorkers: 8, hierarchical: false, homeRings: true, regionalGroups: false, trust: 'untrusted', trimFraction: 0.1, seed: 1,
     checkpointEvery: 10, evalEverySteps: 100, targetEpochs: 1, targetSteps: undefined, gpt: undefined, tokenizer: undefined,
     pacing: 'auto', sparsity: 0.99, aggregation: 'centered-clip',
   });

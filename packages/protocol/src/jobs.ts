@@ -235,6 +235,13 @@ export const jobSpecFieldsSchema = z
      */
     hierarchical: z.boolean().default(false),
     /**
+     * Trusted ring jobs with dense payloads: members behind one address (a home) sum over their LAN
+     * first and one of them speaks for the home in the ring (round:begin's `homes`), so the home's
+     * uplink carries one member's ring traffic. Used whenever two members share an address, where the
+     * server tells addresses apart (not with --network-prefix off); false keeps every ring flat.
+     */
+    homeRings: z.boolean().default(true),
+    /**
      * Moshpit jobs: members are laid on the grid by locality, so the grid's low axes average inside a
      * locality and only its high axes across (moshpitGroups' localityOf). A member's locality is the
      * cluster of short round trips its links measured put it in (the server's peer-distances.ts),

@@ -2,8 +2,8 @@
 // server, the ring links to its neighbours, and the job engine (in a Web Worker in browsers). It
 // follows the server's round clock: load the global model, do the local work, report ready, run the
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
-import { CollectiveError, FrameRouter, Group, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
-import { exchange, groupExchange, groupWire, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
+import { CollectiveError, FrameRouter, Group, HomeRing, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
+import { exchange, groupExchange, groupWire, homeExchange, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import {
   cappedWeights, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, realClock, sleepOn, type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
@@ -106,7 +106,7 @@ export class VolunteerRuntime {
   private info: JobEngineInfo | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   /** The ring or group of the round in flight. */
-  private ring: Ring | Group | null = null;
+  private ring: Ring | Group | HomeRing | null = null;
   /**
    * The group of the last group round, open until the round commits or aborts: the server may name
    * validators, who need this member's contribution as it went on the wire, or ask for it as evidence.
@@ -469,8 +469,9 @@ export class VolunteerRuntime {
     const self = this.status.volunteerId!;
     this.closeGroup();
     const opts = { transport: this.transport!, members: r.members, self, jobId: r.jobId, round: r.roundId, deadlineMs, clock: this.clock };
-    const collective = r.mode === 'group' ? new Group(opts) : new Ring(opts);
-    const peers = collective instanceof Group ? collective.peers : [collective.left, collective.right];
+    // Ring rounds by homes (round:begin's `homes`): sum over the home's LAN, its leader speaks in the ring.
+    const collective = r.mode === 'group' ? new Group(opts) : r.homes ? new HomeRing({ ...opts, homes: r.homes }) : new Ring(opts);
+    const peers = collective instanceof Group ? collective.peers : collective instanceof HomeRing ? collective.linked : [collective.left, collective.right];
     this.ring = collective;
     this.neighbours = new Set([...this.neighbours].filter((p) => r.members.includes(p)).concat(peers.filter((p) => p !== self)));
     let keepOpen = false;
@@ -491,7 +492,7 @@ export class VolunteerRuntime {
         keepOpen = true;
         return { mean: out.mean, group: { refused: out.refused, digests: out.digests }, rttMs: collective.linkRttMs() };
       }
-      const mean = await exchange(collective, payload);
+      const mean = collective instanceof HomeRing ? await homeExchange(collective, payload) : await exchange(collective, payload);
       this.countBytes(collective.counters.bytesOut, collective.counters.bytesIn);
       return { mean, rttMs: collective.linkRttMs() };
     } finally {

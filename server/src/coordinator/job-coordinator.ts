@@ -12,9 +12,7 @@
 // one), checkpoints.ts (evaluators, uploads, the target), group-round.ts (untrusted group rounds),
 // replication.ts, peer-links.ts (signaling, round trips, link paths) and star-update.ts (rounds through the server).
 import {
-  flatLengthOf,
-  ProtocolError,
-  targetStepsOf,
+  flatLengthOf, ProtocolError, targetStepsOf,
   type Assignment,
   type CheckpointInfo,
   type JobSummary,
@@ -32,6 +30,7 @@ import { Deadlines } from './deadlines';
 import { reportFits } from './group-check';
 import { GroupRoundChecks } from './group-round';
 import { GroupedSync } from './grouped-sync';
+import { homeRingsApply, homesOf } from './home-rings';
 import { MemberBook, type Member, type MemberStatus } from './members';
 import { ModelLoads } from './model-loads';
 import { isPaced } from './pacing';
@@ -509,13 +508,14 @@ export class JobCoordinator {
     const joinersWaiting = (grouped ? this.members.unsentLoads : this.members.inPhase.loading).size > 0;
     // Moshpit: the evaluators share the uploader's group, so they vouch for the model it uploads.
     const seats = this.checkpoints.seatsFor(ring, seq, step, joinersWaiting, grouped && ((a, b) => grouped.groupOf(a) === grouped.groupOf(b)));
-    const members = ring.map((m) => m.volunteerId);
+    const homes = mode === 'ring' && !grouped && homeRingsApply(this.job.spec, !!this.deps.networkRules) ? homesOf(ring) : null; // by address, home-rings.ts
+    const members = homes ? homes.flat() : ring.map((m) => m.volunteerId);
     const roundId = grouped?.lastRoundId ?? this.nextRoundId;
     this.nextRoundId = roundId + 1;
     const timeoutMs = this.deadlines.bound('round', this.deps.timing.roundTimeoutMs);
     const deadline = now + timeoutMs;
     this.round = {
-      roundId, seq, mode, members, ...seats, step,
+      roundId, seq, mode, members, homes, ...seats, step,
       startedAt: now, results: new Map(), failures: new Map(), starUpdates: new Map(), starSent: false, removeAtCommit: [], validation: null, disputes: null, steps, dtype, groups: grouped,
       cancelDeadline: this.deps.clock.after(timeoutMs, () => this.deadlinePassed(roundId)),
     };
@@ -530,7 +530,7 @@ export class JobCoordinator {
         this.deps.toVolunteer(g, 'round:begin', { ...common, roundId: grouped.roundIdOf(i), members: g, quorum: g.length, grouped: true, ...groupSteps });
       });
     } else {
-      this.deps.toVolunteer(members, 'round:begin', { ...common, roundId, members, quorum: members.length, ...(steps ? { steps } : {}), ...(dtype ? { dtype } : {}) });
+      this.deps.toVolunteer(members, 'round:begin', { ...common, roundId, members, quorum: members.length, ...(steps ? { steps } : {}), ...(dtype ? { dtype } : {}), ...(homes ? { homes } : {}) });
     }
     this.deps.count('rounds_begun', { mode });
   }

@@ -2,6 +2,7 @@
 // (holding the global model of the last committed sync and training locally) → ready (at the barrier
 // for the next sync). The sets are kept beside the map so the barrier is counted, not scanned, on
 // every event (a Moshpit job has up to 10,000 members); phases and left-outs change only here.
+import type { WorkerRow } from '@tabfleet/protocol';
 import type { JobRecord } from '../store/store';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
@@ -26,6 +27,7 @@ export interface Member extends VolunteerInfo {
   status: MemberStatus;
   lastRound: number | null;
   lastRoundMs: number | null;
+  lastRoundMode: WorkerRow['lastRoundMode'];
   /** Whom its work is credited to: its client id, or its volunteer id when it sent none. */
   identity: string;
   /** The network it connects from (its address, or prefix where the server tells networks apart: standing.ts). */
@@ -90,7 +92,7 @@ export class MemberBook {
     while (this.shardsHeld.has(shard)) shard++;
     this.shardsHeld.add(shard);
     const member: Member = {
-      ...v, network, shard, phase: 'loading', loadSeq: null, loadSince: now, cancelLoadTimer: null, lastRound: null, lastRoundMs: null,
+      ...v, network, shard, phase: 'loading', loadSeq: null, loadSince: now, cancelLoadTimer: null, lastRound: null, lastRoundMs: null, lastRoundMode: null,
       status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity: v.clientId ?? v.volunteerId,
       workSince: now, workMs: 0, workBudgetMs: 0, leftOutSince: null, stale: false, sitsOut: false, msPerStep: null, steps, share: null,
     };

@@ -5,6 +5,7 @@
 // credentials renewed while they are members (ice-renewals.ts). And the paths members' links took
 // (direct or relayed: link-paths.ts).
 import { PROBE_ROUND_ID, ProtocolError, type Assignment, type VolunteerEventParsed } from '@tabfleet/protocol';
+import { homeRingPeers } from './home-rings';
 import { IceRenewals } from './ice-renewals';
 import { JoinProbes } from './join-probes';
 import { LinkPaths } from './link-paths';
@@ -71,7 +72,7 @@ export class PeerLinks {
     const r = round();
     // A ring member talks to its two neighbours; a group member to every other member.
     const ring = r.groups ? r.groups.groups[r.groups.groupOf(from)!] : r.members;
-    const peers = r.mode === 'ring' ? ringNeighbours(ring, from) : r.mode === 'group' ? r.members.filter((id) => id !== from) : [];
+    const peers = r.mode === 'ring' ? linkedIn(r, ring, from) : r.mode === 'group' ? r.members.filter((id) => id !== from) : [];
     if (!peers.includes(e.to)) {
       throw new ProtocolError('not_neighbour', `${e.to} is not a ${r.mode === 'group' ? 'group member' : 'ring neighbour'} of ${from} in round ${r.roundId}`);
     }
@@ -98,7 +99,7 @@ export class PeerLinks {
   roundTrips(r: ActiveRound, volunteerId: string, rttMs: Record<string, number>): void {
     const g = r.groups?.groupOf(volunteerId);
     const ring = r.groups && g !== undefined ? r.groups.groups[g] : r.members;
-    const neighbours = ringNeighbours(ring, volunteerId);
+    const neighbours = linkedIn(r, ring, volunteerId);
     this.distances.record(volunteerId, Object.fromEntries(Object.entries(rttMs).filter(([peer]) => peer !== volunteerId && neighbours.includes(peer))));
   }
 
@@ -116,6 +117,11 @@ export class PeerLinks {
       return hint === undefined ? undefined : `region:${hint}`;
     };
   }
+}
+
+/** Whom a ring member links to: its ring neighbours, or in a round by homes its HomeRing peers. */
+function linkedIn(r: ActiveRound, ring: readonly string[], id: string): string[] {
+  return r.homes ? homeRingPeers(r.homes, id) : ringNeighbours(ring, id);
 }
 
 /** The members a member may signal: its left and right neighbours in the ring. */

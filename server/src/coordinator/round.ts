@@ -40,6 +40,8 @@ export interface ActiveRound {
   dtype?: 'f16';
   /** Moshpit jobs: the sync's groups, each a ring under its own round id (`roundId` is the last of them). */
   groups: GroupedSync | null;
+  /** Ring rounds by homes (home-rings.ts): round:begin's `homes`. */
+  homes?: string[][] | null;
   cancelDeadline: () => void;
 }
 

@@ -106,7 +106,7 @@ export class SyncCommits {
       if (replicated) this.host.replication.credit(id, r.seq, credit);
       else credit();
       this.host.members.setPhase(m, 'admitted');
-      Object.assign(m, { lastRound: roundId, lastRoundMs: now - r.startedAt, workSince: now, workMs: 0, share: totalSteps ? steps / totalSteps : null });
+      Object.assign(m, { lastRound: roundId, lastRoundMs: now - r.startedAt, lastRoundMode: r.mode, workSince: now, workMs: 0, share: totalSteps ? steps / totalSteps : null });
     }
   }
 

@@ -98,6 +98,7 @@ export const workerRowBody = matches<WorkerRow>()(z.strictObject({
   bytesReceived: z.number(),
   lastRound: int.nullable(),
   lastRoundMs: z.number().nullable(),
+  lastRoundMode: z.enum(['ring', 'group', 'star']).nullable(),
   admitted: z.boolean(),
   faults: int.nullable(),
   reputation: z.strictObject({ verified: int, faults: int, probation: z.boolean() }).nullable(),

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { freePort } from './redis-server';
 
 export const TURNSERVER = '/usr/bin/turnserver';
-/** netlab's home LAN addresses (packages/netlab/src/addresses.ts), never reachable from a public host. */
+/** netlab's home LAN addresses (packages/netlab/src/addresses.ts), never reachable from a public host: a lab's `deniedPeerRanges`. */
 export const LAB_HOME_LANS = '192.0.2.0-192.0.2.255';
 
 export interface CoturnOptions {
@@ -24,13 +24,13 @@ export interface CoturnOptions {
   /** Certificate and key (PEM files) for TURN over TLS on `tls.port` (default port + 1). */
   tls?: { cert: string; key: string; port?: number };
   /**
-   * Peer address ranges it refuses to relay to (`a.b.c.d-e.f.g.h`), as a public coturn refuses private
-   * ones (coturn's recommended `denied-peer-ip`). Default: the network lab's home LANs (192.0.2.0/24).
-   * Without that, ICE checks toward a peer's LAN host candidate make coturn's relay send fail in the
-   * lab's public host (no route: ENETUNREACH), and coturn then closes the sender's allocation if it
-   * came over TCP or TLS: a UDP-blocked tab's link opened, then died within seconds.
+   * Peer address ranges (`a.b.c.d-e.f.g.h`) it refuses to relay to, as operators deny private ranges: a
+   * peer that cannot be reached from it (another network's LAN address) is refused a permission (403)
+   * instead of being sent to, and a send that fails (ENETUNREACH) closes the whole allocation: in the
+   * lab, a UDP-blocked tab's link over a TCP or TLS allocation opened, then died within seconds.
+   * A lab passes LAB_HOME_LANS. Default: none.
    */
-  deniedPeers?: string[];
+  deniedPeerRanges?: string[];
   /** Starts turnserver with these arguments, e.g. inside a lab namespace (default: here). */
   spawn?: (argv: string[]) => ChildProcess;
 }
@@ -62,7 +62,7 @@ export async function startCoturn(secret: string, opts: CoturnOptions = {}): Pro
   const argv = [
     TURNSERVER, '-n', `--listening-ip=${ip}`, `--relay-ip=${opts.relayIp ?? ip}`, `--listening-port=${port}`, '--use-auth-secret', `--static-auth-secret=${secret}`,
     `--realm=${realm}`, '--allow-loopback-peers', '--no-cli', ...tlsArgs,
-    ...(opts.deniedPeers ?? [LAB_HOME_LANS]).map((range) => `--denied-peer-ip=${range}`), '--log-file=stdout', '--simple-log', '--verbose',
+    ...(opts.deniedPeerRanges ?? []).map((range) => `--denied-peer-ip=${range}`), '--log-file=stdout', '--simple-log', '--verbose',
     `--userdb=${join(dir, 'turndb')}`, `--pidfile=${join(dir, 'pid')}`,
   ];
   const turn = opts.spawn ? opts.spawn(argv) : spawnHere(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -1,0 +1,99 @@
+// `npm run bench -- internet --quick` end to end (dispatcher, a network lab with coturn and the
+// signaling relay on a public host, member processes over real WebRTC in NATed homes) into a temporary
+// file, then the JSON: its run record, every NAT case and net measured with the candidate pairs it
+// expects, the figures consistent with the runs, the summary holding only what was measured and each
+// target judged against the fixed thresholds. Speed lives in the JSON, not here. Needs root (the lab).
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runBench } from './child';
+import { NETS, PENDING_SECTIONS, SETUP_CASES, TARGETS, internetBenchConfig } from './internet/config';
+import { missingRecord } from './machine';
+import { median } from './stats';
+
+const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-internet-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+// The report is checked field by field below, so it is read loosely typed.
+type Json = Record<string, any>;
+
+test('npm run bench -- internet --quick writes a complete internet JSON', { timeout: 10 * 60_000 }, async (t) => {
+  const out = join(dir, 'internet.json');
+  const code = await runBench(['internet', '--quick', '--out', out], t.signal);
+  assert.equal(code, 0, 'the benchmark exits 0');
+  const r: Json = JSON.parse(readFileSync(out, 'utf8'));
+  assert.deepEqual(missingRecord(r), [], 'the run\'s commit, date, command, machine and duration (runRecord)');
+  assert.equal(r.benchmark, 'internet');
+  assert.equal(r.quick, true);
+  assert.match(r.command, /^npm run bench -- internet --quick/);
+  const cfg = internetBenchConfig(2, true);
+  assert.deepEqual(r.options, cfg);
+  assert.deepEqual(r.targets, TARGETS, 'the targets fixed in internet/config.ts');
+  assert.match(r.lab.coturn, /coturn/);
+  assert.ok(!JSON.stringify(r).includes('static-auth-secret'), 'the TURN secret is not in the JSON');
+
+  // Every NAT case: every link opened, with the candidate pairs the case expects.
+  assert.deepEqual(r.setup.map((s: Json) => s.name), SETUP_CASES.map((c) => c.name));
+  for (const s of r.setup as Json[]) {
+    assert.equal(s.attempts, cfg.setupSamples, s.name);
+    assert.equal(s.opened + s.failures.length, s.attempts, `${s.name}: every attempt opened or failed`);
+    assert.deepEqual(s.failures, [], `${s.name}: no failed setup`);
+    assert.equal(s.unexpectedPairs, 0, `${s.name}: pairs ${JSON.stringify(s.pairs)}`);
+    assert.equal(s.passed, true, s.name);
+    assert.equal(s.samplesMs.length, s.opened);
+    assert.equal(s.setupMs.count, s.opened);
+    assert.ok(s.setupMs.p50 > 0 && s.setupMs.p50 <= s.setupMs.p99 && s.setupMs.p99 <= s.setupMs.max, `${s.name}: percentiles in order`);
+    // Two ends per link: each end's view of its selected pair is counted once per link.
+    assert.equal(Object.values(s.pairs as Record<string, number>).reduce((a, n) => a + n, 0), 2 * s.opened);
+  }
+  const relayedTcp = r.setup.find((s: Json) => s.name === 'udp-blocked-eim');
+  assert.ok(Object.keys(relayedTcp.pairs).some((k) => k.startsWith('u1: relay(tcp)')), 'the UDP-blocked home relays over TCP');
+
+  // Both nets: 4 members, 6 links, all opened as expected.
+  assert.deepEqual(r.nets.map((n: Json) => n.name), Object.keys(NETS));
+  for (const n of r.nets as Json[]) {
+    assert.equal(n.error, null, n.name);
+    assert.equal(n.links.length, 6, n.name);
+    assert.ok(n.links.every((l: Json) => l.meets), `${n.name}: ${JSON.stringify(n.links.map((l: Json) => l.pairs))}`);
+    assert.equal(n.passed, true);
+  }
+  assert.ok(r.nets[1].links.every((l: Json) => l.pairs.some((p: Json) => p.local === 'relay' || p.remote === 'relay')), 'relayed net: every link through coturn');
+
+  // Collectives: one figure per run, medians of the runs, busbw from the median time.
+  const bytes = cfg.values * 4;
+  for (const net of Object.keys(NETS)) {
+    for (const op of ['ring', 'group', 'validated']) {
+      const f = r.collectives[net][op];
+      const where = `${net} ${op}`;
+      assert.equal(f.runsMs.length, cfg.runs, where);
+      assert.ok(f.runsMs.every((ms: number) => ms > 0), where);
+      assert.ok(Math.abs(f.medianMs - median(f.runsMs)) < 0.2, `${where}: median`);
+      const busbw = (bytes / 1e6 / (f.medianMs / 1000)) * 1.5;
+      assert.ok(Math.abs(f.busbw_MBps - busbw) <= 0.002 + 1e-3 * busbw, `${where}: busbw ${f.busbw_MBps} vs ${busbw}`);
+      // Ring and group send 2(N−1)/N of the vector; the validation adds the drawn parts.
+      for (const b of f.bytesOutPerMember) assert.ok(b >= 1.5 * bytes, `${where}: ${b} bytes out`);
+    }
+    assert.ok(r.collectives[net].validated.checks.every((c: number) => c >= 0));
+  }
+
+  // The summary: exactly the keys this benchmark measured, consistent with the sections.
+  const s = r.summary;
+  assert.deepEqual(Object.keys(s).sort(), ['link_setup_p99_ms', 'nat_cases_passed', 'nat_cases_total', 'relayed_busbw_over_direct', 'robust_time_overhead_measured']);
+  for (const pending of Object.keys(PENDING_SECTIONS)) assert.equal(s[pending], undefined, `${pending} is not measured here`);
+  assert.deepEqual(r.pending, PENDING_SECTIONS);
+  assert.equal(s.nat_cases_total, SETUP_CASES.length + Object.keys(NETS).length);
+  assert.equal(s.nat_cases_passed, s.nat_cases_total);
+  assert.equal(s.link_setup_p99_ms, Math.max(...r.setup.map((x: Json) => x.setupMs.p99)));
+  const ratio = r.collectives.relayed.ring.busbw_MBps / r.collectives.direct.ring.busbw_MBps;
+  assert.ok(Math.abs(s.relayed_busbw_over_direct - ratio) <= 0.001, `relayed/direct ${s.relayed_busbw_over_direct} vs ${ratio}`);
+  const overhead = r.collectives.direct.validated.medianMs / r.collectives.direct.ring.medianMs;
+  assert.ok(Math.abs(s.robust_time_overhead_measured - overhead) <= 0.001, `robust overhead ${s.robust_time_overhead_measured} vs ${overhead}`);
+  assert.deepEqual(r.met, {
+    nat_cases: true,
+    link_setup_p99_ms: s.link_setup_p99_ms < TARGETS.link_setup_p99_ms.below,
+    relayed_busbw_over_direct: s.relayed_busbw_over_direct >= TARGETS.relayed_busbw_over_direct.atLeast,
+    robust_time_overhead_measured: s.robust_time_overhead_measured <= TARGETS.robust_time_overhead_measured.atMost,
+  });
+});

@@ -1,0 +1,277 @@
+// `npm run bench -- internet`: the collective on real links in the network lab (issue 36), wall clock,
+// nothing modeled. Member processes (bench/internet/member.ts: @tabfleet/collective over real WebRTC,
+// @roamhq/wrtc) run in homes behind nftables NAT routers with 10 Mbit/s tbf uplinks; coturn and a
+// signaling relay run on a public host (internet/lab.ts). Writes bench/results/internet.json.
+//
+//   link setup   one pair of homes per NAT case (internet/config.ts SETUP_CASES), `setupSamples` links
+//                opened one after another, each on fresh transports: connect() on both ends at once
+//                until the data channel is open, the slower end's time; the selected candidate pair
+//                (getStats) of each end must be what the case expects
+//   busbw        ring allreduce (mean) of the same vector on 4 members in 4 EIM homes (direct links)
+//                and 4 symmetric homes (relayed through coturn): S / time · 2(N−1)/N, time = the
+//                last member's end − the first one's start, S the vector's bytes; median over runs
+//   robust       the real robust group average (Group.average, centered-clip, per-part owners) and an
+//                untrusted round's average plus validation of the parts protocol's checksFor draws,
+//                against the ring mean, on the same links, interleaved run by run
+// Latency is not modeled in the lab (its links are as fast as veth; tbf caps bandwidth), so link setup
+// here is ICE's and DTLS's work, not round trips across a continent.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { repoRoot } from '@tabfleet/headless';
+import {
+  HOMES, NETS, PENDING_SECTIONS, ROBUST_RULE, SETUP_CASES, TARGETS, internetBenchConfig, pairMeets, type InternetBenchConfig, type SelectedPair, type SetupCase,
+} from './internet/config';
+import { openInternetLab, type InternetLab } from './internet/lab';
+import { benchCommand, runRecord } from './machine';
+import type { BenchOptions } from './run';
+import { distribution, median, type Distribution } from './stats';
+
+type NetName = keyof typeof NETS;
+type OpKind = 'ring' | 'group' | 'validated';
+const OPS: OpKind[] = ['ring', 'group', 'validated'];
+
+export interface SetupCaseResult {
+  name: string;
+  homes: [string, string];
+  expect: string;
+  description: string;
+  attempts: number;
+  opened: number;
+  failures: { sample: number; error: string }[];
+  /** Opened links whose selected pairs were not what the case expects. */
+  unexpectedPairs: number;
+  /** How often each selected pair was seen, `local(relay protocol)→remote` from each end. */
+  pairs: Record<string, number>;
+  setupMs: Distribution | null;
+  samplesMs: number[];
+  passed: boolean;
+}
+
+export interface NetResult {
+  name: NetName;
+  description: string;
+  members: string[];
+  /** connect() to every other member until all links are open, per member, ms. */
+  openMs: Record<string, number>;
+  links: { a: string; b: string; pairs: [SelectedPair, SelectedPair]; meets: boolean }[];
+  /** Why links did not open, or the op that failed on them; then no figures are reported for the net. */
+  error: string | null;
+  /** Every link opened as expected and every op on it committed with the same bytes at every member. */
+  passed: boolean;
+}
+
+export interface OpRun {
+  ms: number;
+  bytesOutPerMember: number;
+  /** Parts drawn for validation (validated runs). */
+  checks: number;
+}
+
+const r3 = (x: number) => Math.round(x * 1000) / 1000;
+const pairKey = (p: SelectedPair) => `${p.local}${p.relayProtocol ? `(${p.relayProtocol})` : ''}→${p.remote}`;
+
+async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBenchConfig, log: (l: string) => void): Promise<SetupCaseResult> {
+  const [a, b] = c.homes.map((n) => env.members.get(n)!);
+  const samplesMs: number[] = [];
+  const failures: SetupCaseResult['failures'] = [];
+  const pairs: Record<string, number> = {};
+  let unexpectedPairs = 0;
+  for (let k = 0; k < cfg.setupSamples; k++) {
+    const ch = `setup-${c.name}-${k}`;
+    const ends = await Promise.allSettled([
+      a.send({ cmd: 'setup', ch, peer: b.name, iceServers: env.iceFor(a.name), timeoutMs: cfg.setupTimeoutMs }),
+      b.send({ cmd: 'setup', ch, peer: a.name, iceServers: env.iceFor(b.name), timeoutMs: cfg.setupTimeoutMs }),
+    ]);
+    await Promise.all([a.send({ cmd: 'release', ch }), b.send({ cmd: 'release', ch })]);
+    const errors = ends.flatMap((e) => (e.status === 'rejected' ? [(e.reason as Error).message] : []));
+    if (errors.length) {
+      failures.push({ sample: k, error: errors.join('; ') });
+      continue;
+    }
+    const [ra, rb] = ends.map((e) => (e as PromiseFulfilledResult<Record<string, unknown>>).value);
+    samplesMs.push(Math.max(ra.ms as number, rb.ms as number));
+    const seen = [ra.pair, rb.pair] as SelectedPair[];
+    for (const [i, p] of seen.entries()) pairs[`${c.homes[i]}: ${pairKey(p)}`] = (pairs[`${c.homes[i]}: ${pairKey(p)}`] ?? 0) + 1;
+    if (!pairMeets(c.expect === 'relayed-tcp' ? 'relayed-tcp' : c.expect, seen, 1)) unexpectedPairs++;
+  }
+  const setupMs = samplesMs.length ? distribution(samplesMs) : null;
+  const passed = failures.length === 0 && unexpectedPairs === 0;
+  log(`setup ${c.name.padEnd(22)}: ${samplesMs.length}/${cfg.setupSamples} opened, p50 ${setupMs?.p50 ?? '–'} ms, p99 ${setupMs?.p99 ?? '–'} ms; pairs ` +
+    `${Object.entries(pairs).map(([k, n]) => `${k} ×${n}`).join(', ')}${failures.length ? `; first failure: ${failures[0].error}` : ''}`);
+  return {
+    ...c, attempts: cfg.setupSamples, opened: samplesMs.length, failures, unexpectedPairs, pairs, setupMs, samplesMs: samplesMs.map((x) => Math.round(x * 10) / 10), passed,
+  };
+}
+
+async function openNet(env: InternetLab, name: NetName, cfg: InternetBenchConfig, log: (l: string) => void): Promise<NetResult> {
+  const spec = NETS[name];
+  const members = spec.homes;
+  const ch = `net-${name}`;
+  const result: NetResult = { name, description: spec.description, members, openMs: {}, links: [], error: null, passed: false };
+  try {
+    const answers = await Promise.all(members.map((m) => env.members.get(m)!.send({ cmd: 'open', ch, members, iceServers: env.iceFor(m), timeoutMs: cfg.setupTimeoutMs })));
+    const views = new Map(members.map((m, i) => [m, answers[i].pairs as Record<string, SelectedPair>]));
+    members.forEach((m, i) => (result.openMs[m] = Math.round((answers[i].ms as number) * 10) / 10));
+    for (const [i, a] of members.entries()) {
+      for (const b of members.slice(i + 1)) {
+        const pairs: [SelectedPair, SelectedPair] = [views.get(a)![b], views.get(b)![a]];
+        result.links.push({ a, b, pairs, meets: pairMeets(spec.expect, pairs) });
+      }
+    }
+    result.passed = result.links.every((l) => l.meets);
+  } catch (e) {
+    result.error = (e as Error).message;
+  }
+  log(`net ${name}: ${result.error ?? result.links.map((l) => `${l.a}–${l.b} ${pairKey(l.pairs[0])}`).join(', ')}`);
+  return result;
+}
+
+/** One op on every member of a net at once: wall time from the first start to the last end; every member must end with the same bytes. */
+async function runOp(env: InternetLab, net: NetName, kind: OpKind, round: number, seed: number, cfg: InternetBenchConfig): Promise<OpRun> {
+  const members = NETS[net].homes;
+  const answers = await Promise.all(members.map((m) => env.members.get(m)!.send({
+    cmd: kind === 'ring' ? 'ring' : 'group', ch: `net-${net}`, members, round, values: cfg.values, seed, deadlineMs: cfg.opDeadlineMs, validate: kind === 'validated',
+  })));
+  if (new Set(answers.map((a) => a.checksum)).size !== 1) throw new Error(`${net} ${kind} round ${round}: members ended with different results`);
+  const starts = answers.map((a) => a.start as number);
+  const ends = answers.map((a) => a.end as number);
+  return { ms: Math.max(...ends) - Math.min(...starts), bytesOutPerMember: median(answers.map((a) => a.bytesOut as number)), checks: answers[0].checks as number };
+}
+
+type OpRuns = Record<NetName, Record<OpKind, OpRun[]>>;
+
+/**
+ * The timed runs on each net, interleaved. An op that fails (a link lost, a deadline) ends that net's
+ * runs and is its error: the net's case fails and its figures are left out, the other net goes on.
+ */
+async function measureCollectives(env: InternetLab, nets: NetName[], cfg: InternetBenchConfig, log: (l: string) => void) {
+  const runs = { direct: { ring: [], group: [], validated: [] }, relayed: { ring: [], group: [], validated: [] } } as OpRuns;
+  const errors: Partial<Record<NetName, string>> = {};
+  let round = 1;
+  const attempt = async (net: NetName, kind: OpKind, seed: number, where: string): Promise<OpRun | null> => {
+    if (errors[net]) return null;
+    try {
+      return await runOp(env, net, kind, round++, seed, cfg);
+    } catch (e) {
+      errors[net] = `${where} ${kind}: ${(e as Error).message}`;
+      log(`${net}: ${errors[net]}; no more runs on it`);
+      return null;
+    }
+  };
+  // One untimed ring mean and group average per net first (JIT, SCTP windows, TURN channels).
+  for (const net of nets) for (const kind of ['ring', 'group'] as const) await attempt(net, kind, 0, 'warm-up');
+  for (let i = 0; i < cfg.runs; i++) {
+    for (const net of nets) {
+      for (const kind of OPS) {
+        const r = await attempt(net, kind, i + 1, `run ${i + 1}`);
+        if (!r) continue;
+        runs[net][kind].push(r);
+        log(`run ${i + 1}/${cfg.runs} ${net.padEnd(7)} ${kind.padEnd(9)}: ${r.ms.toFixed(0)} ms, ${(r.bytesOutPerMember / 1e6).toFixed(3)} MB out per member` +
+          `${kind === 'validated' ? `, ${r.checks} part(s) validated` : ''}`);
+      }
+    }
+  }
+  return { runs, errors };
+}
+
+function opFigures(runs: OpRun[], bytes: number, members: number) {
+  const ms = runs.map((r) => r.ms);
+  const medianMs = median(ms);
+  const algbw = bytes / 1e6 / (medianMs / 1000);
+  return {
+    runsMs: ms.map((x) => Math.round(x * 10) / 10), medianMs: r3(medianMs), algbw_MBps: r3(algbw), busbw_MBps: r3((algbw * 2 * (members - 1)) / members),
+    bytesOutPerMember: runs.map((r) => r.bytesOutPerMember), checks: runs.map((r) => r.checks),
+  };
+}
+
+export async function runInternetBench(opts: BenchOptions) {
+  const cfg = internetBenchConfig(opts.runs, opts.quick);
+  const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'internet.quick.json' : 'internet.json');
+  const t0 = Date.now();
+  const log = (l: string) => console.log(`[internet] ${l}`);
+  log(`${opts.quick ? 'quick mode, ' : ''}${cfg.setupSamples} link setups per NAT case, ${cfg.values} f32 values, ${cfg.runs} runs per net; load average ` +
+    `${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  const env = await openInternetLab(HOMES, log);
+  try {
+    const setup: SetupCaseResult[] = [];
+    for (const c of SETUP_CASES) setup.push(await measureSetupCase(env, c, cfg, log));
+    const nets: NetResult[] = [];
+    for (const name of Object.keys(NETS) as NetName[]) nets.push(await openNet(env, name, cfg, log));
+    const opened = nets.filter((n) => n.error === null).map((n) => n.name);
+    const { runs, errors } = await measureCollectives(env, opened, cfg, log);
+    for (const n of nets) {
+      const error = errors[n.name];
+      if (error) Object.assign(n, { error, passed: false });
+    }
+    const report = buildReport(cfg, opts, env, setup, nets, runs, t0);
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+    log(`summary: ${JSON.stringify(report.summary)}; targets met: ${JSON.stringify(report.met)}`);
+    log(`wrote ${relative(process.cwd(), file) || file}`);
+    return { file, report };
+  } finally {
+    await env.close();
+  }
+}
+
+function buildReport(cfg: InternetBenchConfig, opts: BenchOptions, env: InternetLab, setup: SetupCaseResult[], nets: NetResult[], runs: OpRuns, t0: number) {
+  const bytes = cfg.values * 4;
+  const collectives: Record<string, Record<OpKind, ReturnType<typeof opFigures>>> = {};
+  for (const n of nets) {
+    if (n.error !== null) continue;
+    collectives[n.name] = { ring: opFigures(runs[n.name].ring, bytes, n.members.length), group: opFigures(runs[n.name].group, bytes, n.members.length),
+      validated: opFigures(runs[n.name].validated, bytes, n.members.length) };
+  }
+  const withSamples = setup.filter((s) => s.setupMs !== null);
+  const summary: Record<string, number> = {
+    nat_cases_passed: setup.filter((s) => s.passed).length + nets.filter((n) => n.passed).length,
+    nat_cases_total: setup.length + nets.length,
+  };
+  if (withSamples.length) summary.link_setup_p99_ms = Math.max(...withSamples.map((s) => s.setupMs!.p99));
+  const { direct, relayed } = collectives;
+  if (direct && relayed) summary.relayed_busbw_over_direct = r3(relayed.ring.busbw_MBps / direct.ring.busbw_MBps);
+  const overhead: Record<string, { validated_over_ring: number; average_only_over_ring: number }> = {};
+  for (const [net, c] of Object.entries(collectives)) {
+    overhead[net] = { validated_over_ring: r3(c.validated.medianMs / c.ring.medianMs), average_only_over_ring: r3(c.group.medianMs / c.ring.medianMs) };
+  }
+  if (overhead.direct) summary.robust_time_overhead_measured = overhead.direct.validated_over_ring;
+  const met: Record<string, boolean | null> = {
+    nat_cases: summary.nat_cases_passed === summary.nat_cases_total,
+    link_setup_p99_ms: summary.link_setup_p99_ms === undefined ? null : summary.link_setup_p99_ms < TARGETS.link_setup_p99_ms.below,
+    relayed_busbw_over_direct: summary.relayed_busbw_over_direct === undefined ? null : summary.relayed_busbw_over_direct >= TARGETS.relayed_busbw_over_direct.atLeast,
+    robust_time_overhead_measured: summary.robust_time_overhead_measured === undefined ? null
+      : summary.robust_time_overhead_measured <= TARGETS.robust_time_overhead_measured.atMost,
+  };
+  return {
+    benchmark: 'internet',
+    ...runRecord(t0, benchCommand('internet', opts)),
+    quick: opts.quick,
+    options: cfg,
+    lab: { ...env.describe(), latency: 'not modeled (no netem in this kernel): links are as fast as veth; uplinks capped by tbf', wrtc: '@roamhq/wrtc (libwebrtc) in Node' },
+    definitions: {
+      setupMs: 'per link: connect() on both ends at once (fresh transports) until the data channel is open, the slower end; p50/p99 nearest rank over the case\'s samples',
+      link_setup_p99_ms: 'the largest p99 over the NAT cases that opened links (setup); a failed setup is counted in its case\'s failures, not in the times',
+      nat_cases: 'setup cases pass when every link opened and every selected pair is what the case expects (direct: no relay candidate; relayed: a relay ' +
+        'candidate at one end; relayed-tcp: the UDP-blocked end\'s local candidate is a relay reached over TCP); nets pass when every link opened as expected and every ring and group op on ' +
+        'them ended with the same bytes at every member',
+      busbw_MBps: 'ring allreduce (mean): S / median time · 2(N−1)/N, S = values · 4 bytes, MB = 1e6 bytes; time = last member end − first member start',
+      relayed_busbw_over_direct: 'relayed net ring busbw ÷ direct net ring busbw (medians of interleaved runs, same vector)',
+      robust_time_overhead_measured: `direct net: median time of the ${ROBUST_RULE} group average plus validation of the parts checksFor draws (an untrusted round) ÷ ` +
+        'median time of the ring mean of the same vectors; the server\'s round trip between average and validation is left out (the members draw the same parts ' +
+        'from the round, and the lab has no latency)',
+    },
+    setup,
+    nets,
+    collectives,
+    robustOverhead: overhead,
+    targets: TARGETS,
+    summary,
+    met,
+    pending: PENDING_SECTIONS,
+  };
+}
+
+export async function run(opts: BenchOptions): Promise<void> {
+  await runInternetBench(opts);
+}
