@@ -18,6 +18,12 @@ export interface LabClusterOptions {
   homes: Array<HomeOptions & { tabs?: number }>;
   /** 'up': coturn runs; 'down': the server names it but nothing answers there (default 'up'). */
   turn?: 'up' | 'down';
+  /**
+   * The TURN URLs the server hands out, one per transport, same port and credentials (default ['udp']).
+   * ['udp', 'tcp'] lets a home that drops UDP relay over TCP. Tests that wait for coturn to close every
+   * allocation of a closed page keep the default: its TCP allocations were not all closed a minute later.
+   */
+  turnTransports?: Array<'udp' | 'tcp'>;
   /** More server command-line options. */
   serverArgs?: LabServerOptions['args'];
 }
@@ -63,8 +69,7 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
       });
     }
     const stun = `stun:${turnHost.address}:${TURN_PORT}`;
-    // UDP first; TCP for homes whose firewall drops UDP (same port, same credentials).
-    const turn = ['udp', 'tcp'].map((t) => `turn:${turnHost.address}:${TURN_PORT}?transport=${t}`);
+    const turn = (opts.turnTransports ?? ['udp']).map((t) => `turn:${turnHost.address}:${TURN_PORT}?transport=${t}`);
     const started = await startLabServer(lab, serverHost, { stun: [stun], turn, turnSecret: TURN_SECRET, args: opts.serverArgs });
     server = started;
     const homes: Home[] = [];

@@ -16,7 +16,7 @@ import { committedRounds, roundsOf, RING_JOB, tabLog } from './lab-jobs';
 
 let cluster: LabCluster;
 before(async () => {
-  cluster = await startLabCluster({ homes: [{ nat: 'eim', blockUdp: true }, { nat: 'symmetric' }, { nat: 'eim' }] });
+  cluster = await startLabCluster({ homes: [{ nat: 'eim', blockUdp: true }, { nat: 'symmetric' }, { nat: 'eim' }], turnTransports: ['udp', 'tcp'] });
 });
 after(() => cluster?.close());
 
