@@ -1,12 +1,15 @@
 // A cluster on the network lab: coturn (STUN and TURN, REST-API credentials) in one public host, the
-// real server in another with --stun/--turn naming coturn's address, and one headless Chromium
-// volunteer tab per home, each home behind its own NAT router. What the NAT tests of issue 36 share.
+// real server in another with --stun/--turn naming coturn's address and serving https:// under a lab
+// name with a test CA's certificate (lab-tls.ts), and one headless Chromium volunteer tab per home, each
+// home behind its own NAT router. What the NAT tests of issue 36 share.
 // Needs root (network namespaces) and the built apps; `close()` removes everything, also after a failure.
-import { ensureBuilt } from '@tabfleet/headless';
+import type { Browser } from 'playwright-core';
+import { ensureBuilt, openPage, type OpenedPage } from '@tabfleet/headless';
 import { NetLab, type Home, type HomeOptions, type LabHost } from '@tabfleet/netlab';
 import { startCoturn, type Coturn } from '@tabfleet/server/testing';
-import { openLabTab, type LabTab } from './lab-tab';
+import { launchLabChromium, openLabTab, type LabTab } from './lab-tab';
 import { startLabServer, type LabServer, type LabServerOptions } from './lab-server';
+import { makeLabTls, type LabTls } from './lab-tls';
 
 export const TURN_SECRET = 'lab-turn-shared-secret-0123456789';
 export const TURN_PORT = 3478;
@@ -41,6 +44,8 @@ export interface LabCluster {
   tabs: LabTab[];
   /** Opens the tabs (one per host `t1`, `t2`, … of each home), one after another, each contributing. */
   openTabs(log?: (line: string) => void): Promise<LabTab[]>;
+  /** A page of the server (`/apps/dashboard/…`) in a Chromium of the server's public host, over https as the tabs. */
+  openServerPage(path: string, log?: (line: string) => void): Promise<OpenedPage>;
   close(): Promise<void>;
 }
 
@@ -48,15 +53,20 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
   await ensureBuilt('apps', console.log);
   const lab = await NetLab.create();
   const tabs: LabTab[] = [];
+  const browsers: Browser[] = [];
   let coturn: Coturn | null = null;
   let server: LabServer | undefined;
+  let tls: LabTls | undefined;
   const close = async () => {
     for (const t of tabs) await t.close().catch(() => {});
+    for (const b of browsers) await b.close().catch(() => {});
     coturn?.stop();
     await lab.close();
     server?.removeData();
+    tls?.remove();
   };
   try {
+    tls = await makeLabTls();
     const turnHost = await lab.publicHost('turn');
     const serverHost = await lab.publicHost('srv');
     if ((opts.turn ?? 'up') === 'up') {
@@ -70,7 +80,7 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
     }
     const stun = `stun:${turnHost.address}:${TURN_PORT}`;
     const turn = (opts.turnTransports ?? ['udp']).map((t) => `turn:${turnHost.address}:${TURN_PORT}?transport=${t}`);
-    const started = await startLabServer(lab, serverHost, { stun: [stun], turn, turnSecret: TURN_SECRET, args: opts.serverArgs });
+    const started = await startLabServer(lab, serverHost, { stun: [stun], turn, turnSecret: TURN_SECRET, args: opts.serverArgs, tls });
     server = started;
     const homes: Home[] = [];
     // Every namespace is made before any tab starts, so no Chromium sees its network change under it.
@@ -79,13 +89,19 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
       for (let t = 1; t <= count; t++) await home.host(`t${t}`);
       homes.push(home);
     }
+    const labTls = tls;
     return {
       lab, server: started, turnSecret: TURN_SECRET, turnHost, coturn, homes, tabs, close,
       async openTabs(log) {
         for (const home of homes) {
-          for (const host of home.hosts) tabs.push(await openLabTab(lab, host, started.url, home.hosts.length > 1 ? `${home.name}/${host.name}` : home.name, log));
+          for (const host of home.hosts) tabs.push(await openLabTab(lab, host, started, labTls, home.hosts.length > 1 ? `${home.name}/${host.name}` : home.name, log));
         }
         return tabs;
+      },
+      async openServerPage(path, log) {
+        const browser = await launchLabChromium(lab, serverHost, started, labTls);
+        browsers.push(browser);
+        return openPage(browser, `${started.url}${path}`, { log });
       },
     };
   } catch (e) {

@@ -1,14 +1,18 @@
 // The real server process (`server/src/main.ts`) inside a public host of the lab, as an operator runs
 // it: listening on the host's 203.0.113.x address, STUN and TURN URLs on the command line, the TURN
-// secret and the researcher token in its environment. The test reaches its HTTP API through a portal.
+// secret and the researcher token in its environment, serving https:// under a lab name with a
+// certificate from the test CA (lab-tls.ts). The test reaches its HTTP API through a portal.
 import type { JobSpecInput, JobSummary } from '@tabfleet/protocol';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
 import type { LabHost, NetLab } from '@tabfleet/netlab';
 import { BASE_JOB } from '@tabfleet/server/testing';
+import type { LabTls } from './lab-tls';
 
 export const SERVER_PORT = 8080;
 export const LAB_TOKEN = 'lab-researcher-token-0123456789';
@@ -19,15 +23,16 @@ export interface LabServerOptions {
   turnSecret?: string;
   /** More command-line options (`--network-prefix off`, …). */
   args?: string[];
+  /** Its name and certificate (--tls-cert, --tls-key, --public-url https://name:port); the test's API calls trust tls.ca. */
+  tls: LabTls;
 }
 
 export interface LabServer {
   host: LabHost;
-  /** What tabs in the lab open: `http://203.0.113.x:8080`. */
+  /** What tabs in the lab open: `https://tabfleet.test:8080`. */
   url: string;
-  /** The same server from the test process (through the portal): `http://127.0.0.1:PORT`, for a dashboard page. */
-  localUrl: string;
-  api(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; body: any; text: string }>;
+  /** The HTTP API as a researcher (the token), from the test process through the portal. */
+  api(path: string, init?: { method?: string; json?: unknown }): Promise<{ status: number; body: any; text: string }>;
   createJob(spec?: Partial<JobSpecInput>): Promise<JobSummary>;
   /** Removes its data directory (after the lab, which ends the process, is closed). */
   removeData(): void;
@@ -35,11 +40,14 @@ export interface LabServer {
   logTail(lines?: number): string;
 }
 
-export async function startLabServer(lab: NetLab, host: LabHost, opts: LabServerOptions = {}): Promise<LabServer> {
+export async function startLabServer(lab: NetLab, host: LabHost, opts: LabServerOptions): Promise<LabServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tabfleet-lab-server-'));
   const argv = [process.execPath, '--import', 'tsx', join(repoRoot, 'server/src/main.ts'), '--host', host.address, '--port', String(SERVER_PORT), '--data', dataDir];
   for (const url of opts.stun ?? []) argv.push('--stun', url);
   for (const url of opts.turn ?? []) argv.push('--turn', url);
+  const { tls } = opts;
+  const url = `https://${tls.name}:${SERVER_PORT}`;
+  argv.push('--tls-cert', tls.cert.certPath, '--tls-key', tls.cert.keyPath, '--public-url', url);
   argv.push(...opts.args ?? []);
   const env: NodeJS.ProcessEnv = { ...process.env, TABFLEET_TOKEN: LAB_TOKEN, TABFLEET_TURN_SECRET: opts.turnSecret ?? '' };
   const lines: string[] = [];
@@ -51,24 +59,22 @@ export async function startLabServer(lab: NetLab, host: LabHost, opts: LabServer
     rmSync(dataDir, { recursive: true, force: true });
     throw e;
   }
-  const base = `http://127.0.0.1:${portal.port}`;
-  const api: LabServer['api'] = async (path, init = {}) => {
-    const headers: Record<string, string> = { authorization: `Bearer ${LAB_TOKEN}`, ...(init.headers as Record<string, string>) };
-    if (init.json !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(`${base}${path}`, { ...init, headers, body: init.json !== undefined ? JSON.stringify(init.json) : init.body });
-    const text = await res.text();
+  const { port } = portal;
+  const api: LabServer['api'] = async (path, { method = 'GET', json } = {}) => {
+    const headers: Record<string, string> = { authorization: `Bearer ${LAB_TOKEN}` };
+    if (json !== undefined) headers['content-type'] = 'application/json';
+    const { status, text } = await call(tls, { host: '127.0.0.1', port, path, method, headers }, json === undefined ? undefined : JSON.stringify(json));
     let body: unknown = null;
     try {
       body = JSON.parse(text);
     } catch {
       // not JSON (a page, /metrics)
     }
-    return { status: res.status, body, text };
+    return { status, body, text };
   };
   return {
     host,
-    url: `http://${host.address}:${SERVER_PORT}`,
-    localUrl: base,
+    url,
     api,
     async createJob(spec = {}) {
       const r = await api('/api/jobs', { method: 'POST', json: { ...BASE_JOB, ...spec } });
@@ -78,6 +84,23 @@ export async function startLabServer(lab: NetLab, host: LabHost, opts: LabServer
     removeData: () => rmSync(dataDir, { recursive: true, force: true }),
     logTail: (n = 60) => lines.slice(-n).join('\n'),
   };
+}
+
+/**
+ * One request through the portal over TLS, the certificate checked against the test CA for the lab name
+ * (as a researcher's client would check it); the whole answer as text.
+ */
+function call(tls: LabTls, opts: { host: string; port: number; path: string; method: string; headers: Record<string, string> }, body?: string):
+  Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const done = (res: IncomingMessage) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    };
+    const req = request({ ...opts, ca: tls.ca, servername: tls.name, agent: false }, done);
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 /** Keeps the server's output lines (the last thousand or more) and resolves once it says it is ready. */

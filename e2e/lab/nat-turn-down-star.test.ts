@@ -8,9 +8,8 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
+import type { OpenedPage } from '@tabfleet/headless';
 import { waitFor } from '@tabfleet/server/testing';
-import type { Browser } from 'playwright-core';
 import { startLabCluster, type LabCluster } from './lab-cluster';
 import { committedRounds, roundsOf, RING_JOB, tabLog } from './lab-jobs';
 import { SHOTS } from '../apps-session';
@@ -19,15 +18,12 @@ import { selectedPairs } from './link-types';
 
 const TABS = 4;
 let cluster: LabCluster;
-let browser: Browser;
 let dash: OpenedPage | undefined;
 before(async () => {
   cluster = await startLabCluster({ homes: Array.from({ length: TABS }, () => ({ nat: 'symmetric' as const })), turn: 'down' });
-  browser = await connectBrowser();
 });
 after(async () => {
   await dash?.close();
-  await browser?.close();
   await cluster?.close();
 });
 
@@ -43,8 +39,8 @@ test('TURN down, symmetric NATs: star rounds commit and the dashboard says the s
     assert.deepEqual(await selectedPairs(tab.page), [], `${tab.label}: no peer link is open`);
     assert.deepEqual(tab.errors, []);
   }
-  dash = await openPage(browser, `${server.localUrl}/apps/dashboard/#token=${LAB_TOKEN}`, { log: tabLog });
-  await dash.page.goto(`${server.localUrl}/apps/dashboard/#/jobs/${job.id}`);
+  dash = await cluster.openServerPage(`/apps/dashboard/#token=${LAB_TOKEN}`, tabLog);
+  await dash.page.goto(`${server.url}/apps/dashboard/#/jobs/${job.id}`);
   // The rows follow the rounds: a ring attempt that aborts leaves a member's last committed round a star one.
   await waitFor('the dashboard says the syncs go through the server', async () => {
     const note = await dash!.page.$eval('#sync-path', (e) => ((e as HTMLElement).hidden ? '' : e.textContent ?? ''));
