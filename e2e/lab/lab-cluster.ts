@@ -21,6 +21,12 @@ export interface LabClusterOptions {
   homes: Array<HomeOptions & { tabs?: number }>;
   /** 'up': coturn runs; 'down': the server names it but nothing answers there (default 'up'). */
   turn?: 'up' | 'down';
+  /**
+   * The TURN URLs the server hands out, one per transport, same port and credentials (default ['udp']).
+   * ['udp', 'tcp'] lets a home that drops UDP relay over TCP. Tests that wait for coturn to close every
+   * allocation of a closed page keep the default: its TCP allocations were not all closed a minute later.
+   */
+  turnTransports?: Array<'udp' | 'tcp'>;
   /** More server command-line options. */
   serverArgs?: LabServerOptions['args'];
 }
@@ -73,8 +79,8 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
       });
     }
     const stun = `stun:${turnHost.address}:${TURN_PORT}`;
-    const turn = `turn:${turnHost.address}:${TURN_PORT}?transport=udp`;
-    const started = await startLabServer(lab, serverHost, { stun: [stun], turn: [turn], turnSecret: TURN_SECRET, args: opts.serverArgs, tls });
+    const turn = (opts.turnTransports ?? ['udp']).map((t) => `turn:${turnHost.address}:${TURN_PORT}?transport=${t}`);
+    const started = await startLabServer(lab, serverHost, { stun: [stun], turn, turnSecret: TURN_SECRET, args: opts.serverArgs, tls });
     server = started;
     const homes: Home[] = [];
     // Every namespace is made before any tab starts, so no Chromium sees its network change under it.

@@ -69,7 +69,9 @@ const api: CollectivePageApi = {
     ring?.close();
     transport?.close();
     opts = o;
-    transport = createBrowserWebRtcTransport({ self: o.self, signaler, highWaterMark: o.highWaterMark, connectTimeoutMs: 30_000 });
+    transport = createBrowserWebRtcTransport({
+      self: o.self, signaler, highWaterMark: o.highWaterMark, connectTimeoutMs: 30_000, rtcConfig: { iceServers: o.iceServers ?? [] }, iceRestartBoundMs: o.iceRestartBoundMs,
+    });
     ring = new Ring({ transport, members: o.members, self: o.self, jobId: o.jobId, round: o.round, deadlineMs: o.deadlineMs });
     log(`${o.self}: ring [${o.members.join(' → ')}], left ${ring.left}, right ${ring.right}`);
   },
@@ -172,6 +174,16 @@ const api: CollectivePageApi = {
 
   stats() {
     return { links: need(transport, 'transport').stats(), ring: { ...need(ring, 'ring').counters } };
+  },
+
+  iceRestarts() {
+    const r = need(ring, 'ring');
+    const t = need(transport, 'transport');
+    return Object.fromEntries([...new Set([r.left, r.right])].map((peer) => [peer, t.iceRestarts(peer)]));
+  },
+
+  linkPaths() {
+    return need(transport, 'transport').linkPaths();
   },
 
   close() {

@@ -9,9 +9,13 @@
 //
 // Backpressure: frames wait while the channel's bufferedAmount is above the high-water mark; the
 // channel's 'bufferedamountlow' event (browsers) or polling (node wrtc, which lacks it) resumes them.
+//
+// A link whose ICE goes `disconnected` or `failed` is restarted (ice-restart.ts) before it is lost: the
+// initiator sends a new offer with iceRestart, the answerer asks for one with { restartIce: true }.
 import type { Clock, LinkPath } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
 import { linkPathOf, type StatsReportLike } from './ice-path';
+import { IceWatch } from './ice-restart';
 import type { Signaler } from './signaling';
 import { BaseTransport, type BackpressureOptions, type Channel } from './transport';
 
@@ -33,8 +37,13 @@ export interface SimplePeerLike {
   destroy(err?: Error): void;
   readonly destroyed?: boolean;
   _channel?: DataChannelLike | null;
-  /** The RTCPeerConnection (simple-peer's `_pc`), read for its stats. */
-  _pc?: { getStats(): Promise<StatsReportLike> } | null;
+  /** The RTCPeerConnection (simple-peer's `_pc`), read for its stats and restarted (restartIce) when ICE goes down. */
+  _pc?: { getStats(): Promise<StatsReportLike>; iceConnectionState?: string; connectionState?: string; restartIce?(): void } | null;
+  /** simple-peer's internals an ICE restart uses (absent in test doubles: then links are not restarted). */
+  _onIceStateChange?(): void;
+  _onConnectionStateChange?(): void;
+  offerOptions?: RTCOfferOptions;
+  negotiate?(): void;
 }
 
 export interface PeerFactoryOptions {
@@ -56,6 +65,10 @@ export interface WebRtcTransportOptions extends BackpressureOptions {
   rtcConfig?: RTCConfiguration | (() => RTCConfiguration);
   /** A link not open within this long is given up (default 30 s). */
   connectTimeoutMs?: number;
+  /** A link whose ICE went down and has not come back within this long, restarts and all, is lost (default 15 s). */
+  iceRestartBoundMs?: number;
+  /** How often an ICE restart is tried again while the link is down (default 3 s). */
+  iceRestartRetryMs?: number;
   /** Whether to answer a connection offered by `peer` that this side has not asked for (default: yes). */
   accept?: (peer: string) => boolean;
   /** Connect timeouts, and deadlines and round trips over this transport (default realClock). */
@@ -78,6 +91,12 @@ interface Conn {
   peer: SimplePeerLike;
   cancelTimer: () => void;
   open: boolean;
+  ice: IceWatch;
+}
+
+/** The answering side's request for an ICE restart (the offering side restarts). */
+interface RestartRequest {
+  restartIce: true;
 }
 
 function randomId(): string {
@@ -136,8 +155,16 @@ export class WebRtcTransport extends BaseTransport {
       cancelTimer: this.clock.after(timeoutMs, () => {
         if (!conn.open) this.fail(peer, conn, `WebRTC connection not open within ${timeoutMs} ms`);
       }),
+      ice: new IceWatch({
+        clock: this.clock,
+        boundMs: this.opts.iceRestartBoundMs ?? 15_000,
+        retryMs: this.opts.iceRestartRetryMs ?? 3_000,
+        restart: () => (initiator ? restartIce(p) : this.opts.signaler.send(peer, { v: 1, cid, sig: { restartIce: true } satisfies RestartRequest })),
+        giveUp: (reason) => this.fail(peer, conn, reason),
+      }),
     };
     this.conns.set(peer, conn);
+    this.watchIce(peer, conn);
     const link = this.link(peer);
     p.on('signal', (sig) => this.opts.signaler.send(peer, { v: 1, cid, sig } satisfies Envelope));
     p.on('connect', () => {
@@ -154,6 +181,32 @@ export class WebRtcTransport extends BaseTransport {
     p.on('error', (e) => this.fail(peer, conn, e.message));
     p.on('close', () => this.fail(peer, conn, 'data channel closed'));
     return conn;
+  }
+
+  /** Restarts ICE on an open link that went down, instead of letting simple-peer destroy it on 'failed'. */
+  private watchIce(peer: string, conn: Conn): void {
+    const p = conn.peer;
+    const onIce = p._onIceStateChange?.bind(p);
+    const onConnection = p._onConnectionStateChange?.bind(p);
+    if (!onIce || !onConnection || !p._pc || !p.negotiate) return;
+    const openAndCurrent = () => conn.open && this.conns.get(peer) === conn;
+    p._onIceStateChange = () => {
+      const state = p._pc?.iceConnectionState ?? 'closed';
+      if (openAndCurrent()) conn.ice.state(state);
+      // simple-peer destroys the peer on 'failed' (ICE's or the connection's); an open link's restart has until the bound.
+      if (state === 'failed' && openAndCurrent()) return;
+      onIce();
+    };
+    p._onConnectionStateChange = () => {
+      if (p._pc?.connectionState === 'failed' && openAndCurrent()) return conn.ice.state('failed');
+      onConnection();
+    };
+  }
+
+  /** ICE restarts tried on the link to `peer` (its current connection), and how often it came back. */
+  iceRestarts(peer: string): { restarts: number; recoveries: number; down: boolean } {
+    const ice = this.conns.get(peer)?.ice;
+    return { restarts: ice?.restarts ?? 0, recoveries: ice?.recoveries ?? 0, down: ice?.down ?? false };
   }
 
   private channelOf(p: SimplePeerLike): Channel {
@@ -185,6 +238,7 @@ export class WebRtcTransport extends BaseTransport {
     if (!c) return;
     this.conns.delete(peer);
     c.cancelTimer();
+    c.ice.stop();
     try {
       c.peer.destroy();
     } catch {
@@ -195,6 +249,10 @@ export class WebRtcTransport extends BaseTransport {
   private onSignal(from: string, data: unknown): void {
     if (this.closedAll || !isEnvelope(data) || from === this.self) return;
     let conn = this.conns.get(from);
+    if ((data.sig as Partial<RestartRequest>).restartIce === true) {
+      if (conn && conn.cid === data.cid && conn.open && this.initiates(from)) conn.ice.requested();
+      return;
+    }
     if (!conn || conn.cid !== data.cid) {
       // Only the initiator's offer starts a connection; anything else of an unknown attempt is stale.
       const offer = (data.sig as { type?: string }).type === 'offer';
@@ -241,4 +299,12 @@ export class WebRtcTransport extends BaseTransport {
     this.unsubscribeSignals();
     for (const peer of [...this.conns.keys()]) this.dropConn(peer);
   }
+}
+
+/** The offering side's ICE restart: fresh ICE credentials in a new offer, through simple-peer's renegotiation. */
+function restartIce(p: SimplePeerLike): void {
+  if (p.destroyed) return;
+  p._pc?.restartIce?.();
+  p.offerOptions = { ...p.offerOptions, iceRestart: true };
+  p.negotiate!();
 }

@@ -1,9 +1,12 @@
 // A minimal TURN client for tests: one Allocate over UDP (RFC 8656 §7.2), answered with the server's
 // 401 challenge (REALM, NONCE) and sent again with long-term credentials: USERNAME, REALM, NONCE and
 // MESSAGE-INTEGRITY (HMAC-SHA1 keyed with MD5(username:realm:password), RFC 8489 §14.5). What a
-// browser's ICE agent does to gather a relay candidate, with the answer's code in the open.
+// browser's ICE agent does to gather a relay candidate, with the answer's code in the open; over UDP,
+// TCP or TLS to the server (RFC 8656 §3.1).
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { createSocket } from 'node:dgram';
+import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 
 const MAGIC = 0x2112a442;
 const ALLOCATE_REQUEST = 0x0003;
@@ -64,24 +67,37 @@ function codeOf(a: Answer): number {
   return e ? (e[2] & 7) * 100 + e[3] : -1;
 }
 
-/**
- * Asks the TURN server at 127.0.0.1:`port` for a UDP relay with these credentials. Returns 0 when the
- * allocation succeeded (and the relayed address), else the error code of the authenticated attempt.
- * Requests are resent every `retryMs` until answered (UDP may drop them), up to `attempts` times (default: a minute).
- */
-export async function turnAllocate(port: number, username: string, password: string, opts: { retryMs?: number; attempts?: number } = {}): Promise<{ code: number; relayed: boolean }> {
+export interface TurnAllocateOptions {
+  /** How the client reaches the server (default 'udp'); the relay it asks for is UDP either way. */
+  transport?: 'udp' | 'tcp' | 'tls';
+  /** The server's address (default 127.0.0.1). */
+  host?: string;
+  /** PEM of the certificate authority a TLS client trusts (default: the system's). */
+  ca?: string;
+  /** UDP: resend every `retryMs` (default 500 ms) up to `attempts` times (default 120, a minute). */
+  retryMs?: number;
+  attempts?: number;
+}
+
+/** Sends a request and resolves with the answer of the same transaction. */
+type Ask = (request: Buffer) => Promise<Answer>;
+
+function sameTransaction(request: Buffer, msg: Buffer): boolean {
+  return msg.length >= 20 && msg.subarray(8, 20).equals(request.subarray(8, 20));
+}
+
+async function udpAsker(host: string, port: number, opts: TurnAllocateOptions): Promise<{ ask: Ask; close(): void }> {
   const socket = createSocket('udp4');
-  await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r));
-  const ask = (request: Buffer) => new Promise<Answer>((resolve, reject) => {
+  await new Promise<void>((r) => socket.bind(0, host === '127.0.0.1' ? host : undefined, r));
+  const ask: Ask = (request) => new Promise<Answer>((resolve, reject) => {
     let tries = 0;
     const send = () => {
-      if (tries++ >= (opts.attempts ?? 120)) return finish(new Error(`no answer from the TURN server on 127.0.0.1:${port}`));
-      socket.send(request, port, '127.0.0.1');
+      if (tries++ >= (opts.attempts ?? 120)) return finish(new Error(`no answer from the TURN server on ${host}:${port}`));
+      socket.send(request, port, host);
     };
     const timer = setInterval(send, opts.retryMs ?? 500);
     const onMessage = (msg: Buffer) => {
-      // Only the answer to this request (its transaction id).
-      if (msg.length >= 20 && msg.subarray(8, 20).equals(request.subarray(8, 20))) finish(null, parse(msg));
+      if (sameTransaction(request, msg)) finish(null, parse(msg));
     };
     const finish = (e: Error | null, a?: Answer) => {
       clearInterval(timer);
@@ -92,6 +108,46 @@ export async function turnAllocate(port: number, username: string, password: str
     socket.on('message', onMessage);
     send();
   });
+  return { ask, close: () => socket.close() };
+}
+
+/** Over TCP or TLS: STUN messages back to back on one stream (RFC 8489 §6.2.2), each framed by its length field. */
+async function streamAsker(host: string, port: number, opts: TurnAllocateOptions): Promise<{ ask: Ask; close(): void }> {
+  const socket: Socket = await new Promise((resolve, reject) => {
+    const s = opts.transport === 'tls'
+      ? tlsConnect({ host, port, ca: opts.ca }, () => resolve(s))
+      : netConnect({ host, port }, () => resolve(s));
+    s.once('error', reject);
+  });
+  let buffered = Buffer.alloc(0);
+  const waiting: Array<{ request: Buffer; resolve(a: Answer): void; reject(e: Error): void }> = [];
+  const failAll = (e: Error) => waiting.splice(0).forEach((w) => w.reject(e));
+  socket.on('data', (d: Buffer) => {
+    buffered = Buffer.concat([buffered, d]);
+    while (buffered.length >= 20 && buffered.length >= 20 + buffered.readUInt16BE(2)) {
+      const msg = buffered.subarray(0, 20 + buffered.readUInt16BE(2));
+      buffered = buffered.subarray(msg.length);
+      const at = waiting.findIndex((w) => sameTransaction(w.request, msg));
+      if (at >= 0) waiting.splice(at, 1)[0].resolve(parse(msg));
+    }
+  });
+  socket.on('error', failAll);
+  socket.on('close', () => failAll(new Error(`the TURN server on ${host}:${port} closed the connection`)));
+  const ask: Ask = (request) => new Promise<Answer>((resolve, reject) => {
+    waiting.push({ request, resolve, reject });
+    socket.write(request);
+  });
+  return { ask, close: () => socket.destroy() };
+}
+
+/**
+ * Asks the TURN server at `host`:`port` for a UDP relay with these credentials, over UDP, TCP or TLS.
+ * Returns 0 when the allocation succeeded (and the relayed address), else the error code of the
+ * authenticated attempt. Rejects when the server cannot be reached (or, over TLS, is not trusted).
+ */
+export async function turnAllocate(port: number, username: string, password: string, opts: TurnAllocateOptions = {}): Promise<{ code: number; relayed: boolean }> {
+  const host = opts.host ?? '127.0.0.1';
+  const { ask, close } = (opts.transport ?? 'udp') === 'udp' ? await udpAsker(host, port, opts) : await streamAsker(host, port, opts);
   try {
     const challenge = await ask(allocate());
     const realm = challenge.attrs.get(ATTR.realm);
@@ -100,6 +156,6 @@ export async function turnAllocate(port: number, username: string, password: str
     const answer = await ask(allocate({ username, realm: realm.toString(), nonce, password }));
     return { code: codeOf(answer), relayed: answer.attrs.has(ATTR.relayed) };
   } finally {
-    socket.close();
+    close();
   }
 }

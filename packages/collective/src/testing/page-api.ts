@@ -1,5 +1,6 @@
 // What the collective test page (e2e/pages/collective.ts) takes and returns; shared with the Node side
 // (headless's collective-tabs.ts, the in-browser test, bench/allreduce.ts), so types only: no DOM, no Node globals.
+import type { IceServer, LinkPath } from '@tabfleet/protocol';
 import type { LinkStats, ReduceOp, RingCounters, WireDType } from '../index';
 
 export interface InitOptions {
@@ -9,6 +10,10 @@ export interface InitOptions {
   round: number;
   deadlineMs?: number;
   highWaterMark?: number;
+  /** ICE servers for the links (default none: host candidates). */
+  iceServers?: IceServer[];
+  /** The transport's iceRestartBoundMs. */
+  iceRestartBoundMs?: number;
 }
 
 export interface CheckResult {
@@ -48,5 +53,9 @@ export interface CollectivePageApi {
   /** Streams `bytes` of raw frames to the right neighbour while receiving the left one's (all links at once). */
   raw(o: { bytes: number; tag: number }): Promise<RawResult>;
   stats(): { links: LinkStats[]; ring: RingCounters };
+  /** Each neighbour's link: ICE restarts tried, times it came back, whether it is down now. */
+  iceRestarts(): Record<string, { restarts: number; recoveries: number; down: boolean }>;
+  /** The selected ICE candidate pair of each open link (the transport's linkPaths). */
+  linkPaths(): Promise<LinkPath[]>;
   close(): void;
 }
