@@ -26,7 +26,10 @@ test("a member's row names the mode of its last committed round: star, then ring
   const workers = async () => (await server.api(`/api/jobs/${job.id}`)).body.workers as WorkerRow[];
   const failedRing = await begun('ring');
   for (const s of sims) s.releaseRound();
-  const star = await begun('star', failedRing.roundId);
+  const firstStar = await begun('star', failedRing.roundId);
+  for (const s of sims) s.releaseRound();
+  // After a star sync that peers could not link for, the next sync skips the peer attempt (path-fallback.ts).
+  const star = await begun('star', firstStar.roundId);
   for (const s of sims) s.releaseRound();
   const next = await begun('ring', star.roundId);
   // The star round committed and the next one is held: every row shows the star round.

@@ -10,7 +10,8 @@
 // admission.ts (who joins, who sits out), barrier.ts (when a sync may begin), model-loads.ts,
 // step-planner.ts (the work handed out), sync-commits.ts (what a commit does; Moshpit groups one by
 // one), checkpoints.ts (evaluators, uploads, the target), group-round.ts (untrusted group rounds),
-// replication.ts, peer-links.ts (signaling, round trips, link paths) and star-update.ts (rounds through the server).
+// replication.ts, peer-links.ts (signaling, round trips, link paths) and star-update.ts (rounds through the server;
+// path-fallback.ts decides when a sync takes them).
 import {
   flatLengthOf, ProtocolError, targetStepsOf,
   type Assignment,
@@ -32,6 +33,7 @@ import { GroupRoundChecks } from './group-round';
 import { GroupedSync } from './grouped-sync';
 import { homeRingsApply, homesOf } from './home-rings';
 import { MemberBook, type Member, type MemberStatus } from './members';
+import { PathFallback } from './path-fallback';
 import { ModelLoads } from './model-loads';
 import { isPaced } from './pacing';
 import { PeerLinks } from './peer-links';
@@ -46,8 +48,6 @@ import { JobTally, type AbortCause } from './job-tally';
 import { RoundRecords } from './round-records';
 import type { CoordinatorDeps, VolunteerInfo } from './types';
 
-/** Ring failures within one sync before that sync falls back to the star (server) path. */
-const RING_FAILURES_BEFORE_STAR = 2;
 /** Dashboards get the worker table at most this often. */
 const WORKER_TABLE_INTERVAL_MS = 500;
 
@@ -58,8 +58,7 @@ export class JobCoordinator {
   private readonly records: RoundRecords;
   private round: ActiveRound | null = null;
   private nextRoundId: number;
-  private ringFailures = 0;
-  private starNext = false;
+  private readonly path = new PathFallback();
   private readonly deadlines = new Deadlines();
   private readonly links: PeerLinks;
   private readonly planner: StepPlanner;
@@ -113,17 +112,17 @@ export class JobCoordinator {
     this.commits = new SyncCommits({
       get job() { return current(); }, deps, members: this.members, deadlines: this.deadlines, planner: this.planner, checkpoints: this.checkpoints,
       get replication() { return self.replication; }, contributors: this.contributors,
-      advance: (seq, step, now) => {
+      advance: (seq, step, now, mode) => {
         this.job = { ...this.job, seq, step, updatedAt: now };
-        this.ringFailures = 0;
-        this.starNext = false;
+        this.path.committed(mode);
+        if (mode === 'star' && this.path.skippedAhead > 0) deps.log(`job ${this.job.id}: sync ${seq} went through the server; the next ${this.path.skippedAhead} skip the peer attempt`);
         this.persist(() => this.deps.store.updateJob(this.job));
       },
       roundOver: (r) => {
         r.cancelDeadline();
         if (this.round === r) this.round = null;
       },
-      ringFailed: () => this.ringFailures++,
+      ringFailed: () => this.path.peerRoundFailed(),
       records: this.records, tally: this.tally, persist: (write) => this.persist(write),
       evict: (id, why, fault) => this.evict(id, why, fault), reload: (m) => this.loads.reload(m), stop: (reason, state) => this.stop(reason, state),
       tryBegin: () => this.tryBegin(), changedWorkers: () => this.changedWorkers(), summary: () => this.summary(),
@@ -457,10 +456,9 @@ export class JobCoordinator {
     if (r.groups) return this.commits.failGroup(r, r.groups.groupOf(member)!, why, []);
     const unreachable = unreachableClaims(r, failed);
     if (unreachable.refuted.length) this.deps.count('unreachable_claims_refuted');
-    this.ringFailures++;
+    this.path.peerRoundFailed(unreachable.corroborated);
     this.abortRound(why, unreachable.refuted, 'member_failed');
     for (const id of unreachable.refuted) this.evict(id, `round ${r.roundId}: claimed it could not reach its peers, but every other member finished the exchange with it`);
-    if (unreachable.corroborated) this.starNext = true;
     this.tryBegin();
   }
 
@@ -502,7 +500,7 @@ export class JobCoordinator {
     };
     const grouped = groupSize !== undefined ? new GroupedSync(ring.map((m) => m.volunteerId), seq, groupSize, this.job.spec.seed, this.nextRoundId, layout) : null;
     // Moshpit groups are rings of parameters, with no star path: a failing group fails alone.
-    const mode: RoundBegin['mode'] = grouped ? 'ring' : this.starNext || this.ringFailures >= RING_FAILURES_BEFORE_STAR ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
+    const mode: RoundBegin['mode'] = grouped ? 'ring' : this.path.useStar ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
     const dtype = mode === 'ring' ? this.planner.ringDtype : undefined;
     // Moshpit joiners load whatever checkpoint they were sent (an older model is fine); others need this sync's.
     const joinersWaiting = (grouped ? this.members.unsentLoads : this.members.inPhase.loading).size > 0;
@@ -546,7 +544,7 @@ export class JobCoordinator {
       this.tryBegin();
       return;
     }
-    if (r.mode !== 'star') this.ringFailures++;
+    if (r.mode !== 'star') this.path.peerRoundFailed();
     this.abortRound(`deadline passed; silent: ${silent.join(', ') || 'none'}`, silent, 'deadline');
     for (const id of silent) this.evict(id, `missed the deadline of round ${roundId}`);
     this.tryBegin();

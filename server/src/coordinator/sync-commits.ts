@@ -3,7 +3,7 @@
 // work (step-planner.ts), replicated units are scheduled (replication.ts), its evaluators and uploader
 // are asked (checkpoints.ts), and members it left behind reload. A Moshpit sync commits group by group:
 // each group goes back to training at once, and the sync is recorded when every group has settled.
-import { targetStepsOf, type JobSummary } from '@tabfleet/protocol';
+import { targetStepsOf, type JobSummary, type RoundBegin } from '@tabfleet/protocol';
 import type { Checkpoints, Fault } from './checkpoints';
 import type { ContributorLedger } from './contributors';
 import type { Deadlines } from './deadlines';
@@ -23,7 +23,8 @@ export interface CommitHost extends JobHost {
   readonly replication: Replication;
   readonly contributors: ContributorLedger;
   /** The job is at sync `seq` and step `step` now (stored); ring failures start over. */
-  advance(seq: number, step: number, now: number): void;
+  /** The job reached sync `seq` through a round of `mode` (ring for a Moshpit sync's groups). */
+  advance(seq: number, step: number, now: number, mode: RoundBegin['mode']): void;
   /** The round is over (its deadline stops): the next may begin. */
   roundOver(r: ActiveRound): void;
   /** Every group of a Moshpit sync failed: counted as a failed ring sync. */
@@ -49,7 +50,7 @@ export class SyncCommits {
     const step = r.step;
     this.host.deadlines.record('round', now - r.startedAt);
     if (r.mode === 'ring') this.host.planner.exchangeMeasured(r.dtype ?? 'f32', now - r.startedAt);
-    this.host.advance(r.seq, step, now);
+    this.host.advance(r.seq, step, now, r.mode);
     const checksums = checksumsOf(results);
     if (checksums.length > 1) {
       this.host.deps.count('checksum_mismatches');
@@ -126,7 +127,7 @@ export class SyncCommits {
       this.host.deps.log(`job ${this.host.job.id}: members of group round ${gs.roundIdOf(g)} disagree after sync ${r.seq}: ${checksums.join(', ')}`);
     }
     gs.lastCommitAt = now;
-    if (this.host.job.seq < r.seq) this.host.advance(r.seq, r.step, now);
+    if (this.host.job.seq < r.seq) this.host.advance(r.seq, r.step, now, r.mode);
     this.backToWork(r, ids, gs.roundIdOf(g), now, false);
     // One budget for the whole sync: members that commit later must not plan by other paces.
     const next = this.host.planner.nextWork(ids, (gs.budgetMs ??= this.host.planner.stepBudget()));
