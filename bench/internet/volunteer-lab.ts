@@ -188,6 +188,8 @@ function apiAt(base: string) {
       method: json === undefined ? 'GET' : 'POST',
       headers: { authorization: `Bearer ${TOKEN}`, ...(json === undefined ? {} : { 'content-type': 'application/json' }) },
       body: json === undefined ? undefined : JSON.stringify(json),
+      // A request that never gets an answer must not hold up a wait that retries it.
+      signal: AbortSignal.timeout(60_000),
     });
     const text = await res.text();
     let body: unknown = null;
