@@ -2,7 +2,10 @@
 // signaling relay on a public host, member processes over real WebRTC in NATed homes) into a temporary
 // file, then the JSON: its run record, every NAT case and net measured with the candidate pairs it
 // expects, the figures consistent with the runs, the summary holding only what was measured and each
-// target judged against the fixed thresholds. Speed lives in the JSON, not here. Needs root (the lab).
+// target judged against the fixed thresholds. Then the parts with the real server and Node volunteers
+// (two homes of two): the flat and by-homes jobs committed every sync as ring rounds and their uplink
+// bytes are at least what the algorithms must send; the auto job's predictions are the server's and
+// their median is the key. Speed lives in the JSON, not here. Needs root (the lab).
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -19,7 +22,7 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 // The report is checked field by field below, so it is read loosely typed.
 type Json = Record<string, any>;
 
-test('npm run bench -- internet --quick writes a complete internet JSON', { timeout: 10 * 60_000 }, async (t) => {
+test('npm run bench -- internet --quick writes a complete internet JSON', { timeout: 25 * 60_000 }, async (t) => {
   const out = join(dir, 'internet.json');
   const code = await runBench(['internet', '--quick', '--out', out], t.signal);
   assert.equal(code, 0, 'the benchmark exits 0');
@@ -80,7 +83,10 @@ test('npm run bench -- internet --quick writes a complete internet JSON', { time
 
   // The summary: exactly the keys this benchmark measured, consistent with the sections.
   const s = r.summary;
-  assert.deepEqual(Object.keys(s).sort(), ['link_setup_p99_ms', 'nat_cases_passed', 'nat_cases_total', 'relayed_busbw_over_direct', 'robust_time_overhead_measured']);
+  assert.deepEqual(Object.keys(s).sort(), [
+    'autotune_error_measured', 'hierarchical_uplink_bytes_ratio', 'link_setup_p99_ms', 'nat_cases_passed', 'nat_cases_total', 'relayed_busbw_over_direct',
+    'robust_time_overhead_measured',
+  ]);
   for (const pending of Object.keys(PENDING_SECTIONS)) assert.equal(s[pending], undefined, `${pending} is not measured here`);
   assert.deepEqual(r.pending, PENDING_SECTIONS);
   assert.equal(s.nat_cases_total, SETUP_CASES.length + Object.keys(NETS).length);
@@ -95,5 +101,51 @@ test('npm run bench -- internet --quick writes a complete internet JSON', { time
     link_setup_p99_ms: s.link_setup_p99_ms < TARGETS.link_setup_p99_ms.below,
     relayed_busbw_over_direct: s.relayed_busbw_over_direct >= TARGETS.relayed_busbw_over_direct.atLeast,
     robust_time_overhead_measured: s.robust_time_overhead_measured <= TARGETS.robust_time_overhead_measured.atMost,
+    hierarchical_uplink_bytes_ratio: s.hierarchical_uplink_bytes_ratio >= TARGETS.hierarchical_uplink_bytes_ratio.atLeast,
+    autotune_error_measured: s.autotune_error_measured <= TARGETS.autotune_error_measured.atMost,
   });
+  checkHierarchical(r.hierarchical, cfg.hierarchicalSyncs, s.hierarchical_uplink_bytes_ratio);
+  checkAutotune(r.autotune, s.autotune_error_measured);
 });
+
+/** Both jobs committed every sync as ring rounds, in the ring orders each arrangement makes, and sent at least what the algorithms must. */
+function checkHierarchical(h: Json, syncs: number, key: number) {
+  assert.equal(h.error, undefined, `hierarchical: ${h.error}`);
+  assert.equal(h.uplinkMbit, 10);
+  for (const run of [h.flat, h.hierarchical]) {
+    assert.equal(run.committed, syncs, `job ${run.jobId}: ${JSON.stringify(run.rounds)}`);
+    assert.deepEqual(run.rounds.filter((x: Json) => x.mode !== 'ring'), [], 'no star round');
+    assert.ok(run.syncMsP50 > 0);
+    assert.equal(run.uplinkBytesTotal, run.uplinkBytes.a + run.uplinkBytes.b);
+  }
+  assert.deepEqual(h.flat.ringHomes, ['a', 'b', 'a', 'b'], 'the flat ring follows join order');
+  assert.deepEqual(h.hierarchical.ringHomes, ['a', 'a', 'b', 'b'], 'by homes, members are listed home by home');
+  // Per sync and home: flat, two members each send 1.5 vectors across; by homes, the leader sends one.
+  const v = h.vectorBytes * syncs;
+  for (const home of ['a', 'b']) {
+    assert.ok(h.flat.uplinkBytes[home] >= 3 * v, `flat, home ${home}: ${h.flat.uplinkBytes[home]} bytes`);
+    assert.ok(h.hierarchical.uplinkBytes[home] >= v, `by homes, home ${home}: ${h.hierarchical.uplinkBytes[home]} bytes`);
+  }
+  assert.ok(Math.abs(h.uplinkBytesRatio - h.flat.uplinkBytesTotal / h.hierarchical.uplinkBytesTotal) < 1e-9);
+  assert.ok(Math.abs(key - h.uplinkBytesRatio) <= 0.001, `key ${key} vs ${h.uplinkBytesRatio}`);
+}
+
+/** The auto job committed its syncs; the key is the median of the predictions seen, which agree with the server's own score. */
+function checkAutotune(a: Json, key: number) {
+  assert.equal(a.error, undefined, `autotune: ${a.error}`);
+  assert.equal(a.spec.pacing, 'auto');
+  assert.deepEqual(a.rounds.filter((x: Json) => x.mode !== 'ring'), [], 'no star round');
+  assert.ok(a.committed >= 3, `${a.committed} syncs`);
+  assert.ok(a.predictions.length >= 1, 'syncs scored');
+  for (const p of a.predictions as Json[]) {
+    assert.ok(p.predictedMs > 0 && p.actualMs > 0, JSON.stringify(p));
+    assert.ok(Math.abs(p.error - Math.abs(p.predictedMs - p.actualMs) / p.actualMs) < 1e-9);
+    assert.ok(p.auto !== null && p.auto.H >= 1, 'auto chose an H');
+  }
+  assert.ok(a.predictions.every((p: Json, i: number) => i === 0 || p.seq > a.predictions[i - 1].seq), 'one pair per commit');
+  const errors = a.predictions.map((p: Json) => p.error).sort((x: number, y: number) => x - y);
+  assert.equal(a.medianError, errors[(errors.length - 1) >> 1]);
+  assert.ok(Math.abs(key - a.medianError) <= 0.001);
+  // Every commit seen and at most the 32 the server keeps: the server's median is ours, but for its unrounded predictions.
+  if (a.unseenCommits === 0 && a.predictions.length <= 32) assert.ok(Math.abs(a.serverMedianError - a.medianError) < 0.002, `${a.serverMedianError} vs ${a.medianError}`);
+}

@@ -13,6 +13,11 @@
 //   robust       the real robust group average (Group.average, centered-clip, per-part owners) and an
 //                untrusted round's average plus validation of the parts protocol's checksFor draws,
 //                against the ring mean, on the same links, interleaved run by run
+//   hierarchical two homes of two Node volunteers (the worker runtime, real server in a public host,
+//                internet/volunteer-lab.ts): one trusted ring job flat and one by homes; bytes the
+//                homes' routers send out over UDP, and sync time (internet/hierarchical.ts)
+//   autotune     an `auto` job on the same lab: the server's predicted sync time against the measured
+//                one, sync by sync (internet/autotune.ts)
 // Latency is not modeled in the lab (its links are as fast as veth; tbf caps bandwidth), so link setup
 // here is ICE's and DTLS's work, not round trips across a continent.
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -20,9 +25,12 @@ import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
 import {
-  HOMES, NETS, PENDING_SECTIONS, ROBUST_RULE, SETUP_CASES, TARGETS, internetBenchConfig, pairMeets, type InternetBenchConfig, type SelectedPair, type SetupCase,
+  HOMES, NETS, PENDING_SECTIONS, ROBUST_RULE, SETUP_CASES, TARGETS, UPLINK_MBIT, internetBenchConfig, pairMeets, type InternetBenchConfig, type SelectedPair, type SetupCase,
 } from './internet/config';
+import { measureAutotune, type AutotuneFigures } from './internet/autotune';
+import { measureHierarchical, type HierarchicalFigures } from './internet/hierarchical';
 import { openInternetLab, type InternetLab } from './internet/lab';
+import { openVolunteerLab, type VolunteerLab } from './internet/volunteer-lab';
 import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { distribution, median, type Distribution } from './stats';
@@ -193,29 +201,76 @@ export async function runInternetBench(opts: BenchOptions) {
   log(`${opts.quick ? 'quick mode, ' : ''}${cfg.setupSamples} link setups per NAT case, ${cfg.values} f32 values, ${cfg.runs} runs per net; load average ` +
     `${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   const env = await openInternetLab(HOMES, log);
+  const setup: SetupCaseResult[] = [];
+  const nets: NetResult[] = [];
+  let runs: OpRuns;
+  let labInfo: ReturnType<InternetLab['describe']>;
   try {
-    const setup: SetupCaseResult[] = [];
     for (const c of SETUP_CASES) setup.push(await measureSetupCase(env, c, cfg, log));
-    const nets: NetResult[] = [];
     for (const name of Object.keys(NETS) as NetName[]) nets.push(await openNet(env, name, cfg, log));
     const opened = nets.filter((n) => n.error === null).map((n) => n.name);
-    const { runs, errors } = await measureCollectives(env, opened, cfg, log);
+    const measured = await measureCollectives(env, opened, cfg, log);
+    runs = measured.runs;
     for (const n of nets) {
-      const error = errors[n.name];
+      const error = measured.errors[n.name];
       if (error) Object.assign(n, { error, passed: false });
     }
-    const report = buildReport(cfg, opts, env, setup, nets, runs, t0);
-    mkdirSync(dirname(file), { recursive: true });
-    writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-    log(`summary: ${JSON.stringify(report.summary)}; targets met: ${JSON.stringify(report.met)}`);
-    log(`wrote ${relative(process.cwd(), file) || file}`);
-    return { file, report };
+    labInfo = env.describe();
   } finally {
     await env.close();
   }
+  const volunteers = await measureWithVolunteers(cfg, log);
+  const report = buildReport(cfg, opts, labInfo, setup, nets, runs, volunteers, t0);
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  log(`summary: ${JSON.stringify(report.summary)}; targets met: ${JSON.stringify(report.met)}`);
+  log(`wrote ${relative(process.cwd(), file) || file}`);
+  return { file, report };
 }
 
-function buildReport(cfg: InternetBenchConfig, opts: BenchOptions, env: InternetLab, setup: SetupCaseResult[], nets: NetResult[], runs: OpRuns, t0: number) {
+type Measured<T> = T | { error: string };
+interface VolunteerParts {
+  lab: ReturnType<VolunteerLab['describe']> | null;
+  hierarchical: Measured<HierarchicalFigures>;
+  autotune: Measured<AutotuneFigures>;
+}
+
+/**
+ * The parts with the real server and Node volunteers, in a lab of their own (two homes of two, 10
+ * Mbit/s uplinks): a part that fails is its error in the JSON, and its key is left out of the summary.
+ */
+async function measureWithVolunteers(cfg: InternetBenchConfig, log: (l: string) => void): Promise<VolunteerParts> {
+  const attempt = async <T>(what: string, f: () => Promise<T>): Promise<Measured<T>> => {
+    try {
+      return await f();
+    } catch (e) {
+      log(`${what} failed: ${(e as Error).message}`);
+      return { error: (e as Error).message };
+    }
+  };
+  let lab: VolunteerLab;
+  try {
+    lab = await openVolunteerLab({ homes: ['a', 'b'], perHome: 2, uplinkMbit: UPLINK_MBIT, log });
+  } catch (e) {
+    const error = `the volunteer lab: ${(e as Error).message}`;
+    log(error);
+    return { lab: null, hierarchical: { error }, autotune: { error } };
+  }
+  try {
+    const hierarchical = await attempt('hierarchical', () => measureHierarchical(lab, { syncs: cfg.hierarchicalSyncs, uplinkMbit: UPLINK_MBIT, log }));
+    const autotune = await attempt('autotune', () => measureAutotune(lab, { H: cfg.autotuneH, syncs: cfg.autotuneSyncs, log }));
+    return { lab: lab.describe(), hierarchical, autotune };
+  } finally {
+    await lab.close();
+  }
+}
+
+const measured = <T extends object>(x: Measured<T>): T | null => ('error' in x ? null : x);
+
+function buildReport(
+  cfg: InternetBenchConfig, opts: BenchOptions, labInfo: ReturnType<InternetLab['describe']>, setup: SetupCaseResult[], nets: NetResult[], runs: OpRuns,
+  volunteers: VolunteerParts, t0: number,
+) {
   const bytes = cfg.values * 4;
   const collectives: Record<string, Record<OpKind, ReturnType<typeof opFigures>>> = {};
   for (const n of nets) {
@@ -236,19 +291,27 @@ function buildReport(cfg: InternetBenchConfig, opts: BenchOptions, env: Internet
     overhead[net] = { validated_over_ring: r3(c.validated.medianMs / c.ring.medianMs), average_only_over_ring: r3(c.group.medianMs / c.ring.medianMs) };
   }
   if (overhead.direct) summary.robust_time_overhead_measured = overhead.direct.validated_over_ring;
+  const hierarchical = measured(volunteers.hierarchical);
+  if (hierarchical) summary.hierarchical_uplink_bytes_ratio = r3(hierarchical.uplinkBytesRatio);
+  const autotune = measured(volunteers.autotune);
+  if (autotune?.medianError != null) summary.autotune_error_measured = r3(autotune.medianError);
   const met: Record<string, boolean | null> = {
     nat_cases: summary.nat_cases_passed === summary.nat_cases_total,
     link_setup_p99_ms: summary.link_setup_p99_ms === undefined ? null : summary.link_setup_p99_ms < TARGETS.link_setup_p99_ms.below,
     relayed_busbw_over_direct: summary.relayed_busbw_over_direct === undefined ? null : summary.relayed_busbw_over_direct >= TARGETS.relayed_busbw_over_direct.atLeast,
     robust_time_overhead_measured: summary.robust_time_overhead_measured === undefined ? null
       : summary.robust_time_overhead_measured <= TARGETS.robust_time_overhead_measured.atMost,
+    // A part that failed (its error in its section) has not met its target.
+    hierarchical_uplink_bytes_ratio: summary.hierarchical_uplink_bytes_ratio === undefined ? false
+      : summary.hierarchical_uplink_bytes_ratio >= TARGETS.hierarchical_uplink_bytes_ratio.atLeast,
+    autotune_error_measured: summary.autotune_error_measured === undefined ? false : summary.autotune_error_measured <= TARGETS.autotune_error_measured.atMost,
   };
   return {
     benchmark: 'internet',
     ...runRecord(t0, benchCommand('internet', opts)),
     quick: opts.quick,
     options: cfg,
-    lab: { ...env.describe(), latency: 'not modeled (no netem in this kernel): links are as fast as veth; uplinks capped by tbf', wrtc: '@roamhq/wrtc (libwebrtc) in Node' },
+    lab: { ...labInfo, volunteerLab: volunteers.lab, latency: 'not modeled (no netem in this kernel): links are as fast as veth; uplinks capped by tbf', wrtc: '@roamhq/wrtc (libwebrtc) in Node' },
     definitions: {
       setupMs: 'per link: connect() on both ends at once (fresh transports) until the data channel is open, the slower end; p50/p99 nearest rank over the case\'s samples',
       link_setup_p99_ms: 'the largest p99 over the NAT cases that opened links (setup); a failed setup is counted in its case\'s failures, not in the times',
@@ -260,11 +323,22 @@ function buildReport(cfg: InternetBenchConfig, opts: BenchOptions, env: Internet
       robust_time_overhead_measured: `direct net: median time of the ${ROBUST_RULE} group average plus validation of the parts checksFor draws (an untrusted round) ÷ ` +
         'median time of the ring mean of the same vectors; the server\'s round trip between average and validation is left out (the members draw the same parts ' +
         'from the round, and the lab has no latency)',
+      hierarchical_uplink_bytes_ratio: 'two homes of two Node volunteers (EIM NATs, 10 Mbit/s uplinks, the real server in a public host), one trusted LocalSGD ring job ' +
+        'flat (homeRings: false; the volunteers join a1, b1, a2, b2, so the flat ring crosses the uplinks at every link) and one by homes, the same syncs: UDP bytes the ' +
+        'two home routers sent out through their WAN during the flat job ÷ during the job by homes (headers, acknowledgements and retransmissions included); ' +
+        'sync time: committed ring rounds, begin to commit at the server, median',
+      autotune_error_measured: 'an auto job (pacing auto, H 1: the server picks each sync\'s H and precision) with the same four volunteers: at each commit the ' +
+        'server predicts the next sync\'s time (pacing.ts SyncTimeModel: the slowest member\'s planned steps × its measured pace + the exchange AutoSync expects), ' +
+        'scored at the next commit against the measured sync (commit to commit, server clock); the error is the median over the job\'s scored syncs of ' +
+        '|predicted − measured| ÷ measured, the form of heterogeneous.json\'s autotune_round_time_error (0.048 on a modeled clock); predictions read from the job ' +
+        'summary (syncTime.last) polled every 100 ms; the job runs autotuneSyncs commits (its target far off: no sync cut to it), then its volunteers stop',
     },
     setup,
     nets,
     collectives,
     robustOverhead: overhead,
+    hierarchical: volunteers.hierarchical,
+    autotune: volunteers.autotune,
     targets: TARGETS,
     summary,
     met,
