@@ -2,11 +2,10 @@
 // and a bad lifetime stop the start with exit 2 and a clear message; a good set starts, and the log
 // names the servers but never the secret (read from $TABFLEET_TURN_SECRET only).
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { startServerProcess } from './server-process';
 
 const repo = join(import.meta.dirname, '../..');
 const SECRET = 'cli-turn-secret-0123456789abcdef';
@@ -36,26 +35,12 @@ test('bad ICE options stop the start with exit 2 and say what is wrong, never th
 });
 
 test('a server with STUN and TURN servers starts and logs them without the secret', { timeout: 60_000 }, async () => {
-  const data = mkdtempSync(join(tmpdir(), 'tabfleet-ice-cli-'));
   const ice = ['--stun', 'stun:127.0.0.1:3478', '--turn', 'turn:127.0.0.1:3478?transport=udp', '--turn', 'turns:127.0.0.1:5349?transport=tcp'];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server/src/main.ts', '--port', '0', '--data', data, ...ice], {
-    cwd: repo, env: { ...process.env, TABFLEET_TURN_SECRET: SECRET, TABFLEET_TOKEN: 'cli-test-token-0123456789' }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
+  const server = await startServerProcess(ice, { TABFLEET_TURN_SECRET: SECRET });
   try {
-    await new Promise<void>((resolve, reject) => {
-      child.stdout.on('data', () => out.includes('[server] ready') && resolve());
-      child.once('exit', (code) => reject(new Error(`exited with ${code}: ${out}`)));
-    });
-    assert.match(out, /ICE servers for volunteers' peer links: stun:127\.0\.0\.1:3478, turn:127\.0\.0\.1:3478\?transport=udp \(credentials valid 3600 s\), turns:127\.0\.0\.1:5349\?transport=tcp/);
-    assert.ok(!out.includes(SECRET));
+    assert.match(server.output(), /ICE servers for volunteers' peer links: stun:127\.0\.0\.1:3478, turn:127\.0\.0\.1:3478\?transport=udp \(credentials valid 3600 s\), turns:127\.0\.0\.1:5349\?transport=tcp/);
+    assert.ok(!server.output().includes(SECRET));
   } finally {
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-    }
-    rmSync(data, { recursive: true, force: true });
+    await server.stop();
   }
 });

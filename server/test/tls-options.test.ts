@@ -3,7 +3,7 @@
 // naming the option and file; a good pair serves https://, and the printed links use the https public URL;
 // SIGHUP reads the files again (a renewed certificate), keeping the old pair when the new one is bad.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { get } from 'node:https';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { makeTestCa, type IssuedCertificate, type TestCa } from '../src/testing/test-ca';
 import { waitFor } from '../src/testing/sim-volunteer';
+import { startServerProcess } from './server-process';
 
 const repo = join(import.meta.dirname, '../..');
 
@@ -52,18 +53,9 @@ test('bad TLS options stop the start with exit 2 and name the option and the fil
 });
 
 test('a good pair serves https:// and the printed links use the https public URL', { timeout: 60_000 }, async () => {
-  const data = mkdtempSync(join(tmpdir(), 'tabfleet-tls-cli-'));
-  const argv = ['--import', 'tsx', 'server/src/main.ts', '--port', '0', '--data', data, '--tls-cert', cert.certPath, '--tls-key', cert.keyPath,
-    '--public-url', 'https://tabfleet.test:8443'];
-  const child = spawn(process.execPath, argv, { cwd: repo, env: { ...process.env, TABFLEET_TOKEN: 'cli-test-token-0123456789' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
+  const server = await startServerProcess(['--tls-cert', cert.certPath, '--tls-key', cert.keyPath, '--public-url', 'https://tabfleet.test:8443']);
   try {
-    await new Promise<void>((resolve, reject) => {
-      child.stdout.on('data', () => out.includes('[server] ready') && resolve());
-      child.once('exit', (code) => reject(new Error(`exited with ${code}: ${out}`)));
-    });
+    const out = server.output();
     assert.match(out, /\[server\] ready https:\/\/127\.0\.0\.1:\d+/);
     assert.match(out, /dashboard sign-in .*: https:\/\/tabfleet\.test:8443\/apps\/dashboard\/#token=/);
     assert.match(out, /volunteer: https:\/\/tabfleet\.test:8443\/apps\/volunteer\//);
@@ -74,11 +66,7 @@ test('a good pair serves https:// and the printed links use the https public URL
     });
     assert.equal(status, 200);
   } finally {
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-    }
-    rmSync(data, { recursive: true, force: true });
+    await server.stop();
   }
 });
 
@@ -94,38 +82,33 @@ function servedSerial(port: number): Promise<string> {
 }
 
 test('SIGHUP serves a renewed certificate to new connections; a bad pair keeps the old one', { timeout: 60_000 }, async () => {
-  const data = mkdtempSync(join(tmpdir(), 'tabfleet-tls-hup-'));
-  const live = { cert: join(data, 'live.pem'), key: join(data, 'live.key') };
+  const dir = mkdtempSync(join(tmpdir(), 'tabfleet-tls-hup-'));
+  const live = { cert: join(dir, 'live.pem'), key: join(dir, 'live.key') };
   copyFileSync(cert.certPath, live.cert);
   copyFileSync(cert.keyPath, live.key);
-  const argv = ['--import', 'tsx', 'server/src/main.ts', '--port', '0', '--data', data, '--tls-cert', live.cert, '--tls-key', live.key];
-  const child = spawn(process.execPath, argv, { cwd: repo, env: { ...process.env, TABFLEET_TOKEN: 'cli-test-token-0123456789' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
+  const server = await startServerProcess(['--tls-cert', live.cert, '--tls-key', live.key]);
+  const { child } = server;
+  const output = () => server.output();
   try {
-    await waitFor('the server is ready', () => out.includes('[server] ready') || child.exitCode !== null, 30_000, 50);
+    const out = output();
     const port = Number(/ready https:\/\/127\.0\.0\.1:(\d+)/.exec(out)?.[1] ?? assert.fail(out));
     const first = await servedSerial(port);
     const renewed = await ca.issue({ ip: ['127.0.0.1'] });
 
     copyFileSync(renewed.certPath, live.cert); // the key not yet: a bad pair
     child.kill('SIGHUP');
-    await waitFor('the bad pair refused', () => out.includes('SIGHUP: TLS files not reloaded, the old certificate stays'), 30_000, 50);
-    assert.match(out, /--tls-key \S+live\.key does not belong to --tls-cert \S+live\.pem/);
+    await waitFor('the bad pair refused', () => output().includes('SIGHUP: TLS files not reloaded, the old certificate stays'), 30_000, 50);
+    assert.match(output(), /--tls-key \S+live\.key does not belong to --tls-cert \S+live\.pem/);
     assert.equal(await servedSerial(port), first);
 
     copyFileSync(renewed.keyPath, live.key);
     child.kill('SIGHUP');
-    await waitFor('the renewed pair loaded', () => out.includes('TLS: a new certificate loaded'), 30_000, 50);
+    await waitFor('the renewed pair loaded', () => output().includes('TLS: a new certificate loaded'), 30_000, 50);
     const second = await servedSerial(port);
     assert.notEqual(second, first);
     assert.equal(second, new X509Certificate(renewed.cert).serialNumber);
   } finally {
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-    }
-    rmSync(data, { recursive: true, force: true });
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
