@@ -20,6 +20,7 @@
 //                one, sync by sync (internet/autotune.ts)
 // Latency is not modeled in the lab (its links are as fast as veth; tbf caps bandwidth), so link setup
 // here is ICE's and DTLS's work, not round trips across a continent.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
@@ -47,8 +48,10 @@ export interface SetupCaseResult {
   attempts: number;
   opened: number;
   failures: { sample: number; error: string }[];
-  /** Opened links whose selected pairs were not what the case expects. */
+  /** Opened links whose selected pairs were not what the case expects, also after SETTLE_MS. */
   unexpectedPairs: number;
+  /** Opened links whose pair at open was not the expected one but became it within SETTLE_MS (ICE moved on). */
+  settledAfterOpen: number;
   /** How often each selected pair was seen, `local(relay protocol)→remote` from each end. */
   pairs: Record<string, number>;
   setupMs: Distribution | null;
@@ -62,7 +65,8 @@ export interface NetResult {
   members: string[];
   /** connect() to every other member until all links are open, per member, ms. */
   openMs: Record<string, number>;
-  links: { a: string; b: string; pairs: [SelectedPair, SelectedPair]; meets: boolean }[];
+  /** Each link's pairs after SETTLE_MS at most (`atOpen` when ICE moved on from the pair it opened on). */
+  links: { a: string; b: string; pairs: [SelectedPair, SelectedPair]; meets: boolean; atOpen?: [SelectedPair, SelectedPair] }[];
   /** Why links did not open, or the op that failed on them; then no figures are reported for the net. */
   error: string | null;
   /** Every link opened as expected and every op on it committed with the same bytes at every member. */
@@ -77,6 +81,28 @@ export interface OpRun {
 }
 
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
+
+/**
+ * ICE may open a link on the first pair whose checks pass (a relayed one, say) and move to a better one
+ * once its checks pass too (libwebrtc does; seen about once in 100 setups between two EIM homes). A link
+ * whose pair at open is not the expected one is read again until it is, for at most this long.
+ */
+const SETTLE_MS = 5_000;
+
+/** The link's pairs from both ends once they meet `meets`, or the last ones read within SETTLE_MS. */
+async function settledPairs(env: InternetLab, ch: string, a: string, b: string, meets: (pairs: SelectedPair[]) => boolean): Promise<[SelectedPair, SelectedPair]> {
+  const read = async (): Promise<[SelectedPair, SelectedPair]> => {
+    const [ra, rb] = await Promise.all([env.members.get(a)!.send({ cmd: 'pairs', ch, members: [a, b] }), env.members.get(b)!.send({ cmd: 'pairs', ch, members: [a, b] })]);
+    return [(ra.pairs as Record<string, SelectedPair>)[b], (rb.pairs as Record<string, SelectedPair>)[a]];
+  };
+  const until = Date.now() + SETTLE_MS;
+  let pairs = await read();
+  while (!meets(pairs) && Date.now() < until) {
+    await sleep(250);
+    pairs = await read();
+  }
+  return pairs;
+}
 const pairKey = (p: SelectedPair) => `${p.local}${p.relayProtocol ? `(${p.relayProtocol})` : ''}→${p.remote}`;
 
 async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBenchConfig, log: (l: string) => void): Promise<SetupCaseResult> {
@@ -85,30 +111,38 @@ async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBen
   const failures: SetupCaseResult['failures'] = [];
   const pairs: Record<string, number> = {};
   let unexpectedPairs = 0;
+  let settledAfterOpen = 0;
+  const meets = (seen: SelectedPair[]) => pairMeets(c.expect === 'relayed-tcp' ? 'relayed-tcp' : c.expect, seen, 1);
   for (let k = 0; k < cfg.setupSamples; k++) {
     const ch = `setup-${c.name}-${k}`;
     const ends = await Promise.allSettled([
       a.send({ cmd: 'setup', ch, peer: b.name, iceServers: env.iceFor(a.name), timeoutMs: cfg.setupTimeoutMs }),
       b.send({ cmd: 'setup', ch, peer: a.name, iceServers: env.iceFor(b.name), timeoutMs: cfg.setupTimeoutMs }),
     ]);
-    await Promise.all([a.send({ cmd: 'release', ch }), b.send({ cmd: 'release', ch })]);
     const errors = ends.flatMap((e) => (e.status === 'rejected' ? [(e.reason as Error).message] : []));
     if (errors.length) {
+      await Promise.all([a.send({ cmd: 'release', ch }), b.send({ cmd: 'release', ch })]);
       failures.push({ sample: k, error: errors.join('; ') });
       continue;
     }
     const [ra, rb] = ends.map((e) => (e as PromiseFulfilledResult<Record<string, unknown>>).value);
     samplesMs.push(Math.max(ra.ms as number, rb.ms as number));
-    const seen = [ra.pair, rb.pair] as SelectedPair[];
+    let seen = [ra.pair, rb.pair] as SelectedPair[];
+    if (!meets(seen)) {
+      seen = await settledPairs(env, ch, a.name, b.name, meets);
+      if (meets(seen)) settledAfterOpen++;
+      else unexpectedPairs++;
+    }
+    await Promise.all([a.send({ cmd: 'release', ch }), b.send({ cmd: 'release', ch })]);
     for (const [i, p] of seen.entries()) pairs[`${c.homes[i]}: ${pairKey(p)}`] = (pairs[`${c.homes[i]}: ${pairKey(p)}`] ?? 0) + 1;
-    if (!pairMeets(c.expect === 'relayed-tcp' ? 'relayed-tcp' : c.expect, seen, 1)) unexpectedPairs++;
   }
   const setupMs = samplesMs.length ? distribution(samplesMs) : null;
   const passed = failures.length === 0 && unexpectedPairs === 0;
-  log(`setup ${c.name.padEnd(22)}: ${samplesMs.length}/${cfg.setupSamples} opened, p50 ${setupMs?.p50 ?? '–'} ms, p99 ${setupMs?.p99 ?? '–'} ms; pairs ` +
+  log(`setup ${c.name.padEnd(22)}: ${samplesMs.length}/${cfg.setupSamples} opened (${settledAfterOpen} moved to the expected pair after open), p50 ${setupMs?.p50 ?? '–'} ms, `
+    + `p99 ${setupMs?.p99 ?? '–'} ms; pairs ` +
     `${Object.entries(pairs).map(([k, n]) => `${k} ×${n}`).join(', ')}${failures.length ? `; first failure: ${failures[0].error}` : ''}`);
   return {
-    ...c, attempts: cfg.setupSamples, opened: samplesMs.length, failures, unexpectedPairs, pairs, setupMs, samplesMs: samplesMs.map((x) => Math.round(x * 10) / 10), passed,
+    ...c, attempts: cfg.setupSamples, opened: samplesMs.length, failures, unexpectedPairs, settledAfterOpen, pairs, setupMs, samplesMs: samplesMs.map((x) => Math.round(x * 10) / 10), passed,
   };
 }
 
@@ -123,8 +157,10 @@ async function openNet(env: InternetLab, name: NetName, cfg: InternetBenchConfig
     members.forEach((m, i) => (result.openMs[m] = Math.round((answers[i].ms as number) * 10) / 10));
     for (const [i, a] of members.entries()) {
       for (const b of members.slice(i + 1)) {
-        const pairs: [SelectedPair, SelectedPair] = [views.get(a)![b], views.get(b)![a]];
-        result.links.push({ a, b, pairs, meets: pairMeets(spec.expect, pairs) });
+        const atOpen: [SelectedPair, SelectedPair] = [views.get(a)![b], views.get(b)![a]];
+        const meets = (p: SelectedPair[]) => pairMeets(spec.expect, p);
+        const pairs = meets(atOpen) ? atOpen : await settledPairs(env, ch, a, b, meets);
+        result.links.push({ a, b, pairs, meets: meets(pairs), ...(pairs === atOpen ? {} : { atOpen }) });
       }
     }
     result.passed = result.links.every((l) => l.meets);
@@ -315,7 +351,8 @@ function buildReport(
     definitions: {
       setupMs: 'per link: connect() on both ends at once (fresh transports) until the data channel is open, the slower end; p50/p99 nearest rank over the case\'s samples',
       link_setup_p99_ms: 'the largest p99 over the NAT cases that opened links (setup); a failed setup is counted in its case\'s failures, not in the times',
-      nat_cases: 'setup cases pass when every link opened and every selected pair is what the case expects (direct: no relay candidate; relayed: a relay ' +
+      nat_cases: 'setup cases pass when every link opened and every selected pair is what the case expects, at open or within 5 s after (ICE may open on a ' +
+        'relayed pair and move to a better one: counted in settledAfterOpen; nets keep the pair at open as atOpen then) (direct: no relay candidate; relayed: a relay ' +
         'candidate at one end; relayed-tcp: the UDP-blocked end\'s local candidate is a relay reached over TCP); nets pass when every link opened as expected and every ring and group op on ' +
         'them ended with the same bytes at every member',
       busbw_MBps: 'ring allreduce (mean): S / median time · 2(N−1)/N, S = values · 4 bytes, MB = 1e6 bytes; time = last member end − first member start',
