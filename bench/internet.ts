@@ -48,6 +48,8 @@ export interface SetupCaseResult {
   attempts: number;
   opened: number;
   failures: { sample: number; error: string }[];
+  /** Member processes that died during the case (started again; their sample counts as a failure). */
+  memberCrashes: string[];
   /** Opened links whose selected pairs were not what the case expects, also after SETTLE_MS. */
   unexpectedPairs: number;
   /** Opened links whose pair at open was not the expected one but became it within SETTLE_MS (ICE moved on). */
@@ -106,14 +108,15 @@ async function settledPairs(env: InternetLab, ch: string, a: string, b: string, 
 const pairKey = (p: SelectedPair) => `${p.local}${p.relayProtocol ? `(${p.relayProtocol})` : ''}→${p.remote}`;
 
 async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBenchConfig, log: (l: string) => void): Promise<SetupCaseResult> {
-  const [a, b] = c.homes.map((n) => env.members.get(n)!);
   const samplesMs: number[] = [];
+  const memberCrashes: string[] = [];
   const failures: SetupCaseResult['failures'] = [];
   const pairs: Record<string, number> = {};
   let unexpectedPairs = 0;
   let settledAfterOpen = 0;
   const meets = (seen: SelectedPair[]) => pairMeets(c.expect === 'relayed-tcp' ? 'relayed-tcp' : c.expect, seen, 1);
   for (let k = 0; k < cfg.setupSamples; k++) {
+    const [a, b] = c.homes.map((n) => env.members.get(n)!);
     const ch = `setup-${c.name}-${k}`;
     const ends = await Promise.allSettled([
       a.send({ cmd: 'setup', ch, peer: b.name, iceServers: env.iceFor(a.name), timeoutMs: cfg.setupTimeoutMs }),
@@ -121,8 +124,12 @@ async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBen
     ]);
     const errors = ends.flatMap((e) => (e.status === 'rejected' ? [(e.reason as Error).message] : []));
     if (errors.length) {
-      await Promise.all([a.send({ cmd: 'release', ch }), b.send({ cmd: 'release', ch })]);
-      failures.push({ sample: k, error: errors.join('; ') });
+      await Promise.allSettled([a.send({ cmd: 'release', ch }), b.send({ cmd: 'release', ch })]);
+      failures.push({ sample: k, error: errors.join('; ').slice(0, 2000) });
+      for (const m of [a, b].filter((m) => m.exit)) {
+        memberCrashes.push(`sample ${k}: ${await env.respawn(m.name)}`);
+        log(`setup ${c.name}: ${memberCrashes.at(-1)}; started again`);
+      }
       continue;
     }
     const [ra, rb] = ends.map((e) => (e as PromiseFulfilledResult<Record<string, unknown>>).value);
@@ -142,7 +149,7 @@ async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBen
     + `p99 ${setupMs?.p99 ?? '–'} ms; pairs ` +
     `${Object.entries(pairs).map(([k, n]) => `${k} ×${n}`).join(', ')}${failures.length ? `; first failure: ${failures[0].error}` : ''}`);
   return {
-    ...c, attempts: cfg.setupSamples, opened: samplesMs.length, failures, unexpectedPairs, settledAfterOpen, pairs, setupMs, samplesMs: samplesMs.map((x) => Math.round(x * 10) / 10), passed,
+    ...c, attempts: cfg.setupSamples, opened: samplesMs.length, failures, memberCrashes, unexpectedPairs, settledAfterOpen, pairs, setupMs, samplesMs: samplesMs.map((x) => Math.round(x * 10) / 10), passed,
   };
 }
 

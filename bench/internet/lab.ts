@@ -27,6 +27,10 @@ export class Member {
   private waiting = new Map<number, { resolve: (a: Answer) => void; reject: (e: Error) => void }>();
   private readonly log: string[] = [];
   private exited: string | null = null;
+  /** Why it exited (its exit code or signal), once it has. */
+  get exit(): string | null {
+    return this.exited;
+  }
   /** Resolves once the member is registered with the signaling relay (its answer 0). */
   readonly ready: Promise<Answer>;
 
@@ -78,6 +82,11 @@ export interface InternetLab {
   iceFor(name: string): IceServer[];
   /** What the JSON records about the servers (never the secret). */
   describe(): { coturn: string; stun: string; turn: string[]; relay: string; homes: Array<HomeSpec & { wan: string; host: string }> };
+  /**
+   * Starts member `name` again in its host after its process died (@roamhq/wrtc has crashed with SIGSEGV
+   * about once in a full run); returns why the old one exited. The benchmark records it.
+   */
+  respawn(name: string): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -109,12 +118,17 @@ export async function openInternetLab(homes: HomeSpec[], log: (line: string) => 
     const relay = lab.spawn(server, [process.execPath, '--import', 'tsx', 'bench/internet/relay.ts', server.address, String(RELAY_PORT)], { cwd: repoRoot });
     await waitForLine(relay, /relay listening/, 'the signaling relay');
     const placed: Array<HomeSpec & { wan: string; host: string }> = [];
+    const spawnMember = (spec: HomeSpec, host: LabHost) => {
+      const child = lab.spawn(host, [process.execPath, '--import', 'tsx', 'bench/internet/member.ts', spec.name, server.address, String(RELAY_PORT)],
+        { cwd: repoRoot, stdio: ['pipe', 'pipe', 'pipe'] });
+      const member = new Member(spec.name, spec, host, child);
+      members.set(spec.name, member);
+      return member;
+    };
     for (const spec of homes) {
       const home = await lab.home(spec.name, { nat: spec.nat, blockUdp: spec.blockUdp, uplinkMbit: spec.uplinkMbit });
       const host = await home.host('m');
-      const child = lab.spawn(host, [process.execPath, '--import', 'tsx', 'bench/internet/member.ts', spec.name, server.address, String(RELAY_PORT)],
-        { cwd: repoRoot, stdio: ['pipe', 'pipe', 'pipe'] });
-      members.set(spec.name, new Member(spec.name, spec, host, child));
+      spawnMember(spec, host);
       placed.push({ ...spec, wan: home.wanAddress, host: host.address });
     }
     await Promise.all([...members.values()].map((m) => m.ready));
@@ -123,6 +137,12 @@ export async function openInternetLab(homes: HomeSpec[], log: (line: string) => 
     return {
       lab, server, coturn: started, members,
       iceFor: (name) => issuer.serversFor(name),
+      respawn: async (name) => {
+        const old = members.get(name)!;
+        const why = old.exit ?? 'still running';
+        await spawnMember(old.home, old.host).ready;
+        return why.split('\n')[0];
+      },
       describe: () => ({ coturn: `Debian coturn ${started.url.split('?')[0]} (REST-API credentials, listening and relaying on ${server.address})`, stun, turn,
         relay: `${server.address}:${RELAY_PORT} (bench/internet/relay.ts, TCP)`, homes: placed }),
       close: async () => {
