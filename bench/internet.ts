@@ -149,7 +149,8 @@ async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBen
     + `p99 ${setupMs?.p99 ?? '–'} ms; pairs ` +
     `${Object.entries(pairs).map(([k, n]) => `${k} ×${n}`).join(', ')}${failures.length ? `; first failure: ${failures[0].error}` : ''}`);
   return {
-    ...c, attempts: cfg.setupSamples, opened: samplesMs.length, failures, memberCrashes, unexpectedPairs, settledAfterOpen, pairs, setupMs, samplesMs: samplesMs.map((x) => Math.round(x * 10) / 10), passed,
+    ...c, attempts: cfg.setupSamples, opened: samplesMs.length, failures, memberCrashes, unexpectedPairs, settledAfterOpen, pairs, setupMs,
+    samplesMs: samplesMs.map((x) => Math.round(x * 10) / 10), passed,
   };
 }
 
