@@ -47,3 +47,10 @@ test("routed straight at the other home's router, the connection is dropped ther
   assert.equal(answered, '', 'the connection got an answer');
   assert.deepEqual(server2.lines.filter((l) => 'tcp' in l), [], "a host in home 2 was reached from home 1's LAN");
 });
+
+test('lab namespaces are IPv4 only: no IPv6 address appears (and then changes) under a browser', async () => {
+  for (const target of [tab1, home1, lab.internet]) {
+    const { stdout } = await lab.exec(target, ['ip', '-6', 'addr', 'show']);
+    assert.equal(stdout.trim(), '', `${typeof target === 'string' ? target : target.ns}: ${stdout}`);
+  }
+});

@@ -257,6 +257,10 @@ export class NetLab {
 
   private async addNamespace(ns: string): Promise<void> {
     await runCommand(['ip', 'netns', 'add', ns]);
+    // IPv4 only: the lab's addresses are IPv4, and an IPv6 link-local address finishing duplicate
+    // address detection a second after an interface comes up is a network change to Chromium, which
+    // then fails a page load in flight (net::ERR_NETWORK_CHANGED, seen in a full test run).
+    await this.exec(ns, ['sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1', 'net.ipv6.conf.default.disable_ipv6=1']);
     await this.ip(ns, ['link', 'set', 'lo', 'up']);
   }
 
