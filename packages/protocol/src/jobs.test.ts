@@ -102,3 +102,19 @@ test('bits per byte: a byte-level loss of ln 2 nats is one bit per byte; BPE div
   assert.equal(bitsPerByte(4 * Math.LN2, 'gpt2', 4), 1);
   assert.equal(bitsPerByte(1, 'gpt2'), null);
 });
+
+test('an untrusted job grows past 16 members only in checked Moshpit groups of at most 16, drawn by the server', () => {
+  const untrusted = { ...base, strategy: 'localsgd', trust: 'untrusted' } as const;
+  // One group of 16 without groupSize, as before; past it the refusal says what to set.
+  assert.equal(jobSpecSchema.parse({ ...untrusted, maxWorkers: 16 }).maxWorkers, 16);
+  assert.throws(() => jobSpecSchema.parse({ ...untrusted, maxWorkers: 17 }), /without groupSize averages in one group of at most 16 members; set groupSize \(at most 16\)/);
+  const grouped = jobSpecSchema.parse({ ...untrusted, groupSize: 16, maxWorkers: 10_000 });
+  assert.deepEqual([grouped.maxWorkers, grouped.groupSize, grouped.aggregation, grouped.pacing], [10_000, 16, 'centered-clip', 'paced']);
+  assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 17, maxWorkers: 64 }), /checked groups of at most 16 members/);
+  // Layouts a member could steer (its address, its region hint) would let Sybils gather in one group.
+  assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 4, hierarchical: true }), /hierarchical is for trusted jobs/);
+  assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 4, regionalGroups: true }), /regionalGroups is for trusted jobs/);
+  // What Moshpit groups need of any job still holds.
+  assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 4, compression: 'dgc' }), /compression: none/);
+  assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 4, strategy: 'diloco' }), /built for localsgd/);
+});

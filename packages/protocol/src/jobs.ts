@@ -224,8 +224,9 @@ export const jobSpecFieldsSchema = z
     maxWorkers: z.number().int().min(1).max(LIMITS.maxWorkersPerGroupedJob).default(8),
     /**
      * Moshpit averaging (protocol's moshpit.ts): each sync the members average their parameters in
-     * rings of at most this many, regrouped every sync, so a job may grow past one ring. Trusted
-     * LocalSGD jobs, fixed or paced, without compression; absent: the whole job is one ring or group.
+     * rings of at most this many, regrouped every sync, so a job may grow past one ring. LocalSGD jobs,
+     * fixed or paced, without compression. Untrusted jobs: groups of at most 16, drawn at random by the
+     * server every sync, each a checked group round; absent: the whole job is one ring or group.
      */
     groupSize: z.number().int().min(2).max(LIMITS.maxWorkersPerJob).optional(),
     /**
@@ -367,17 +368,30 @@ export const jobSpecSchema = jobSpecFieldsSchema
       });
     }
     if (s.groupSize !== undefined) {
-      const why = s.trust !== 'trusted' ? 'trusted jobs (untrusted ones average in one checked group)'
-        : s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)`
+      const why = s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)`
         : s.pacing === 'auto' ? 'H fixed or paced by a time budget (pacing: fixed or paced)'
         : s.compression !== 'none' ? 'dense parameters (compression: none)'
         : null;
       if (why) ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `Moshpit groups are built for ${why}` });
+      if (s.trust === 'untrusted' && s.groupSize > LIMITS.maxGroupSize) {
+        ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `an untrusted job's groups are checked groups of at most ${LIMITS.maxGroupSize} members` });
+      }
+      // Where members could steer the layout (by address or region hint), Sybils could gather in one group.
+      for (const layout of ['hierarchical', 'regionalGroups'] as const) {
+        if (s.trust === 'untrusted' && s[layout]) {
+          ctx.addIssue({ code: 'custom', path: [layout], message: `an untrusted job's groups are drawn at random by the server: ${layout} is for trusted jobs` });
+        }
+      }
     }
     if (s.hierarchical && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['hierarchical'], message: 'hierarchical averaging arranges Moshpit groups: set groupSize' });
     if (s.regionalGroups && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['regionalGroups'], message: 'regional groups arrange Moshpit groups: set groupSize' });
-    if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) {
-      ctx.addIssue({ code: 'custom', path: ['maxWorkers'], message: `an untrusted job averages in one group of at most ${LIMITS.maxGroupSize} members` });
+    if (s.trust === 'untrusted' && s.groupSize === undefined && s.maxWorkers > LIMITS.maxGroupSize) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['maxWorkers'],
+        message: `an untrusted job without groupSize averages in one group of at most ${LIMITS.maxGroupSize} members; `
+          + `set groupSize (at most ${LIMITS.maxGroupSize}) to average in checked Moshpit groups`,
+      });
     }
   })
   .transform((s) => {
