@@ -20,12 +20,13 @@ export class GroupedSync {
    * `members` in a stable order (by shard); round ids `firstRoundId` … `firstRoundId + groups − 1`.
    * With `householdOf` (hierarchical jobs: a member's address), each household's members are one
    * grid point: always in one group, side by side in its ring. With `localityOf` (regional groups: a
-   * member's region hint), the grid is laid out by it (moshpitGroups).
+   * member's region hint), the grid is laid out by it (moshpitGroups). With `drawn` (untrusted jobs:
+   * random-groups.ts), those are the groups.
    */
   constructor(members: readonly string[], seq: number, size: number, seed: number, readonly firstRoundId: number,
-    layout: { householdOf?: (member: string) => string | undefined; localityOf?: (member: string) => string | undefined } = {}) {
-    const { householdOf, localityOf } = layout;
-    this.groups = householdOf ? moshpitHouseholdGroups(members, householdOf, seq - 1, size, seed, localityOf) : moshpitGroups(members, seq - 1, size, seed, localityOf);
+    layout: { householdOf?: (member: string) => string | undefined; localityOf?: (member: string) => string | undefined; drawn?: string[][] } = {}) {
+    const { householdOf, localityOf, drawn } = layout;
+    this.groups = drawn ?? (householdOf ? moshpitHouseholdGroups(members, householdOf, seq - 1, size, seed, localityOf) : moshpitGroups(members, seq - 1, size, seed, localityOf));
     this.state = this.groups.map(() => 'running');
     this.groups.forEach((g, i) => g.forEach((id) => this.indexOf.set(id, i)));
   }

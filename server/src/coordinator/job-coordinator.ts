@@ -9,7 +9,7 @@
 // (penalties.ts). Each other concern is a module beside it with a narrow host: members.ts (phases),
 // admission.ts (who joins, who sits out), barrier.ts (when a sync may begin), model-loads.ts,
 // step-planner.ts (the work handed out), sync-commits.ts (what a commit does; Moshpit groups one by
-// one), checkpoints.ts (evaluators, uploads, the target), group-round.ts (untrusted group rounds),
+// one), checkpoints.ts (evaluators, uploads, the target), group-round.ts (untrusted group rounds; checked-groups.ts: a Moshpit sync's),
 // replication.ts, peer-links.ts (signaling, round trips, link paths) and star-update.ts (rounds through the server;
 // path-fallback.ts decides when a sync takes them).
 import {
@@ -30,6 +30,7 @@ import { ContributorLedger } from './contributors';
 import { Deadlines } from './deadlines';
 import { reportFits } from './group-check';
 import { GroupRoundChecks } from './group-round';
+import { CheckedGroups } from './checked-groups';
 import { GroupedSync } from './grouped-sync';
 import { homeRingsApply, homesOf } from './home-rings';
 import { MemberBook, type Member, type MemberStatus } from './members';
@@ -40,7 +41,7 @@ import { PeerLinks } from './peer-links';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
-import { roundOf, unreachableClaims, type ActiveRound } from './round';
+import { membersWith, roundOf, unreachableClaims, type ActiveRound } from './round';
 import { starUpdate } from './star-update';
 import { StepPlanner } from './step-planner';
 import { SyncCommits } from './sync-commits';
@@ -68,7 +69,7 @@ export class JobCoordinator {
   private readonly loads: ModelLoads;
   private readonly admission: Admission;
   private readonly penalties = new Penalties((records) => this.persist(() => this.deps.store.savePenalties(this.job.id, records)));
-  private readonly groupChecks: GroupRoundChecks;
+  private readonly checked: CheckedGroups;
   private readonly replication: Replication;
   private readonly reputations = new Reputations((clientId, change) => this.persist(() => this.deps.store.addReputation(clientId, change)));
   private workerTableTimer: (() => void) | null = null;
@@ -127,12 +128,11 @@ export class JobCoordinator {
       evict: (id, why, fault) => this.evict(id, why, fault), reload: (m) => this.loads.reload(m), stop: (reason, state) => this.stop(reason, state),
       tryBegin: () => this.tryBegin(), changedWorkers: () => this.changedWorkers(), summary: () => this.summary(),
     });
-    this.groupChecks = new GroupRoundChecks({
+    this.checked = new CheckedGroups({
       get jobId() { return current().id; },
       get spec() { return current().spec; },
-      deps,
-      commit: (r) => this.commits.commit(r),
-      reject: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault),
+      deps, commits: this.commits,
+      rejectRound: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault), evict: (id, why, fault) => this.evict(id, why, fault), tryBegin: () => this.tryBegin(),
       onProbation: (volunteerId) => this.reputations.onProbation(identity(volunteerId)),
       verified: (volunteerId) => this.reputations.verified(identity(volunteerId)),
       hasStanding: (volunteerId) => this.hasStanding(identity(volunteerId)),
@@ -226,7 +226,6 @@ export class JobCoordinator {
     this.contributors.flush();
     return this.persistQueue;
   }
-
 
   join(v: VolunteerInfo): Assignment {
     if (this.ended) throw new ProtocolError('conflict', `job ${this.job.id} has ended (${this.job.state})`);
@@ -349,9 +348,9 @@ export class JobCoordinator {
       case 'round:ready': return this.onReady(m, payload as VolunteerEventParsed<'round:ready'>);
       case 'round:result': return this.onResult(m, payload as VolunteerEventParsed<'round:result'>);
       case 'round:failed': return this.onFailed(m, payload as VolunteerEventParsed<'round:failed'>);
-      case 'round:validation': return this.groupChecks.onValidation(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'round:validation'>);
+      case 'round:validation': return this.checked.onValidation(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'round:validation'>);
       case 'replica:upload': return this.replication.onUpload(m.volunteerId, payload as VolunteerEventParsed<'replica:upload'>, flatLengthOf(this.job.spec));
-      case 'evidence:upload': return this.groupChecks.onEvidence(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'evidence:upload'>);
+      case 'evidence:upload': return this.checked.onEvidence(m, this.currentRound(m, (payload as { roundId: number }).roundId), payload as VolunteerEventParsed<'evidence:upload'>);
       case 'signal': return this.links.signal(m.volunteerId, payload as VolunteerEventParsed<'signal'>, () => this.currentRound(m, (payload as { roundId: number }).roundId));
       case 'peers:rtt': return this.links.probeReport(m.volunteerId, payload as VolunteerEventParsed<'peers:rtt'>);
       case 'links:paths': return this.links.reportPaths(m.volunteerId, payload as VolunteerEventParsed<'links:paths'>);
@@ -407,7 +406,7 @@ export class JobCoordinator {
     if (r.mode === 'star' && !r.starSent) throw new ProtocolError('conflict', 'the star result has not been sent yet');
     if (r.results.has(m.volunteerId)) return { duplicate: true };
     if (r.mode === 'group') {
-      const misfit = e.group ? reportFits(r.members, e.group) : 'a group round\'s result carries its group report';
+      const misfit = e.group ? reportFits(membersWith(r, m.volunteerId), e.group) : 'a group round\'s result carries its group report';
       if (misfit) throw new ProtocolError('bad_request', misfit);
     }
     if (e.rttMs && this.job.spec.regionalGroups) this.links.roundTrips(r, m.volunteerId, e.rttMs);
@@ -416,10 +415,11 @@ export class JobCoordinator {
     r.results.set(m.volunteerId, { checksum: e.checksum, metrics: e.metrics, group: r.mode === 'group' ? e.group : undefined });
     if (r.groups) {
       const g = r.groups.groupOf(m.volunteerId)!;
-      if (r.groups.groups[g].every((id) => r.results.has(id))) this.commits.commitGroup(r, g);
-      else this.settleIfAnswered(r, m.volunteerId);
+      if (!r.groups.groups[g].every((id) => r.results.has(id))) this.settleIfAnswered(r, m.volunteerId);
+      else if (r.mode === 'group') this.checked.resultsIn(r, g);
+      else this.commits.commitGroup(r, g);
     } else if (r.results.size === r.members.length) {
-      if (r.mode === 'group') this.groupChecks.resultsIn(r);
+      if (r.mode === 'group') this.checked.checks.resultsIn(r);
       else this.commits.commit(r);
     } else this.settleIfAnswered(r, m.volunteerId);
     return {};
@@ -449,7 +449,7 @@ export class JobCoordinator {
    * failures before: a failure that arrived before the others' results left the round to its deadline.)
    */
   private settleIfAnswered(r: ActiveRound, member: string): void {
-    const group = r.groups ? r.groups.groups[r.groups.groupOf(member)!] : r.members;
+    const group = membersWith(r, member);
     if (!group.every((id) => r.failures.has(id) || r.results.has(id)) || !group.some((id) => r.failures.has(id))) return;
     const failed = group.filter((id) => r.failures.has(id));
     const why = `failed: ${failed.map((id) => `${id} ${r.failures.get(id)}`).join('; ')}`;
@@ -461,7 +461,6 @@ export class JobCoordinator {
     for (const id of unreachable.refuted) this.evict(id, `round ${r.roundId}: claimed it could not reach its peers, but every other member finished the exchange with it`);
     this.tryBegin();
   }
-
 
   private tryBegin(): void {
     if (this.ended || this.round || this.checkpoints.uploadPending || this.checkpoints.storingForJoiners) return;
@@ -485,22 +484,25 @@ export class JobCoordinator {
     for (const m of [...this.members.unsentLoads]) this.loads.send(m, seq);
   }
 
-  private begin(ring: Member[]): void {
+  private begin(ready: Member[]): void {
     const now = this.deps.clock.now();
+    const groupSize = this.job.spec.groupSize;
+    // Untrusted Moshpit syncs: groups drawn at random (checked-groups.ts); members whose network would hold over half of a group wait.
+    const drawn = groupSize !== undefined && this.job.spec.trust === 'untrusted' ? this.checked.draw(ready.map((m) => m.volunteerId), groupSize) : null;
+    const ring = drawn ? ready.filter((m) => !drawn.leftOut.includes(m.volunteerId)) : ready;
     const seq = this.job.seq + 1;
     // Every member took the steps the server gave it since the last sync (H, or paced: the mean of
     // theirs; ddp: one optimizer step whatever its micro-batches): that is the count, not their word.
     const steps = this.planner.paced ? Object.fromEntries(ring.map((m) => [m.volunteerId, m.steps])) : null;
     const paced = steps && this.job.spec.strategy !== 'ddp';
     const step = this.job.step + (paced ? Math.round(ring.reduce((a, m) => a + m.steps, 0) / ring.length) : this.job.spec.H);
-    const groupSize = this.job.spec.groupSize;
-    const layout = {
+    const layout = drawn ? { drawn: drawn.groups } : {
       householdOf: this.job.spec.hierarchical ? (id: string) => this.members.get(id)?.address : undefined,
       localityOf: this.job.spec.regionalGroups ? this.links.localityOf(ring.map((m) => m.volunteerId), Math.ceil((groupSize ?? 2) / 2)) : undefined,
     };
     const grouped = groupSize !== undefined ? new GroupedSync(ring.map((m) => m.volunteerId), seq, groupSize, this.job.spec.seed, this.nextRoundId, layout) : null;
-    // Moshpit groups are rings of parameters, with no star path: a failing group fails alone.
-    const mode: RoundBegin['mode'] = grouped ? 'ring' : this.path.useStar ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
+    // Moshpit groups average parameters (checked group rounds in untrusted jobs), with no star path: a failing group fails alone.
+    const mode: RoundBegin['mode'] = grouped ? (drawn ? 'group' : 'ring') : this.path.useStar ? 'star' : this.job.spec.trust === 'untrusted' ? 'group' : 'ring';
     const dtype = mode === 'ring' ? this.planner.ringDtype : undefined;
     // Moshpit joiners load whatever checkpoint they were sent (an older model is fine); others need this sync's.
     const joinersWaiting = (grouped ? this.members.unsentLoads : this.members.inPhase.loading).size > 0;
@@ -560,7 +562,7 @@ export class JobCoordinator {
   /** Whether the round still waits on `id`: its update or result, its validation, its evidence. */
   private owes(r: ActiveRound, id: string): boolean {
     if (r.mode === 'star' && !r.starSent) return !r.starUpdates.has(id);
-    return !r.results.has(id) || GroupRoundChecks.owes(r, id);
+    return !r.results.has(id) || GroupRoundChecks.owes(this.checked.viewOf(r, id), id);
   }
 
   private abortRound(reason: string, lost: string[], cause: AbortCause): void {

@@ -71,3 +71,9 @@ export function unreachableClaims(r: ActiveRound, failed: string[]): { corrobora
   const refuted = claims.filter(othersFinished);
   return { corroborated: refuted.length < claims.length, refuted };
 }
+
+/** The members `volunteerId` exchanges with in `r`: its group's in a Moshpit sync, else the round's. */
+export function membersWith(r: ActiveRound, volunteerId: string): string[] {
+  const g = r.groups?.groupOf(volunteerId);
+  return g === undefined ? r.members : r.groups!.groups[g];
+}

@@ -87,6 +87,9 @@ export interface Exchanger {
   member(id: string): MemberExchange;
 }
 
+/** Finished group rounds kept for their validators, who ask right after the round (each holds every member's vector). */
+const FINISHED_KEPT = 16;
+
 interface OracleRound {
   jobId: string;
   roundId: number;
@@ -112,7 +115,7 @@ interface FinishedRound {
  */
 export class RingOracle implements Exchanger {
   private readonly rounds = new Map<string, OracleRound>();
-  /** The last finished group round of each job. */
+  /** The last finished group rounds, by job and round (a Moshpit sync's groups finish side by side). */
   private readonly finished = new Map<string, FinishedRound>();
 
   member(id: string): MemberExchange {
@@ -156,17 +159,18 @@ export class RingOracle implements Exchanger {
     if (r.values.size === r.members.length) {
       const inputs = r.members.map((m) => r.values.get(m)!);
       const result = group ? groupAverage(r.members, inputs, group, r.ownerLies) : { mean: plainMean(inputs), reports: null };
-      if (group) this.finished.set(jobId, { roundId, members: r.members, inputs, group });
+      if (group) this.finished.set(key, { roundId, members: r.members, inputs, group });
+      for (const k of this.finished.keys()) if (this.finished.size > FINISHED_KEPT) this.finished.delete(k);
       for (const w of r.waiters) w(result);
       this.rounds.delete(key);
     }
     return done;
   }
 
-  /** What an honest validator of `part` finds in a finished group round (null: not the job's last finished round). */
+  /** What an honest validator of `part` finds in a finished group round (null: not one of the last finished). */
   validate(jobId: string, roundId: number, part: number): PartValidationReport | null {
-    const f = this.finished.get(jobId);
-    if (!f || f.roundId !== roundId) return null;
+    const f = this.finished.get(`${jobId}/${roundId}`);
+    if (!f) return null;
     const len = f.inputs[0].length;
     const { start, end } = partRange(len, f.members.length, part);
     const parts = f.inputs.map((x) => x.subarray(start, end));
