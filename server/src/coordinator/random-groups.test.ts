@@ -39,3 +39,26 @@ test('a network is never more than half of a group: it is spread round the group
   const three = randomGroups(['a', 'b', 'c'], 2, (id) => id);
   assert.deepEqual([three.groups.map((g) => g.length).sort(), three.leftOut], [[1, 2], []]);
 });
+
+test('ids a volunteer picks do not place it: any two members share a group about as often as chance says, whatever their ids', () => {
+  // 48 members in 3 groups of 16: two given members share a group with probability 15/47 ≈ 0.32.
+  // Sybils rejoining under ids next to each other (or next to a victim's) gain nothing.
+  const members = [...ids(8, 'sybil-'), ...ids(40, 'honest-')];
+  const draws = 2000;
+  let sybilPair = 0;
+  let mixedPair = 0;
+  let most = 0;
+  for (let d = 0; d < draws; d++) {
+    const { groups } = randomGroups(members, 16);
+    const groupOf = (id: string) => groups.findIndex((g) => g.includes(id));
+    if (groupOf('sybil-0') === groupOf('sybil-1')) sybilPair++;
+    if (groupOf('sybil-0') === groupOf('honest-39')) mixedPair++;
+    most += Math.max(...groups.map((g) => g.filter((id) => id.startsWith('sybil')).length));
+  }
+  // About 6 standard deviations of room either side; ids that decided the draw (a rate of 0 or 1) fail.
+  for (const [what, n] of [['two sybils', sybilPair], ['a sybil and an honest member', mixedPair]] as const) {
+    assert.ok(Math.abs(n / draws - 15 / 47) < 0.06, `${what} shared a group in ${n} of ${draws} draws`);
+  }
+  // 8 Sybils among 48 in 3 groups: the most in one group averages about 4 (hypergeometric), never 8.
+  assert.ok(most / draws < 5, `the Sybils' largest share of a group averaged ${most / draws}`);
+});

@@ -1,4 +1,5 @@
-// A uniformly random order (Fisher–Yates on the server's own randomness), for choosing seats and peers.
+// A uniformly random order (Fisher–Yates on the server's own randomness), for choosing seats and peers,
+// and a uniform number in [0, 1) from the same source, for draws a member must not predict.
 import { randomInt } from 'node:crypto';
 
 export function shuffled<T>(xs: readonly T[]): T[] {
@@ -8,4 +9,9 @@ export function shuffled<T>(xs: readonly T[]): T[] {
     [out[i], out[j]] = [out[j], out[i]];
   }
   return out;
+}
+
+/** Uniform in [0, 1) from node:crypto (Math.random's generator can be reconstructed from its outputs). */
+export function uniform(): number {
+  return randomInt(2 ** 47) / 2 ** 47;
 }
