@@ -18,7 +18,6 @@ export interface CheckedGroupsHost extends Omit<GroupRoundHost, 'commit' | 'reje
   /** An ungrouped round is rejected (group-round.ts's reject). */
   rejectRound(r: ActiveRound, liars: string[], why: string, fault?: string): void;
   evict(volunteerId: string, why: string, fault: Fault): void;
-  tryBegin(): void;
 }
 
 export class CheckedGroups {
@@ -90,8 +89,8 @@ export class CheckedGroups {
     // Failed before the liars go, so their removal is not taken for a member lost mid-round.
     gs.state[from.group] = 'failed';
     for (const id of liars) this.host.evict(id, `round ${r.roundId}: ${fault}`, 'integrity');
+    // The last group to settle ends the sync, and the next may begin (sync-commits.ts).
     this.host.commits.failGroup(from.sync, from.group, `checks failed: ${why}`, liars);
-    this.host.tryBegin();
   }
 }
 

@@ -132,7 +132,7 @@ export class JobCoordinator {
       get jobId() { return current().id; },
       get spec() { return current().spec; },
       deps, commits: this.commits,
-      rejectRound: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault), evict: (id, why, fault) => this.evict(id, why, fault), tryBegin: () => this.tryBegin(),
+      rejectRound: (r, liars, why, fault) => this.rejectRound(r, liars, why, fault), evict: (id, why, fault) => this.evict(id, why, fault),
       onProbation: (volunteerId) => this.reputations.onProbation(identity(volunteerId)),
       verified: (volunteerId) => this.reputations.verified(identity(volunteerId)),
       hasStanding: (volunteerId) => this.hasStanding(identity(volunteerId)),
