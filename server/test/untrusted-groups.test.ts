@@ -57,7 +57,7 @@ function sameAt(sims: SimVolunteer[], seq: number): boolean {
 
 test('40 volunteers, 8 of one network: every sync commits in 3 checked groups of at most 16, drawn afresh, the network never over half of one', async () => {
   const { id, all, others: sybils } = await untrustedJob(32, Array.from({ length: 8 }, () => ({ host: 9 })), 40);
-  await waitFor('4 syncs everywhere', () => all.every((s) => s.committed.length >= 4), 120_000, 100).catch((e) => { throw new Error(`${e.message}\n${server.logTail(2000)}`); });
+  await waitFor('4 syncs everywhere', () => all.every((s) => s.committed.length >= 4), 120_000, 100).catch((e) => { throw new Error(`${e.message}\n${server.logTail(80)}`); });
   const splits = new Set<string>();
   const sybilIds = new Set(sybils.map((s) => s.volunteerId));
   for (const seq of [1, 2, 3, 4]) {
