@@ -79,11 +79,6 @@ export class CheckpointUploads {
     rmSync(u.file, { force: true });
   }
 
-  /** Uploads open now (tests see that a refused or finished upload leaves none behind). */
-  get openCount(): number {
-    return this.uploads.size;
-  }
-
   /** What the server holds of upload `id`, for its uploader. */
   progress(id: string, token: string): UploadProgress {
     const u = this.authorized(id, token);
