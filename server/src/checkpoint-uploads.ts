@@ -113,6 +113,8 @@ export class CheckpointUploads {
       u.busy = false;
       await fh.close();
     }
+    // Given up while this chunk was being written (the uploader was asked again, left, or ran out of time).
+    if (this.uploads.get(id) !== u) throw new ProtocolError('conflict', `checkpoint upload ${id} was given up`);
     if (u.received !== end) throw new ProtocolError('bad_request', `the body ended at byte ${u.received} before its Content-Range's end: send from byte ${u.received}`);
     if (u.received < u.bytes) return { bytes: u.bytes, received: u.received, complete: false };
     this.uploads.delete(id);

@@ -69,6 +69,20 @@ test('an upload over the server\'s limit is refused when asked for and changes n
   await server.stopJobs();
 });
 
+test('an uploader that asks again gets a fresh upload: the earlier one is given up and takes no more bytes', { timeout: 60_000 }, async () => {
+  const { jobId, uploader, file } = await uploaderOfSyncOne(server);
+  const first = (await beginUpload(uploader, jobId, file.byteLength)) as unknown as { url: string; token: string };
+  assert.equal((await putChunk(first.url, first.token, file.subarray(0, 100), 0, file.byteLength)).status, 200);
+  const second = (await beginUpload(uploader, jobId, file.byteLength)) as unknown as { url: string; token: string };
+  assert.notEqual(second.url, first.url);
+  const late = await putChunk(first.url, first.token, file.subarray(100), 100, file.byteLength);
+  assert.equal(late.status, 404, JSON.stringify(late.body));
+  assert.equal(incomingFiles(server).length, 1, 'only the fresh upload\'s file');
+  assert.equal((await putChunk(second.url, second.token, file, 0, file.byteLength)).body.complete, true);
+  await waitFor('the checkpoint of sync 1 is stored', () => server.store.latestCheckpoint(jobId), 10_000);
+  await server.stopJobs();
+});
+
 test('a job whose f32 parameters are over the server\'s limit is refused at creation', async () => {
   const small = await startTestServer({ maxModelBytes: MODEL_BYTES - 4 });
   try {
