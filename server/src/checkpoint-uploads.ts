@@ -30,6 +30,14 @@ interface OpenUpload extends UploadProgress {
   busy: boolean;
   /** Every byte is in: the coordinator takes the file (and may refuse it, throwing). */
   complete(file: string): void;
+  /** A chunk was written (the upload's deadline runs from the last one). */
+  progressed(): void;
+}
+
+/** What the job's coordinator hears of an upload it opened. */
+export interface UploadListener {
+  complete(file: string): void;
+  progressed(): void;
 }
 
 /** A byte range `start`–`end` (inclusive) of a file of `total` bytes, as Content-Range says it. */
@@ -60,14 +68,14 @@ export class CheckpointUploads {
   }
 
   /** Opens an upload of `bytes` for the checkpoint of `seq` of `jobId`: its URL and the token that alone may write to it. */
-  begin(jobId: string, seq: number, bytes: number, complete: (file: string) => void): { id: string; url: string; token: string } {
+  begin(jobId: string, seq: number, bytes: number, listener: UploadListener): { id: string; url: string; token: string } {
     if (bytes > this.maxModelBytes) throw new ProtocolError('too_large', `a checkpoint of ${bytes} bytes is over this server's limit of ${this.maxModelBytes}`);
     const id = `cu-${randomBytes(8).toString('hex')}`;
     const token = randomBytes(24);
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const file = join(this.dir, `${id}.part`);
     writeFileSync(file, new Uint8Array(0), { mode: 0o600 });
-    this.uploads.set(id, { jobId, seq, bytes, received: 0, token, file, busy: false, complete });
+    this.uploads.set(id, { jobId, seq, bytes, received: 0, token, file, busy: false, complete: listener.complete, progressed: listener.progressed });
     return { id, url: this.urlOf(id), token: token.toString('hex') };
   }
 
@@ -91,7 +99,7 @@ export class CheckpointUploads {
    * last byte hands the file to the coordinator, whose refusal (a file that is not the job's model)
    * is thrown here.
    */
-  async write(id: string, token: string, range: ByteRange, body: AsyncIterable<Uint8Array>): Promise<UploadProgress & { complete: boolean }> {
+  async write(id: string, token: string, range: ByteRange, body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<UploadProgress & { complete: boolean }> {
     const u = this.authorized(id, token);
     if (range.total !== u.bytes) throw new ProtocolError('bad_request', `Content-Range total ${range.total}: this upload is of ${u.bytes} bytes`);
     if (range.end >= u.bytes) throw new ProtocolError('bad_request', `Content-Range end ${range.end} is past the upload's last byte ${u.bytes - 1}`);
@@ -116,7 +124,10 @@ export class CheckpointUploads {
     // Given up while this chunk was being written (the uploader was asked again, left, or ran out of time).
     if (this.uploads.get(id) !== u) throw new ProtocolError('conflict', `checkpoint upload ${id} was given up`);
     if (u.received !== end) throw new ProtocolError('bad_request', `the body ended at byte ${u.received} before its Content-Range's end: send from byte ${u.received}`);
-    if (u.received < u.bytes) return { bytes: u.bytes, received: u.received, complete: false };
+    if (u.received < u.bytes) {
+      u.progressed();
+      return { bytes: u.bytes, received: u.received, complete: false };
+    }
     this.uploads.delete(id);
     u.complete(u.file);
     return { bytes: u.bytes, received: u.received, complete: true };

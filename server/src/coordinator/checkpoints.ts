@@ -187,12 +187,16 @@ export class Checkpoints {
   /**
    * The uploader sends its checkpoint over HTTP: it is handed a URL and a token for an upload of
    * `bytes` (over the server's limit: refused, nothing else changes). Asked again, the earlier upload
-   * is given up and a fresh one begun.
+   * is given up and a fresh one begun. Its deadline runs from its last chunk, so a large model on a
+   * slow link is not cut off while its bytes keep coming.
    */
   private openTransfer(p: PendingUpload, bytes: number): object {
     const uploads = this.host.deps.checkpointUploads;
     if (!uploads) throw new ProtocolError('bad_request', 'this server takes checkpoints only as data (a Socket.IO attachment)');
-    const transfer = uploads.begin(this.host.job.id, p.seq, bytes, (file) => this.transferred(p, file));
+    const transfer = uploads.begin(this.host.job.id, p.seq, bytes, {
+      complete: (file) => this.transferred(p, file),
+      progressed: () => this.pending === p && !p.received && this.restartUploadTimer(p),
+    });
     if (p.transfer) uploads.cancel(p.transfer);
     p.transfer = transfer.id;
     return { url: transfer.url, token: transfer.token, bytes };
@@ -438,8 +442,12 @@ export class Checkpoints {
   private uploadAfterEvaluation(seq: number, volunteerId: string): void {
     const p = this.pending;
     if (!p || p.seq !== seq || p.uploader !== volunteerId || p.received) return;
-    p.cancelTimer();
     p.since = this.host.deps.clock.now();
+    this.restartUploadTimer(p);
+  }
+
+  private restartUploadTimer(p: PendingUpload): void {
+    p.cancelTimer();
     p.cancelTimer = this.host.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut());
   }
 
