@@ -47,36 +47,34 @@ export async function putCheckpoint(url: string, token: string, data: Uint8Array
 
 /** A stored checkpoint (or any file served with Range), resumed from the bytes in hand when the connection drops. */
 export async function fetchModel(url: string, clock: Clock = realClock): Promise<Uint8Array> {
-  const parts: Uint8Array[] = [];
+  // Filled in place as bytes arrive: one copy of the model, however many responses it took.
+  let out: Uint8Array | null = null;
   let got = 0;
-  let total: number | null = null;
-  for (let failures = 0; total === null || got < total; ) {
+  for (let failures = 0; out === null || got < out.byteLength; ) {
     try {
       const res = await fetch(url, got ? { headers: { range: `bytes=${got}-` } } : {});
       if (!res.ok) throw await refusal(`GET model from byte ${got}`, res);
       if (got && res.status !== 206) throw new HttpRefusal(res.status, `GET model: the server ignored the range from byte ${got}`);
-      total ??= Number(res.headers.get('content-length') ?? NaN);
-      // No length known: one response is the whole file.
-      if (!Number.isFinite(total)) return new Uint8Array(await res.arrayBuffer());
+      if (out === null) {
+        const total = Number(res.headers.get('content-length') ?? NaN);
+        // No length known: one response is the whole file.
+        if (!Number.isInteger(total)) return new Uint8Array(await res.arrayBuffer());
+        out = new Uint8Array(total);
+      }
       const reader = res.body!.getReader();
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
-        parts.push(value);
+        if (got + value.byteLength > out.byteLength) throw new HttpRefusal(res.status, `GET model: more than the ${out.byteLength} bytes announced`);
+        out.set(value, got);
         got += value.byteLength;
         failures = 0;
       }
-      if (got < total) throw new Error(`GET model: the response ended at byte ${got} of ${total}`);
+      if (got < out.byteLength) throw new Error(`GET model: the response ended at byte ${got} of ${out.byteLength}`);
     } catch (e) {
       if (final(e) || ++failures >= ATTEMPTS) throw e;
       await sleepOn(clock, 250 * 2 ** failures);
     }
-  }
-  const out = new Uint8Array(got);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
   }
   return out;
 }
