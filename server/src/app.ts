@@ -37,6 +37,7 @@ function servedTextOf(spec: JobSpec): ServedText | null {
   return null;
 }
 import type { CheckpointRetention, Store } from './store/store';
+import { CheckpointUploads, DEFAULT_MAX_MODEL_BYTES } from './checkpoint-uploads';
 import { ProtocolError } from '@tabfleet/protocol';
 
 const repoRoot = resolve(import.meta.dirname, '../..');
@@ -48,6 +49,8 @@ export interface ServerOptions {
   dataDir?: string;
   /** Shares state with other nodes through Redis. */
   redisUrl?: string;
+  /** Largest model (f32 parameters) a job may have, and checkpoint upload (default 2 GiB): uploads go to `<dataDir>/incoming`. */
+  maxModelBytes?: number;
   /** Researcher token; generated and stored at the first start when absent. */
   token?: string;
   staticDir?: string;
@@ -150,6 +153,9 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const backends = await openStateBackends(opts, nodeId);
   const { store, cluster } = backends;
   const uploads = new Uploads(resolve(opts.dataDir ?? 'data', 'uploads'));
+  // Upload URLs name this node: the coordinator that hands one out holds the upload (publicBase is known once listening).
+  const checkpointUploads = new CheckpointUploads(resolve(opts.dataDir ?? 'data', 'incoming'), opts.maxModelBytes ?? DEFAULT_MAX_MODEL_BYTES,
+    (id) => `${publicBase()}/api/checkpoint-uploads/${id}`);
   let secrets: Secrets;
   try {
     secrets = await loadSecrets(store, { value: opts.token ?? process.env.TABFLEET_TOKEN, fromEnv: opts.token === undefined }, { ticketLifetimeMs: opts.ticketLifetimeMs });
@@ -237,6 +243,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     },
     // With Redis the watching dashboard may be on another node: each node announces what its own watch.
     watched: (jobId) => (watch ? watch.watched(jobRoom(jobId)) : (dashboards.adapter.rooms.get(jobRoom(jobId))?.size ?? 0) > 0),
+    checkpointUploads,
     checkpointUrl: (jobId, seq) => `${publicBase()}/api/jobs/${jobId}/checkpoints/${seq}?ticket=${secrets.ticket(jobId, seq)}`,
     shardUrl: (jobId, spec, index, count) => {
       if (spec.dataset === 'fashion-mnist') return `${publicBase()}${shardPath(secrets, jobId, spec.dataset, index, count, spec.seed)}`;
@@ -274,6 +281,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     shards: new ShardCache(),
     shardSlots: new DownloadSlots(),
     uploads,
+    checkpointUploads,
     texts: textLoader(uploads),
     log,
     metrics,

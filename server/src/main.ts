@@ -20,6 +20,7 @@ const USAGE = `usage: server/src/main.ts [--port N] [--host H] [--data DIR] [--r
   --address-connections N   volunteer connections one address may hold (default 32)
   --address-job-share F     share (0-1] of a job's slots one address may hold (default 0.5)
   --max-active-jobs N       unfinished jobs at once, across the cluster (default 64)
+  --max-model-mib N         largest model (f32 parameters) a job may have, and checkpoint upload (default 2048)
   --network-prefix V4,V6    prefix lengths that make one network (default 24,48): in untrusted jobs one
                 network is never a majority of the members or two seats of a quorum; 'off' where every
                 volunteer is this machine's
@@ -48,6 +49,7 @@ const { values } = parseArgs({
   options: {
     port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' }, redis: { type: 'string' }, node: { type: 'string' }, name: { type: 'string' }, operator: { type: 'string' },
     'address-connections': { type: 'string' }, 'address-job-share': { type: 'string' }, 'network-prefix': { type: 'string' }, 'max-active-jobs': { type: 'string' },
+    'max-model-mib': { type: 'string' },
     'public-url': { type: 'string' }, 'allow-origin': { type: 'string', multiple: true }, 'allow-host': { type: 'string', multiple: true },
     stun: { type: 'string', multiple: true }, turn: { type: 'string', multiple: true }, 'turn-ttl': { type: 'string' },
     'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'trust-proxy': { type: 'string', multiple: true },
@@ -74,6 +76,12 @@ if ((connections !== undefined && !(Number.isInteger(connections) && connections
 const maxActiveJobs = values['max-active-jobs'] === undefined ? undefined : Number(values['max-active-jobs']);
 if (maxActiveJobs !== undefined && !(Number.isInteger(maxActiveJobs) && maxActiveJobs >= 1)) {
   console.error(`bad --max-active-jobs ${values['max-active-jobs']}\n${USAGE}`);
+  process.exit(2);
+}
+
+const maxModelMib = values['max-model-mib'] === undefined ? undefined : Number(values['max-model-mib']);
+if (maxModelMib !== undefined && !(Number.isInteger(maxModelMib) && maxModelMib >= 1)) {
+  console.error(`bad --max-model-mib ${values['max-model-mib']}\n${USAGE}`);
   process.exit(2);
 }
 
@@ -142,6 +150,7 @@ const server = await startServer({
   trustProxy,
   addressLimits: { connections, jobShare },
   maxActiveJobs,
+  ...(maxModelMib === undefined ? {} : { maxModelBytes: maxModelMib * 2 ** 20 }),
   networkRules,
   port,
   host: values.host,

@@ -201,8 +201,14 @@ export const VOLUNTEER_EVENTS = {
   }),
   /** Star fallback: this member's update (little-endian f32) for the server to aggregate. */
   'star:update': z.strictObject({ ...roundRef, data: binary }),
-  /** The global model after sync `seq`, as safetensors, from the round's `uploader` once it applied the round. */
-  'checkpoint:upload': z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), step: z.number().int().min(0), data: binary }),
+  /**
+   * The global model after sync `seq`, as safetensors, from the round's `uploader` once it applied the
+   * round: its size in `bytes`, and the ack hands back a per-upload URL and token to PUT the file to in
+   * byte ranges (any size up to the server's limit); or, within LIMITS.maxModelBytes, as `data` here.
+   */
+  'checkpoint:upload': z.strictObject({
+    jobId: idSchema, seq: z.number().int().min(0), step: z.number().int().min(0), data: binary.optional(), bytes: z.number().int().min(1).max(2 ** 52).optional(),
+  }).refine((u) => (u.data === undefined) !== (u.bytes === undefined), 'give either data (the file) or bytes (its size, to upload it over HTTP)'),
   /**
    * From the round's `evaluators` after a commit: test accuracy and loss of the global model of sync
    * `seq`, and its checksum (what a checkpoint of that sync must hold). The server combines several.

@@ -90,10 +90,8 @@ test('a gpt job has a shape (its own or the default), trains on text, and its to
   assert.match(refusal({ ...gpt, gpt: { layers: 2, heads: 3, width: 64, context: 32 } }), /gpt.width: width must be a multiple of heads/);
   assert.match(refusal({ ...gpt, gpt: { layers: 2, heads: 4, width: 64, context: 32, dropout: 0.1 } }), /dropout/);
   assert.match(refusal({ ...gpt, dataset: 'fortunes', targetSteps: undefined, targetEpochs: 1 }), /depend on its tokenization: give targetSteps/);
-  // The size check counts the default tokenizer's vocabulary too (chars on the generated corpus).
-  assert.match(refusal({ ...gpt, gpt: { layers: 48, heads: 16, width: 1024, context: 64 } }), /has 604,\d{3},\d{3} parameters/);
-  // GPT-2 small (124M parameters) does not fit through the server's model limit; the message says by how much.
-  assert.match(refusal({ ...gpt, dataset: 'fortunes', tokenizer: 'gpt2', gpt: { layers: 12, heads: 12, width: 768, context: 1024 } }), /has 124,439,808 parameters \(474\.\d MiB\)/);
+  // The schema bounds a gpt's shape, not its size: the server bounds that (its maxModelBytes), so GPT-2 small is a valid spec.
+  assert.equal(jobSpecSchema.safeParse({ ...gpt, dataset: 'fortunes', tokenizer: 'gpt2', gpt: { layers: 12, heads: 12, width: 768, context: 1024 } }).success, true);
 });
 
 test('bits per byte: a byte-level loss of ln 2 nats is one bit per byte; BPE divides by its measured bytes per token', () => {

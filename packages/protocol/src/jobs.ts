@@ -1,6 +1,5 @@
 // Job specification and the job as the server reports it: HTTP bodies shared by server and dashboard.
 import { z } from 'zod';
-import { gptLayout, parameterCount } from './layout';
 import { LIMITS } from './limits';
 import { DDP_MICRO_BATCHES, defaultPacing, PACINGS } from './pacing';
 import { AGGREGATIONS } from './robust';
@@ -100,7 +99,7 @@ const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 /**
  * A GPT's shape (nanoGPT's n_layer, n_head, n_embd, block_size); the vocabulary is the tokenizer's.
  * The bounds are what the schema accepts; whether a volunteer's adapter holds the model is checked
- * when it joins, and checkpoints travel through the server within LIMITS.maxModelBytes.
+ * when it joins; the server bounds its f32 bytes by its own limit (checkpoints travel over HTTP in ranges).
  */
 export const gptConfigSchema = z
   .strictObject({
@@ -319,19 +318,6 @@ export const jobSpecSchema = jobSpecFieldsSchema
     if (s.dataset === 'text-corpus' && s.tokenizer === 'gpt2') ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the generated corpus is cut by chars or bytes' });
     if (s.dataset !== 'text-corpus' && s.tokenizer === 'chars') {
       ctx.addIssue({ code: 'custom', path: ['tokenizer'], message: 'the chars tokenizer knows only the generated corpus\'s 30 characters' });
-    }
-    const tokenizer = tokenizerFor(s.dataset, s.tokenizer);
-    if (s.preset === 'gpt' && s.gpt && tokenizer) {
-      const l = gptLayout({ ...s.gpt, vocab: TOKENIZER_VOCAB[tokenizer] });
-      if (l.length * 4 > LIMITS.maxModelBytes) {
-        const mib = (b: number) => (b / 2 ** 20).toFixed(1);
-        ctx.addIssue({
-          code: 'custom',
-          path: ['gpt'],
-          message: `this gpt has ${parameterCount(l).toLocaleString('en')} parameters (${mib(l.length * 4)} MiB); `
-            + `models travel through the server within ${mib(LIMITS.maxModelBytes)} MiB`,
-        });
-      }
     }
     if (s.targetEpochs !== undefined && !Number.isFinite(DATASET_TRAIN_SIZES[s.dataset])) {
       ctx.addIssue({ code: 'custom', path: ['targetEpochs'], message: `epochs of ${s.dataset} depend on ${text ? 'its tokenization' : 'the upload'}: give targetSteps` });

@@ -12,7 +12,11 @@ export const LIMITS = {
   maxEventBytes: 64 * 1024,
   /** Largest WebRTC signaling blob (an SDP offer is a few KiB). */
   maxSignalBytes: 16 * 1024,
-  /** Largest model vector or checkpoint file sent through the server (star update, upload). */
+  /**
+   * Largest model vector or checkpoint file sent as a Socket.IO attachment (star update, replica,
+   * evidence, a checkpoint sent as `data`). Checkpoints and model loads of any size go over HTTP in
+   * byte ranges, bounded by the server's own limit (`maxModelBytes` option, 2 GiB by default).
+   */
   maxModelBytes: 32 * 1024 * 1024,
   /**
    * Socket.IO's own cap per message: the largest legitimate event, a model attachment (maxModelBytes)

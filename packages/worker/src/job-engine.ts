@@ -10,6 +10,7 @@ import {
   type Assignment, type Clock, type JobSpec, type ReplicaTask, type ReplicaUnit,
 } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
+import { fetchModel } from './checkpoint-transfer';
 import { loadDataset } from './solo';
 
 /** What a round averages: deltas from the job's model, or (Moshpit groups) the parameters. */
@@ -150,7 +151,7 @@ export class JobEngine {
   /** Returns the loaded parameters' digest (the server checks it against the checkpoint's). */
   async loadModel(url: string | null, step: number): Promise<{ digest: string }> {
     const { engine, strategy } = this.ready;
-    const state = url ? engine.loadCheckpoint(await fetchBytes(new URL(url, this.serverUrl).href, this.opts.clock)) : {};
+    const state = url ? engine.loadCheckpoint(await fetchModel(new URL(url, this.serverUrl).href, this.opts.clock)) : {};
     engine.step = step;
     await strategy.reset(Math.floor(step / strategy.stepsPerSync), state);
     return { digest: modelDigest(await engine.readParams()) };

@@ -10,6 +10,7 @@ import {
   type VolunteerEventName, type VolunteerServerEvents, type IceServer,
 } from '@tabfleet/protocol';
 import type { Socket } from 'socket.io-client';
+import { putCheckpoint } from './checkpoint-transfer';
 import type { JobEngineInfo, SyncOf } from './job-engine';
 import { measurePeers } from './join-probe';
 
@@ -593,18 +594,21 @@ export class VolunteerRuntime {
       this.setStatus({ lastAccuracy: ev.accuracy });
       await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });
     }
-    if (begin.uploader === me) {
-      const data = await this.opts.engine.checkpoint();
-      await this.emitOk('checkpoint:upload', { jobId: c.jobId, seq: c.seq, step: c.step, data });
-    }
+    if (begin.uploader === me) await this.uploadCheckpoint(c.jobId, c.seq, c.step);
     await this.trainThenReady();
   }
 
   /** Asked after the last sync, when the first uploader failed: this tab still holds that model. */
   private async onCheckpointRequest(r: { jobId: string; seq: number }): Promise<void> {
     if (this.status.seq !== r.seq || this.status.jobId !== r.jobId) return;
+    await this.uploadCheckpoint(r.jobId, r.seq, this.status.step);
+  }
+
+  /** The model as a checkpoint over HTTP in chunks: the server hands this uploader a URL and token for its size. */
+  private async uploadCheckpoint(jobId: string, seq: number, step: number): Promise<void> {
     const data = await this.opts.engine.checkpoint();
-    await this.emitOk('checkpoint:upload', { jobId: r.jobId, seq: r.seq, step: this.status.step, data });
+    const ack = await this.emitOk('checkpoint:upload', { jobId, seq, step, bytes: data.byteLength });
+    await putCheckpoint(new URL(String(ack.url), this.opts.serverUrl).href, String(ack.token), data, this.clock);
   }
 
   private async onJobEnd(e: { jobId: string; reason: string }): Promise<void> {

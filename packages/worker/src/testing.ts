@@ -31,3 +31,5 @@ export function nodeVolunteer(
   });
   return { socket, engine, runtime };
 }
+
+export { fetchModel, putCheckpoint, UPLOAD_CHUNK_BYTES } from './checkpoint-transfer';

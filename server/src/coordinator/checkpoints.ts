@@ -5,6 +5,7 @@
 // and when members leave; this module calls back through its narrow host.
 import { ProtocolError, targetStepsOf, verifyCheckpoint, type CheckpointInfo, type MetricPoint, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
+import { readFileSync, rmSync } from 'node:fs';
 import type { Deadlines } from './deadlines';
 import type { JobTally } from './job-tally';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
@@ -22,8 +23,18 @@ interface PendingUpload {
   uploader: string;
   since: number;
   /** Arrived and is the job's model; stored once it matches the evaluators' agreed checksum. */
-  received: { data: Uint8Array; checksum: string } | null;
+  received: ReceivedCheckpoint | null;
+  /** Its HTTP upload under way (checkpoint-uploads.ts), or null. */
+  transfer: string | null;
   cancelTimer: () => void;
+}
+
+/** A checkpoint that arrived: its bytes (a Socket.IO attachment) or the file an HTTP upload wrote. */
+interface ReceivedCheckpoint {
+  source: Uint8Array | string;
+  bytes: number;
+  sha256: string;
+  checksum: string;
 }
 
 /** A sync's model being evaluated by several members. */
@@ -158,7 +169,7 @@ export class Checkpoints {
   /** This node lets go of the job: timers stop. */
   release(): void {
     for (const ev of this.evaluations.values()) ev.cancelTimer();
-    this.pending?.cancelTimer();
+    this.dropPendingUpload();
   }
 
   /**
@@ -168,16 +179,52 @@ export class Checkpoints {
   onUpload(m: Member, e: VolunteerEventParsed<'checkpoint:upload'>): object {
     const p = this.pending;
     if (!p || p.uploader !== m.volunteerId || p.seq !== e.seq || p.received) throw new ProtocolError('conflict', `no checkpoint of sync ${e.seq} was asked of this member`);
+    if (e.data === undefined) return this.openTransfer(p, e.bytes!);
+    this.received(p, e.data.slice(), e.data);
+    return { bytes: e.data.byteLength };
+  }
+
+  /**
+   * The uploader sends its checkpoint over HTTP: it is handed a URL and a token for an upload of
+   * `bytes` (over the server's limit: refused, nothing else changes). Asked again, the earlier upload
+   * is given up and a fresh one begun. Its deadline runs from its last chunk, so a large model on a
+   * slow link is not cut off while its bytes keep coming.
+   */
+  private openTransfer(p: PendingUpload, bytes: number): object {
+    const uploads = this.host.deps.checkpointUploads;
+    if (!uploads) throw new ProtocolError('bad_request', 'this server takes checkpoints only as data (a Socket.IO attachment)');
+    const transfer = uploads.begin(this.host.job.id, p.seq, bytes, {
+      complete: (file) => this.transferred(p, file),
+      progressed: () => this.pending === p && !p.received && this.restartUploadTimer(p),
+    });
+    if (p.transfer) uploads.cancel(p.transfer);
+    p.transfer = transfer.id;
+    return { url: transfer.url, token: transfer.token, bytes };
+  }
+
+  /** Every byte of an HTTP upload is in: `file` is now this module's, checked like an attachment. */
+  private transferred(p: PendingUpload, file: string): void {
+    if (this.pending !== p || p.received) {
+      rmSync(file, { force: true });
+      throw new ProtocolError('conflict', `the checkpoint of sync ${p.seq} is no longer asked of this member`);
+    }
+    p.transfer = null;
+    // Checked as a whole (safetensors is decoded in memory); it was received without being held.
+    this.received(p, file, readFileSync(file));
+  }
+
+  /** A checkpoint arrived: refused (the uploader evicted) unless it is the job's model; else verified once the evaluators agree. */
+  private received(p: PendingUpload, source: Uint8Array | string, data: Uint8Array): void {
     let checksum: string;
     try {
-      checksum = verifyCheckpoint(this.host.job.spec, e.data).digest;
+      checksum = verifyCheckpoint(this.host.job.spec, data).digest;
     } catch (err) {
+      if (typeof source === 'string') rmSync(source, { force: true });
       this.uploaderFault(p, `sent a checkpoint that is not the job's model: ${(err as Error).message}`, 'integrity');
       throw err;
     }
-    p.received = { data: e.data.slice(), checksum };
+    p.received = { source, bytes: data.byteLength, sha256: createHash('sha256').update(data).digest('hex'), checksum };
     this.settleUpload();
-    return { bytes: e.data.byteLength };
   }
 
   /** Stores the received upload once the sync's agreed checksum is known, or refuses it. */
@@ -195,13 +242,13 @@ export class Checkpoints {
       this.uploaderFault(p, `uploaded parameters with checksum ${p.received.checksum}; the evaluators of sync ${p.seq} agree on ${agreed}`, 'integrity');
       return;
     }
-    const { data, checksum } = p.received;
+    const { source, checksum, bytes, sha256 } = p.received;
     p.cancelTimer();
     this.pending = null;
     this.host.deadlines.record('upload', this.host.deps.clock.now() - p.since);
-    const info: CheckpointInfo = { seq: p.seq, step: this.host.job.step, bytes: data.byteLength, sha256: createHash('sha256').update(data).digest('hex'), createdAt: this.host.deps.clock.now() };
+    const info: CheckpointInfo = { seq: p.seq, step: this.host.job.step, bytes, sha256, createdAt: this.host.deps.clock.now() };
     this.storing = p.seq;
-    this.storeCheckpoint(info, data, checksum, 1);
+    this.storeCheckpoint(info, source, checksum, 1);
   }
 
   /** The agreed checksum of a sync's model: a string, null (they cannot agree), undefined (not yet known). */
@@ -220,15 +267,19 @@ export class Checkpoints {
     return (best + outstanding) * 2 > ev.asked ? undefined : null;
   }
 
-  private storeCheckpoint(info: CheckpointInfo, data: Uint8Array, checksum: string, attempt: number): void {
+  private storeCheckpoint(info: CheckpointInfo, source: Uint8Array | string, checksum: string, attempt: number): void {
     this.host.persist(async () => {
       try {
-        await this.host.deps.store.putCheckpoint(this.host.job.id, info, data);
+        const { store } = this.host.deps;
+        await (typeof source === 'string' ? store.putCheckpointFile(this.host.job.id, info, source) : store.putCheckpoint(this.host.job.id, info, source));
       } catch (e) {
         this.host.deps.log(`job ${this.host.job.id}: storing the checkpoint of sync ${info.seq} failed (attempt ${attempt} of ${STORE_ATTEMPTS}): ${(e as Error).message}`);
         this.host.deps.count('checkpoint_store_failures');
-        if (attempt < STORE_ATTEMPTS) this.host.deps.clock.after(1_000 * attempt, () => !this.host.ended && this.storeCheckpoint(info, data, checksum, attempt + 1));
-        else this.checkpointLost(info.seq, `the store refused it ${STORE_ATTEMPTS} times: ${(e as Error).message}`);
+        if (attempt < STORE_ATTEMPTS) this.host.deps.clock.after(1_000 * attempt, () => !this.host.ended && this.storeCheckpoint(info, source, checksum, attempt + 1));
+        else {
+          if (typeof source === 'string') rmSync(source, { force: true });
+          this.checkpointLost(info.seq, `the store refused it ${STORE_ATTEMPTS} times: ${(e as Error).message}`);
+        }
         return;
       }
       this.checksums.set(info.seq, checksum);
@@ -384,15 +435,19 @@ export class Checkpoints {
    */
   private awaitUpload(seq: number, uploader: string, evaluatesFirst: boolean): void {
     const ms = this.uploadTimeoutMs() + (evaluatesFirst ? this.host.deadlines.bound('evaluate', this.host.deps.timing.loadTimeoutMs) : 0);
-    this.pending = { seq, uploader, since: this.host.deps.clock.now(), received: null, cancelTimer: this.host.deps.clock.after(ms, () => this.uploadTimedOut()) };
+    this.pending = { seq, uploader, since: this.host.deps.clock.now(), received: null, transfer: null, cancelTimer: this.host.deps.clock.after(ms, () => this.uploadTimedOut()) };
   }
 
   /** The uploader reported its evaluation: its upload is timed from now. */
   private uploadAfterEvaluation(seq: number, volunteerId: string): void {
     const p = this.pending;
     if (!p || p.seq !== seq || p.uploader !== volunteerId || p.received) return;
-    p.cancelTimer();
     p.since = this.host.deps.clock.now();
+    this.restartUploadTimer(p);
+  }
+
+  private restartUploadTimer(p: PendingUpload): void {
+    p.cancelTimer();
     p.cancelTimer = this.host.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut());
   }
 
@@ -421,8 +476,13 @@ export class Checkpoints {
     this.evaluations.set(seq, ev);
   }
 
+  /** Forgets the pending upload: its timer, an HTTP upload under way, a received file not stored. */
   dropPendingUpload(): void {
-    this.pending?.cancelTimer();
+    const p = this.pending;
+    if (!p) return;
+    p.cancelTimer();
+    if (p.transfer) this.host.deps.checkpointUploads?.cancel(p.transfer);
+    if (typeof p.received?.source === 'string') rmSync(p.received.source, { force: true });
     this.pending = null;
   }
 }

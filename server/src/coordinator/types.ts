@@ -6,6 +6,7 @@ import type { ReputationRecord, Store } from '../store/store';
 import type { NetworkRules } from './standing';
 import type { Count } from '../metrics-catalogue';
 import type { IceIssuer } from '../ice';
+import type { CheckpointUploads } from '../checkpoint-uploads';
 
 // The Clock lives in protocol (the runtime and the collective take one too); the server's is as it
 // was: Date.now, and timers that never hold the process open.
@@ -32,6 +33,8 @@ export interface CoordinatorDeps {
   watched(jobId: string): boolean;
   /** URL from which a volunteer downloads the checkpoint of `seq` (carries a ticket). */
   checkpointUrl(jobId: string, seq: number): string;
+  /** Checkpoint uploads over HTTP (absent: checkpoints come only as a Socket.IO attachment). */
+  checkpointUploads?: CheckpointUploads;
   /** URL (with a ticket) of a member's data shard when the server serves the job's dataset, else null. */
   shardUrl?(jobId: string, spec: JobSpec, index: number, count: number): string | null;
   /** Counts an event for /metrics (e.g. rounds committed, outliers rejected). */

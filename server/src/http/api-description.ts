@@ -10,9 +10,10 @@ import {
 
 /**
  * Who may call a route: anyone; the researcher (`Authorization: Bearer <token>`); or a volunteer
- * holding a ticket from its assignment (in the query, with the job's id), else the researcher.
+ * holding a ticket from its assignment (in the query, with the job's id), else the researcher; or the
+ * uploader of one checkpoint (`Authorization: Bearer <upload token>`).
  */
-export type RouteAuth = 'public' | 'researcher' | 'ticket';
+export type RouteAuth = 'public' | 'researcher' | 'ticket' | 'upload';
 
 /** A body's media type and what it holds: a zod schema for JSON, else bytes or text. */
 export type Content = Record<string, z.ZodType | 'binary' | 'text'>;
@@ -27,7 +28,7 @@ export interface ParamDoc {
 }
 
 export interface RouteDoc {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'PUT';
   /** The path as an OpenAPI template: `{name}` for each path parameter. */
   path: string;
   summary: string;
@@ -62,6 +63,10 @@ const textCutIfText: Record<string, ParamDoc> = {
   context: { ...textCut.context, description: 'a text upload: tokens per window', required: false },
 };
 const safetensors = { 'application/octet-stream': 'binary' } as const;
+const checkpointUpload: ParamDoc = {
+  description: 'a checkpoint upload\'s id, from the URL in the ack of `checkpoint:upload`', schema: z.string().regex(/^cu-[0-9a-f]{16}$/), example: 'cu-0123456789abcdef',
+};
+const uploadProgressBody = z.strictObject({ bytes: z.int().min(1), received: z.int().min(0) });
 const checkpointHeaders = {
   [CHECKPOINT_SYNC_HEADER]: 'the sync whose model the file holds',
   [CHECKPOINT_SHA256_HEADER]: 'the SHA-256 (hex) of the file, which a client checks its copy against',
@@ -155,8 +160,24 @@ export const ROUTE_DOCS: RouteDoc[] = [
     method: 'GET', path: '/api/jobs/{id}/checkpoints/{seq}', auth: 'ticket', summary: 'The checkpoint of one sync as safetensors (a volunteer\'s model download)',
     params: { id: jobId, seq: { description: 'the sync', schema: z.int().min(0).max(999_999_999), example: 3 } },
     query: { ticket: ticketQuery.ticket },
+    description: 'Answers `Range: bytes=START-[END]` with 206 and that part (416 past the end), so a dropped download resumes where it stopped.',
     ok: { status: 200, description: 'the model\'s tensors', content: safetensors, headers: checkpointHeaders },
     errors: ['bad_request', 'unknown_job'],
+  },
+  {
+    method: 'GET', path: '/api/checkpoint-uploads/{upload}', auth: 'upload', summary: 'How much of a checkpoint upload the server holds (an uploader resumes from there)',
+    params: { upload: checkpointUpload },
+    ok: { status: 200, description: 'the upload\'s size and the bytes received', content: json(uploadProgressBody) }, errors: ['unknown_job'],
+  },
+  {
+    method: 'PUT', path: '/api/checkpoint-uploads/{upload}', auth: 'upload', summary: 'One chunk of a checkpoint upload, written as it arrives',
+    description: '`Content-Range: bytes START-END/TOTAL`: START must be the bytes the server holds (else 409, which says how many), TOTAL the size the '
+      + 'uploader declared. A dropped connection keeps what arrived. The last chunk hands the file to the job, which checks it is the job\'s model (else 400 '
+      + 'and the uploader is evicted) and stores it once it matches the digest the sync\'s evaluators agree on.',
+    params: { upload: checkpointUpload },
+    body: { description: 'the chunk\'s bytes', content: safetensors },
+    ok: { status: 200, description: 'what the server holds now; complete once every byte is in', content: json(uploadProgressBody.extend({ complete: z.boolean() })) },
+    errors: ['bad_request', 'bad_tensor', 'conflict', 'unknown_job'],
   },
   {
     method: 'GET', path: '/datasets/fashion-mnist/shards/{index}/{count}', auth: 'ticket', summary: 'One member\'s shard of Fashion-MNIST\'s training set as safetensors',

@@ -45,6 +45,7 @@ const SECURITY: Record<RouteAuth, Json[]> = {
   public: [],
   researcher: [{ researcherToken: [] }],
   ticket: [{ ticket: [] }, { researcherToken: [] }],
+  upload: [{ uploadToken: [] }],
 };
 
 /** The refusals of a route, one response per status, each naming its codes. */
@@ -104,6 +105,7 @@ export function openApiDocument(docs: readonly RouteDoc[] = ROUTE_DOCS): Json {
       securitySchemes: {
         researcherToken: { type: 'http', scheme: 'bearer', description: 'the researcher token (printed by the server at start, or TABFLEET_TOKEN)' },
         ticket: { type: 'apiKey', in: 'query', name: 'ticket', description: 'a ticket from a volunteer\'s assignment, with the job\'s id in `job`' },
+        uploadToken: { type: 'http', scheme: 'bearer', description: 'the token of one checkpoint upload, handed to the round\'s uploader in the ack of `checkpoint:upload`' },
       },
     },
   };

@@ -1,7 +1,6 @@
 // The HTTP API: jobs (create, list, detail, stop), metrics as JSON and CSV, rounds, checkpoints as
 // safetensors, /healthz, Prometheus /metrics, the Fashion-MNIST files, the API's OpenAPI document and the built apps.
-import { CHECKPOINT_SHA256_HEADER, CHECKPOINT_SYNC_HEADER, METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
-import { createHash } from 'node:crypto';
+import { METRIC_COLUMNS, ProtocolError, idSchema, type MetricPoint } from '@tabfleet/protocol';
 import { existsSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Secrets } from '../auth';
@@ -13,8 +12,10 @@ import { MAX_IMAGE_UPLOAD_BYTES, MAX_TEXT_UPLOAD_BYTES } from '@tabfleet/data';
 import type { ImageUpload, Uploads } from '../uploads';
 import { multipartBoundary, parseMultipart, type FormPart } from './multipart';
 import { openApiDocument } from './openapi';
+import { CHECKPOINT_UPLOAD_ROUTES, checkModelSize, sendCheckpoint } from './checkpoint-transfer';
+import type { CheckpointUploads } from '../checkpoint-uploads';
 import { PUBLIC_ROUTES } from './public';
-import { readBytes, readJson, sendBytes, sendError, sendJson } from './respond';
+import { readBytes, readJson, sendError, sendJson } from './respond';
 import { clientAddress, redactUrl, setEmbedFrameHeaders, setEmbedScriptHeaders, type TrustedProxies } from './security';
 import { datasetFile, sendFile, sendFromRoots } from './static';
 import type { ServerMetrics } from '../metrics';
@@ -38,6 +39,8 @@ export interface RouteContext {
   shards: ShardCache;
   shardSlots: DownloadSlots;
   uploads: Uploads;
+  /** Checkpoint uploads under way; its maxModelBytes bounds a job's model. */
+  checkpointUploads: CheckpointUploads;
   /** Reads the texts the server cuts for jobs (the fortunes corpus, uploads). */
   texts: TextLoader;
   log(line: string): void;
@@ -150,19 +153,10 @@ async function streamMetrics(ctx: RouteContext, res: ServerResponse, jobId: stri
 /** Metric rows read from the store per page of a download. */
 const METRICS_PAGE_ROWS = 5_000;
 
-async function sendCheckpoint(ctx: RouteContext, res: ServerResponse, jobId: string, seq: number): Promise<void> {
-  const bytes = await ctx.store.readCheckpoint(jobId, seq);
-  if (!bytes) throw new ProtocolError('unknown_job', `job ${jobId} has no checkpoint of sync ${seq}`);
-  // The sync travels with the bytes: a client that asked for "the latest" knows which one it got.
-  res.setHeader(CHECKPOINT_SYNC_HEADER, String(seq));
-  // The store has checked the bytes against the digest it recorded, so their hash is that digest: a client checks its copy against it.
-  res.setHeader(CHECKPOINT_SHA256_HEADER, createHash('sha256').update(bytes).digest('hex'));
-  sendBytes(res, 'application/octet-stream', bytes, `${jobId}-sync${seq}.safetensors`);
-}
-
 /** Every HTTP route: method, path pattern, handler. api-description.ts describes each (openapi.test.ts checks). */
 export const ROUTES: [string, RegExp, Route][] = [
   ...PUBLIC_ROUTES,
+  ...CHECKPOINT_UPLOAD_ROUTES,
   ['GET', /^\/api\/openapi\.json$/, async (_ctx, _req, res) => {
     sendJson(res, 200, (openApi ??= openApiDocument()));
   }],
@@ -179,7 +173,10 @@ export const ROUTES: [string, RegExp, Route][] = [
   }],
   ['POST', /^\/api\/jobs$/, async (ctx, req, res, _p) => {
     requireToken(ctx, req);
-    sendJson(res, 201, { job: await ctx.hub.createJob(await readJson(req), (spec) => ctx.uploads.check(spec)) });
+    sendJson(res, 201, { job: await ctx.hub.createJob(await readJson(req), async (spec) => {
+      checkModelSize(spec, ctx.checkpointUploads.maxModelBytes);
+      await ctx.uploads.check(spec);
+    }) });
   }],
   ['GET', /^\/api\/jobs\/([^/]+)$/, async (ctx, req, res, [id]) => {
     requireToken(ctx, req);
@@ -207,14 +204,14 @@ export const ROUTES: [string, RegExp, Route][] = [
     const jobId = jobIdParam(id);
     const latest = await ctx.store.latestCheckpoint(jobId);
     if (!latest) throw new ProtocolError('unknown_job', `job ${jobId} has no checkpoint yet`);
-    await sendCheckpoint(ctx, res, jobId, latest.seq);
+    await sendCheckpoint(ctx, req, res, jobId, latest.seq);
   }],
   // A volunteer's download of the model it was told to load: the ticket in the URL stands for the token.
   ['GET', /^\/api\/jobs\/([^/]+)\/checkpoints\/(\d{1,9})$/, async (ctx, req, res, [id, seqText], url) => {
     const jobId = jobIdParam(id), seq = Number(seqText);
     const ticket = url.searchParams.get('ticket');
     if (!ticket || !ctx.secrets.ticketMatches(jobId, seq, ticket)) requireToken(ctx, req);
-    await sendCheckpoint(ctx, res, jobId, seq);
+    await sendCheckpoint(ctx, req, res, jobId, seq);
   }],
   // Shard `index` of `count`, dealt by the job's seed (packages/data shardIndices), as safetensors:
   // for members of an unfinished job that uses it (the ticket from their assignment), or the researcher.

@@ -5,6 +5,7 @@
 // records are the hash `tf:penalties:<job>`, field `<kind>:<key>`, written by a script that keeps the newer.
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
+import { readFile, rm } from 'node:fs/promises';
 import { commandOptions, type createClient } from 'redis';
 import {
   checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, MAX_UNPROVEN_NAMES, metricKind, verifiedCheckpoint,
@@ -82,6 +83,11 @@ export class RedisStore implements Store {
     await this.r.multi().set(`tf:ckpt-data:${jobId}:${info.seq}`, Buffer.from(data)).hSet(`tf:ckpt:${jobId}`, String(info.seq), JSON.stringify(info)).exec();
     const drop = checkpointsToPrune((await this.r.hKeys(`tf:ckpt:${jobId}`)).map(Number), this.retention);
     if (drop.length) await this.r.multi().hDel(`tf:ckpt:${jobId}`, drop.map(String)).del(drop.map((s) => `tf:ckpt-data:${jobId}:${s}`)).exec();
+  }
+  /** Redis holds checkpoints as blobs: the file is read in once, stored, and deleted. */
+  async putCheckpointFile(jobId: string, info: CheckpointInfo, file: string): Promise<void> {
+    await this.putCheckpoint(jobId, info, new Uint8Array(await readFile(file)));
+    await rm(file, { force: true });
   }
   async latestCheckpoint(jobId: string): Promise<CheckpointInfo | null> {
     const all = (await this.r.hVals(`tf:ckpt:${jobId}`)).map((t) => JSON.parse(t) as CheckpointInfo);

@@ -74,7 +74,12 @@ function writeDurably(path: string, data: Uint8Array): void {
     closeSync(fd);
   }
   renameSync(tmp, path);
-  const dir = openSync(join(path, '..'), 'r');
+  syncDirectory(join(path, '..'));
+}
+
+/** Makes a rename in `path` durable. */
+function syncDirectory(path: string): void {
+  const dir = openSync(path, 'r');
   try {
     fsyncSync(dir);
   } finally {
@@ -215,6 +220,30 @@ export class SqliteStore implements Store {
       .sql('INSERT OR REPLACE INTO checkpoints (job_id, seq, step, bytes, sha256, created_at, path) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(jobId, info.seq, info.step, info.bytes, info.sha256, info.createdAt, path);
     this.prune(jobId);
+  }
+
+  /** The file is synced and renamed into place (same file system: both under the data directory), then indexed. */
+  async putCheckpointFile(jobId: string, info: CheckpointInfo, file: string): Promise<void> {
+    const dir = join(this.checkpointDir, jobId);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const path = join(dir, `${info.seq}.safetensors`);
+    const fd = openSync(file, 'r+');
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(file, path);
+    syncDirectory(dir);
+    this
+      .sql('INSERT OR REPLACE INTO checkpoints (job_id, seq, step, bytes, sha256, created_at, path) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(jobId, info.seq, info.step, info.bytes, info.sha256, info.createdAt, path);
+    this.prune(jobId);
+  }
+
+  async checkpointFile(jobId: string, seq: number): Promise<{ path: string; info: CheckpointInfo } | null> {
+    const row = this.sql('SELECT * FROM checkpoints WHERE job_id = ? AND seq = ?').get(jobId, seq) as CheckpointRow | undefined;
+    return row && existsSync(row.path) ? { path: row.path, info: toCheckpoint(row) } : null;
   }
 
   /** Deletes the checkpoints the retention rule no longer keeps: the index row first, then the file. */

@@ -105,6 +105,10 @@ export interface Store {
   /** Points in the order they were first stored, from `cursor` (0 at the start); `next` is null after the last page. */
   metricsPage(jobId: string, cursor: number, limit: number): Promise<{ points: MetricPoint[]; next: number | null }>;
   putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void>;
+  /** As putCheckpoint, from a file under the data directory (an HTTP upload's), which the store takes over. */
+  putCheckpointFile(jobId: string, info: CheckpointInfo, file: string): Promise<void>;
+  /** Where a stored checkpoint's bytes lie on disk, for ranged downloads (absent: the store holds them elsewhere). */
+  checkpointFile?(jobId: string, seq: number): Promise<{ path: string; info: CheckpointInfo } | null>;
   latestCheckpoint(jobId: string): Promise<CheckpointInfo | null>;
   /** The bytes of a stored checkpoint; throws CorruptCheckpointError when they no longer match their sha256. */
   readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null>;

@@ -1,0 +1,89 @@
+// An HTTP checkpoint upload's deadline runs from its last chunk: a large model whose bytes keep
+// coming is not cut off at the upload bound, and an upload that stalls is (its uploader evicted, its
+// part file deleted). Fake time, the coordinator with a real store and upload registry.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { capabilitiesSchema, jobSpecSchema, modelDigest, type VolunteerServerEvents } from '@tabfleet/protocol';
+import { FakeClock } from '@tabfleet/protocol/testing';
+import { CheckpointUploads } from '../checkpoint-uploads';
+import { SqliteStore } from '../store/sqlite';
+import type { JobRecord } from '../store/store';
+import { SIM_CAPABILITIES, checkpointOf, initialParams } from '../testing/sim-volunteer';
+import { JobCoordinator } from './job-coordinator';
+import type { CoordinatorDeps } from './types';
+
+const UPLOAD_BOUND_MS = 3_000;
+
+/** Members a and b commit sync 1 (checkpointed) and its evaluators report the seed model: the uploader's upload is open. */
+async function openUpload() {
+  const dir = mkdtempSync(join(tmpdir(), 'tabfleet-upload-deadline-'));
+  const store = new SqliteStore(dir);
+  const clock = new FakeClock();
+  const sent: { to: string; event: keyof VolunteerServerEvents; payload: any }[] = [];
+  const uploads = new CheckpointUploads(join(dir, 'incoming'), 2 ** 30, (id) => `http://x/api/checkpoint-uploads/${id}`);
+  const deps: CoordinatorDeps = {
+    store, clock, timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: UPLOAD_BOUND_MS },
+    toVolunteer: (to, event, payload) => {
+      for (const id of Array.isArray(to) ? to : [to]) sent.push({ to: id, event, payload });
+    },
+    toDashboards: () => {}, watched: () => false, checkpointUrl: (job, seq) => `http://x/${job}/${seq}`, count: () => {}, log: () => {}, checkpointUploads: uploads,
+  };
+  const job: JobRecord = {
+    id: 'job-t', name: 't', state: 'waiting', createdAt: 0, updatedAt: 0, seq: 0, step: 0,
+    spec: jobSpecSchema.parse({ preset: 'mlp-fashion', strategy: 'localsgd', H: 1, pacing: 'fixed', minWorkers: 2, maxWorkers: 2, targetSteps: 100, checkpointEvery: 1, trust: 'trusted' }),
+  };
+  await store.createJob(job);
+  const c = await JobCoordinator.load(job, deps);
+  const last = (to: string, event: string) => [...sent].reverse().find((s) => s.to === to && s.event === event)?.payload;
+  for (const id of ['a', 'b']) {
+    c.join({ volunteerId: id, capabilities: capabilitiesSchema.parse(SIM_CAPABILITIES) });
+    c.handle(id, 'model:loaded', { jobId: job.id, seq: 0, checksum: 'abcdef01' });
+    c.handle(id, 'round:ready', { jobId: job.id, seq: 1, step: 1 });
+  }
+  const r1 = last('a', 'round:begin');
+  for (const id of ['a', 'b']) {
+    c.handle(id, 'round:result', { jobId: job.id, roundId: r1.roundId, checksum: 'abcdef01', step: 1, metrics: { loss: 1, samples: 1, wallMs: 1, bytesSent: 0, bytesReceived: 0 } });
+  }
+  const model = initialParams(job.spec, 1);
+  for (const id of r1.evaluators) c.handle(id, 'metrics', { jobId: job.id, seq: 1, checksum: modelDigest(model), accuracy: 0.5, loss: 1 });
+  const file = checkpointOf(job.spec, model);
+  const ack = c.handle(r1.uploader, 'checkpoint:upload', { jobId: job.id, seq: 1, step: 1, bytes: file.byteLength }) as { url: string; token: string };
+  const id = ack.url.split('/').pop()!;
+  const chunk = (start: number, end: number) => uploads.write(id, ack.token, { start, end: end - 1, total: file.byteLength }, [file.subarray(start, end)]);
+  const incoming = () => (existsSync(join(dir, 'incoming')) ? readdirSync(join(dir, 'incoming')) : []);
+  const cleanup = async () => {
+    await c.flushed();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { c, clock, store, uploader: r1.uploader as string, file, chunk, last, incoming, cleanup };
+}
+
+test('an upload whose chunks keep coming is not cut off at the upload bound', async () => {
+  const t = await openUpload();
+  const quarter = Math.ceil(t.file.byteLength / 4);
+  for (let start = 0; start < t.file.byteLength; start += quarter) {
+    await t.clock.advance(UPLOAD_BOUND_MS - 500); // each chunk inside the bound from the last one; all of them past it
+    await t.chunk(start, Math.min(start + quarter, t.file.byteLength));
+    assert.equal(t.last(t.uploader, 'job:end'), undefined, `still a member after the chunk at ${start}`);
+  }
+  await t.c.flushed();
+  assert.equal((await t.store.latestCheckpoint('job-t'))?.seq, 1, 'the checkpoint is stored');
+  assert.deepEqual(t.incoming(), []);
+  await t.cleanup();
+});
+
+test('an upload that stalls past the bound from its last chunk is given up and its uploader evicted', async () => {
+  const t = await openUpload();
+  await t.chunk(0, 1_000);
+  await t.clock.advance(UPLOAD_BOUND_MS - 1);
+  assert.equal(t.last(t.uploader, 'job:end'), undefined);
+  await t.clock.advance(1);
+  assert.match(t.last(t.uploader, 'job:end').reason, /did not upload the checkpoint of sync 1 in time/);
+  assert.deepEqual(t.incoming(), [], 'its part file is deleted');
+  await assert.rejects(t.chunk(1_000, 2_000), /no checkpoint upload .* open on this server/);
+  await t.cleanup();
+});

@@ -1,0 +1,37 @@
+// A checkpoint uploaded over HTTP to a server whose store is Redis: the part file is read into the
+// store's blob (and deleted), and loads of it answer Range requests from that blob.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { createHash } from 'node:crypto';
+import { startRedisServer } from '../src/testing/redis-server';
+import { waitFor } from '../src/testing/sim-volunteer';
+import { startTestServer, type TestServer } from '../src/testing/test-server';
+import { beginUpload, incomingFiles, putChunk, uploaderOfSyncOne } from './checkpoint-upload-jobs';
+
+let redis: Awaited<ReturnType<typeof startRedisServer>>;
+let server: TestServer;
+before(async () => {
+  redis = await startRedisServer();
+  server = await startTestServer({ redisUrl: redis.url, timing: { roundTimeoutMs: 30_000, barrierTimeoutMs: 30_000, loadTimeoutMs: 60_000 } });
+});
+after(async () => {
+  await server.stop();
+  redis.stop();
+});
+
+test('with Redis as the store, an HTTP upload becomes the job\'s checkpoint and loads by range', { timeout: 60_000 }, async () => {
+  assert.equal(server.store.kind, 'redis');
+  const { jobId, uploader, file } = await uploaderOfSyncOne(server);
+  const ack = (await beginUpload(uploader, jobId, file.byteLength)) as unknown as { url: string; token: string };
+  const half = Math.floor(file.byteLength / 2);
+  assert.equal((await putChunk(ack.url, ack.token, file.subarray(0, half), 0, file.byteLength)).body.complete, false);
+  assert.equal((await putChunk(ack.url, ack.token, file.subarray(half), half, file.byteLength)).body.complete, true);
+  const stored = await waitFor('the checkpoint of sync 1 is stored', () => server.store.latestCheckpoint(jobId), 10_000);
+  assert.equal(stored.sha256, createHash('sha256').update(file).digest('hex'));
+  assert.deepEqual(incomingFiles(server), []);
+  const part = await fetch(`${server.url}/api/jobs/${jobId}/checkpoints/1`, { headers: { authorization: 'Bearer test-token', range: 'bytes=-100' } });
+  assert.equal(part.status, 206);
+  assert.equal(part.headers.get('content-range'), `bytes ${file.byteLength - 100}-${file.byteLength - 1}/${file.byteLength}`);
+  assert.deepEqual(new Uint8Array(await part.arrayBuffer()), file.subarray(file.byteLength - 100));
+  await server.stopJobs();
+});
