@@ -4,7 +4,7 @@
 // checkpoint fetched over HTTP when the event names one) → model:loaded → (simulated training) →
 // round:ready → round:begin → WebRTC signaling with new ring neighbours through the server →
 // (simulated allreduce) → round:result → round:commit (the round's uploader uploads a checkpoint of
-// the model's real size) → … plus a `status` heartbeat (every 2 s with an ack, as a tab's runtime
+// the model's real size) → … plus a `status` heartbeat (every 2 s without an ack, as a tab's runtime
 // sends it; one timer per process drives them all). Lighter than SimVolunteer (no event history,
 // no parameter vector, no oracle): a round's result is a fixed checksum, so a process holds ~1000.
 //

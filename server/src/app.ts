@@ -19,6 +19,7 @@ import { sendError, sendJson } from './http/respond';
 import {
   AddressRateLimiter, checkAllowedOrigin, clientAddress, DEFAULT_HTTP_RATE_LIMIT, FAILED_AUTH_COST, hostAllowed, hostPolicy, redactUrl, setSecurityHeaders, trustedProxies, type HttpRateLimit,
 } from './http/security';
+import { useNodeSha256 } from './digests';
 import { IceIssuer, type IceOptions } from './ice';
 import { checkTls, daysLeft, type TlsFiles } from './http/tls';
 import { ServerMetrics } from './metrics';
@@ -142,6 +143,7 @@ async function openStateBackends(opts: ServerOptions, nodeId: string): Promise<{
 }
 
 export async function startServer(opts: ServerOptions = {}): Promise<RunningServer> {
+  useNodeSha256();
   const log = opts.log ?? ((line: string) => console.log(`[server] ${line}`));
   const nodeId = opts.nodeId ?? `node-${randomBytes(3).toString('hex')}`;
   // Checked before anything opens: an origin no browser sends would silently never match.

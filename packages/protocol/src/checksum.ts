@@ -11,6 +11,8 @@
 // million parameters more, and runs only on evaluated and checkpointed syncs.
 import { sha256Hex } from './sha256';
 
+export { portableSha256Hex, useNativeSha256 } from './sha256';
+
 export function checksumOf(values: Float32Array): string {
   const words = new Uint32Array(values.buffer, values.byteOffset, values.length);
   let a = 0x811c9dc5, b = 0x01000193 ^ values.length;

@@ -255,7 +255,9 @@ export class VolunteerRuntime {
     if (!this.opts.socket.connected || !this.status.jobId) return;
     const s = this.status;
     const state = s.state === 'connecting' || s.state === 'stopped' ? 'idle' : s.state === 'recovering' ? 'paused' : s.state;
-    this.opts.socket.emit('status', { state, hidden: s.hidden, step: s.step, samplesPerSec: s.samplesPerSec, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived }, () => {});
+    // No ack asked: nothing here waits for one, and each would be one more write for the server per tab every
+    // HEARTBEAT_MS (a refusal still comes back, as a `protocol:error` event).
+    this.opts.socket.emit('status', { state, hidden: s.hidden, step: s.step, samplesPerSec: s.samplesPerSec, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived });
   }
 
   private requestWork(): void {

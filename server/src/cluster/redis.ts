@@ -15,12 +15,38 @@ type Client = ReturnType<typeof createClient>;
 
 /** A lease outlives a few missed renewals, so a busy node does not lose its jobs. */
 const LEASE_MS = OWNERSHIP_SWEEP_MS * 5;
+/**
+ * How long after its last renewal a node whose lease lapsed keeps its jobs while it still listens for
+ * calls (`tf:held:<job>`): its event loop stalled (the two-node coordinator bench at 10,000 volunteers
+ * stalled a node ~7.5 s while it admitted, and the other node took its jobs, with their members in the
+ * middle of joining). A node that went away stops listening at once and its jobs move after the lease;
+ * one that listens but never renews loses them after this.
+ */
+const HELD_MS = LEASE_MS * 6;
 const CALL_TIMEOUT_MS = 15_000;
-/** Renews this node's lease, or takes one nobody holds: 1 when this node holds it afterwards. */
+/**
+ * Renews this node's lease, or takes one nobody holds: 1 when this node holds it afterwards, 0 when
+ * another node's lease runs. A lapsed lease whose holder renewed within HELD_MS is taken only when
+ * ARGV[4] is '1' (its holder no longer listens); otherwise the script answers that holder's id.
+ */
 const CLAIM_SCRIPT = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-return 0`;
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  return 1
+end
+if owner then return 0 end
+local held = redis.call('GET', KEYS[2])
+if held and held ~= ARGV[1] and ARGV[4] ~= '1' then return held end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+return 1`;
+/** Gives up both keys, if this node holds them. */
+const RELEASE_SCRIPT = `
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
+end`;
 
 export class RedisCluster implements Cluster {
   readonly multiNode = true;
@@ -46,16 +72,30 @@ export class RedisCluster implements Cluster {
 
   async claim(jobId: string): Promise<boolean> {
     // One round trip (it was three in turn: SET NX, GET, PEXPIRE), so renewing many leases stays quick.
-    return (await this.r.eval(CLAIM_SCRIPT, { keys: [`tf:owner:${jobId}`], arguments: [this.nodeId, String(LEASE_MS)] })) === 1;
+    const keys = [`tf:owner:${jobId}`, `tf:held:${jobId}`];
+    const claimed = (force: boolean) => this.r.eval(CLAIM_SCRIPT, { keys, arguments: [this.nodeId, String(LEASE_MS), String(HELD_MS), force ? '1' : '0'] });
+    const first = await claimed(false);
+    if (typeof first !== 'string') return first === 1;
+    // Its lease lapsed: a holder that still listens is stalled, not gone, and renews when it comes back.
+    if (await this.listening(first)) return false;
+    return (await claimed(true)) === 1;
   }
 
   async release(jobId: string): Promise<void> {
-    const key = `tf:owner:${jobId}`;
-    if ((await this.r.get(key)) === this.nodeId) await this.r.del(key);
+    await this.r.eval(RELEASE_SCRIPT, { keys: [`tf:owner:${jobId}`, `tf:held:${jobId}`], arguments: [this.nodeId] });
   }
 
-  ownerOf(jobId: string): Promise<string | null> {
-    return this.r.get(`tf:owner:${jobId}`);
+  /** The lease's node; with the lease lapsed, the node that held it while that node still listens (calls wait for it). */
+  async ownerOf(jobId: string): Promise<string | null> {
+    const [owner, held] = await Promise.all([this.r.get(`tf:owner:${jobId}`), this.r.get(`tf:held:${jobId}`)]);
+    if (owner || !held) return owner;
+    return (await this.listening(held)) ? held : null;
+  }
+
+  /** Whether `nodeId` is subscribed to its calls: its connection to Redis is open (a killed node's closes with it). */
+  private async listening(nodeId: string): Promise<boolean> {
+    const channel = `tf:node:${nodeId}`;
+    return ((await this.r.pubSubNumSub(channel))[channel] ?? 0) > 0;
   }
 
   call(nodeId: string, call: HubCall): Promise<HubReply> {

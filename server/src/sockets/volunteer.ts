@@ -34,7 +34,12 @@ interface VolunteerData {
    * answer to the join does; the volunteer's job events wait for it instead of being refused.
    */
   assigning: Promise<unknown> | null;
+  /** Holds one of its address's volunteer connections (released once: refused, disconnected, or its connection closed mid-handshake). */
+  counted: boolean;
 }
+
+/** What a volunteer socket's handshake keeps of its auth once parsed (the parsed copy is in its data). */
+const PARSED_AUTH = Object.freeze({});
 
 /** How often idle volunteers are offered to jobs that gained room. */
 const IDLE_OFFER_INTERVAL_MS = 2_000;
@@ -80,13 +85,10 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     else connectionsByAddress.delete(address);
   };
 
-  // Its own scope: the listener it makes keeps only the address alive, not the handshake's state.
-  const releaser = (address: string) => {
-    let released = false;
-    return () => {
-      if (!released) release(address);
-      released = true;
-    };
+  const releaseCount = (d: VolunteerData) => {
+    if (!d.counted) return;
+    d.counted = false;
+    release(d.address);
   };
 
   nsp.use((socket, next) => {
@@ -109,21 +111,20 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       return next(handshakeError('rate_limited', `${held} volunteer connections from your address already (at most ${opts.maxConnectionsPerAddress})`));
     }
     connectionsByAddress.set(address, held + 1);
-    // Released once, whichever comes first: a refused handshake, the socket's disconnect, or the
-    // connection closing mid-handshake (no disconnect follows a socket that never connected).
-    const releaseOnce = releaser(address);
-    socket.once('disconnect', releaseOnce);
-    socket.conn.once('close', releaseOnce);
-    const fail = (e: Error) => {
-      releaseOnce();
-      next(e);
-    };
     const { clientId, displayName } = parsed.data;
     const data: VolunteerData = {
       volunteerId: `v-${randomBytes(6).toString('hex')}`, capabilities: parsed.data.capabilities, clientId, displayName: displayName ?? null, address,
-      jobId: null, waitingForWork: false, requestedJob: undefined, assigning: null,
+      jobId: null, waitingForWork: false, requestedJob: undefined, assigning: null, counted: true,
     };
     socket.data = data;
+    socket.handshake.auth = PARSED_AUTH;
+    // Released once, whichever comes first: a refused handshake, the socket's disconnect (onDisconnect),
+    // or its connection closed while the name was looked up (no disconnect follows a socket that never
+    // connected; Socket.IO connects it on the next tick, and nothing closes a connection in between).
+    const fail = (e: Error) => {
+      releaseCount(data);
+      next(e);
+    };
     // A name in the handshake is kept under the client id (a new or changed one takes from the
     // address's name writes); without one, the stored name (if any) holds.
     const named = !clientId ? Promise.resolve(null) : store.displayNames([clientId]).then((names) => {
@@ -133,6 +134,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       return nameWriteRefused(address) ?? store.setDisplayName(clientId, displayName).then(() => null);
     });
     named.then((refused) => {
+      if (socket.conn.readyState !== 'open') return fail(handshakeError('bad_request', 'the connection closed during the handshake'));
       if (!refused) return next();
       opts.count('handshakes_rejected', { code: refused.code });
       fail(handshakeError(refused.code, refused.message));
@@ -223,6 +225,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
   const guard = { schemas: VOLUNTEER_EVENTS, handlers, count: opts.count, log: opts.log };
   function onDisconnect(this: Socket, reason: string): void {
     const d = dataOf(this);
+    releaseCount(d);
     d.waitingForWork = false;
     // A node shutting down leaves its jobs as stored: the volunteers rejoin wherever they reconnect.
     if (d.jobId && !hub.closing) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));

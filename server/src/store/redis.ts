@@ -190,7 +190,7 @@ export class RedisStore implements Store {
   }
   async digest(): Promise<string> {
     const h = createHash('sha256');
-    const keys = (await this.r.keys('tf:*')).filter((k) => !k.startsWith('tf:owner:')).sort();
+    const keys = (await this.r.keys('tf:*')).filter((k) => !k.startsWith('tf:owner:') && !k.startsWith('tf:held:')).sort();
     for (const k of keys) {
       const type = await this.r.type(k);
       const value = type === 'string' ? await this.r.get(commandOptions({ returnBuffers: true }), k)
