@@ -39,6 +39,8 @@ export interface DilocoRun {
   evals: EvalPoint[];
   /** Committed ring rounds (syncs) until the run stopped, and rounds of any other outcome or mode. */
   syncs: number;
+  /** Committed rounds a member was left out of (not ready in time: the server's barrier went on without it). */
+  shortRounds: number;
   otherRounds: { seq: number; mode: string; outcome: string }[];
   /** UDP bytes each home's router sent out through its WAN, job created to volunteers stopped, and their sum. */
   uplinkBytes: Record<string, number>;
@@ -53,7 +55,7 @@ export interface DilocoRun {
   split: { inRoundsMs: number; betweenRoundsMs: number; rounds: number };
 }
 
-interface RoundRecord { seq: number; mode: string; outcome: string; startedAt: number; endedAt: number | null }
+interface RoundRecord { seq: number; mode: string; outcome: string; members: string[]; startedAt: number; endedAt: number | null }
 interface MetricRow { seq: number; step: number; time: number; loss: number | null; accuracy: number | null }
 
 /** The job a variant runs: the lm benchmark's GPT and inner optimizer, fixed pacing, trusted ring. */
@@ -81,7 +83,13 @@ export async function runDilocoVariant(lab: VolunteerLab, plan: DilocoPlan, vari
     const points = (await lab.api(`/api/jobs/${jobId}/metrics`)).body.points as MetricRow[];
     return points.some((p) => p.accuracy !== null && p.loss !== null && p.loss <= plan.target);
   };
-  const job = await lab.runJob(spec, DILOCO_HOMES.map((h) => `${h}1`), (_view, jobId) => reachedTarget(jobId));
+  // A member lost mid-run (the job would go on with fewer, each faster on the shared cores) ends the run as a failure.
+  let lost: string | null = null;
+  const job = await lab.runJob(spec, DILOCO_HOMES.map((h) => `${h}1`), (view, jobId) => {
+    if (view.seq > 0 && (view.workers ?? 0) < DILOCO_HOMES.length) lost = `job ${jobId}: ${view.workers} of ${DILOCO_HOMES.length} members left at sync ${view.seq}`;
+    return lost !== null || reachedTarget(jobId);
+  });
+  if (lost) throw new Error(lost);
   const rounds = (await lab.api(`/api/jobs/${job.jobId}/rounds`)).body.rounds as RoundRecord[];
   const points = (await lab.api(`/api/jobs/${job.jobId}/metrics`)).body.points as MetricRow[];
   const run = dilocoFigures(job, rounds, points, plan.target, variant, seed, spec);
@@ -95,6 +103,7 @@ export async function runDilocoVariant(lab: VolunteerLab, plan: DilocoPlan, vari
 export function dilocoFigures(job: JobRun, rounds: RoundRecord[], points: MetricRow[], target: number, variant: DilocoVariant, seed: number,
   spec: Record<string, unknown>): DilocoRun {
   if (rounds.length === 0) throw new Error(`job ${job.jobId}: no round began`);
+
   const t0 = Math.min(...rounds.map((r) => r.startedAt));
   const committed = rounds.filter((r) => r.mode === 'ring' && r.outcome === 'committed' && r.endedAt !== null);
   const evals = points.filter((p) => p.accuracy !== null && p.loss !== null).map((p) => ({ ms: p.time - t0, step: p.step, loss: p.loss! }));
@@ -107,6 +116,7 @@ export function dilocoFigures(job: JobRun, rounds: RoundRecord[], points: Metric
   return {
     variant, seed, jobId: job.jobId, spec, msToTarget: hit ? hit.ms : null, msCounted, reached: hit !== null,
     stepAtTarget: hit ? hit.step : Math.max(0, ...points.map((p) => p.step)), evals, syncs: committed.length,
+    shortRounds: committed.filter((r) => r.members.length < DILOCO_HOMES.length).length,
     otherRounds: rounds.filter((r) => !(r.mode === 'ring' && r.outcome === 'committed')).map(({ seq, mode, outcome }) => ({ seq, mode, outcome })),
     uplinkBytes: job.uplinkBytes, uplinkBytesTotal,
     frameBytesSent: Object.fromEntries(Object.entries(job.volunteers).map(([name, v]) => [name, v.bytesSent])),

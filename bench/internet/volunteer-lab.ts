@@ -42,6 +42,8 @@ export interface RoundRow {
 export interface JobView {
   state: string;
   seq: number;
+  /** Members of the job now. */
+  workers?: number;
   syncTime?: {
     nextPredictedMs: number | null;
     last: { predictedMs: number; actualMs: number } | null;
