@@ -124,7 +124,9 @@ function checkDiloco(d: Json, plan: Json, s: Json) {
   assert.deepEqual(d.runs.map((r: Json) => `${r.variant}/${r.seed}`), plan.seeds.flatMap((seed: number) => [`ddp/${seed}`, `diloco-dgc/${seed}`]), 'seeds interleaved');
   for (const r of d.runs as Json[]) {
     const where = `${r.variant} seed ${r.seed} (job ${r.jobId})`;
-    assert.deepEqual(r.otherRounds, [], `${where}: every round a committed ring round`);
+    // Stopping the volunteers at the target may abort the round then under way, and only that one.
+    assert.deepEqual(r.otherRounds.filter((x: Json) => !x.afterCounted), [], `${where}: every round until the target a committed ring round`);
+    assert.ok(r.otherRounds.length <= 1, `${where}: ${JSON.stringify(r.otherRounds)}`);
     assert.equal(r.spec.strategy, r.variant === 'ddp' ? 'ddp' : 'diloco');
     assert.equal(r.spec.compression, r.variant === 'ddp' ? 'none' : 'dgc');
     assert.ok(r.evals.length >= 1, `${where}: evaluated`);

@@ -41,7 +41,8 @@ export interface DilocoRun {
   syncs: number;
   /** Committed rounds a member was left out of (not ready in time: the server's barrier went on without it). */
   shortRounds: number;
-  otherRounds: { seq: number; mode: string; outcome: string }[];
+  /** afterCounted: began after the counted time (the round the stop at the target cut off). */
+  otherRounds: { seq: number; mode: string; outcome: string; afterCounted: boolean }[];
   /** UDP bytes each home's router sent out through its WAN, job created to volunteers stopped, and their sum. */
   uplinkBytes: Record<string, number>;
   uplinkBytesTotal: number;
@@ -117,7 +118,8 @@ export function dilocoFigures(job: JobRun, rounds: RoundRecord[], points: Metric
     variant, seed, jobId: job.jobId, spec, msToTarget: hit ? hit.ms : null, msCounted, reached: hit !== null,
     stepAtTarget: hit ? hit.step : Math.max(0, ...points.map((p) => p.step)), evals, syncs: committed.length,
     shortRounds: committed.filter((r) => r.members.length < DILOCO_HOMES.length).length,
-    otherRounds: rounds.filter((r) => !(r.mode === 'ring' && r.outcome === 'committed')).map(({ seq, mode, outcome }) => ({ seq, mode, outcome })),
+    otherRounds: rounds.filter((r) => !(r.mode === 'ring' && r.outcome === 'committed'))
+      .map(({ seq, mode, outcome, startedAt }) => ({ seq, mode, outcome, afterCounted: startedAt - t0 > msCounted })),
     uplinkBytes: job.uplinkBytes, uplinkBytesTotal,
     frameBytesSent: Object.fromEntries(Object.entries(job.volunteers).map(([name, v]) => [name, v.bytesSent])),
     split: { inRoundsMs, betweenRoundsMs: msCounted - inRoundsMs, rounds: counted.length },
