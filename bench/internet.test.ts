@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gptLayout } from '@tabfleet/protocol';
 import { runBench } from './child';
 import { NETS, PENDING_SECTIONS, SETUP_CASES, TARGETS, internetBenchConfig } from './internet/config';
 import { missingRecord } from './machine';
@@ -84,8 +85,8 @@ test('npm run bench -- internet --quick writes a complete internet JSON', { time
   // The summary: exactly the keys this benchmark measured, consistent with the sections.
   const s = r.summary;
   assert.deepEqual(Object.keys(s).sort(), [
-    'autotune_error_measured', 'hierarchical_uplink_bytes_ratio', 'link_setup_p99_ms', 'nat_cases_passed', 'nat_cases_total', 'relayed_busbw_over_direct',
-    'robust_time_overhead_measured',
+    'autotune_error_measured', 'diloco_dgc_reached_target', 'diloco_dgc_seconds_to_target', 'diloco_dgc_speedup_measured', 'diloco_dgc_speedup_measured_per_seed',
+    'hierarchical_uplink_bytes_ratio', 'link_setup_p99_ms', 'nat_cases_passed', 'nat_cases_total', 'relayed_busbw_over_direct', 'robust_time_overhead_measured',
   ]);
   for (const pending of Object.keys(PENDING_SECTIONS)) assert.equal(s[pending], undefined, `${pending} is not measured here`);
   assert.deepEqual(r.pending, PENDING_SECTIONS);
@@ -103,10 +104,55 @@ test('npm run bench -- internet --quick writes a complete internet JSON', { time
     robust_time_overhead_measured: s.robust_time_overhead_measured <= TARGETS.robust_time_overhead_measured.atMost,
     hierarchical_uplink_bytes_ratio: s.hierarchical_uplink_bytes_ratio >= TARGETS.hierarchical_uplink_bytes_ratio.atLeast,
     autotune_error_measured: s.autotune_error_measured <= TARGETS.autotune_error_measured.atMost,
+    diloco_dgc_speedup_measured: s.diloco_dgc_speedup_measured >= TARGETS.diloco_dgc_speedup_measured.atLeast,
   });
   checkHierarchical(r.hierarchical, cfg.hierarchicalSyncs, s.hierarchical_uplink_bytes_ratio);
   checkAutotune(r.autotune, s.autotune_error_measured);
+  checkDiloco(r.diloco, cfg.diloco, s);
 });
+
+/**
+ * Both variants ran on every seed as the plan says, DDP one ring round a step and DiLoCo one per H,
+ * every round a committed ring round; the times are the server's evaluations; the key is the ratio of
+ * the medians and the per-seed values beside it are the runs'.
+ */
+function checkDiloco(d: Json, plan: Json, s: Json) {
+  assert.equal(d.error, undefined, `diloco: ${d.error}`);
+  assert.deepEqual(d.failedRuns, []);
+  assert.deepEqual(d.plan, plan);
+  assert.equal(d.uplinkMbit, 10);
+  assert.deepEqual(d.runs.map((r: Json) => `${r.variant}/${r.seed}`), plan.seeds.flatMap((seed: number) => [`ddp/${seed}`, `diloco-dgc/${seed}`]), 'seeds interleaved');
+  for (const r of d.runs as Json[]) {
+    const where = `${r.variant} seed ${r.seed} (job ${r.jobId})`;
+    // Stopping the volunteers at the target may abort the round then under way, and only that one.
+    assert.deepEqual(r.otherRounds.filter((x: Json) => !x.afterCounted), [], `${where}: every round until the target a committed ring round`);
+    assert.ok(r.otherRounds.length <= 1, `${where}: ${JSON.stringify(r.otherRounds)}`);
+    assert.equal(r.spec.strategy, r.variant === 'ddp' ? 'ddp' : 'diloco');
+    assert.equal(r.spec.compression, r.variant === 'ddp' ? 'none' : 'dgc');
+    assert.ok(r.evals.length >= 1, `${where}: evaluated`);
+    for (const e of r.evals as Json[]) assert.equal(e.step % plan.evalEverySteps, 0, `${where}: evaluations every ${plan.evalEverySteps} steps`);
+    // DDP: a sync a step; DiLoCo: a sync every H steps. The run stops at an evaluation, a sync or so later.
+    const perSync = r.variant === 'ddp' ? 1 : plan.H;
+    assert.ok(r.syncs >= r.stepAtTarget / perSync, `${where}: ${r.syncs} syncs by step ${r.stepAtTarget}`);
+    const hit = r.evals.find((e: Json) => e.loss <= plan.target);
+    assert.equal(r.reached, hit !== undefined, where);
+    if (hit) assert.deepEqual([r.msToTarget, r.msCounted, r.stepAtTarget], [hit.ms, hit.ms, hit.step], where);
+    assert.ok(r.msCounted > 0 && r.split.inRoundsMs > 0 && r.split.inRoundsMs + r.split.betweenRoundsMs === r.msCounted, `${where}: ${JSON.stringify(r.split)}`);
+    assert.equal(r.uplinkBytesTotal, Object.values(r.uplinkBytes as Record<string, number>).reduce((a, b) => a + b, 0));
+    assert.deepEqual(Object.keys(r.uplinkBytes).sort(), ['a', 'b', 'c', 'd']);
+  }
+  // DDP's ring sends 2(N − 1)/N = 1.5 vectors (fp32) a step out of each home, headers on top; DGC a small fraction of that.
+  const vectorBytes = 4 * gptLayout({ ...plan.gpt, vocab: 256 }).length;
+  for (const r of d.runs.filter((x: Json) => x.variant === 'ddp')) {
+    for (const home of ['a', 'b', 'c', 'd']) assert.ok(r.uplinkBytes[home] >= 1.5 * vectorBytes * r.syncs, `ddp seed ${r.seed}, home ${home}: ${r.uplinkBytes[home]} bytes`);
+  }
+  assert.ok(d.uplinkBytesRatio > 1, `DDP sent more over the uplinks than DiLoCo + DGC: ${d.uplinkBytesRatio}`);
+  const ms = (v: string) => d.runs.filter((r: Json) => r.variant === v).map((r: Json) => r.msCounted);
+  assert.ok(Math.abs(d.speedup - median(ms('ddp')) / median(ms('diloco-dgc'))) < 1e-9);
+  assert.ok(Math.abs(s.diloco_dgc_speedup_measured - d.speedup) <= 0.001);
+  assert.deepEqual(s.diloco_dgc_speedup_measured_per_seed, d.speedupPerSeed.map((x: Json) => Math.round(x.speedup * 1000) / 1000));
+  assert.deepEqual(s.diloco_dgc_reached_target, { ddp: d.variants.ddp.reached, 'diloco-dgc': d.variants['diloco-dgc'].reached });
+}
 
 /** Both jobs committed every sync as ring rounds, in the ring orders each arrangement makes, and sent at least what the algorithms must. */
 function checkHierarchical(h: Json, syncs: number, key: number) {

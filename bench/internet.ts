@@ -18,10 +18,15 @@
 //                homes' routers send out over UDP, and sync time (internet/hierarchical.ts)
 //   autotune     an `auto` job on the same lab: the server's predicted sync time against the measured
 //                one, sync by sync (internet/autotune.ts)
+//   diloco       four homes of one Node volunteer each: a GPT on fortunes (the lm benchmark's) by DDP
+//                and by DiLoCo + DGC, 3 seeds interleaved, wall clock from the first round to the first
+//                evaluation at a validation-loss target fixed in internet/config.ts (internet/diloco.ts);
+//                replaces lm.json's modeled-clock 6.11x. All four volunteers compute on this machine's
+//                shared CPU cores, which real volunteers (a device each) would not share
 // Latency is not modeled in the lab (its links are as fast as veth; tbf caps bandwidth), so link setup
 // here is ICE's and DTLS's work, not round trips across a continent.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
@@ -29,10 +34,11 @@ import {
   HOMES, NETS, PENDING_SECTIONS, ROBUST_RULE, SETUP_CASES, TARGETS, UPLINK_MBIT, internetBenchConfig, pairMeets, type InternetBenchConfig, type SelectedPair, type SetupCase,
 } from './internet/config';
 import { measureAutotune, type AutotuneFigures } from './internet/autotune';
+import { measureDiloco, type DilocoFigures } from './internet/diloco';
 import { measureHierarchical, type HierarchicalFigures } from './internet/hierarchical';
 import { openInternetLab, type InternetLab } from './internet/lab';
 import { openVolunteerLab, type VolunteerLab } from './internet/volunteer-lab';
-import { benchCommand, runRecord } from './machine';
+import { benchCommand, commitOf, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { distribution, median, type Distribution } from './stats';
 
@@ -277,6 +283,7 @@ interface VolunteerParts {
   lab: ReturnType<VolunteerLab['describe']> | null;
   hierarchical: Measured<HierarchicalFigures>;
   autotune: Measured<AutotuneFigures>;
+  diloco: Measured<DilocoFigures>;
 }
 
 /**
@@ -298,16 +305,29 @@ async function measureWithVolunteers(cfg: InternetBenchConfig, log: (l: string) 
   } catch (e) {
     const error = `the volunteer lab: ${(e as Error).message}`;
     log(error);
-    return { lab: null, hierarchical: { error }, autotune: { error } };
+    return { lab: null, hierarchical: { error }, autotune: { error }, diloco: await attempt('diloco', () => measureDiloco(cfg.diloco, UPLINK_MBIT, log)) };
   }
+  let parts: Omit<VolunteerParts, 'diloco'>;
   try {
     const hierarchical = await attempt('hierarchical', () => measureHierarchical(lab, { syncs: cfg.hierarchicalSyncs, uplinkMbit: UPLINK_MBIT, log }));
     const autotune = await attempt('autotune', () => measureAutotune(lab, { H: cfg.autotuneH, syncs: cfg.autotuneSyncs, log }));
-    return { lab: lab.describe(), hierarchical, autotune };
+    parts = { lab: lab.describe(), hierarchical, autotune };
   } finally {
     await lab.close();
   }
+  // Four homes of one volunteer each, in a lab of their own (diloco.ts).
+  return { ...parts, diloco: await attempt('diloco', () => measureDiloco(cfg.diloco, UPLINK_MBIT, log)) };
 }
+
+/** The DiLoCo part's definition, in a full report and one `--only diloco` completes. */
+const DILOCO_DEFINITION = 'four Node volunteers, one per home (EIM NAT, 10 Mbit/s uplink), the real server in a public host, a GPT job on fortunes ' +
+  '(options.diloco: the lm benchmark\'s GPT, batch and AdamW) by DDP (H 1, fp32, one ring round per step) and by DiLoCo + DGC (H 16, 99% sparsity), ' +
+  'fixed pacing, trusted ring, seeds interleaved: median over seeds of DDP\'s time to target ÷ DiLoCo + DGC\'s. Time to target: server clock, from the ' +
+  'first round\'s begin (all four members in) to the first evaluation of the global model (every evalEverySteps steps, the evaluators\' upper median on ' +
+  'the server\'s 64 validation windows) at or below options.diloco.target (fixed before the run: targetRule); a run stops there; one that reaches its ' +
+  'step cap first counts its whole time (a lower bound: reached < runs). Uplink bytes: UDP the four routers sent through their WAN, job created to ' +
+  'volunteers stopped. split: round begin to commit at the server (exchange, prepare, commit) against the rest (local steps, evaluation, ready). ' +
+  'Compute of all four volunteers runs on this machine\'s shared CPU cores (CPU backend), which no volunteer with its own device would share';
 
 const measured = <T extends object>(x: Measured<T>): T | null => ('error' in x ? null : x);
 
@@ -339,6 +359,9 @@ function buildReport(
   if (hierarchical) summary.hierarchical_uplink_bytes_ratio = r3(hierarchical.uplinkBytesRatio);
   const autotune = measured(volunteers.autotune);
   if (autotune?.medianError != null) summary.autotune_error_measured = r3(autotune.medianError);
+  const diloco = measured(volunteers.diloco);
+  if (diloco) summary.diloco_dgc_speedup_measured = r3(diloco.speedup);
+  const dilocoMet = dilocoKeys(volunteers.diloco);
   const met: Record<string, boolean | null> = {
     nat_cases: summary.nat_cases_passed === summary.nat_cases_total,
     link_setup_p99_ms: summary.link_setup_p99_ms === undefined ? null : summary.link_setup_p99_ms < TARGETS.link_setup_p99_ms.below,
@@ -349,6 +372,7 @@ function buildReport(
     hierarchical_uplink_bytes_ratio: summary.hierarchical_uplink_bytes_ratio === undefined ? false
       : summary.hierarchical_uplink_bytes_ratio >= TARGETS.hierarchical_uplink_bytes_ratio.atLeast,
     autotune_error_measured: summary.autotune_error_measured === undefined ? false : summary.autotune_error_measured <= TARGETS.autotune_error_measured.atMost,
+    diloco_dgc_speedup_measured: dilocoMet.met,
   };
   return {
     benchmark: 'internet',
@@ -377,6 +401,7 @@ function buildReport(
         'scored at the next commit against the measured sync (commit to commit, server clock); the error is the median over the job\'s scored syncs of ' +
         '|predicted − measured| ÷ measured, the form of heterogeneous.json\'s autotune_round_time_error (0.048 on a modeled clock); predictions read from the job ' +
         'summary (syncTime.last) polled every 100 ms; the job runs autotuneSyncs commits (its target far off: no sync cut to it), then its volunteers stop',
+      diloco_dgc_speedup_measured: DILOCO_DEFINITION,
     },
     setup,
     nets,
@@ -384,13 +409,70 @@ function buildReport(
     robustOverhead: overhead,
     hierarchical: volunteers.hierarchical,
     autotune: volunteers.autotune,
+    diloco: volunteers.diloco,
     targets: TARGETS,
-    summary,
+    summary: { ...summary, ...dilocoMet.summary },
     met,
     pending: PENDING_SECTIONS,
   };
 }
 
+/**
+ * The DiLoCo key and, beside it, its per-seed values, each variant's times (s, seed order) and how
+ * many of its runs reached the target; whether it met its target (a part that failed has not).
+ */
+function dilocoKeys(part: Measured<DilocoFigures>) {
+  const d = measured(part);
+  if (!d) return { summary: {}, met: false };
+  const key = r3(d.speedup);
+  return {
+    met: key >= TARGETS.diloco_dgc_speedup_measured.atLeast,
+    summary: {
+      diloco_dgc_speedup_measured: key,
+      diloco_dgc_speedup_measured_per_seed: d.speedupPerSeed.map((x) => r3(x.speedup)),
+      diloco_dgc_seconds_to_target: Object.fromEntries(Object.entries(d.variants).map(([v, c]) => [v, c.msCounted.map((ms) => Math.round(ms / 100) / 10)])),
+      diloco_dgc_reached_target: Object.fromEntries(Object.entries(d.variants).map(([v, c]) => [v, c.reached])),
+    },
+  };
+}
+
+/**
+ * `--only diloco`: runs the DiLoCo part alone into the report at `file` (an earlier full run's), keeps
+ * the rest, and records which commit and date measured each section (sectionCommits, sectionDates).
+ */
+async function rerunDiloco(file: string, opts: BenchOptions): Promise<void> {
+  const unknown = opts.only!.filter((x) => x !== 'diloco');
+  if (unknown.length) throw new Error(`--only: ${unknown.join(', ')} cannot run alone (sections that can: diloco)`);
+  if (!existsSync(file)) throw new Error(`--only needs an earlier report at ${file}`);
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  if (report.quick !== opts.quick) throw new Error(`${file} is a ${report.quick ? 'quick' : 'full'} report`);
+  const t0 = Date.now();
+  const log = (l: string) => console.log(`[internet] ${l}`);
+  const cfg = internetBenchConfig(opts.runs, opts.quick);
+  log(`--only diloco into ${file}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  let diloco: Measured<DilocoFigures>;
+  try {
+    diloco = await measureDiloco(cfg.diloco, UPLINK_MBIT, log);
+  } catch (e) {
+    diloco = { error: (e as Error).message };
+  }
+  const keys = dilocoKeys(diloco);
+  const sectionCommits = report.sectionCommits ?? { rest: report.commit ?? null };
+  const sectionDates = report.sectionDates ?? { rest: report.date };
+  Object.assign(report, {
+    ...runRecord(t0, benchCommand('internet', opts)), options: { ...report.options, diloco: cfg.diloco }, diloco,
+    definitions: { ...report.definitions, diloco_dgc_speedup_measured: DILOCO_DEFINITION }, targets: TARGETS, pending: PENDING_SECTIONS,
+    sectionCommits: { ...sectionCommits, diloco: commitOf() }, sectionDates: { ...sectionDates, diloco: new Date().toISOString() },
+    summary: { ...report.summary, ...keys.summary }, met: { ...report.met, diloco_dgc_speedup_measured: keys.met },
+  });
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  log(`summary: ${JSON.stringify(report.summary)}; wrote ${file}`);
+}
+
 export async function run(opts: BenchOptions): Promise<void> {
+  if (opts.only) {
+    await rerunDiloco(opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'internet.quick.json' : 'internet.json'), opts);
+    return;
+  }
   await runInternetBench(opts);
 }

@@ -45,7 +45,8 @@ const BENCHMARKS: Record<string, Benchmark> = {
   simulate: { description: 'discrete-event simulation of one job\'s round clock (the real coordinator, injected clock) at N = 16, 256, 1,024, 10,000 with 0/5/20% ' +
     'churn per 10 min: sync time p50/p99, utilization, server CPU per sync (also `npm run simulate`): writes scale.json', load: () => import('./simulate') },
   internet: { description: 'the collective on real links in the network lab (Node WebRTC in homes behind NAT routers, coturn, 10 Mbit/s uplinks): link setup p50/p99 per ' +
-    'NAT kind, ring busbw direct vs relayed, robust group averaging vs the ring mean, wall clock: writes internet.json', load: () => import('./internet') },
+    'NAT kind, ring busbw direct vs relayed, robust group averaging vs the ring mean, hierarchical vs flat, the auto-tuner, DiLoCo + DGC vs DDP to a GPT ' +
+    'target (4 Node volunteers), wall clock: writes internet.json', load: () => import('./internet') },
   soak: { description: 'round clock under churn (5%, 20%, 50% of volunteers leaving or joining per round, 1,000 syncs each) with a server SIGKILL and restart ' +
     'mid-run: lost and duplicated syncs, checksum agreement, metric rows, server RSS; with the fuzz run\'s cases per decoder', load: () => import('./soak') },
 };

@@ -42,6 +42,8 @@ export interface RoundRow {
 export interface JobView {
   state: string;
   seq: number;
+  /** Members of the job now. */
+  workers?: number;
   syncTime?: {
     nextPredictedMs: number | null;
     last: { predictedMs: number; actualMs: number } | null;
@@ -66,9 +68,11 @@ export interface VolunteerLab {
   /**
    * Creates the job `spec` and starts a volunteer on each host of `order`, one at a time (each is a
    * member before the next starts), until the job is done or `until` holds for its summary, which
-   * `until` sees about every 100 ms meanwhile. The volunteers are stopped then.
+   * `until` sees about every 100 ms meanwhile (with the job's id). The volunteers are stopped then.
    */
-  runJob(spec: Record<string, unknown>, order: string[], until?: (job: JobView) => boolean): Promise<JobRun>;
+  runJob(spec: Record<string, unknown>, order: string[], until?: (job: JobView, jobId: string) => boolean | Promise<boolean>): Promise<JobRun>;
+  /** A GET of the server's HTTP API (with the lab's token), through the portal. */
+  api(path: string): Promise<{ status: number; body: any }>;
   close(): Promise<void>;
 }
 
@@ -108,7 +112,7 @@ export async function openVolunteerLab(opts: VolunteerLabOptions): Promise<Volun
     await waitFor('the server answers', async () => (await api('/api/jobs').catch(() => null))?.status === 200, 120_000, () => serverLines.slice(-20).join('\n'));
     opts.log(`volunteer lab: server ${url}, homes ${opts.homes.join(', ')} of ${opts.perHome} hosts, uplinks ${opts.uplinkMbit ? `${opts.uplinkMbit} Mbit/s` : 'uncapped'}`);
 
-    const runJob = async (spec: Record<string, unknown>, order: string[], until?: (job: JobView) => boolean): Promise<JobRun> => {
+    const runJob = async (spec: Record<string, unknown>, order: string[], until?: (job: JobView, jobId: string) => boolean | Promise<boolean>): Promise<JobRun> => {
       const created = await api('/api/jobs', spec);
       if (created.status !== 201) throw new Error(`creating the job: ${created.status} ${JSON.stringify(created.body)}`);
       const jobId = created.body.job.id as string;
@@ -126,7 +130,7 @@ export async function openVolunteerLab(opts: VolunteerLabOptions): Promise<Volun
         const done = async () => {
           const job = (await api(`/api/jobs/${jobId}`)).body.job as JobView;
           seen.ended = job.state === 'done' || job.state === 'failed' || job.state === 'stopped';
-          if (seen.ended || until?.(job)) seen.final = job;
+          if (seen.ended || (await until?.(job, jobId))) seen.final = job;
           return seen.final !== null;
         };
         await waitFor(`job ${jobId} is done${until ? ' or has run its syncs' : ''}`, done, 15 * 60_000,
@@ -150,6 +154,7 @@ export async function openVolunteerLab(opts: VolunteerLabOptions): Promise<Volun
         homes: homes.map((h) => ({ name: h.name, nat: 'eim' as const, uplinkMbit: opts.uplinkMbit || null, hosts: [...hosts.keys()].filter((k) => k.startsWith(h.name)) })),
       }),
       runJob,
+      api: (path) => api(path),
       close,
     };
   } catch (e) {

@@ -44,6 +44,24 @@ async function readScalar(t: Tensor): Promise<number> {
   }
 }
 
+/**
+ * Lets the event loop run (socket pings, messages) between local steps. On the CPU backend a step's
+ * loss reads back as a resolved promise, so H steps would otherwise run as one block: a Node volunteer
+ * training 16 GPT steps on a loaded machine held its socket past Socket.IO's ping timeout and was
+ * dropped from its job (the internet benchmark's DiLoCo runs). A message, not a timer: mocked timers
+ * do not hold it, and browsers do not clamp it.
+ */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => {
+      channel.port1.close();
+      resolve();
+    };
+    channel.port2.postMessage(null);
+  });
+}
+
 /** Pieces of local work whose compute per sample the slowdown's typical pace is the median of. */
 const RECENT_WORK_KEPT = 32;
 
@@ -227,6 +245,7 @@ export class ModelEngine {
     let pending: Tensor | null = null;
     const finish = async (loss: Tensor) => {
       sum += await readScalar(loss);
+      await yieldToEventLoop();
       const slept = await this.slowDown(lastDone, this.opts.batchSize);
       if (slept !== undefined) sleptMs = (sleptMs ?? 0) + slept;
       lastDone = this.clock.now();
@@ -256,6 +275,7 @@ export class ModelEngine {
     let pending: Tensor | null = null;
     const readLoss = async (t: Tensor) => {
       sum += await readScalar(t);
+      await yieldToEventLoop();
     };
     for (let i = 0; i < n; i++) {
       const loss = recordTrainStep(this.model, this.optimizer, next(), this.microBatch);
