@@ -111,14 +111,18 @@ export class Checkpoints {
   }
 
   /**
-   * A verified checkpoint is being written to the store while joiners wait for a model: the next
-   * sync waits for it, so they are sent the checkpoint of the sync the others hold. (Begun at once,
+   * A verified checkpoint is being written to the store while joiners wait for a model, or it is the
+   * job's last: the next sync waits for it, so joiners are sent the checkpoint of the sync the others hold. (Begun at once,
    * a sync that commits before the write ends makes that checkpoint stale; with a store slower than
    * the members' work, joiners were never sent a model: 76 syncs behind in a test. Moshpit joiners
    * load an older model and hold no sync.)
    */
-  get storingForJoiners(): boolean {
-    return this.storing !== null && this.host.members.unsentLoads.size > 0 && this.host.job.spec.groupSize === undefined;
+  get storingHoldsBegin(): boolean {
+    if (this.storing === null) return false;
+    // The job's last checkpoint: the job ends when it is stored, so no sync may begin past the target
+    // meanwhile (once the store wrote off the event loop, syncs began and the job never ended).
+    if (this.storing === this.host.job.seq && (this.finishing || this.host.job.step >= targetStepsOf(this.host.job.spec))) return true;
+    return this.host.members.unsentLoads.size > 0 && this.host.job.spec.groupSize === undefined;
   }
 
   /**

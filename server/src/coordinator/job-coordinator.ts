@@ -463,7 +463,7 @@ export class JobCoordinator {
   }
 
   private tryBegin(): void {
-    if (this.ended || this.round || this.checkpoints.uploadPending || this.checkpoints.storingForJoiners) return;
+    if (this.ended || this.round || this.checkpoints.uploadPending || this.checkpoints.storingHoldsBegin) return;
     this.resumeIfOrphaned();
     this.barrier.evictSilent();
     if (this.barrier.open()) this.begin(this.admission.ringOf([...this.members.inPhase.ready].sort((a, b) => a.shard - b.shard)));
