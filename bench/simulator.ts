@@ -408,6 +408,9 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const cpu0 = process.cpuUsage(), t0 = performance.now();
   for (let t = 0; t < s.durationMs; t += SLICE_MS) {
     clock.runUntil(Math.min(s.durationMs, t + SLICE_MS));
+    // The store writes on libuv's thread pool: simulated time waits for this slice's writes, so a
+    // run does not depend on how fast the disk is (one turn of the loop was enough for sync writes).
+    await c.flushed(false);
     await new Promise((r) => setImmediate(r));
   }
   const cpu = process.cpuUsage(cpu0);

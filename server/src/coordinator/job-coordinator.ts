@@ -221,9 +221,9 @@ export class JobCoordinator {
     return this.contributors.table(this.members.values(), isPaced(this.job.spec), (id) => this.penalties.offences(id), (id) => this.reputations.row(id), this.links.paths);
   }
 
-  /** Waits until everything queued so far (contributor totals included) is in the store. */
-  flushed(): Promise<void> {
-    this.contributors.flush();
+  /** Waits until everything queued so far (contributor totals too, unless `contributors` is false) is in the store. */
+  flushed(contributors = true): Promise<void> {
+    if (contributors) this.contributors.flush();
     return this.persistQueue;
   }
 
