@@ -71,7 +71,7 @@ export function benchJobSpec(size: number, index: number): JobSpecInput {
   return {
     // Fixed H: the round clock under load is measured, with its figures comparable across runs.
     name: `coordinator bench ${index}`, preset: 'mlp-fashion', dataset: 'synthetic-blobs', strategy: 'localsgd', H: 1, pacing: 'fixed',
-    // Jobs of 100 members are rings: an untrusted job is one group of at most 16.
+    // Jobs of 100 members are trusted rings (an untrusted one would need groupSize, groups of at most 16).
     hyperparameters: { lr: 0.1, batchSize: 32 }, minWorkers: size, maxWorkers: size, trust: 'trusted',
     // checkpointEvery is left to the job default: the uploads and the round they hold are measured.
     targetSteps: 10_000_000,
