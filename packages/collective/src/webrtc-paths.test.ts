@@ -1,5 +1,6 @@
 // Real WebRTC in Node (simple-peer over @roamhq/wrtc, loopback): each open link's path read from its
-// RTCPeerConnection's getStats(). On one machine with no ICE servers both ends are host candidates.
+// RTCPeerConnection's getStats(). On one machine with no ICE servers both ends are host candidates
+// (the remote one may be learned first as prflx).
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { LocalSignalingHub } from './signaling';
@@ -21,7 +22,9 @@ test('node WebRTC: every open link reports its selected pair, host to host on lo
   assert.deepEqual(paths.map((p) => p.peer).sort(), ['pb', 'pc']);
   for (const p of [...paths, ...(await b.linkPaths()), ...(await c.linkPaths())]) {
     assert.equal(p.local, 'host', JSON.stringify(p));
-    assert.equal(p.remote, 'host', JSON.stringify(p));
+    // A peer's connectivity check can arrive before its candidate is signaled: ICE then knows that
+    // same loopback address as peer-reflexive (prflx), still a direct link (one fresh clone in ~10).
+    assert.ok(p.remote === 'host' || p.remote === 'prflx', JSON.stringify(p));
     assert.equal(p.relayProtocol, undefined);
     assert.ok(p.rttMs === null || (p.rttMs >= 0 && Number.isFinite(p.rttMs)), JSON.stringify(p));
   }
