@@ -28,15 +28,15 @@ interface OpenUpload extends UploadProgress {
   file: string;
   /** A PUT is writing to it (one at a time, so ranges never interleave). */
   busy: boolean;
-  /** Every byte is in: the coordinator takes the file (and may refuse it, throwing). */
-  complete(file: string): void;
+  /** Every byte is in: the coordinator takes the file (and may refuse it, rejecting). */
+  complete(file: string): Promise<void>;
   /** A chunk was written (the upload's deadline runs from the last one). */
   progressed(): void;
 }
 
 /** What the job's coordinator hears of an upload it opened. */
 export interface UploadListener {
-  complete(file: string): void;
+  complete(file: string): Promise<void>;
   progressed(): void;
 }
 
@@ -129,7 +129,7 @@ export class CheckpointUploads {
       return { bytes: u.bytes, received: u.received, complete: false };
     }
     this.uploads.delete(id);
-    u.complete(u.file);
+    await u.complete(u.file);
     return { bytes: u.bytes, received: u.received, complete: true };
   }
 

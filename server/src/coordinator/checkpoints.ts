@@ -5,7 +5,8 @@
 // and when members leave; this module calls back through its narrow host.
 import { ProtocolError, targetStepsOf, verifyCheckpoint, type CheckpointInfo, type MetricPoint, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
 import type { Deadlines } from './deadlines';
 import type { JobTally } from './job-tally';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
@@ -206,15 +207,19 @@ export class Checkpoints {
     return { url: transfer.url, token: transfer.token, bytes };
   }
 
-  /** Every byte of an HTTP upload is in: `file` is now this module's, checked like an attachment. */
-  private transferred(p: PendingUpload, file: string): void {
-    if (this.pending !== p || p.received) {
-      rmSync(file, { force: true });
+  /**
+   * Every byte of an HTTP upload is in: `file` is now this module's, checked like an attachment. Read
+   * on the thread pool, not the event loop (a model may be GiBs); the upload may be given up meanwhile.
+   */
+  private async transferred(p: PendingUpload, file: string): Promise<void> {
+    const data = this.pending === p && !p.received ? await readFile(file).catch(() => null) : null;
+    if (!data || this.pending !== p || p.received) {
+      await rm(file, { force: true });
       throw new ProtocolError('conflict', `the checkpoint of sync ${p.seq} is no longer asked of this member`);
     }
     p.transfer = null;
     // Checked as a whole (safetensors is decoded in memory); it was received without being held.
-    this.received(p, file, readFileSync(file));
+    this.received(p, file, data);
   }
 
   /** A checkpoint arrived: refused (the uploader evicted) unless it is the job's model; else verified once the evaluators agree. */
