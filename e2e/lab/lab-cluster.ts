@@ -15,6 +15,8 @@ export const TURN_SECRET = 'lab-turn-shared-secret-0123456789';
 export const TURN_PORT = 3478;
 /** Every home's LAN (netlab gives each a /28 of 192.0.2.0/24). */
 const HOME_LANS = '192.0.2.0-192.0.2.255';
+/** coturn's longest allocation lifetime in the lab (see startLabCluster). */
+export const ALLOCATION_LIFETIME_S = 30;
 
 export interface LabClusterOptions {
   /** The homes, each with its NAT and `tabs` volunteer tabs behind it (default 1; `openTabs` opens them). */
@@ -76,6 +78,10 @@ export async function startLabCluster(opts: LabClusterOptions): Promise<LabClust
         // send there gets ENETUNREACH (public hosts have no route to them) and closes the allocation; operators
         // deny private ranges (RFC 1918) for the same reason and against relaying into their own network.
         deniedPeerRanges: [HOME_LANS],
+        // Tests wait for every allocation of a closed page to close. Chromium usually deallocates as the
+        // page closes, but once (CI, stop 43) a tab's allocations stayed open past a minute; with 30 s
+        // lifetimes (refreshed every 15 s while the tab lives) a forgotten one lapses within 30 s.
+        maxAllocateLifetimeS: ALLOCATION_LIFETIME_S,
       });
     }
     const stun = `stun:${turnHost.address}:${TURN_PORT}`;

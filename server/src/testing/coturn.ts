@@ -31,6 +31,13 @@ export interface CoturnOptions {
    * A lab passes LAB_HOME_LANS. Default: none.
    */
   deniedPeerRanges?: string[];
+  /**
+   * The longest allocation lifetime it grants, in seconds (coturn's default 3600; a client that asks
+   * for none gets 600). Chromium refreshes an allocation at half a lifetime under 2 minutes, and one
+   * whose client vanished without a zero-lifetime Refresh closes when it lapses: a lab that waits for
+   * every allocation of a closed page to close sets it short. Default: coturn's.
+   */
+  maxAllocateLifetimeS?: number;
   /** Starts turnserver with these arguments, e.g. inside a lab namespace (default: here). */
   spawn?: (argv: string[]) => ChildProcess;
 }
@@ -62,7 +69,8 @@ export async function startCoturn(secret: string, opts: CoturnOptions = {}): Pro
   const argv = [
     TURNSERVER, '-n', `--listening-ip=${ip}`, `--relay-ip=${opts.relayIp ?? ip}`, `--listening-port=${port}`, '--use-auth-secret', `--static-auth-secret=${secret}`,
     `--realm=${realm}`, '--allow-loopback-peers', '--no-cli', ...tlsArgs,
-    ...(opts.deniedPeerRanges ?? []).map((range) => `--denied-peer-ip=${range}`), '--log-file=stdout', '--simple-log', '--verbose',
+    ...(opts.deniedPeerRanges ?? []).map((range) => `--denied-peer-ip=${range}`),
+    ...(opts.maxAllocateLifetimeS ? [`--max-allocate-lifetime=${opts.maxAllocateLifetimeS}`] : []), '--log-file=stdout', '--simple-log', '--verbose',
     `--userdb=${join(dir, 'turndb')}`, `--pidfile=${join(dir, 'pid')}`,
   ];
   const turn = opts.spawn ? opts.spawn(argv) : spawnHere(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
