@@ -31,13 +31,14 @@ test('npm run bench -- heterogeneous --quick writes a complete JSON', { timeout:
       else assert.ok(x.finalTest < 4.5, `${v}: test loss ${x.finalTest}`);
       if (x.msToTarget !== null) assert.ok(x.evals.some((e: any) => e.modeledMs === x.msToTarget && (name === 'mlp' ? e.value >= setup.target : e.value <= setup.target)));
     }
-    // Fixed H: every worker the same steps. Paced: the 8× slower one did fewer than each of the three
-    // fastest (by a margin: on a loaded machine the measured paces differ by less than the slowdowns).
+    // Fixed H: every worker the same steps. Paced: the 8× slower one did fewer than the median of the
+    // three fastest, by a margin on their mean (on a loaded machine the measured paces differ by less
+    // than the slowdowns, and one fast worker starved of CPU for a round did as few as 4 steps: stop 43).
     const fixed = byVariant('hetero-fixed').stepsPerWorker;
     assert.ok(fixed.every((n: number) => n === fixed[0]), `${name} fixed-H steps ${fixed}`);
     const paced = byVariant('hetero-paced').stepsPerWorker;
-    const fastest = paced.slice(0, 3);
-    assert.ok(paced[7] < Math.min(...fastest) && 1.5 * paced[7] < fastest.reduce((a: number, b: number) => a + b, 0) / 3, `${name} paced steps ${paced}`);
+    const fastest = paced.slice(0, 3).sort((a: number, b: number) => a - b);
+    assert.ok(paced[7] < fastest[1] && 1.5 * paced[7] < fastest.reduce((a: number, b: number) => a + b, 0) / 3, `${name} paced steps ${paced}`);
     assert.ok(byVariant('hetero-paced').roundTimes.length >= 1);
     const prefix = name === 'mlp' ? '' : 'gpt_';
     assert.equal(r.summary[`${prefix}paced_utilization`], byVariant('hetero-paced').utilization);
