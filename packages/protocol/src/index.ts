@@ -16,3 +16,4 @@ export * from './validation';
 export * from './replication';
 export * from './moshpit';
 export * from './clock';
+export * from './quantize';
