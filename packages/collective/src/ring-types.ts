@@ -1,5 +1,6 @@
 // What ring ops take and count: options, wire dtypes, counters. Shared by the Ring and its op runs
 // (the counters by the Group too).
+import type { QuantFormat } from '@tabfleet/protocol';
 import type { CollectiveOptions } from './collective';
 export type ReduceOp = 'sum' | 'mean';
 export type WireDType = 'f32' | 'f16';
@@ -20,6 +21,12 @@ export interface AllreduceOptions extends OpOptions {
 }
 export interface AllgatherOptions extends OpOptions {
   dtype?: WireDType;
+}
+export interface QuantizedAllgatherOptions extends OpOptions {
+  /** Values each member's bytes decode to. */
+  length: number;
+  format: QuantFormat;
+  op?: ReduceOp;
 }
 export interface SparseAllgatherOptions extends OpOptions {
   /** Length of the dense vector the indices point into. */

@@ -18,12 +18,13 @@
 // op sends an abort frame both ways round the ring (each member forwards it once), so members far
 // from the failure reject promptly too. Frames of other rounds/ops and duplicates are counted and
 // dropped, never added.
-import { roundToF16 } from '@tabfleet/protocol';
+import { QUANT_FORMATS, quantizedBytes, roundToF16 } from '@tabfleet/protocol';
 import { CollectiveError } from './errors';
 import { Collective } from './collective';
 import { AllreduceRun } from './ops/allreduce';
 import { DenseGatherRun, SparseGatherRun } from './ops/gather';
-import type { AllgatherOptions, AllreduceOptions, RingOptions, SparseAllgatherOptions } from './ring-types';
+import { QuantizedGatherRun } from './ops/quantized-gather';
+import type { AllgatherOptions, AllreduceOptions, QuantizedAllgatherOptions, RingOptions, SparseAllgatherOptions } from './ring-types';
 import { sortedPairs } from './sparse-codec';
 
 export * from './ring-types';
@@ -73,6 +74,21 @@ export class Ring extends Collective {
     if (!this.members.includes(root)) throw new CollectiveError('bad_argument', `broadcast root ${root} is not a member`);
     if ((root === this.self) !== (data !== null)) throw new CollectiveError('bad_argument', 'the root passes the data, every other member passes null');
     return this.schedule(opts.deadlineMs, (seq, deadline) => new DenseGatherRun(this, seq, deadline, 'broadcast', dtype, data, root)).then((r) => r[0]);
+  }
+
+  /**
+   * Sum (or mean) of every member's block-quantized vector (`bytes` from protocol's encodeQuantized, or
+   * QuantizedFeedback) as a dense Float32Array: the bytes go round the ring and every member decodes and
+   * adds them in ring order, its own included, so all members get identical bytes.
+   */
+  quantizedAllgather(bytes: Uint8Array, opts: QuantizedAllgatherOptions): Promise<Float32Array> {
+    if (!QUANT_FORMATS.includes(opts.format)) throw new CollectiveError('bad_argument', `format must be one of ${QUANT_FORMATS.join(', ')}, got ${String(opts.format)}`);
+    if (!Number.isInteger(opts.length) || opts.length < 0) throw new CollectiveError('bad_argument', `length must be a non-negative integer, got ${opts.length}`);
+    const want = quantizedBytes(opts.length, opts.format);
+    if (bytes.byteLength !== want) throw new CollectiveError('bad_argument', `${bytes.byteLength} bytes for ${opts.length} ${opts.format} values: want ${want}`);
+    const op = opts.op ?? 'sum';
+    if (op !== 'sum' && op !== 'mean') throw new CollectiveError('bad_argument', `op must be sum or mean, got ${String(op)}`);
+    return this.schedule(opts.deadlineMs, (seq, deadline) => new QuantizedGatherRun(this, seq, deadline, bytes, opts.length, opts.format, op));
   }
 
   /**

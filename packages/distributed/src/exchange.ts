@@ -1,8 +1,9 @@
 // Moves a strategy's payload through a ring: dense vectors by ring allreduce (f32 or f16 on the
-// wire), DGC-sparse ones by sparse allgather (gap-coded indices, f16 values); both give every
-// member the same mean, byte for byte. Or through a group, combined by a robust rule.
+// wire), DGC-sparse ones by sparse allgather (gap-coded indices, f16 values), block-quantized ones
+// by quantized allgather; each gives every member the same mean, byte for byte. Or through a group,
+// combined by a robust rule.
 import type { Group, GroupAverage, GroupAverageOptions, HomeRing, Ring } from '@tabfleet/collective';
-import type { Aggregation } from '@tabfleet/protocol';
+import { QUANT_BLOCK, type Aggregation } from '@tabfleet/protocol';
 import { payloadToDense, type Payload } from './strategies';
 
 /**
@@ -12,12 +13,23 @@ import { payloadToDense, type Payload } from './strategies';
  */
 export function scalePayload(p: Payload, factor: number): Payload {
   if (factor === 1) return p;
+  if (p.kind === 'quantized') return { ...p, bytes: scaleQuantized(p.bytes, p.length, factor) };
   const values = p.values.map((v) => v * factor);
   return { ...p, values };
 }
 
+/** A quantized vector times a factor ≥ 0: its blocks' scales times the factor, the codes as they were. */
+function scaleQuantized(bytes: Uint8Array, length: number, factor: number): Uint8Array {
+  if (!(factor >= 0)) throw new Error(`a quantized payload scales by a factor ≥ 0, not ${factor}`);
+  const out = bytes.slice();
+  const scales = new DataView(out.buffer);
+  for (let b = 0; b < Math.ceil(length / QUANT_BLOCK); b++) scales.setFloat32(b * 4, scales.getFloat32(b * 4, true) * factor, true);
+  return out;
+}
+
 export function exchange(ring: Ring, p: Payload, deadlineMs?: number): Promise<Float32Array> {
   if (p.kind === 'dense') return ring.allreduce(p.values, { op: 'mean', dtype: p.dtype, deadlineMs });
+  if (p.kind === 'quantized') return ring.quantizedAllgather(p.bytes, { length: p.length, format: p.format, op: 'mean', deadlineMs });
   return ring.sparseAllgather(p.indices, p.values, { length: p.length, op: 'mean', dtype: p.dtype, deadlineMs });
 }
 

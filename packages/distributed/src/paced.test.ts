@@ -5,12 +5,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
 import { gaussianBlobs } from '@tabfleet/data';
+import { encodeQuantized } from '@tabfleet/protocol';
 import { FakeClock } from '@tabfleet/protocol/testing';
 import { CpuBackend, type DType, type Storage } from '@tabfleet/tensor';
 import { holdOutTail } from './convergence';
 import { scalePayload } from './exchange';
+import { payloadToDense, type Payload } from './strategies';
 import { runSyncs, startWorkers } from './simulate';
-import type { Payload } from './strategies';
 import { mlpWorkers, type JobSetup } from './workers';
 
 const blobs = holdOutTail(gaussianBlobs(1224, 784, 10, 5), 200);
@@ -81,10 +82,21 @@ test('paced LocalSGD: a worker 4× slower does a quarter of the steps in the bud
 
 test('scalePayload returns a scaled copy and keeps the original (a re-run resends it)', () => {
   const p: Payload = { kind: 'sparse', indices: Uint32Array.from([1, 5]), values: Float32Array.from([2, -4]), length: 8, dtype: 'f16' };
-  const q = scalePayload(p, 0.5);
+  const q = scalePayload(p, 0.5) as typeof p;
   assert.deepEqual([...q.values], [1, -2]);
   assert.deepEqual([...p.values], [2, -4]);
   assert.equal(scalePayload(p, 1), p);
+});
+
+test('scalePayload scales a quantized payload by its block scales: it decodes to the scaled values, codes unchanged', () => {
+  const values = Float32Array.from({ length: 100 }, (_, i) => Math.sin(i) * (i < 64 ? 1 : 40));
+  const p: Payload = { kind: 'quantized', bytes: encodeQuantized(values, 'int8'), length: 100, format: 'int8', dtype: 'f32' };
+  const q = scalePayload(p, 0.25);
+  const before = payloadToDense(p, 100);
+  const after = payloadToDense(q, 100);
+  before.forEach((v, i) => assert.ok(Math.abs(after[i] - v * 0.25) <= Math.abs(v) * 1e-6, `${i}: ${after[i]} vs ${v * 0.25}`));
+  assert.deepEqual([...(q as typeof p).bytes.subarray(8)], [...p.bytes.subarray(8)]);
+  assert.throws(() => scalePayload(p, -1), /factor ≥ 0/);
 });
 
 test('paced rounds refuse robust group averaging (members are not weighed there yet)', async () => {

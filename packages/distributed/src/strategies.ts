@@ -6,17 +6,22 @@
 //   ddp       every step: average gradients, one optimizer step with the mean.
 //   localsgd  H inner steps, then average the parameter deltas since the last sync (Stich).
 //   diloco    H inner AdamW steps, then an outer Nesterov step on the mean delta (Douillard et al.).
-// Payloads go on the wire as f32, f16 or DGC-sparse (index, f16 value) lists with error feedback.
-import { checksumOf, DDP_MICRO_BATCHES } from '@tabfleet/protocol';
+// Payloads go on the wire as f32, f16, DGC-sparse (index, f16 value) lists with error feedback, or
+// block-quantized (int8, 4-bit E2M1) with error feedback.
+import { checksumOf, DDP_MICRO_BATCHES, decodeQuantized, QuantizedFeedback, type QuantFormat } from '@tabfleet/protocol';
 import type { Storage } from '@tabfleet/tensor';
 import type { LocalWork, ModelEngine } from './engine';
 
 export type StrategyName = 'ddp' | 'localsgd' | 'diloco';
-export type CompressionName = 'none' | 'fp16' | 'dgc';
+export type CompressionName = 'none' | 'fp16' | 'dgc' | QuantFormat;
 
 export type Payload =
   | { kind: 'dense'; values: Float32Array; dtype: 'f32' | 'f16' }
-  | { kind: 'sparse'; indices: Uint32Array; values: Float32Array; length: number; dtype: 'f32' | 'f16' };
+  | { kind: 'sparse'; indices: Uint32Array; values: Float32Array; length: number; dtype: 'f32' | 'f16' }
+  /** protocol's encodeQuantized bytes; where it must go dense (star, homes, groups) it goes decoded, as f32. */
+  | { kind: 'quantized'; bytes: Uint8Array; length: number; format: QuantFormat; dtype: 'f32' };
+
+const isQuantized = (c: CompressionName): c is QuantFormat => c === 'int8' || c === 'e2m1';
 
 /** Top-k compression with error feedback (packages/distributed/src/dgc.ts implements it). */
 export interface Compressor {
@@ -76,6 +81,7 @@ export interface SyncStrategy {
 /** Mean of payloads as a dense vector (the star path and tests; the ring does this on the wire). */
 export function payloadToDense(p: Payload, length: number): Float32Array {
   if (p.kind === 'dense') return p.values;
+  if (p.kind === 'quantized') return decodeQuantized(p.bytes, p.length, p.format);
   const out = new Float32Array(length);
   for (let i = 0; i < p.indices.length; i++) out[p.indices[i]] = p.values[i];
   return out;
@@ -98,6 +104,8 @@ abstract class Base implements SyncStrategy {
   abstract readonly stepsPerSync: number;
   protected cached: Payload | null = null;
   protected next: Float32Array | null = null;
+  /** What quantization left unsent (int8, e2m1): added to the next sync's vector. */
+  private feedback: QuantizedFeedback | null = null;
   protected syncs = 0;
 
   constructor(
@@ -118,6 +126,7 @@ abstract class Base implements SyncStrategy {
     this.cached = null;
     this.next = null;
     this.opts.compressor?.reset();
+    this.feedback = null;
     await this.restart(state);
   }
 
@@ -133,6 +142,11 @@ abstract class Base implements SyncStrategy {
       const sparse = await this.opts.compressor!.compress(source, this.syncs);
       // Values go as f16: the error feedback keeps what was not sent, and f16 loses < 0.05% of what was.
       this.cached = { kind: 'sparse', indices: sparse.indices, values: sparse.values, length: this.engine.length, dtype: 'f16' };
+    } else if (isQuantized(this.opts.compression)) {
+      const format = this.opts.compression;
+      this.feedback ??= new QuantizedFeedback(this.engine.length, format);
+      const { bytes } = this.feedback.encode(host ?? (await this.engine.readGradients()));
+      this.cached = { kind: 'quantized', bytes, length: this.engine.length, format, dtype: 'f32' };
     } else {
       const values = host ?? (await this.engine.readGradients());
       this.cached = { kind: 'dense', values, dtype: this.opts.compression === 'fp16' ? 'f16' : 'f32' };

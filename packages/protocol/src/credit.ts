@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { type JobSpec, type JobState } from './jobs';
 import { flatLengthOf, type ModelRef } from './models';
+import { quantizedBytes } from './quantize';
 
 /**
  * What a volunteer may call itself on public pages: 1–40 characters of letters, digits, spaces and
@@ -101,7 +102,8 @@ export interface VolunteerCredit extends CreditTotals {
  * Bytes one member sends per sync with `members` in the ring (docs/protocol.md): dense allreduce
  * sends 2(N−1)/N of the vector (4 bytes a value, 2 with fp16); DGC's sparse allgather forwards each
  * kept pair N−1 times at 2 bytes (f16) plus a 1-byte gap index (2 bytes past 99.2% sparsity).
- * Frame headers (28 bytes per 64 KiB) are left out.
+ * Quantized payloads (int8, e2m1) go round by quantized allgather: each member's encoded vector is
+ * forwarded N−1 times. Frame headers (28 bytes per 64 KiB) are left out.
  */
 export function estimateSyncBytes(spec: Exclude<ModelRef, string> & Pick<JobSpec, 'compression' | 'sparsity'>, members: number): number {
   const n = Math.max(2, members);
@@ -110,6 +112,7 @@ export function estimateSyncBytes(spec: Exclude<ModelRef, string> & Pick<JobSpec
     const pairBytes = 2 + (spec.sparsity > 0.992 ? 2 : 1);
     return Math.ceil(length * (1 - spec.sparsity)) * pairBytes * (n - 1);
   }
+  if (spec.compression === 'int8' || spec.compression === 'e2m1') return quantizedBytes(length, spec.compression) * (n - 1);
   const valueBytes = spec.compression === 'fp16' ? 2 : 4;
   return Math.round(((2 * (n - 1)) / n) * length * valueBytes);
 }

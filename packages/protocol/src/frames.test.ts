@@ -27,8 +27,8 @@ test('decoding a frame inside a larger buffer reads from its offset, payload is 
 });
 
 test('the largest frame is 64 KiB and chunk sizes fill it', () => {
-  for (const dt of ['f32', 'f16', 'u32', 'idx_f32', 'idx_f16', 'u8'] as const) {
-    const bytesPer = { f32: 4, f16: 2, u32: 4, idx_f32: 1, idx_f16: 1, u8: 1 }[dt];
+  for (const dt of ['f32', 'f16', 'u32', 'idx_f32', 'idx_f16', 'u8', 'q8', 'q4'] as const) {
+    const bytesPer = { f32: 4, f16: 2, u32: 4, idx_f32: 1, idx_f16: 1, u8: 1, q8: 1, q4: 1 }[dt];
     const n = maxChunkElements(dt);
     assert.ok(n * bytesPer <= MAX_FRAME_PAYLOAD && (n + 1) * bytesPer > MAX_FRAME_PAYLOAD, dt);
     const f = allocFrame({ ...header, dtype: dt }, n * bytesPer);

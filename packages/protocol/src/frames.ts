@@ -45,6 +45,8 @@ export const FrameKind = {
   ping: 11,
   /** The answer to a ping: the same nonce, sent straight back. */
   pong: 12,
+  /** Block-quantized vectors (q8 / q4 dtype) forwarded round the ring; every member decodes and averages them in ring order. */
+  quantizedAllgather: 13,
 } as const;
 export type FrameKindName = keyof typeof FrameKind;
 export type FrameKindCode = (typeof FrameKind)[FrameKindName];
@@ -60,12 +62,16 @@ export const FrameDType = {
   idx_f32: 4,
   /** The same with n f16 values. */
   idx_f16: 5,
+  /** Block-quantized int8: f32 scales per block, then a byte per value (protocol's quantize.ts); cut anywhere. */
+  q8: 6,
+  /** Block-quantized 4-bit floats (E2M1): f32 scales per block, then a nibble per value; cut anywhere. */
+  q4: 7,
 } as const;
 export type FrameDTypeName = keyof typeof FrameDType;
 export type FrameDTypeCode = (typeof FrameDType)[FrameDTypeName];
 
 /** Bytes per element of each dtype (sparse payloads are variable-length, checked when decoded). */
-export const FRAME_DTYPE_BYTES: Record<FrameDTypeName, number> = { u8: 1, f32: 4, f16: 2, u32: 4, idx_f32: 1, idx_f16: 1 };
+export const FRAME_DTYPE_BYTES: Record<FrameDTypeName, number> = { u8: 1, f32: 4, f16: 2, u32: 4, idx_f32: 1, idx_f16: 1, q8: 1, q4: 1 };
 
 const KIND_NAMES = new Map<number, FrameKindName>(Object.entries(FrameKind).map(([k, v]) => [v, k as FrameKindName]));
 const DTYPE_NAMES = new Map<number, FrameDTypeName>(Object.entries(FrameDType).map(([k, v]) => [v, k as FrameDTypeName]));

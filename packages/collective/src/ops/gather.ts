@@ -7,7 +7,7 @@ import type { Ring } from '../ring';
 import type { ReduceOp, WireDType } from '../ring-types';
 import { decodeSparseChunk, encodeSparseChunks, maxSparsePairs } from '../sparse-codec';
 import { OpRun, f32View, u16View } from './op-run';
-abstract class GatherRun<T> extends OpRun<T> {
+export abstract class GatherRun<T> extends OpRun<T> {
   /** Segment expected at each step this member receives. */
   protected expect = new Map<number, number>();
   /** Per segment: chunks so far, index of the last chunk once known, count and bytes received. */
@@ -69,7 +69,7 @@ abstract class GatherRun<T> extends OpRun<T> {
 
 /** Cuts a byte view into payloads of at most `per` elements of `elemBytes` (one empty payload for no data). */
 
-function split(bytes: Uint8Array, elemBytes: number, perChunk: number): Uint8Array[] {
+export function split(bytes: Uint8Array, elemBytes: number, perChunk: number): Uint8Array[] {
   const step = perChunk * elemBytes;
   const out: Uint8Array[] = [];
   for (let at = 0; at < bytes.byteLength; at += step) out.push(bytes.subarray(at, Math.min(at + step, bytes.byteLength)));
