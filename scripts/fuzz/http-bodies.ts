@@ -57,7 +57,8 @@ export const validSpecArb: fc.Arbitrary<JobSpecInput> = fc
     ...s.model,
     strategy: s.strategy,
     H: s.strategy === 'ddp' ? 1 : s.H,
-    compression: s.compression,
+    // Quantized payloads (int8, e2m1) go round trusted rings only.
+    compression: !s.trusted && (s.compression === 'int8' || s.compression === 'e2m1') ? 'none' : s.compression,
     hyperparameters: { lr: s.lr, batchSize: s.batchSize },
     // An untrusted job is one group of at most LIMITS.maxGroupSize.
     minWorkers: Math.min(...s.workers, s.trusted ? Infinity : LIMITS.maxGroupSize),
@@ -76,6 +77,7 @@ export function checkSpec(s: JobSpec): void {
   if ((s.targetSteps === undefined) === (s.targetEpochs === undefined)) throw new Error('not exactly one target');
   if (s.strategy === 'ddp' && s.H !== 1) throw new Error('ddp with H ≠ 1');
   if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) throw new Error('an untrusted job larger than a group');
+  if (s.trust === 'untrusted' && (s.compression === 'int8' || s.compression === 'e2m1')) throw new Error(`an untrusted job with ${s.compression} payloads`);
   if (!AGGREGATIONS.includes(s.aggregation)) throw new Error(`aggregation ${s.aggregation} not filled in`);
   if (![s.sparsity, s.hyperparameters.outerLr, s.hyperparameters.outerMomentum].every(Number.isFinite)) throw new Error('defaults not filled in');
   const steps = targetStepsOf(s);
