@@ -192,7 +192,9 @@ function plainMean(inputs: Float32Array[]): Float32Array {
  * Group averaging of `inputs` (by member index), parts cut as the collective cuts them: honest,
  * except that an owner with a lie changes its part's aggregate and reports what it sent.
  */
-function groupAverage(roundId: number, members: string[], inputs: Float32Array[], g: NonNullable<GroupRule>, ownerLies: ReadonlyMap<string, OwnerLie>): { mean: Float32Array; reports: Map<string, GroupReport> } {
+function groupAverage(
+  roundId: number, members: string[], inputs: Float32Array[], g: NonNullable<GroupRule>, ownerLies: ReadonlyMap<string, OwnerLie>,
+): { mean: Float32Array; reports: Map<string, GroupReport> } {
   const n = members.length;
   const len = inputs[0].length;
   const mean = new Float32Array(len);
