@@ -55,6 +55,9 @@ export interface CaptureResult {
  */
 const TRAIN_MS = 100;
 
+/** How long the measurement waits for the next sync's groups before it gives up. */
+const STALL_MS = 120_000;
+
 /** A small model: the draw does not depend on it, and the simulated members' work grows with it. */
 const SMALL_MODEL = { preset: 'gpt', gpt: { layers: 1, heads: 1, width: 8, context: 8 }, dataset: 'fortunes' } as const;
 
@@ -97,7 +100,10 @@ export async function measureGroupCapture(opts: CaptureOptions): Promise<Capture
     for (let i = 0; i < opts.members - attackers; i++) await join(false);
     const readyFor = new Map<SimVolunteer, number>();
     const measured = () => Math.max(0, ...[...drawn.values()].map((d) => d.seq));
+    let last = { seq: 0, at: Date.now() };
     while (measured() <= opts.syncs) {
+      if (measured() > last.seq) last = { seq: measured(), at: Date.now() };
+      else if (Date.now() - last.at > STALL_MS) throw new Error(`capture: no sync drawn after sync ${last.seq} in ${STALL_MS / 1000} s\n${server.logTail(40)}`);
       const next: SimVolunteer[] = [];
       for (const s of live) {
         const loaded = s.loadedFrom.length > 0 && !s.ended;
