@@ -49,10 +49,11 @@ test('a newcomer on probation has its part checked first: a lying owner among tr
   const rounds = ((await testServer().api(`/api/jobs/${id}/rounds`)).body.rounds as { members: string[]; outcome: string }[]).filter((r) => r.members.includes(liar.volunteerId));
   assert.equal(rounds.length, 1, `caught in its first round: ${JSON.stringify(rounds)}`);
   assert.equal(rounds[0].outcome, 'aborted');
-  // Its part was the one drawn (one check per round in a group of four).
+  // Its part was drawn: the uniform draw's one check of a group of four, or the probationer's check on top of it.
   const validate = sims[0].events.find((e) => e.name === 'round:validate')!.payload as { roundId: number; checks: { part: number }[] };
   const begin = sims[0].events.find((e) => e.name === 'round:begin' && (e.payload as RoundBegin).roundId === validate.roundId)!.payload as RoundBegin;
-  assert.deepEqual(validate.checks.map((c) => begin.members[c.part]), [liar.volunteerId]);
+  assert.ok(validate.checks.map((c) => begin.members[c.part]).includes(liar.volunteerId), JSON.stringify(validate.checks));
+  assert.ok(validate.checks.length <= 2, JSON.stringify(validate.checks));
   await waitFor('the fault is stored', async () => (await testServer().store.reputations([NEWCOMER])).get(NEWCOMER)?.faults === 1);
   assert.match((await testServer().store.reputations([NEWCOMER])).get(NEWCOMER)!.lastFault!, /wrong aggregate/);
   for (const s of sims.slice(0, 3)) assert.equal(endReason(s), undefined);

@@ -362,7 +362,9 @@ export class Checkpoints {
   private finishEvaluation(ev: OpenEvaluation): void {
     ev.cancelTimer();
     this.evaluations.delete(ev.seq);
-    const outcome = this.weighStanding(combineEvaluations(ev.reports, ev.asked), ev);
+    // Untrusted jobs: an accuracy its fellows dispute needs two evaluators with standing behind it.
+    const believed = this.host.networkRulesApply ? (ids: readonly string[]) => ids.filter((id) => this.standing(id)).length >= 2 : undefined;
+    const outcome = this.weighStanding(combineEvaluations(ev.reports, ev.asked, believed), ev);
     this.settled.set(ev.seq, outcome.agreed ? outcome.checksum : null);
     for (const seq of this.settled.keys()) if (seq < ev.seq - 4) this.settled.delete(seq);
     if (!outcome.agreed) {
@@ -372,6 +374,10 @@ export class Checkpoints {
       return;
     }
     for (const id of outcome.outvoted) if (!this.host.ended) this.host.evict(id, `evaluated a model (sync ${ev.seq}) other than the one its evaluators agree on`, 'integrity');
+    if (outcome.accuracyDisputed) {
+      this.host.deps.count('evaluation_accuracy_disputes');
+      this.host.deps.log(`job ${this.host.job.id}: no accuracy of sync ${ev.seq}: ${outcome.accuracyDisputed}`);
+    }
     if (outcome.accuracy !== null) this.latestAccuracy = outcome.accuracy;
     if (this.pending?.seq === ev.seq) this.settleUpload();
     const point: MetricPoint = {
@@ -413,10 +419,13 @@ export class Checkpoints {
 
   /** Evaluators of `ev` with standing that reported the model `checksum`. */
   private standingVouchers(ev: OpenEvaluation, checksum: string): number {
-    return [...ev.reports].filter(([id, r]) => {
-      const m = this.host.members.get(id);
-      return r.checksum === checksum && !!m && this.host.hasStanding(m.identity);
-    }).length;
+    return [...ev.reports].filter(([id, r]) => r.checksum === checksum && this.standing(id)).length;
+  }
+
+  /** Whether a member (by volunteer id) is here and its identity has standing. */
+  private standing(volunteerId: string): boolean {
+    const m = this.host.members.get(volunteerId);
+    return !!m && this.host.hasStanding(m.identity);
   }
 
   /** A checkpoint of `seq` is stored: joiners load it, and a finishing job ends. */

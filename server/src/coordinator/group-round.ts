@@ -2,12 +2,13 @@
 // members' digests are cross-checked (group-check.ts), a few parts are recomputed by validators, and
 // an owner–validator dispute is settled from the members' evidence (group-validation.ts). The
 // coordinator owns the round; this decides whether it commits, and whom it removes.
-import { ProtocolError, cappedWeights, checksFor, modelDigest, partRange, type JobSpec, type VolunteerEventParsed } from '@tabfleet/protocol';
+import { ProtocolError, cappedWeights, modelDigest, partRange, type JobSpec, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { disputedParts, settleDigestDisputes } from './digest-disputes';
 import { checkGroup, type GroupVerdict } from './group-check';
 import { decodeEvidence, judgeValidations, partRecompute, partTruth, settleDispute, validationFits } from './group-validation';
 import type { ActiveRound } from './round';
 import { uniform } from './shuffle';
+import { drawChecks } from './validation-draw';
 import type { CoordinatorDeps } from './types';
 
 /** What the checks need from the coordinator. */
@@ -47,8 +48,9 @@ export class GroupRoundChecks {
     if (!refused) return;
     // Their values were left out of this sync; they take no part in the next.
     r.removeAtCommit = refused.map((x) => ({ member: x.member, reason: `its contributions to round ${r.roundId} were refused by most owners (${x.reasons[0].slice(0, 200)})` }));
-    // Validators are drawn after the results, from randomness no member can predict (a liar could else lie only when unchecked).
-    const checks = checksFor(r.members, uniform, new Set(r.members.filter((id) => this.host.onProbation(id))), (a, b) => this.host.sameNetwork(a, b));
+    // Validators are drawn after the results, from randomness no member can predict (a liar could else lie only when unchecked),
+    // and every part at the same share whoever else is in the group (validation-draw.ts).
+    const checks = drawChecks(r.members, uniform, new Set(r.members.filter((id) => this.host.onProbation(id))), (a, b) => this.host.sameNetwork(a, b));
     if (checks.length === 0) return this.host.commit(r);
     r.validation = { checks, reports: new Map() };
     this.host.deps.toVolunteer(r.members, 'round:validate', { jobId: this.host.jobId, roundId: r.roundId, checks });

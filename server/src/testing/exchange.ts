@@ -20,8 +20,11 @@ import { combinePart, modelDigest, partRange, type Aggregation, type GroupReport
  */
 export type GroupRule = { rule: Aggregation; trimFraction: number; weights?: readonly number[] } | null;
 
-/** What a lying owner does to its part's aggregate (it then reports and sends the result consistently). */
-export type OwnerLie = (aggregate: Float32Array) => Float32Array;
+/**
+ * What a lying owner does to its part's aggregate (it then reports and sends the result consistently);
+ * `round` is what it knows of the round then (an adaptive liar decides by it; the aggregate back unchanged is no lie).
+ */
+export type OwnerLie = (aggregate: Float32Array, round: { roundId: number; members: readonly string[]; part: number }) => Float32Array;
 
 export type ExchangeFailureCode = 'peer_lost' | 'deadline' | 'aborted' | 'bad_frame' | 'unreachable';
 
@@ -158,7 +161,7 @@ export class RingOracle implements Exchanger {
     const done = new Promise<{ mean: Float32Array; reports: Map<string, GroupReport> | null }>((resolve) => r.waiters.push(resolve));
     if (r.values.size === r.members.length) {
       const inputs = r.members.map((m) => r.values.get(m)!);
-      const result = group ? groupAverage(r.members, inputs, group, r.ownerLies) : { mean: plainMean(inputs), reports: null };
+      const result = group ? groupAverage(roundId, r.members, inputs, group, r.ownerLies) : { mean: plainMean(inputs), reports: null };
       if (group) this.finished.set(key, { roundId, members: r.members, inputs, group });
       for (const k of this.finished.keys()) if (this.finished.size > FINISHED_KEPT) this.finished.delete(k);
       for (const w of r.waiters) w(result);
@@ -189,7 +192,9 @@ function plainMean(inputs: Float32Array[]): Float32Array {
  * Group averaging of `inputs` (by member index), parts cut as the collective cuts them: honest,
  * except that an owner with a lie changes its part's aggregate and reports what it sent.
  */
-function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<GroupRule>, ownerLies: ReadonlyMap<string, OwnerLie>): { mean: Float32Array; reports: Map<string, GroupReport> } {
+function groupAverage(
+  roundId: number, members: string[], inputs: Float32Array[], g: NonNullable<GroupRule>, ownerLies: ReadonlyMap<string, OwnerLie>,
+): { mean: Float32Array; reports: Map<string, GroupReport> } {
   const n = members.length;
   const len = inputs[0].length;
   const mean = new Float32Array(len);
@@ -199,7 +204,7 @@ function groupAverage(members: string[], inputs: Float32Array[], g: NonNullable<
     const parts = inputs.map((x) => x.subarray(start, end));
     const combined = combinePart(parts, end - start, g.rule, { trimFraction: g.trimFraction, weights: g.weights });
     const honest = combined.aggregate ?? new Float32Array(parts[0].length);
-    const aggregate = ownerLies.get(members[j])?.(honest.slice()) ?? honest;
+    const aggregate = ownerLies.get(members[j])?.(honest.slice(), { roundId, members, part: j }) ?? honest;
     mean.set(aggregate, start);
     const owner = reports.get(members[j])!;
     owner.refused = combined.refused.map((x) => ({ member: members[x.index], reason: x.reason }));

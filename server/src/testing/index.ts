@@ -2,6 +2,7 @@
 // port with a fresh data directory, simulated volunteers that follow the protocol, and the job
 // coordinator with its store for simulations that drive its clock (`npm run simulate`).
 export * from './sim-volunteer';
+export * from './adaptive-owner';
 export { JobCoordinator } from '../coordinator/job-coordinator';
 export type { Clock, CoordinatorDeps } from '../coordinator/types';
 export { SqliteStore } from '../store/sqlite';
