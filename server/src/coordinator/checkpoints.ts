@@ -441,7 +441,9 @@ export class Checkpoints {
       this.host.stop(this.finishing ? `reached target accuracy ${this.host.job.spec.targetAccuracy}` : `reached ${this.host.job.step} steps`, 'done');
       return;
     }
-    if (seq === this.host.job.seq) for (const m of [...this.host.members.unsentLoads]) this.host.sendLoad(m, seq);
+    // Moshpit joiners take the newest checkpoint even when syncs went on while it was stored (model-loads.ts).
+    const grouped = this.host.job.spec.groupSize !== undefined;
+    if (seq === this.host.job.seq || (grouped && seq === this.latest.seq)) for (const m of [...this.host.members.unsentLoads]) this.host.sendLoad(m, seq);
     this.host.tryBegin();
   }
 

@@ -41,11 +41,16 @@ export class ModelLoads {
   /**
    * A joiner's model, if it can load one now: the seed (nothing committed yet) or a checkpoint of the
    * last sync, unless a round is under way (its commit would make that model stale before it is in).
+   * A Moshpit joiner loads the latest checkpoint whatever its sync: its groups average an older model
+   * in like any other, and waiting for a checkpoint of the current sync never ends when syncs commit
+   * faster than checkpoints are stored.
    */
   sendIfReady(m: Member): void {
     const { job, checkpoints } = this.host;
+    const latest = checkpoints.latest;
+    if (job.spec.groupSize !== undefined && latest && job.seq > 0) return this.send(m, latest.seq);
     if (this.host.roundRunning) return;
-    if (job.seq === 0 || checkpoints.latest?.seq === job.seq) this.send(m, job.seq);
+    if (job.seq === 0 || latest?.seq === job.seq) this.send(m, job.seq);
   }
 
   /** A member whose work is stale goes back to loading: the job's model of the last sync, when a checkpoint of it exists. */
@@ -55,7 +60,9 @@ export class ModelLoads {
     m.stale = false;
     m.sitsOut = false;
     m.status.state = 'loading';
-    if (!this.host.roundRunning && !this.host.checkpoints.uploadPending && this.host.checkpoints.latest?.seq === this.host.job.seq) this.send(m, this.host.job.seq);
+    const latest = this.host.checkpoints.latest;
+    if (this.host.job.spec.groupSize !== undefined && latest) this.send(m, latest.seq);
+    else if (!this.host.roundRunning && !this.host.checkpoints.uploadPending && latest?.seq === this.host.job.seq) this.send(m, this.host.job.seq);
     this.host.changedWorkers();
   }
 

@@ -113,6 +113,8 @@ export interface SimOptions {
   replica?: (honest: Float32Array, role: ReplicaTask['role']) => Float32Array;
   /** The checkpoint it uploads when it is the uploader (default: its parameters, honestly). */
   checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
+  /** Waits this long after a checkpoint request before uploading (a slow link: syncs may commit meanwhile). */
+  uploadDelayMs?: number;
   log?: (line: string) => void;
   /** The loopback address it connects from (127.0.0.x: volunteers behind different addresses). */
   localAddress?: string;
@@ -478,6 +480,7 @@ export class SimVolunteer {
   }
 
   private async upload(jobId: string, seq: number): Promise<void> {
+    if (this.opts.uploadDelayMs) await new Promise((r) => setTimeout(r, this.opts.uploadDelayMs));
     const data = this.opts.checkpoint ? this.opts.checkpoint(seq, this.params) : checkpointOf(this.assignment!.job.spec, this.params);
     if (!data) return;
     this.uploads.push(seq);

@@ -1,0 +1,42 @@
+// A Moshpit job whose syncs commit faster than its checkpoints are stored: a joiner loads the newest
+// checkpoint, whatever its sync, and joins the groups. Before, a Moshpit joiner was sent only a
+// checkpoint of the current sync; every upload (400 ms here, a slow link) came in after the next
+// sync had committed, so the joiner was never sent a model (seen by h-adaptive's capture benchmark,
+// which had to slow its members down).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { RoundBegin } from '@tabfleet/protocol';
+import { SimVolunteer, startTestServer, waitFor, type TestServer } from '../src/testing';
+
+let server: TestServer;
+before(async () => {
+  server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 } });
+});
+after(() => server.stop());
+
+test('a Moshpit joiner loads the newest checkpoint though syncs outrun checkpoint uploads, and joins a group', async () => {
+  const job = await server.createJob({ minWorkers: 8, maxWorkers: 9, trust: 'trusted', groupSize: 4, H: 1, targetSteps: 100_000, checkpointEvery: 1 });
+  const slowUploads = { uploadDelayMs: 400 };
+  const sims = Array.from({ length: 8 }, () => new SimVolunteer({ url: server.url, oracle: server.oracle, ...slowUploads }));
+  let joiner: SimVolunteer | null = null;
+  try {
+    for (const s of sims) await s.connected();
+    for (const s of sims) assert.equal((await s.request(job.id)).ok, true);
+    await waitFor('5 syncs', () => sims.every((s) => s.committed.length >= 5), 30_000);
+    joiner = new SimVolunteer({ url: server.url, oracle: server.oracle, ...slowUploads });
+    await joiner.connected();
+    assert.equal((await joiner.request(job.id)).ok, true);
+    const j = joiner;
+    const load = await waitFor('the joiner is sent a model', () => j.events.find((e) => e.name === 'model:load')?.payload as { seq: number } | undefined, 30_000);
+    const seqAtLoad = Math.max(...sims.map((s) => s.committed.length));
+    console.log(`the joiner was sent the checkpoint of sync ${load.seq}; the job was at sync ${seqAtLoad}`);
+    await waitFor('the joiner is in a group round that commits', () => j.committed.length >= 1, 30_000);
+    const begin = j.events.find((e) => e.name === 'round:begin')!.payload as RoundBegin;
+    assert.ok(begin.members.includes(j.volunteerId!) && begin.members.length <= 4, JSON.stringify(begin.members));
+    for (const s of [...sims, j]) assert.deepEqual(s.errors, []);
+  } finally {
+    for (const s of sims) s.close();
+    joiner?.close();
+    await server.stopJobs();
+  }
+});
