@@ -19,13 +19,14 @@ const GROUP_SIZE = 4;
 const SCALE = 100;
 /** A group's checks name it: its owners' screening ("its contributions to round N were refused by most owners") or the digests ("round N: …"). */
 const REMOVED_FOR_WHAT_IT_SENT = /^(round \d+: |its contributions to round \d+ were refused)/;
-// Fixed H, so both runs take the same syncs: 25 of 8 steps. The last sync is evaluated (a multiple
-// of evalEverySteps) on the whole test set, 10,000 images. Syncs are most of the time (each several
-// seconds with its checks); fewer, longer ones ended lower on the slope (H 20: 82.7% at 200 steps, H 32:
-// 83.2% at 320, against 84.6% here), where the group draws of the two runs count for more.
+// Fixed H, so both runs take the same syncs: 40 of 8 steps. The last sync is evaluated (a multiple
+// of evalEverySteps) on the whole test set, 10,000 images. Accuracy follows the syncs more than the
+// steps (H 20: 82.7% at 200 steps, H 32: 83.2% at 320, H 8: 84.1-84.6% at 200), and at 25 syncs the
+// attacked run (7 members; the attacker's group fails each sync it comes back to) ended 0.1-0.9
+// points below the clean one: 40 take both further up the curve, where a sync lost counts for less.
 const JOB = {
   preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 32 },
-  trust: 'untrusted', groupSize: GROUP_SIZE, seed: 7, targetSteps: 200, evalEverySteps: 100, checkpointEvery: 5,
+  trust: 'untrusted', groupSize: GROUP_SIZE, seed: 7, targetSteps: 320, evalEverySteps: 160, checkpointEvery: 5,
   // Seven keep the job going once the attacker is out.
   minWorkers: TABS - 1, maxWorkers: TABS,
 } as const;
