@@ -10,6 +10,7 @@ import { formatBytes, formatDuration, formatModel } from '../shared/format';
 import { drawLineChart } from './chart';
 import { COMPARE_LIMIT, createCompareView } from './compare';
 import { comparedIds } from './compare-data';
+import { faultRows, latestGroups } from './groups-faults';
 import { wireJobForm } from './job-form';
 import { wireSampleBox } from './sample';
 import { wireUploads } from './uploads';
@@ -315,6 +316,24 @@ function renderWorkers(): void {
   const empty = job && !isActive(job) ? 'Nobody trained this job.' : 'No workers yet.';
   $('workers').querySelector('tbody')!.innerHTML = rows.join('') || `<tr><td colspan="14" class="muted">${empty}</td></tr>`;
   $('link-summary').textContent = linkSummaryText(current.workers);
+  renderChecks(current.workers);
+}
+
+/** An untrusted Moshpit job's groups at the latest sync, and the members removed for faults. */
+function renderChecks(workers: WorkerRow[]): void {
+  const g = latestGroups(workers);
+  const name = (m: { volunteerId: string; contributor: string }) => `${m.contributor} (${m.volunteerId})`;
+  $('groups-box').hidden = !g;
+  $('groups-caption').textContent = g
+    ? `Sync ${g.seq}: ${g.groups.length} of ${g.of} groups committed.${g.outside.length ? ` In none of them: ${g.outside.map(name).join(', ')}.` : ''}`
+    : '';
+  $('groups').innerHTML = (g?.groups ?? []).map((x) => `<li data-group="${x.index}" data-members="${esc(x.members.map((m) => m.volunteerId).join(' '))}">`
+    + `group ${x.index + 1}: ${esc(x.members.map(name).join(', '))}</li>`).join('');
+  const faults = faultRows(workers);
+  $('faults-box').hidden = faults.length === 0;
+  $('faults').innerHTML = faults.map((f) => `<li data-fault="${esc(f.volunteerId)}" data-member="${f.member}">${esc(name(f))}: `
+    + `${f.faults} ${f.faults === 1 ? 'fault' : 'faults'}${f.lastFault ? `, the last: ${esc(f.lastFault)}` : ''}`
+    + ` · ${f.member ? 'a member again (after its keep-out)' : `left${f.leftReason && f.leftReason !== f.lastFault ? `: ${esc(f.leftReason)}` : ''}`}</li>`).join('');
 }
 
 /** The share of the members' links that go through TURN, each link once (as the job summary's `links`). */

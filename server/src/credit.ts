@@ -13,11 +13,13 @@ export function contributorName(clientId: string, displayName: string | null | u
 }
 
 /** A worker-table row for a contributor that is no longer in the job. */
-export function departedRow(c: ContributorRecord, displayName: string | null | undefined, faults: number | null, reputation: WorkerRow['reputation'] = null): WorkerRow {
+export function departedRow(c: ContributorRecord, displayName: string | null | undefined, faults: number | null, reputation: WorkerRow['reputation'] = null,
+  lastFault: string | null = null): WorkerRow {
   return {
     volunteerId: c.volunteerId, jobId: c.jobId, state: 'left', hidden: false, contributor: contributorName(c.clientId, displayName), syncs: c.syncs,
     adapter: c.adapter, backend: c.backend, step: c.step, samplesPerSec: 0, bytesSent: c.bytesSent, bytesReceived: c.bytesReceived,
     lastRound: null, lastRoundMs: null, lastRoundMode: null, admitted: false, faults, reputation, pace: null, links: null,
+    group: null, lastFault, leftReason: c.leftReason ?? null,
   };
 }
 

@@ -403,6 +403,15 @@ export interface WorkerRow {
   pace: { msPerStep: number | null; steps: number; share: number | null } | null;
   /** The paths of its links to other members, as it last reported them (`links:paths`); null for one that left. */
   links: LinkPath[] | null;
+  /**
+   * Moshpit jobs: the group it averaged in at the last sync it committed with (`index` of the sync's
+   * `of` groups, 0-based); null otherwise (for one that left: while a node holds the job).
+   */
+  group: { seq: number; index: number; of: number } | null;
+  /** Why the server last removed it for a fault in this job (null: none, or no coordinator holds the job). */
+  lastFault: string | null;
+  /** One that left: why (its tab closed, a fault, the job's end); null while it is a member. */
+  leftReason: string | null;
 }
 
 export interface DashboardServerEvents {

@@ -22,11 +22,15 @@ export interface Contributing {
   volunteerId: string;
   displayName?: string | null;
   capabilities: Capabilities;
+  /** Moshpit jobs: its group at the last sync it committed with. */
+  group?: WorkerRow['group'];
 }
 
 export class ContributorLedger {
   private readonly records = new Map<string, ContributorRecord>();
   private readonly names = new Map<string, string>();
+  /** The Moshpit group of each identity that left, at its last committed sync (in memory: the table shows it while a node holds the job). */
+  private readonly lastGroups = new Map<string, NonNullable<WorkerRow['group']>>();
   private readonly dirty = new Set<string>();
   private cancelFlush: (() => void) | null = null;
   /** When the scheduled write runs (epoch ms; null: none scheduled). */
@@ -57,6 +61,7 @@ export class ContributorLedger {
     const c = this.records.get(m.identity);
     if (!c || stillPresent) return;
     Object.assign(c, { volunteerId: m.volunteerId, lastAt: this.clock.now(), leftReason: reason });
+    if (m.group) this.lastGroups.set(m.identity, m.group);
     this.mark(m.identity);
   }
 
@@ -115,20 +120,21 @@ export class ContributorLedger {
 
   /**
    * The worker table: the members, then everyone who contributed and is no longer in the job (state
-   * `left`), with their faults and reputation; paced jobs show each member's pace, steps and share.
+   * `left`, with why), with their faults (the last one's reason) and reputation, and each member's Moshpit group; paced jobs show each member's pace, steps and share.
    */
-  table(members: Iterable<Member>, paced: boolean, faults: (identity: string) => number, reputation: (identity: string) => WorkerRow['reputation'],
-    links: { of(volunteerId: string): WorkerRow['links'] }): WorkerRow[] {
+  table(members: Iterable<Member>, paced: boolean, faults: { offences(identity: string): number; lastFault(identity: string): string | null },
+    reputation: (identity: string) => WorkerRow['reputation'], links: { of(volunteerId: string): WorkerRow['links'] }): WorkerRow[] {
     const list = [...members];
     const live = list.map((m): WorkerRow => ({
       volunteerId: m.volunteerId, jobId: this.jobId, state: m.status.state, hidden: m.status.hidden, contributor: contributorName(m.identity, this.name(m.identity)),
       syncs: this.syncs(m.identity), adapter: describeAdapter(m), backend: m.capabilities.backend,
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
-      lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, lastRoundMode: m.lastRoundMode, admitted: m.phase !== 'loading', faults: faults(m.identity), reputation: reputation(m.identity),
+      lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, lastRoundMode: m.lastRoundMode, admitted: m.phase !== 'loading', faults: faults.offences(m.identity), reputation: reputation(m.identity),
       pace: paced ? { msPerStep: m.msPerStep === null ? null : Math.round(m.msPerStep * 10) / 10, steps: m.steps, share: m.share } : null,
-      links: links.of(m.volunteerId),
+      links: links.of(m.volunteerId), group: m.group, lastFault: faults.lastFault(m.identity), leftReason: null,
     }));
-    const departed = this.absent(new Set(list.map((m) => m.identity))).map((c) => departedRow(c, this.name(c.clientId), faults(c.clientId), reputation(c.clientId)));
+    const departed = this.absent(new Set(list.map((m) => m.identity)))
+      .map((c) => ({ ...departedRow(c, this.name(c.clientId), faults.offences(c.clientId), reputation(c.clientId), faults.lastFault(c.clientId)), group: this.lastGroups.get(c.clientId) ?? null }));
     return [...live, ...departed];
   }
 }

@@ -218,7 +218,7 @@ export class JobCoordinator {
 
   /** The members, then everyone who contributed and is no longer in the job (state `left`). */
   workers(): WorkerRow[] {
-    return this.contributors.table(this.members.values(), isPaced(this.job.spec), (id) => this.penalties.offences(id), (id) => this.reputations.row(id), this.links.paths);
+    return this.contributors.table(this.members.values(), isPaced(this.job.spec), this.penalties, (id) => this.reputations.row(id), this.links.paths);
   }
 
   /** Waits until everything queued so far (contributor totals too, unless `contributors` is false) is in the store. */

@@ -28,6 +28,8 @@ export interface Member extends VolunteerInfo {
   lastRound: number | null;
   lastRoundMs: number | null;
   lastRoundMode: WorkerRow['lastRoundMode'];
+  /** Moshpit jobs: its group at the last sync it committed with. */
+  group: WorkerRow['group'];
   /** Whom its work is credited to: its client id, or its volunteer id when it sent none. */
   identity: string;
   /** The network it connects from (its address, or prefix where the server tells networks apart: standing.ts). */
@@ -92,7 +94,7 @@ export class MemberBook {
     while (this.shardsHeld.has(shard)) shard++;
     this.shardsHeld.add(shard);
     const member: Member = {
-      ...v, network, shard, phase: 'loading', loadSeq: null, loadSince: now, cancelLoadTimer: null, lastRound: null, lastRoundMs: null, lastRoundMode: null,
+      ...v, network, shard, phase: 'loading', loadSeq: null, loadSince: now, cancelLoadTimer: null, lastRound: null, lastRoundMs: null, lastRoundMode: null, group: null,
       status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity: v.clientId ?? v.volunteerId,
       workSince: now, workMs: 0, workBudgetMs: 0, leftOutSince: null, stale: false, sitsOut: false, msPerStep: null, steps, share: null,
     };

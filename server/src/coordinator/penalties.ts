@@ -89,6 +89,11 @@ export class Penalties {
   offences(identity: string): number {
     return (this.byIdentity.get(identity)?.offences ?? 0) + (this.departures.get(identity)?.offences ?? 0);
   }
+
+  /** The reason of its last fault on record (a timing or integrity fault before a departure mid-round); null: none. */
+  lastFault(identity: string): string | null {
+    return (this.byIdentity.get(identity) ?? this.departures.get(identity))?.lastReason ?? null;
+  }
 }
 
 function record(kind: PenaltyRecord['kind'], key: string, o: Offence): PenaltyRecord {

@@ -104,6 +104,10 @@ export const workerRowBody = matches<WorkerRow>()(z.strictObject({
   reputation: z.strictObject({ verified: int, faults: int, probation: z.boolean() }).nullable(),
   pace: z.strictObject({ msPerStep: z.number().nullable(), steps: int, share: z.number().nullable() }).nullable(),
   links: z.array(linkPathBody).nullable().describe('the paths of its links to other members, as it last reported them (links:paths); null for one that left'),
+  group: z.strictObject({ seq: int, index: int, of: int }).nullable()
+    .describe('Moshpit jobs: the group it averaged in at the last sync it committed with (index of that sync\'s `of` groups, from 0); null otherwise'),
+  lastFault: z.string().nullable().describe('why the server last removed it for a fault in this job; null: none, or no node coordinates the job'),
+  leftReason: z.string().nullable().describe('for one that left: why (its tab closed, a fault, the job\'s end); null while a member'),
 })).meta({ id: 'WorkerRow' });
 
 export const metricPointBody = matches<MetricPoint>()(z.strictObject({
