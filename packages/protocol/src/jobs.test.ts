@@ -113,6 +113,20 @@ test('an untrusted job grows past 16 members only in checked Moshpit groups of a
   assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 4, hierarchical: true }), /hierarchical is for trusted jobs/);
   assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 4, regionalGroups: true }), /regionalGroups is for trusted jobs/);
   // What Moshpit groups need of any job still holds.
-  assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 4, compression: 'dgc' }), /compression: none/);
   assert.throws(() => jobSpecSchema.parse({ ...untrusted, groupSize: 4, strategy: 'diloco' }), /built for localsgd/);
+});
+
+test('untrusted Moshpit groups take fp16 payloads, trusted ones do not; DGC is refused in any Moshpit groups with what to use instead', () => {
+  const untrusted = { ...base, strategy: 'localsgd', trust: 'untrusted' } as const;
+  const fp16 = jobSpecSchema.parse({ ...untrusted, groupSize: 4, maxWorkers: 64, compression: 'fp16' });
+  assert.deepEqual([fp16.compression, fp16.groupSize, fp16.aggregation], ['fp16', 4, 'centered-clip']);
+  assert.throws(() => jobSpecSchema.parse({ ...untrusted, trust: 'trusted', groupSize: 4, compression: 'fp16' }), /f32 parameters in a trusted job's rings/);
+  const dgc = jobSpecSchema.safeParse({ ...untrusted, groupSize: 4, compression: 'dgc' });
+  assert.equal(dgc.success, false);
+  const issue = dgc.error!.issues.find((i) => i.path.join('.') === 'compression')!;
+  assert.match(issue.message, /members of a new Moshpit group each hold their last group's model/);
+  assert.match(issue.message, /use compression fp16 with groupSize \(half the bytes\), or DGC in one group of at most 16 without groupSize/);
+  assert.throws(() => jobSpecSchema.parse({ ...untrusted, trust: 'trusted', groupSize: 4, compression: 'dgc' }), /use DGC in one ring without groupSize/);
+  // Without groupSize an untrusted job of at most 16 still takes DGC (one group, a shared model).
+  assert.equal(jobSpecSchema.parse({ ...untrusted, maxWorkers: 16, compression: 'dgc' }).sparsity, 0.99);
 });

@@ -225,8 +225,8 @@ export const jobSpecFieldsSchema = z
     /**
      * Moshpit averaging (protocol's moshpit.ts): each sync the members average their parameters in
      * rings of at most this many, regrouped every sync, so a job may grow past one ring. LocalSGD jobs,
-     * fixed or paced, without compression. Untrusted jobs: groups of at most 16, drawn at random by the
-     * server every sync, each a checked group round; absent: the whole job is one ring or group.
+     * fixed or paced, without DGC (fp16 untrusted only). Untrusted jobs: groups of at most 16, drawn at
+     * random by the server every sync, each a checked group round; absent: the whole job is one ring or group.
      */
     groupSize: z.number().int().min(2).max(LIMITS.maxWorkersPerJob).optional(),
     /**
@@ -357,9 +357,20 @@ export const jobSpecSchema = jobSpecFieldsSchema
     if (s.groupSize !== undefined) {
       const why = s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)`
         : s.pacing === 'auto' ? 'H fixed or paced by a time budget (pacing: fixed or paced)'
-        : s.compression !== 'none' ? 'dense parameters (compression: none)'
+        : s.compression === 'fp16' && s.trust === 'trusted' ? 'f32 parameters in a trusted job\'s rings (compression: none; fp16 is for untrusted jobs\' checked groups)'
         : null;
       if (why) ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `Moshpit groups are built for ${why}` });
+      // A sparse delta is from a model every member holds; members of a new Moshpit group hold different ones.
+      if (s.compression === 'dgc') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['compression'],
+          message: 'DGC sends sparse deltas from a model every member shares, and the members of a new Moshpit group each hold their last group\'s model, '
+            + (s.trust === 'untrusted'
+              ? `so there is none: use compression fp16 with groupSize (half the bytes), or DGC in one group of at most ${LIMITS.maxGroupSize} without groupSize`
+              : 'so there is none: use DGC in one ring without groupSize'),
+        });
+      }
       if (s.trust === 'untrusted' && s.groupSize > LIMITS.maxGroupSize) {
         ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `an untrusted job's groups are checked groups of at most ${LIMITS.maxGroupSize} members` });
       }

@@ -165,10 +165,11 @@ export class JobEngine {
   /**
    * What this member sends: its strategy's payload (a delta from the job's model), or in Moshpit
    * rounds its parameters themselves (members' models differ across groups, so deltas from their
-   * own bases would never meet).
+   * own bases would never meet). With compression fp16 they go as f16 (jobs.ts allows it only in
+   * untrusted groups; DGC never: a sparse delta has no model the group's members share).
    */
   async payload(of: SyncOf = 'delta'): Promise<Payload> {
-    if (of === 'params') return { kind: 'dense', dtype: 'f32', values: await this.ready.engine.readParams() };
+    if (of === 'params') return { kind: 'dense', dtype: this.ready.spec.compression === 'fp16' ? 'f16' : 'f32', values: await this.ready.engine.readParams() };
     return this.ready.strategy.payload();
   }
 

@@ -512,7 +512,7 @@ test('paced Moshpit job: each group\'s begin carries the steps of its own member
   await t.cleanup();
 });
 
-test('job spec: Moshpit groups only for LocalSGD (fixed or paced) without compression; past 256 members only with groups', () => {
+test('job spec: Moshpit groups only for LocalSGD (fixed or paced), trusted ones without compression; past 256 members only with groups', () => {
   const base = { preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', hyperparameters: { lr: 0.1, batchSize: 8 }, targetSteps: 10, trust: 'trusted' };
   assert.equal(jobSpecSchema.parse({ ...base, groupSize: 8, maxWorkers: 10_000 }).maxWorkers, 10_000);
   assert.throws(() => jobSpecSchema.parse({ ...base, maxWorkers: 257 }), /set groupSize/);
@@ -520,7 +520,8 @@ test('job spec: Moshpit groups only for LocalSGD (fixed or paced) without compre
   assert.equal(jobSpecSchema.parse({ ...base, groupSize: 8, trust: 'untrusted', maxWorkers: 64 }).groupSize, 8);
   assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 17, trust: 'untrusted', maxWorkers: 64 }), /at most 16 members/);
   assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, strategy: 'diloco' }), /built for localsgd/);
-  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, compression: 'dgc' }), /compression: none/);
+  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, compression: 'dgc' }), /each hold their last group's model, so there is none: use DGC in one ring without groupSize/);
+  assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, compression: 'fp16' }), /f32 parameters in a trusted job's rings \(compression: none/);
   assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 1 }), /groupSize/);
   assert.throws(() => jobSpecSchema.parse({ ...base, groupSize: 8, pacing: 'auto' }), /pacing: fixed or paced/);
   assert.equal(jobSpecSchema.parse({ ...base, groupSize: 8, pacing: 'paced' }).groupSize, 8);
