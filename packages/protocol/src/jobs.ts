@@ -358,6 +358,7 @@ export const jobSpecSchema = jobSpecFieldsSchema
       const why = s.strategy !== 'localsgd' ? `localsgd (members average parameters; ${s.strategy} averages deltas from one shared model)`
         : s.pacing === 'auto' ? 'H fixed or paced by a time budget (pacing: fixed or paced)'
         : s.compression === 'fp16' && s.trust === 'trusted' ? 'f32 parameters in a trusted job\'s rings (compression: none; fp16 is for untrusted jobs\' checked groups)'
+        : s.compression === 'int8' || s.compression === 'e2m1' ? `parameters, not quantized deltas (${s.compression} needs a model every member shares: use it in one ring without groupSize)`
         : null;
       if (why) ctx.addIssue({ code: 'custom', path: ['groupSize'], message: `Moshpit groups are built for ${why}` });
       // A sparse delta is from a model every member holds; members of a new Moshpit group hold different ones.
