@@ -38,7 +38,10 @@ test('four runtimes, one slowed 4×, train an untrusted paced job in checked gro
     // Every group round carries its members' step counts (the weights), and only theirs.
     assert.ok(begins.length > 0 && begins.every((b) => b.steps && Object.keys(b.steps).sort().join() === [...b.members].sort().join()), JSON.stringify(begins.slice(0, 4)));
     const ids = vols.map((v) => v.runtime.status.volunteerId!);
-    const stepsOf = (id: string) => begins.filter((b) => b.steps?.[id] !== undefined).reduce((a, b) => a + b.steps![id], 0) / new Set(begins.filter((b) => b.steps?.[id] !== undefined).map((b) => b.seq)).size;
+    const stepsOf = (id: string) => {
+      const mine = begins.filter((b) => b.steps?.[id] !== undefined);
+      return mine.reduce((a, b) => a + b.steps![id], 0) / new Set(mine.map((b) => b.seq)).size;
+    };
     const [fast1, fast2, fast3, slow] = ids.map(stepsOf);
     const fastMedian = [fast1, fast2, fast3].sort((a, b) => a - b)[1];
     console.log(`steps a sync: ${[fast1, fast2, fast3].map((s) => s.toFixed(1)).join(', ')} (unslowed), ${slow.toFixed(1)} (slowed 4×)`);
