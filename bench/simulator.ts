@@ -13,8 +13,8 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { anotherStepFits, capabilitiesSchema, checksumOf, layoutOf, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, pacedStepCeiling, useNativeSha256, type JobSpec,
-  type VolunteerServerEvents } from '@tabfleet/protocol';
+import { anotherStepFits, capabilitiesSchema, checksumOf, layoutOf, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, pacedStepCeiling,
+  useNativeSha256, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
 import { checkpointOf, initialParams, JobCoordinator, SIM_CAPABILITIES, SqliteStore, type Clock, type CoordinatorDeps, type JobRecord } from '@tabfleet/server/testing';
 import { evidenceOf, groupRound, validatePart, type Attack, type GroupOutcome } from './simulated-group';
 import { distribution } from './stats';
@@ -518,7 +518,10 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       gone: false, cancelWork: null, x, loaded: false, attack };
     sims.set(id, m);
     try {
-      c.join({ volunteerId: id, capabilities: region && !s.regions?.fromRoundTrips ? { ...caps, region } : caps, clientId: id });
+      // Untrusted: every joiner from an address of its own (a Sybil's too), or one member's eviction would keep out every joiner of the
+      // shared unknown address (penalties.ts keeps a faulty network out). The server's network rules are off: an address is a network.
+      const address = untrusted ? `10.${(nextId >> 16) & 255}.${(nextId >> 8) & 255}.${nextId & 255}` : undefined;
+      c.join({ volunteerId: id, capabilities: region && !s.regions?.fromRoundTrips ? { ...caps, region } : caps, clientId: id, ...(address ? { address } : {}) });
     } catch {
       m.gone = true;
     }
