@@ -95,16 +95,19 @@ const UNTRUSTED_64: Scenario = { members: 64, churnPer10Min: 0.05, pacing: 'fixe
   seed: 1, groupSize: 16, attackers: { share: 0.1, kinds: ATTACKS } };
 
 test('an untrusted job of 64 in random groups of 16, 10% attackers and churn: the coordinator\'s checks remove the scalers (refused by the owners) and ' +
-  'the lying owners (validators, then its recomputation), never an honest member; sign flips pass, bounded by centered clip; the honest members agree', async () => {
+  'the lying owners (validators, then its recomputation), each time they rejoin, never an honest member; sign flips pass, bounded by centered clip', async () => {
   const r = await simulate(UNTRUSTED_64);
   const u = r.untrusted!;
   assert.equal(u.evicted.honest, 0, JSON.stringify(u));
   assert.ok(u.evicted.byAttack.scale >= 2 && u.counters.contributions_refused >= u.evicted.byAttack.scale, JSON.stringify(u));
   assert.ok(u.evicted.byAttack['wrong-aggregate'] >= 1 && u.counters.validation_disputes >= u.evicted.byAttack['wrong-aggregate'], JSON.stringify(u));
   assert.equal(u.evicted.byAttack['sign-flip'], undefined, 'no check can tell a sign flip of parameters from an honest member\'s');
-  // A caught lying owner's group sits its sync out; the others commit.
-  assert.ok(u.counters.groups_failed >= u.evicted.byAttack['wrong-aggregate'] && u.counters.groups_committed > 10 * u.counters.groups_failed, JSON.stringify(u));
-  assert.ok(r.syncs > 10 && r.consensusSyncs !== null, `${r.syncs} syncs, consensus ${r.consensusSyncs}`);
+  // Evicted attackers rejoin under fresh identities and addresses, and are caught again (2 of each attack at the start).
+  assert.ok(u.evicted.byAttack.scale > 2 && u.evicted.byAttack['wrong-aggregate'] > 2, JSON.stringify(u));
+  // A caught lying owner's group sits its sync out; most groups commit. (Lies a validator missed spoil the honest members'
+  // vectors: whether they agree within the run depends on the server's draws, so it is the benchmark's figure, not a test.)
+  assert.ok(u.counters.groups_failed > 0 && u.counters.groups_committed > 4 * u.counters.groups_failed, JSON.stringify(u));
+  assert.ok(r.syncs > 10, `${r.syncs} syncs`);
 });
 
 test('an untrusted job without attackers or churn: every group commits, nobody is evicted, and the members agree within a few syncs', async () => {
