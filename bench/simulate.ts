@@ -5,14 +5,16 @@
 // distributions, utilization (members' compute ÷ their time in the job), syncs committed and
 // aborted, syncs to consensus of synthetic member vectors, and the server's CPU per sync.
 // Consensus is also measured apart from the coordinator (consensusRounds): the same vectors averaged
-// in protocol's moshpitGroups directly, with departures.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// in protocol's moshpitGroups directly, with departures. Untrusted jobs of 10,000 with attackers are
+// simulate-untrusted.ts's section; `--only untrusted` re-runs it alone into the existing JSON.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
 import { LIMITS, moshpitGroups, mulberry32 } from '@tabfleet/protocol';
 import type { BenchOptions } from './run';
 import { benchCommand, runRecord } from './machine';
 import { median, spread } from './stats';
+import { runUntrusted, type ScenarioBase } from './simulate-untrusted';
 import { validateAt, type Validation } from './simulate-validate';
 import { CONSENSUS_DIMS, simulate, type Scenario, type ScenarioResult } from './simulator';
 
@@ -173,7 +175,15 @@ const describe = (s: Scenario) => {
   return `N=${s.members} ${s.groupSize ? `groups of ${s.groupSize}${regions}` : 'one ring'}, churn ${s.churnPer10Min * 100}%/10 min, ${s.pacing} (H ${s.H})`;
 };
 
+/** What the untrusted section's scenarios share with the others. */
+const UNTRUSTED_BASE: ScenarioBase = { stepMs: 45, stepSigma: 0.25, ...LINK, pacedH: PACED_H };
+
+/** Sections `--only` may re-run into an existing scale.json. */
+const RERUNNABLE = ['untrusted'];
+
 export async function run(opts: BenchOptions): Promise<void> {
+  const file = opts.out ?? join(repoRoot, 'bench', 'results', 'scale.json');
+  if (opts.only) return rerun(file, opts);
   const t0 = Date.now();
   const results: ScenarioResult[] = [];
   for (const s of scenarios(opts.quick)) {
@@ -245,7 +255,7 @@ export async function run(opts: BenchOptions): Promise<void> {
     perSeed.push(headlineOf(runs, consensusRounds(10_000, leaveP, seed)));
   }
   const headline = acrossSeeds(perSeed);
-  const file = opts.out ?? join(repoRoot, 'bench', 'results', 'scale.json');
+  const untrusted = await runUntrusted(opts.quick, UNTRUSTED_BASE);
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify({
     benchmark: 'scale', ...runRecord(t0, benchCommand('simulate', opts)), quick: opts.quick,
@@ -265,6 +275,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       'against simulated', results: validation },
     consensus: { groupSize: CONSENSUS_GROUP, definition: 'rounds of Moshpit averaging until max over members of ‖xᵢ − x̄‖ ≤ 1% of its value at the start (independent ' +
       'random 8-dim vectors, no local steps); departures before each round, replaced by joiners loading a random member\'s vector', results: consensus },
+    untrusted,
     headline: { seeds: opts.quick ? [1] : HEADLINE_SEEDS, definition: 'the summary\'s N = 10,000 keys: medians over these seeds (seed 1 from the full grid above, the ' +
       'others rerun for the headline scenarios only), each seed\'s figures and their spread', perSeed, spreads: headline.spreads },
     summary: {
@@ -275,6 +286,8 @@ export async function run(opts: BenchOptions): Promise<void> {
       // consensus_rounds_n10000: syncs until the members' vectors are within 1% of their mean, through the coordinator's groups
       // (goal ≤ 2·log2(N / 16) = 18.6); _direct: the same without the coordinator, protocol's moshpitGroups applied directly.
       ...headline.medians,
+      // untrusted_*: simulate-untrusted.ts (N = 10,000, 10% attackers, 5% churn; goals ≥ 0.8 and ≤ 19), medians over its seeds.
+      ...untrusted.summary,
       /** Worst relative error of the predicted round time (begin to commit) at N = 4–16; the sync time's and the bytes' beside it. */
       sim_vs_real_error: Math.max(...validation.map((v) => v.error.roundMs)),
       sim_vs_real_sync_error: Math.max(...validation.map((v) => v.error.syncMs)),
@@ -305,4 +318,26 @@ export async function run(opts: BenchOptions): Promise<void> {
     },
   }, null, 2)}\n`);
   console.log(`wrote ${file}`);
+}
+
+/**
+ * Re-runs `opts.only` (the untrusted section) into the report at `file` and keeps the rest: the
+ * top-level record names this run, and `sectionCommits` the commit each section was measured at.
+ */
+async function rerun(file: string, opts: BenchOptions): Promise<void> {
+  const unknown = opts.only!.filter((x) => !RERUNNABLE.includes(x));
+  if (unknown.length) throw new Error(`--only: ${unknown.join(', ')} cannot run alone (sections that can: ${RERUNNABLE.join(', ')})`);
+  if (!existsSync(file)) throw new Error(`--only needs an earlier report at ${file}`);
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  if (report.quick !== opts.quick) throw new Error(`${file} is a ${report.quick ? 'quick' : 'full'} report`);
+  const t0 = Date.now();
+  const earlier = { commit: report.commit ?? null, date: report.date ?? null };
+  const sections: Record<string, { commit: string | null; date: string | null }> = report.sections ?? { everything: earlier };
+  report.untrusted = await runUntrusted(opts.quick, UNTRUSTED_BASE);
+  Object.assign(report, runRecord(t0, benchCommand('simulate', opts)));
+  sections.untrusted = { commit: report.commit ?? null, date: report.date ?? null };
+  report.sections = sections;
+  report.summary = { ...report.summary, ...report.untrusted.summary };
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  console.log(`re-ran ${opts.only!.join(', ')} in ${((Date.now() - t0) / 60_000).toFixed(1)} min; wrote ${file}`);
 }

@@ -6,13 +6,21 @@
 // the ring), and volunteers leave as a Poisson process (each departure replaced by a joiner).
 // Simulated time runs as fast as the coordinator handles its events. A scenario with `groupSize` is a Moshpit job: the coordinator splits each sync into groups
 // (grouped-sync.ts), each a ring of its own, so it may hold up to 10,000 members.
+// An untrusted scenario (`attackers`) is an untrusted Moshpit job: the server draws random groups and
+// checks each (checked-groups.ts); the members average in them as simulated-group.ts computes, some of
+// them attackers, and report, validate and give evidence as the runtime does (see Scenario.attackers).
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { anotherStepFits, capabilitiesSchema, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, pacedStepCeiling, type JobSpec,
-  type VolunteerServerEvents } from '@tabfleet/protocol';
+import { anotherStepFits, capabilitiesSchema, checksumOf, layoutOf, FRAME_HEADER_BYTES, jobSpecSchema, LIMITS, maxChunkElements, modelDigest, mulberry32, pacedStepCeiling,
+  useNativeSha256, type JobSpec, type VolunteerServerEvents } from '@tabfleet/protocol';
 import { checkpointOf, initialParams, JobCoordinator, SIM_CAPABILITIES, SqliteStore, type Clock, type CoordinatorDeps, type JobRecord } from '@tabfleet/server/testing';
+import { evidenceOf, groupRound, validatePart, type Attack, type GroupOutcome } from './simulated-group';
 import { distribution } from './stats';
+
+// Node's SHA-256 for model digests, as the server sets it (server/src/digests.ts): untrusted groups take thousands per sync.
+useNativeSha256((data) => createHash('sha256').update(data).digest('hex'));
 
 /** Timers in simulated time, run in order: the coordinator's deadlines and the members' work. */
 class SimClock implements Clock {
@@ -71,40 +79,49 @@ class SimClock implements Clock {
 /** Dimensions of the synthetic vector that stands in for a member's model. */
 export const CONSENSUS_DIMS = 8;
 
+/** A member's synthetic vector: 8 dims (trusted), or the stand-in model's f32 parameters (untrusted). */
+type Vector = Float64Array | Float32Array;
+
 /** The members' synthetic vectors through the coordinator's groups: when they first come within 1% of their mean. */
 class Consensus {
   reachedAt: number | null = null;
   private start: number | null = null;
   private lastSeq = 0;
-  private readonly checkpoints = new Map<number, Float64Array>();
+  private readonly checkpoints = new Map<number, Vector>();
 
   /** At each sync's first round: the spread of the members' vectors since the sync before. */
-  syncBegins(seq: number, members: () => Float64Array[]): void {
+  syncBegins(seq: number, members: () => Vector[]): void {
     if (seq <= this.lastSeq || this.reachedAt !== null) return;
     this.lastSeq = seq;
     const xs = members();
     if (!xs.length) return;
-    const mean = new Float64Array(CONSENSUS_DIMS);
-    for (const x of xs) for (let k = 0; k < CONSENSUS_DIMS; k++) mean[k] += x[k] / xs.length;
-    const spread = Math.max(...xs.map((x) => Math.hypot(...x.map((v, k) => v - mean[k]))));
+    const dims = xs[0].length;
+    const mean = new Float64Array(dims);
+    for (const x of xs) for (let k = 0; k < dims; k++) mean[k] += x[k] / xs.length;
+    const distance = (x: Vector) => {
+      let sum = 0;
+      for (let k = 0; k < dims; k++) sum += (x[k] - mean[k]) ** 2;
+      return Math.sqrt(sum);
+    };
+    const spread = xs.reduce((worst, x) => Math.max(worst, distance(x)), 0);
     this.start ??= spread;
     if (seq > 1 && spread <= 0.01 * this.start) this.reachedAt = seq - 1;
   }
 
   /** A group committed: its members adopt their mean. */
-  average(group: { x: Float64Array }[]): void {
+  average(group: { x: Vector }[]): void {
     if (!group.length) return;
     const mean = new Float64Array(CONSENSUS_DIMS);
     for (const m of group) for (let k = 0; k < CONSENSUS_DIMS; k++) mean[k] += m.x[k] / group.length;
     for (const m of group) m.x = mean.slice();
   }
 
-  checkpointed(seq: number, x: Float64Array): void {
+  checkpointed(seq: number, x: Vector): void {
     this.checkpoints.set(seq, x.slice());
   }
 
   /** A joiner loaded the model of `seq`: the checkpoint's vector (the initial model: its own). */
-  loaded(seq: number, own: Float64Array): Float64Array {
+  loaded(seq: number, own: Vector): Vector {
     return this.checkpoints.get(seq)?.slice() ?? own;
   }
 }
@@ -139,6 +156,27 @@ export interface Scenario {
    * runtime does, so the job's localities are what the server clusters from them.
    */
   regions?: { count: number; crossLatencyMs: number; regional: boolean; fromRoundTrips?: boolean };
+  /**
+   * An untrusted Moshpit job (trust untrusted, `groupSize` required): the server draws each sync's
+   * groups at random and checks each (digests, validators, disputes settled by its recomputation); a
+   * group that fails sits out its sync. `share` of the members are attackers, their attacks dealt in
+   * turn from `kinds` (simulated-group.ts). The checks run on a stand-in model (STAND_IN_GPT's f32
+   * parameters, each member's drawn at random: the consensus vector), while the link model times the
+   * mlp-fashion payload. A group round takes groupAverageMs; a validator's part and a member's
+   * evidence one link's time for a part. An evicted member rejoins under a fresh identity a second
+   * later (an attacker as the same attacker: a Sybil), so attackers stay `share` of the members.
+   */
+  attackers?: { share: number; kinds: readonly Attack[] };
+}
+
+/** What the untrusted checks did in a run (ScenarioResult.untrusted). */
+export interface UntrustedFigures {
+  /** Members evicted, honest ones and attackers by attack. */
+  evicted: { honest: number; byAttack: Record<string, number> };
+  /** The coordinator's counters: groups committed and failed, contributions most owners refused, digest mismatches, validated groups, disputes. */
+  counters: Record<string, number>;
+  /** Honest members' compute ÷ their time in the job (the attackers' beside it in `utilization`). */
+  honestUtilization: number;
 }
 
 export interface ScenarioResult {
@@ -169,7 +207,16 @@ export interface ScenarioResult {
   /** Server CPU (user + system) per committed sync, ms; and wall time the simulation took. */
   serverCpuMsPerSync: number;
   wallMs: number;
+  /** Untrusted scenarios: what the checks did; consensusSyncs is then of honest members only. */
+  untrusted?: UntrustedFigures;
 }
+
+/** The stand-in model of untrusted scenarios: the smallest GPT shape that cuts into 16 parts of 104 values or more (1,672 f32). */
+export const STAND_IN_GPT = { layers: 1, heads: 1, width: 8, context: 8 } as const;
+const STAND_IN_REF = { preset: 'gpt', gpt: STAND_IN_GPT, tokenizer: 'chars' } as const;
+
+/** The coordinator's counters an untrusted run reports. */
+const UNTRUSTED_COUNTERS = ['groups_committed', 'groups_failed', 'contributions_refused', 'digest_mismatches', 'rounds_validated', 'validation_disputes', 'accusations_unsettled'];
 
 export const SPEC_BASE = {
   preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', hyperparameters: { lr: 0.05, batchSize: 32 },
@@ -206,6 +253,17 @@ export function ringAllreduceMs(n: number, bytes: number, s: Pick<Scenario, 'ban
   return arrived[arrived.length - 1];
 }
 
+/**
+ * A group average among `n` members (collective's Group, untrusted jobs): each member sends its n − 1
+ * parts to their owners over its link, then each owner sends its aggregate to the n − 1 others; two
+ * hops of latency, each member sending what it would send in a ring (2(N−1) segments).
+ */
+export function groupAverageMs(n: number, bytes: number, s: Pick<Scenario, 'bandwidthBytesPerSec' | 'latencyMs'>): number {
+  if (n <= 1) return 0;
+  const partBytes = segmentFrames(n, bytes).reduce((a, b) => a + b, 0);
+  return 2 * (((n - 1) * 1000 * partBytes) / s.bandwidthBytesPerSec + s.latencyMs);
+}
+
 /** Bytes one member sends in that ring allreduce: 2(N−1) segments with their frame headers. */
 export function ringAllreduceBytes(n: number, bytes: number): number {
   return n <= 1 ? 0 : 2 * (n - 1) * segmentFrames(n, bytes).reduce((a, b) => a + b, 0);
@@ -221,12 +279,35 @@ const SLICE_MS = 100;
 export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const empty = { syncs: 0, aborted: 0, evictions: 0, syncMs: null, roundMs: null, exchangeMs: null, bytesSentPerRound: 0, utilization: 0, consensusSyncs: null, serverCpuMsPerSync: 0, wallMs: 0 };
   if (s.members > LIMITS.maxWorkersPerJob && !s.groupSize) return { scenario: s, refused: `a job in one ring holds at most ${LIMITS.maxWorkersPerJob} members (give it a groupSize)`, ...empty };
+  if (s.attackers && !s.groupSize) return { scenario: s, refused: 'an untrusted scenario averages in Moshpit groups: give it a groupSize', ...empty };
+  if (s.attackers && !(s.attackers.share >= 0 && s.attackers.share < 1 && (s.attackers.share === 0 || s.attackers.kinds.length > 0))) {
+    return { scenario: s, refused: `attackers: a share in [0, 1) with at least one kind of attack (got ${s.attackers.share}, [${s.attackers.kinds.join(', ')}])`, ...empty };
+  }
+  const untrusted = !!s.attackers;
   const dir = mkdtempSync(join(tmpdir(), 'tabfleet-sim-'));
   const store = new SqliteStore(dir);
   const clock = new SimClock();
   const random = mulberry32(s.seed); // seeded: a scenario is the same run twice
   const spec: JobSpec = jobSpecSchema.parse({ ...SPEC_BASE, pacing: s.pacing, minWorkers: Math.max(1, Math.floor(s.members / 2)), maxWorkers: s.members, H: s.H ?? SPEC_BASE.H,
-    ...(s.groupSize ? { groupSize: s.groupSize } : {}), regionalGroups: s.regions?.regional ?? false });
+    ...(s.groupSize ? { groupSize: s.groupSize } : {}), regionalGroups: s.regions?.regional ?? false,
+    ...(untrusted ? { trust: 'untrusted', preset: 'gpt', dataset: 'text-corpus', gpt: STAND_IN_GPT } : {}) });
+  // The stand-in's parameters (the padding between its tensors stays zero, as a checkpoint restores it).
+  const standIn = layoutOf(STAND_IN_REF);
+  const standInParams = (values: () => number) => {
+    const x = new Float32Array(standIn.length);
+    for (const p of standIn.entries) for (let i = p.offset; i < p.offset + p.size; i++) x[i] = values();
+    return x;
+  };
+  /** A group's mean as a member holds it: the parameters (a sign-flipped or negated padding's −0 back to zero). */
+  const paramsOf = (mean: Float32Array) => {
+    const x = new Float32Array(standIn.length);
+    for (const p of standIn.entries) x.set(mean.subarray(p.offset, p.offset + p.size), p.offset);
+    return x;
+  };
+  // Group rounds' outcomes by round id, from their begin to their commit or abort.
+  const outcomes = new Map<number, GroupOutcome>();
+  const counters = new Map<string, number>();
+  const evicted = { honest: 0, byAttack: {} as Record<string, number> };
   const flat = initialParams('mlp-fashion', 1);
   const digest = modelDigest(flat);
   const modelBytes = flat.length * 4;
@@ -239,7 +320,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   /** A simulated volunteer: its own step-time median, and what it is doing. */
   interface Sim {
     id: string; region: string | undefined; stepMs: number; joinedAt: number; leftAt: number | null; computeMs: number; lastWorkMs: number;
-    workingSince: number | null; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Float64Array; loaded: boolean;
+    workingSince: number | null; seq: number; lastCommitAt: number | null; gone: boolean; cancelWork: (() => void) | null; x: Vector; loaded: boolean; attack: Attack | null;
   }
   const sims = new Map<string, Sim>();
   const consensus = new Consensus();
@@ -285,9 +366,11 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
         roundsBegun.set(x.roundId, { at: clock.now(), members: x.members, evaluators: x.evaluators, uploader: x.uploader });
         if (!exchanges.has(x.seq)) exchanges.set(x.seq, { began: clock.now(), lastCommit: null });
         // Members still loading hold no model of the job yet: not counted.
-        consensus.syncBegins(x.seq, () => [...sims.values()].filter((m) => !m.gone && m.loaded).map((m) => m.x));
+        // Untrusted: honest members only (attackers' vectors are theirs to spoil).
+        consensus.syncBegins(x.seq, () => [...sims.values()].filter((m) => !m.gone && m.loaded && !m.attack).map((m) => m.x));
       }
       if (event === 'round:commit') committed(x.roundId, x.seq);
+      if (event === 'round:abort') outcomes.delete(x.roundId);
       for (const id of Array.isArray(to) ? to : [to]) {
         const m = sims.get(id);
         if (m && !m.gone) deliver(m, event, x);
@@ -297,10 +380,12 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     watched: () => false,
     checkpointUrl: (jobId, seq) => `sim://${jobId}/${seq}`,
     count: (name) => {
+      counters.set(name, (counters.get(name) ?? 0) + 1);
       if (name === 'rounds_aborted') aborted++;
       if (name === 'members_evicted') evictions++;
     },
-    log: () => {},
+    // SIM_LOG=1: the coordinator's log (evictions, failed groups, disputes) on simulated time.
+    log: process.env.SIM_LOG ? (line) => console.log(`[${(clock.now() / 1000).toFixed(1)} s] ${line}`) : () => {},
   };
 
   function committed(roundId: number, seq: number): void {
@@ -311,14 +396,40 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     roundsBegun.delete(roundId);
     if (!r) return;
     rounds.push(clock.now() - r.at);
-    consensus.average(r.members.flatMap((id) => sims.get(id) ?? []));
-    // Evaluators and the uploader answer once their own group has committed.
-    for (const id of r.evaluators.filter((x) => r.members.includes(x))) clock.after(linkMs(0), () => handle(id, 'metrics', { jobId: job.id, seq, checksum: digest, accuracy: 0.5, loss: 1 }));
+    const outcome = outcomes.get(roundId);
+    outcomes.delete(roundId);
+    // A checked group's members adopt what its owners sent (a lying owner's part included).
+    if (outcome?.mean) for (const id of r.members) sims.get(id)!.x = paramsOf(outcome.mean);
+    else consensus.average(r.members.flatMap((id) => sims.get(id) ?? []));
+    // Evaluators and the uploader answer once their own group has committed (untrusted: with the digest of the model they hold).
+    for (const id of r.evaluators.filter((x) => r.members.includes(x))) {
+      const checksum = untrusted ? modelDigest(sims.get(id)!.x as Float32Array) : digest;
+      clock.after(linkMs(0), () => handle(id, 'metrics', { jobId: job.id, seq, checksum, accuracy: 0.5, loss: 1 }));
+    }
     if (r.uploader && r.members.includes(r.uploader)) {
-      consensus.checkpointed(seq, sims.get(r.uploader)!.x);
-      clock.after(linkMs(modelBytes), () => handle(r.uploader!, 'checkpoint:upload', { jobId: job.id, seq, step: 0, data: checkpoint }));
+      const x = sims.get(r.uploader)!.x;
+      consensus.checkpointed(seq, x);
+      const data = checkpointData(x);
+      clock.after(linkMs(modelBytes), () => handle(r.uploader!, 'checkpoint:upload', { jobId: job.id, seq, step: 0, data }));
     }
   }
+
+  /** What an uploader uploads: the mlp-fashion initial model (trusted: the digests stand for it), or the stand-in model it holds. */
+  const checkpointData = (x: Vector) => (untrusted ? checkpointOf(STAND_IN_REF, x as Float32Array) : checkpoint);
+
+  /** A group round of an untrusted job: its members' outcome, computed once (simulated-group.ts), when its first member hears of it. */
+  function outcomeOf(x: Record<string, any>): GroupOutcome {
+    let outcome = outcomes.get(x.roundId);
+    if (!outcome) {
+      const members = (x.members as string[]).map((id) => ({ id, params: sims.get(id)!.x as Float32Array, attack: sims.get(id)!.attack }));
+      outcome = groupRound(members, spec, x.steps);
+      outcomes.set(x.roundId, outcome);
+    }
+    return outcome;
+  }
+
+  /** One link's time for a part of the payload (a validator's or the server's copy of it). */
+  const partMs = (n: number) => linkMs(modelBytes / n);
 
   /** What a ping measures: twice the one-way latency between the two members' regions. */
   const roundTripMs = (m: Sim, peer: string) => 2 * (sims.get(peer)?.region === m.region ? s.latencyMs : s.regions!.crossLatencyMs);
@@ -339,14 +450,32 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       clock.after(2 * Math.max(...Object.values(rttMs)), () => handle(m.id, 'peers:rtt', { jobId: job.id, rttMs }));
     } else if (event === 'model:load') {
       clock.after(linkMs(modelBytes), () => {
-        const ack = handle(m.id, 'model:loaded', { jobId: job.id, seq: x.seq, checksum: digest });
+        const model = consensus.loaded(x.seq, m.x);
+        const ack = handle(m.id, 'model:loaded', { jobId: job.id, seq: x.seq, checksum: untrusted ? modelDigest(model as Float32Array) : digest });
         if (ack?.admitted) {
           m.seq = x.seq;
-          m.x = consensus.loaded(x.seq, m.x);
+          m.x = model;
           m.loaded = true;
           work(m, Number(ack.steps ?? spec.H), ack.budgetMs as number | undefined);
         }
       });
+    } else if (event === 'round:begin' && x.mode === 'group') {
+      const outcome = outcomeOf(x);
+      const n = outcome.members.length;
+      clock.after(groupAverageMs(n, modelBytes, s), () => {
+        if (!outcome.mean) return void handle(m.id, 'round:failed', { jobId: job.id, roundId: x.roundId, code: 'bad_frame', message: 'every contribution to a part was refused' });
+        handle(m.id, 'round:result', { jobId: job.id, roundId: x.roundId, checksum: checksumOf(outcome.mean), step: 0, group: outcome.reports.get(m.id),
+          metrics: { loss: 1, samples: spec.H * 32, wallMs: m.lastWorkMs, computeMs: m.lastWorkMs, bytesSent: 0, bytesReceived: 0 } });
+      });
+    } else if (event === 'round:validate') {
+      const outcome = outcomes.get(x.roundId);
+      const parts = (x.checks as { part: number; validator: string }[]).filter((c) => c.validator === m.id).map((c) => c.part);
+      if (outcome && parts.length) {
+        clock.after(partMs(outcome.members.length), () => handle(m.id, 'round:validation', { jobId: job.id, roundId: x.roundId, parts: parts.map((p) => validatePart(outcome, p, spec)) }));
+      }
+    } else if (event === 'evidence:request') {
+      const outcome = outcomes.get(x.roundId);
+      if (outcome) clock.after(partMs(outcome.members.length), () => handle(m.id, 'evidence:upload', { jobId: job.id, roundId: x.roundId, part: x.part, data: evidenceOf(outcome, m.id, x.part) }));
     } else if (event === 'round:begin') {
       // A ring across regions runs at the slowest link's latency.
       const regions = new Set((x.members as string[]).map((id) => sims.get(id)?.region));
@@ -361,10 +490,17 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
       m.seq = x.seq;
       work(m, Number(x.steps?.[m.id] ?? spec.H), x.budgetMs);
     } else if (event === 'checkpoint:request') {
-      handle(m.id, 'checkpoint:upload', { jobId: job.id, seq: x.seq, step: 0, data: checkpoint });
+      handle(m.id, 'checkpoint:upload', { jobId: job.id, seq: x.seq, step: 0, data: checkpointData(m.x) });
     } else if (event === 'job:end') {
+      // Evicted (a member that leaves hears nothing more): its time in the job ends here.
       m.gone = true;
+      m.leftAt ??= clock.now();
       m.cancelWork?.();
+      if (untrusted) {
+        if (m.attack) evicted.byAttack[m.attack] = (evicted.byAttack[m.attack] ?? 0) + 1;
+        else evicted.honest++;
+        clock.after(1_000, () => join1(m.attack));
+      }
     }
   }
 
@@ -372,20 +508,30 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   await store.createJob(job);
   c = await JobCoordinator.load(job, deps);
   const caps = capabilitiesSchema.parse(SIM_CAPABILITIES);
-  const join1 = () => {
+  const join1 = (attack: Attack | null = null) => {
     const id = `s${nextId++}`;
     // Each member's own median step time: volunteers differ by a lognormal factor too.
     const region = s.regions ? `r${Math.floor(random() * s.regions.count)}` : undefined;
-    const m: Sim = { id, region, stepMs: lognormal(s.stepMs), joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, workingSince: null, seq: 0, lastCommitAt: null,
-      gone: false, cancelWork: null, x: Float64Array.from({ length: CONSENSUS_DIMS }, () => random()), loaded: false };
+    const stepMs = lognormal(s.stepMs);
+    const x = untrusted ? standInParams(random) : Float64Array.from({ length: CONSENSUS_DIMS }, () => random());
+    const m: Sim = { id, region, stepMs, joinedAt: clock.now(), leftAt: null, computeMs: 0, lastWorkMs: 0, workingSince: null, seq: 0, lastCommitAt: null,
+      gone: false, cancelWork: null, x, loaded: false, attack };
     sims.set(id, m);
     try {
-      c.join({ volunteerId: id, capabilities: region && !s.regions?.fromRoundTrips ? { ...caps, region } : caps, clientId: id });
+      // Untrusted: every joiner from an address of its own (a Sybil's too), or one member's eviction would keep out every joiner of the
+      // shared unknown address (penalties.ts keeps a faulty network out). The server's network rules are off: an address is a network.
+      const address = untrusted ? `10.${(nextId >> 16) & 255}.${(nextId >> 8) & 255}.${nextId & 255}` : undefined;
+      c.join({ volunteerId: id, capabilities: region && !s.regions?.fromRoundTrips ? { ...caps, region } : caps, clientId: id, ...(address ? { address } : {}) });
     } catch {
       m.gone = true;
     }
   };
-  for (let i = 0; i < s.members; i++) join1();
+  // Attackers are dealt evenly through the joining order, their attacks in turn.
+  const attackers = Math.round((s.attackers?.share ?? 0) * s.members);
+  for (let i = 0; i < s.members; i++) {
+    const k = Math.floor(((i + 1) * attackers) / s.members) - Math.floor((i * attackers) / s.members);
+    join1(k ? s.attackers!.kinds[Math.floor((i * attackers) / s.members) % s.attackers!.kinds.length] : null);
+  }
   // Departures: a Poisson process at churn × N per 10 minutes; each leaver is replaced after a second.
   const ratePerMs = (s.churnPer10Min * s.members) / 600_000;
   const nextDeparture = () => {
@@ -398,7 +544,8 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
         m.leftAt = clock.now();
         m.cancelWork?.();
         c.leave(m.id, 'left (simulated churn)');
-        clock.after(1_000, join1);
+        // Replaced in kind: an attacker's place by an attacker of the same attack.
+        clock.after(1_000, () => join1(m.attack));
       }
       nextDeparture();
     });
@@ -416,12 +563,15 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
   const cpu = process.cpuUsage(cpu0);
   const wallMs = performance.now() - t0;
   const end = clock.now();
-  let present = 0, busy = 0;
+  let present = 0, busy = 0, honestPresent = 0, honestBusy = 0;
   for (const m of sims.values()) {
-    present += (m.leftAt ?? end) - m.joinedAt;
+    const inJob = (m.leftAt ?? end) - m.joinedAt;
     // Work still under way when the simulated time ends is busy time too (else a run that ends just
     // after a commit would count every member's last sync as idle); work a leaver dropped is not.
-    busy += m.computeMs + (m.gone || m.workingSince === null ? 0 : end - m.workingSince);
+    const worked = m.computeMs + (m.gone || m.workingSince === null ? 0 : end - m.workingSince);
+    present += inJob;
+    busy += worked;
+    if (!m.attack) [honestPresent, honestBusy] = [honestPresent + inJob, honestBusy + worked];
   }
   c.release();
   await c.flushed();
@@ -435,5 +585,7 @@ export async function simulate(s: Scenario): Promise<ScenarioResult> {
     bytesSentPerRound: ringAllreduceBytes(Math.min(s.members, s.groupSize ?? Infinity), modelBytes),
     utilization: present > 0 ? busy / present : 0, consensusSyncs: consensus.reachedAt,
     serverCpuMsPerSync: syncs ? (cpu.user + cpu.system) / 1000 / syncs : 0, wallMs,
+    ...(untrusted ? { untrusted: { evicted, counters: Object.fromEntries(UNTRUSTED_COUNTERS.map((k) => [k, counters.get(k) ?? 0])),
+      honestUtilization: honestPresent > 0 ? honestBusy / honestPresent : 0 } } : {}),
   };
 }
