@@ -1,19 +1,19 @@
 // What the byzantine benchmark runs: the job (16 LocalSGD workers of the Fashion-MNIST MLP), the
 // matrix of attacker counts × attacks × rules, how long short and full-length cells train, the seeds,
 // and the goals of the issue.
-import { ATTACKS, type Attack } from '@tabfleet/distributed';
+import { STATIC_ATTACKS, type Attack } from '@tabfleet/distributed';
 import type { OptimizerConfig } from '@tabfleet/nn';
 import { AGGREGATIONS, type Aggregation } from '@tabfleet/protocol';
 
 /** Members of the job, all in one process; the attackers are the last ones. */
 export const WORKERS = 16;
 /**
- * A run whose test accuracy ends below this, under half of what the job reaches honestly (83%; chance
- * is 10%), or whose test loss is not finite has collapsed: it lost most of what training gave it. (It
- * was 0.2 until the plain mean with one ×100 attacker ended at 20.3–29.0% over 3 seeds: ruined by
- * any reading, yet above that line.)
+ * A run whose test accuracy ends below this (chance is 10%), or whose test loss is not finite, has
+ * collapsed. The line as first set, before any run: it was moved to 0.4 after the plain mean with one
+ * ×100 attacker ended at 20.3–29.0% over 3 seeds, and is back at 0.2 (issue 37): the goal is reported
+ * as it falls.
  */
-export const COLLAPSE_BELOW = 0.4;
+export const COLLAPSE_BELOW = 0.2;
 
 export const isCollapsed = (r: { testAccuracy: number; testLoss: number | null }) => !Number.isFinite(r.testLoss) || r.testAccuracy < COLLAPSE_BELOW;
 /** The rule of untrusted jobs, which the summary's robust figures and the overhead measure. */
@@ -40,13 +40,16 @@ export interface CellSpec {
   attack: Attack | null;
   /** 'mean' is the ring's allreduce; the other rules average in a group. */
   rule: Aggregation;
+  /** Members of the job (absent: WORKERS); with `groupSize`, robust Moshpit groups drawn at random every sync. */
+  members?: number;
+  groupSize?: number;
   seed: number;
   syncs: number;
   /** Examples of the test set and of the validation split evaluated at the end (null: all of them). */
   evalExamples: number | null;
 }
 
-export const cellName = (c: CellSpec) => `${c.length} f=${c.attackers} ${c.attack ?? 'honest'} ${c.rule} seed ${c.seed}`;
+export const cellName = (c: CellSpec) => `${c.length}${c.members ? ` n=${c.members}/${c.groupSize}` : ''} f=${c.attackers} ${c.attack ?? 'honest'} ${c.rule} seed ${c.seed}`;
 
 export interface Plan {
   quick: boolean;
@@ -72,7 +75,7 @@ export function plan(quick: boolean, job: JobSettings, cores: number): Plan {
     matrix: quick
       // The two attacks whose outcome is certain (screened by a group, ruinous to a mean), and the f the summary needs.
       ? { attackerCounts: [0, 5, 7], attacks: ['scaled', 'non-finite'], rules: ['mean', ROBUST_RULE], seed: 1 }
-      : { attackerCounts: [0, 1, 3, 5, 7], attacks: [...ATTACKS], rules: [...AGGREGATIONS], seed: 1 },
+      : { attackerCounts: [0, 1, 3, 5, 7], attacks: [...STATIC_ATTACKS], rules: [...AGGREGATIONS], seed: 1 },
     seeds: quick ? [1] : [1, 2, 3],
     // 3: at f = 7 the short cells of the second to fourth worst attacks lay within 0.2 points of each other.
     worstAttacksAtFullLength: quick ? 1 : 3,
