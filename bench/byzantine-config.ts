@@ -1,7 +1,7 @@
 // What the byzantine benchmark runs: the job (16 LocalSGD workers of the Fashion-MNIST MLP), the
 // matrix of attacker counts × attacks × rules, how long short and full-length cells train, the seeds,
 // and the goals of the issue.
-import { STATIC_ATTACKS, type Attack } from '@tabfleet/distributed';
+import { ATTACKS, STATIC_ATTACKS, type Attack } from '@tabfleet/distributed';
 import type { OptimizerConfig } from '@tabfleet/nn';
 import { AGGREGATIONS, type Aggregation } from '@tabfleet/protocol';
 
@@ -19,8 +19,18 @@ export const isCollapsed = (r: { testAccuracy: number; testLoss: number | null }
 /** The rule of untrusted jobs, which the summary's robust figures and the overhead measure. */
 export const ROBUST_RULE: Aggregation = 'centered-clip';
 
-/** The issue's goals: accuracy drops in points below the clean run, overheads as group ÷ ring. */
-export const GOALS = { maxDropPointsF5: 2, maxDropPointsF7: 5, maxOverheadBytes: 1.1, maxOverheadTime: 1.3, maxOwnerLieRounds: 3 };
+/**
+ * The issue's goals: accuracy drops in points below the clean run, overheads as group ÷ ring. Set
+ * before any run (the N = 64 ones too: issue 37), never moved after.
+ */
+export const GOALS = { maxDropPointsF5: 2, maxDropPointsF7: 5, maxOverheadBytes: 1.1, maxOverheadTime: 1.3, maxOwnerLieRounds: 3, maxDropPointsN64F10: 2, maxDropPointsN64F20: 5 };
+
+/**
+ * The N = 64 section: an untrusted job of 64 members in robust Moshpit groups of 16 (a fresh random
+ * split every sync), attackers 10% and 20% of the identities, rounded to the nearest member.
+ */
+export const N64 = { members: 64, groupSize: 16, attackerShares: [0.1, 0.2] } as const;
+export const n64Attackers = (share: number) => Math.round(share * N64.members);
 
 export interface JobSettings {
   H: number;
@@ -60,6 +70,11 @@ export interface Plan {
   seeds: number[];
   /** How many of the attacks the short matrix found worst at f = 5 and at f = 7 run at full length. */
   worstAttacksAtFullLength: number;
+  /**
+   * The N = 64 section: its attacks (every one at full length), seeds, and length. Full length trains
+   * on as many examples as an N = 16 full cell: the same H, ⌈16 × its syncs / 64⌉ syncs.
+   */
+  n64: { attacks: Attack[]; seeds: number[]; syncs: number; evalExamples: number | null };
   /** Child processes that run cells side by side. */
   processes: number;
   /** The link models the overhead is measured on (byzantine-overhead.ts LINK_MODELS). */
@@ -67,11 +82,11 @@ export interface Plan {
 }
 
 export function plan(quick: boolean, job: JobSettings, cores: number): Plan {
+  const lengths: Plan['lengths'] = quick
+    ? { short: { syncs: 1, evalExamples: 500 }, full: { syncs: 2, evalExamples: 1000 } }
+    : { short: { syncs: 1, evalExamples: 2000 }, full: { syncs: 12, evalExamples: null } };
   return {
-    quick, job,
-    lengths: quick
-      ? { short: { syncs: 1, evalExamples: 500 }, full: { syncs: 2, evalExamples: 1000 } }
-      : { short: { syncs: 1, evalExamples: 2000 }, full: { syncs: 12, evalExamples: null } },
+    quick, job, lengths,
     matrix: quick
       // The two attacks whose outcome is certain (screened by a group, ruinous to a mean), and the f the summary needs.
       ? { attackerCounts: [0, 5, 7], attacks: ['scaled', 'non-finite'], rules: ['mean', ROBUST_RULE], seed: 1 }
@@ -79,6 +94,9 @@ export function plan(quick: boolean, job: JobSettings, cores: number): Plan {
     seeds: quick ? [1] : [1, 2, 3],
     // 3: at f = 7 the short cells of the second to fourth worst attacks lay within 0.2 points of each other.
     worstAttacksAtFullLength: quick ? 1 : 3,
+    n64: quick
+      ? { attacks: ['scaled', 'slow-drift'], seeds: [1], syncs: 1, evalExamples: 500 }
+      : { attacks: [...ATTACKS], seeds: [1, 2, 3], syncs: Math.ceil((WORKERS * lengths.full.syncs) / N64.members), evalExamples: null },
     processes: Math.max(1, Math.min(2, cores)),
     linkModels: quick ? ['unlimited', 'capped_uplink'] : ['unlimited', 'capped_link', 'capped_uplink'],
   };
@@ -94,4 +112,14 @@ export function matrixCells(p: Plan): CellSpec[] {
 /** Full-length cells of one setting, one per seed. */
 export function fullCells(p: Plan, attackers: number, attack: Attack | null, rule: Aggregation): CellSpec[] {
   return p.seeds.map((seed) => ({ length: 'full', attackers, attack, rule, seed, ...p.lengths.full }));
+}
+
+/** The N = 64 section's cells: the clean run, then every attack at 10% and 20%, each over the seeds (centered clip). */
+export function n64Cells(p: Plan): CellSpec[] {
+  const { attacks, seeds, syncs, evalExamples } = p.n64;
+  const cell = (attackers: number, attack: Attack | null, seed: number): CellSpec => ({
+    length: 'full', attackers, attack, rule: ROBUST_RULE, seed, syncs, evalExamples, members: N64.members, groupSize: N64.groupSize,
+  });
+  const settings: [number, Attack | null][] = [[0, null], ...N64.attackerShares.flatMap((share) => attacks.map((a): [number, Attack] => [n64Attackers(share), a]))];
+  return settings.flatMap(([f, a]) => seeds.map((seed) => cell(f, a, seed)));
 }
