@@ -33,10 +33,13 @@ export interface CellResult {
   attackerMajorityGroups?: number;
   /** Training, exchanges and the final evaluations. */
   wallMs: number;
+  /** The child process's CPU time over the same (user + system): what the cell costs whatever else loads the machine. */
+  cpuMs: number;
 }
 
 export async function runCell(backend: Backend, data: { train: Dataset; test: Dataset }, spec: CellSpec, job: JobSettings): Promise<CellResult> {
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   const { head: train, tail: validation } = holdOutTail(data.train, job.validationExamples);
   const members = spec.members ?? WORKERS;
   const attackerRanks = Array.from({ length: spec.attackers }, (_, k) => members - spec.attackers + k);
@@ -79,5 +82,11 @@ export async function runCell(backend: Backend, data: { train: Dataset; test: Da
       attackerMajorityGroups: reports.reduce((a, r) => a + (r.attackerMajorityGroups ?? 0), 0),
     } : {}),
     wallMs: performance.now() - t0,
+    cpuMs: cpuMsSince(cpu0),
   };
+}
+
+function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1000;
 }

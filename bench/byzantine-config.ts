@@ -114,12 +114,16 @@ export function fullCells(p: Plan, attackers: number, attack: Attack | null, rul
   return p.seeds.map((seed) => ({ length: 'full', attackers, attack, rule, seed, ...p.lengths.full }));
 }
 
-/** The N = 64 section's cells: the clean run, then every attack at 10% and 20%, each over the seeds (centered clip). */
+/**
+ * The N = 64 section's cells (centered clip): the clean run and every attack at 20% and 10%, seed by
+ * seed, so that a run cut short has every setting at its first seeds.
+ */
 export function n64Cells(p: Plan): CellSpec[] {
   const { attacks, seeds, syncs, evalExamples } = p.n64;
   const cell = (attackers: number, attack: Attack | null, seed: number): CellSpec => ({
     length: 'full', attackers, attack, rule: ROBUST_RULE, seed, syncs, evalExamples, members: N64.members, groupSize: N64.groupSize,
   });
-  const settings: [number, Attack | null][] = [[0, null], ...N64.attackerShares.flatMap((share) => attacks.map((a): [number, Attack] => [n64Attackers(share), a]))];
-  return settings.flatMap(([f, a]) => seeds.map((seed) => cell(f, a, seed)));
+  const shares = [...N64.attackerShares].reverse();
+  const settings: [number, Attack | null][] = [[0, null], ...shares.flatMap((share) => attacks.map((a): [number, Attack] => [n64Attackers(share), a]))];
+  return seeds.flatMap((seed) => settings.map(([f, a]) => cell(f, a, seed)));
 }

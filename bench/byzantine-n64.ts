@@ -5,7 +5,7 @@
 // in-runner capture rate beside the rate random assignment gives, and what each figure is.
 import type { Attack } from '@tabfleet/distributed';
 import { GOALS, N64, ROBUST_RULE, WORKERS, n64Attackers, n64Cells, type CellSpec, type Plan } from './byzantine-config';
-import { finished, settingOf, type Cell, type Setting } from './byzantine-summary';
+import { finished, settingOf, spread, type Cell, type Setting, type Spread } from './byzantine-summary';
 
 /** What runs one cell (the benchmark's pool, with its progress lines). */
 export type RunCell = (spec: CellSpec) => Promise<Cell>;
@@ -17,6 +17,8 @@ export interface N64Section {
   /** Group-syncs over the attacked cells of each share, and those the attackers held a strict majority in. */
   capture: Record<string, CaptureRate>;
   wallMs: number;
+  /** CPU time of the cells (child processes), per cell and in all: what the section costs on an idle machine, divided by its processes. */
+  cpu: { perCellMs: Spread | null; totalMs: number; processes: number };
   loadAverageAtStart: number[];
   loadAverageAtEnd: number[];
 }
@@ -48,6 +50,7 @@ export async function runN64(p: Plan, runCell: RunCell, loadavg: () => number[])
   return {
     plan: { ...p.n64, members: N64.members, groupSize: N64.groupSize, attackers: Object.fromEntries(N64.attackerShares.map((s) => [shareKey(s), n64Attackers(s)])), H: p.job.H },
     settings: { clean: of(0, null), byShare }, cells, capture, wallMs: performance.now() - t0, loadAverageAtStart, loadAverageAtEnd: loadavg(),
+    cpu: { perCellMs: spread(finished(cells).map((c) => c.cpuMs)), totalMs: finished(cells).reduce((a, c) => a + c.cpuMs, 0), processes: p.processes },
   };
 }
 
@@ -59,7 +62,8 @@ export function captureRate(cells: { groupSyncs?: number; attackerMajorityGroups
   for (let k = majority; k <= Math.min(g, attackers); k++) hypergeometric += (choose(attackers, k) * choose(n - attackers, g - k)) / choose(n, g);
   const p = attackers / n;
   for (let k = majority; k <= g; k++) binomial += choose(g, k) * p ** k * (1 - p) ** (g - k);
-  return { attackers, groupSyncs, captured, rate: groupSyncs ? captured / groupSyncs : null, hypergeometric, binomial, upper95: groupSyncs ? binomialQuantile(groupSyncs, hypergeometric, 0.95) / groupSyncs : 0 };
+  const upper95 = groupSyncs ? binomialQuantile(groupSyncs, hypergeometric, 0.95) / groupSyncs : 0;
+  return { attackers, groupSyncs, captured, rate: groupSyncs ? captured / groupSyncs : null, hypergeometric, binomial, upper95 };
 }
 
 function choose(n: number, k: number): number {

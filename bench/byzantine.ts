@@ -94,7 +94,8 @@ class Progress {
     this.wallMs[c.members ? 'n64' : c.length].push(c.wallMs);
     const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
     this.log(`[${this.done}/${this.total}] ${c.name}: test ${pct(c.testAccuracy)}, validation ${pct(c.validationAccuracy)}${c.collapsed ? ' (collapsed)' : ''}, ` +
-      `refused ${c.refused.attackers}+${c.refused.honest}, ${(c.wallMs / 1000).toFixed(1)} s`);
+      `refused ${c.refused.attackers}+${c.refused.honest}, ${(c.wallMs / 1000).toFixed(1)} s (CPU ${(c.cpuMs / 1000).toFixed(1)} s)` +
+      `${c.groupSyncs ? `, attacker majority in ${c.attackerMajorityGroups}/${c.groupSyncs} group-syncs` : ''}`);
   }
 }
 
