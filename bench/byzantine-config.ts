@@ -95,7 +95,7 @@ export function plan(quick: boolean, job: JobSettings, cores: number): Plan {
     // 3: at f = 7 the short cells of the second to fourth worst attacks lay within 0.2 points of each other.
     worstAttacksAtFullLength: quick ? 1 : 3,
     n64: quick
-      ? { attacks: ['scaled', 'slow-drift'], seeds: [1], syncs: 1, evalExamples: 500 }
+      ? { attacks: ['slow-drift'], seeds: [1], syncs: 1, evalExamples: 500 }
       : { attacks: [...ATTACKS], seeds: [1, 2, 3], syncs: Math.ceil((WORKERS * lengths.full.syncs) / N64.members), evalExamples: null },
     processes: Math.max(1, Math.min(2, cores)),
     linkModels: quick ? ['unlimited', 'capped_uplink'] : ['unlimited', 'capped_link', 'capped_uplink'],

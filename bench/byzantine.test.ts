@@ -17,7 +17,7 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 const WORKERS = 16;
 const PARAMS = 784 * 256 + 256 + 256 * 10 + 10;
 
-test('npm run bench -- byzantine --quick writes a complete and consistent byzantine JSON', { timeout: 8 * 60_000 }, async (t) => {
+test('npm run bench -- byzantine --quick writes a complete and consistent byzantine JSON', { timeout: 15 * 60_000 }, async (t) => {
   const out = join(dir, 'byzantine.json');
   assert.equal(await runBench(['byzantine', '--quick', '--runs', '1', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
@@ -177,7 +177,7 @@ function checkN64(r: any): void {
   assert.ok(n.loadAverageAtStart.length === 3 && n.loadAverageAtEnd.length === 3);
 }
 
-test('--only n64 re-runs the N = 64 section into the report and keeps the others', { timeout: 5 * 60_000 }, async (t) => {
+test('--only n64 re-runs the N = 64 section into the report and keeps the others', { timeout: 8 * 60_000 }, async (t) => {
   const out = join(dir, 'byzantine.json');
   const before = JSON.parse(readFileSync(out, 'utf8'));
   assert.equal(await runBench(['byzantine', '--quick', '--only', 'n64', '--out', out], t.signal), 0);
