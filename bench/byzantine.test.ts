@@ -17,7 +17,7 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 const WORKERS = 16;
 const PARAMS = 784 * 256 + 256 + 256 * 10 + 10;
 
-test('npm run bench -- byzantine --quick writes a complete and consistent byzantine JSON', { timeout: 8 * 60_000 }, async (t) => {
+test('npm run bench -- byzantine --quick writes a complete and consistent byzantine JSON', { timeout: 15 * 60_000 }, async (t) => {
   const out = join(dir, 'byzantine.json');
   assert.equal(await runBench(['byzantine', '--quick', '--runs', '1', '--out', out], t.signal), 0);
   const r = JSON.parse(readFileSync(out, 'utf8'));
@@ -128,6 +128,65 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   }
   assert.equal(r.timings.short.cells, r.matrix.length);
   assert.equal(r.timings.full.cells, r.fullCells.length);
+  checkN64(r);
+});
+
+/** The N = 64 section: 64 members in robust groups of 16, every planned attack at 6 and 13 attackers, and the summary keys it gives. */
+function checkN64(r: any): void {
+  const n = r.n64;
+  const { attacks, seeds, syncs } = r.plan.n64;
+  assert.deepEqual(n.plan.attackers, { f10: 6, f20: 13 }, '10% and 20% of 64, rounded to the nearest member');
+  assert.equal(n.cells.length, (1 + 2 * attacks.length) * seeds.length);
+  assert.equal(r.timings.n64.cells, n.cells.length);
+  for (const c of n.cells) {
+    assert.equal(c.error, null, `${c.name}: ${c.error}`);
+    assert.deepEqual([c.members, c.groupSize, c.rule, c.syncs, c.steps], [64, 16, 'centered-clip', syncs, syncs * r.job.H], c.name);
+    assert.equal(c.groupSyncs, 4 * syncs, `${c.name}: four groups of 16 every sync`);
+    assert.equal(c.refused.honest, 0, c.name);
+    // Six attackers can never hold 9 of a group of 16.
+    if (c.attackers <= 6) assert.equal(c.attackerMajorityGroups, 0, c.name);
+    if (c.attack === 'scaled') assert.ok(c.refused.attackers > 0, `${c.name}: ×100 screened`);
+    if (c.attack === 'slow-drift') assert.equal(c.refused.attackers, 0, `${c.name}: the drift passes the screen`);
+    if (c.attackers === 0 || c.attack === 'scaled') assert.ok(!c.collapsed && c.testAccuracy > 0.4, `${c.name} learned (${c.testAccuracy})`);
+  }
+  const s = r.summary;
+  assert.equal(s.clean_accuracy_n64, n.settings.clean.testAccuracy.median);
+  for (const key of ['f10', 'f20']) {
+    const settings = n.settings.byShare[key];
+    assert.deepEqual(settings.map((x: any) => x.attack), attacks, `${key}: every attack`);
+    const worst = settings.reduce((a: any, b: any) => (b.testAccuracy.median < a.testAccuracy.median ? b : a));
+    assert.equal(s[`worst_accuracy_n64_${key}`], worst.testAccuracy.median);
+    assert.equal(s[`worst_attack_n64_${key}`], worst.attack);
+    const cells = n.cells.filter((c: any) => c.attackers === n.plan.attackers[key]);
+    const capture = s.group_capture_rate_runner[key];
+    assert.equal(capture.group_syncs, cells.reduce((a: number, c: any) => a + c.groupSyncs, 0));
+    assert.equal(capture.captured, cells.reduce((a: number, c: any) => a + c.attackerMajorityGroups, 0));
+  }
+  assert.equal(s.group_capture_rate_runner.f10.hypergeometric, 0, 'six cannot make 9');
+  const f20 = s.group_capture_rate_runner.f20;
+  // 13 of 64: P(X ≥ 9) for X hypergeometric (64, 13, 16) ≈ 4e-4, below the binomial (16, 13/64) tail.
+  assert.ok(f20.hypergeometric > 0 && f20.hypergeometric < f20.binomial && f20.binomial < 0.01, `${f20.hypergeometric} ${f20.binomial}`);
+  assert.equal(s.goals_n64.worst_accuracy_n64_f10, s.clean_accuracy_n64 - 0.02);
+  assert.equal(s.goals_n64.worst_accuracy_n64_f20, s.clean_accuracy_n64 - 0.05);
+  assert.deepEqual(s.goals_met_n64, {
+    worst_accuracy_n64_f10: s.worst_accuracy_n64_f10 >= s.goals_n64.worst_accuracy_n64_f10,
+    worst_accuracy_n64_f20: s.worst_accuracy_n64_f20 >= s.goals_n64.worst_accuracy_n64_f20,
+    group_capture_rate_runner: f20.rate <= f20.upper95 && s.group_capture_rate_runner.f10.rate <= s.group_capture_rate_runner.f10.upper95,
+  });
+  for (const key of ['cells', 'length', 'attacks', 'worst_accuracy_n64', 'group_capture_rate_runner']) assert.equal(typeof r.definitions.n64[key], 'string', key);
+  assert.ok(n.loadAverageAtStart.length === 3 && n.loadAverageAtEnd.length === 3);
+}
+
+test('--only n64 re-runs the N = 64 section into the report and keeps the others', { timeout: 8 * 60_000 }, async (t) => {
+  const out = join(dir, 'byzantine.json');
+  const before = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(await runBench(['byzantine', '--quick', '--only', 'n64', '--out', out], t.signal), 0);
+  const r = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(typeof r.sectionCommits.n64, 'string');
+  assert.ok(r.sectionDates.n64 > before.sectionDates.n64, 'the section is dated anew');
+  assert.deepEqual(r.matrix.map((c: any) => [c.name, c.wallMs]), before.matrix.map((c: any) => [c.name, c.wallMs]), 'the matrix is kept');
+  assert.notDeepEqual(r.n64.cells.map((c: any) => c.wallMs), before.n64.cells.map((c: any) => c.wallMs), 'the section ran again');
+  checkN64(r);
 });
 
 test('--only robust re-runs the centered-clip cells and what they choose, and keeps the other rules\' cells', { timeout: 5 * 60_000 }, async (t) => {

@@ -12,7 +12,8 @@
 // `--only overhead,verification` re-runs those into the existing JSON (the matrix takes ~35 minutes);
 // `--only robust` re-runs what depends on centered clip's constants: its matrix cells, the worst
 // attacks they choose and the clean run at full length (the other rules' cells and the plain mean's
-// summary setting are deterministic and stay).
+// summary setting are deterministic and stay). `--only n64` runs the N = 64 section (byzantine-n64.ts:
+// 64 members in robust groups of 16, every attack at 10% and 20% at full length) into the JSON.
 // Cells run in child processes side by side (bench/child-pool.ts). Writes
 // bench/results/byzantine.json, whose `definitions` say what each figure is and which cells ran how.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -23,7 +24,8 @@ import type { Attack } from '@tabfleet/distributed';
 import { fashionMnistFromDisk } from '@tabfleet/distributed/node';
 import { repoRoot } from '@tabfleet/headless';
 import type { Aggregation } from '@tabfleet/protocol';
-import { ROBUST_RULE, WORKERS, cellName, isCollapsed, fullCells, matrixCells, plan, type CellSpec, type JobSettings, type Plan } from './byzantine-config';
+import { ROBUST_RULE, WORKERS, cellName, isCollapsed, fullCells, matrixCells, n64Cells, plan, type CellSpec, type JobSettings, type Plan } from './byzantine-config';
+import { definitionsN64, runN64, summarizeN64, type N64Section } from './byzantine-n64';
 import { measureOverhead, type OverheadReport } from './byzantine-overhead';
 import { measureVerification } from './byzantine-verification';
 import type { CellResult } from './byzantine-cell';
@@ -79,7 +81,8 @@ export function jobSettings(quick: boolean): { job: JobSettings; from: string } 
 /** Progress lines with the elapsed time, and every cell's wall time by length. */
 class Progress {
   done = 0;
-  readonly wallMs: Record<CellSpec['length'], number[]> = { short: [], full: [] };
+  /** By length; the N = 64 section's cells apart. */
+  readonly wallMs: Record<CellSpec['length'] | 'n64', number[]> = { short: [], full: [], n64: [] };
   constructor(private readonly total: number, private readonly log: (line: string) => void) {}
 
   finished(c: Cell): void {
@@ -88,10 +91,11 @@ class Progress {
       this.log(`[${this.done}/${this.total}] ${c.name}: FAILED ${c.error.split('\n')[0]}`);
       return;
     }
-    this.wallMs[c.length].push(c.wallMs);
+    this.wallMs[c.members ? 'n64' : c.length].push(c.wallMs);
     const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
     this.log(`[${this.done}/${this.total}] ${c.name}: test ${pct(c.testAccuracy)}, validation ${pct(c.validationAccuracy)}${c.collapsed ? ' (collapsed)' : ''}, ` +
-      `refused ${c.refused.attackers}+${c.refused.honest}, ${(c.wallMs / 1000).toFixed(1)} s`);
+      `refused ${c.refused.attackers}+${c.refused.honest}, ${(c.wallMs / 1000).toFixed(1)} s (CPU ${(c.cpuMs / 1000).toFixed(1)} s)` +
+      `${c.groupSyncs ? `, attacker majority in ${c.attackerMajorityGroups}/${c.groupSyncs} group-syncs` : ''}`);
   }
 }
 
@@ -146,7 +150,17 @@ async function runOverhead(p: Plan, reps: number, log: (line: string) => void): 
 }
 
 /** Sections that can be re-run on their own into an existing report. */
-const RERUNNABLE = ['robust', 'overhead', 'verification'];
+const RERUNNABLE = ['robust', 'overhead', 'verification', 'n64'];
+
+/** The N = 64 section's cells in `pool` (full-length priority). */
+function runN64Section(pool: CellPool, p: Plan, progress: Progress): Promise<N64Section> {
+  return runN64(p, (spec) => runCell(pool, spec, PRIORITY.full, progress), () => os.loadavg());
+}
+
+/** The summary: the N = 16 figures, then the N = 64 section's keys where the report has it. */
+const fullSummary = (cells: SummaryCells, overhead: OverheadReport, verification: Parameters<typeof summarize>[2], n64: N64Section | undefined) => ({
+  ...summarize(cells, overhead, verification), ...(n64 ? summarizeN64(n64) : {}),
+});
 
 export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'byzantine.quick.json' : 'byzantine.json');
@@ -182,16 +196,29 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
     report.verification = await measureVerification(opts.quick, job, log);
     sections.verification = new Date().toISOString();
   }
+  if (opts.only!.includes('n64')) {
+    const pool = new CellPool(p.processes, p.job);
+    try {
+      const progress = new Progress(n64Cells(p).length, log);
+      report.n64 = await runN64Section(pool, p, progress);
+      report.timings.n64 = { cells: progress.wallMs.n64.length, ms: spread(progress.wallMs.n64), totalMs: progress.wallMs.n64.reduce((a, b) => a + b, 0) };
+    } finally {
+      pool.close();
+    }
+    sections.n64 = new Date().toISOString();
+  }
   // `collapsed` follows COLLAPSE_BELOW, which may have moved since the cells ran.
-  for (const c of [...report.matrix, ...report.fullCells] as Finished[]) if (c.error === null) c.collapsed = isCollapsed(c);
+  for (const c of [...report.matrix, ...report.fullCells, ...(report.n64?.cells ?? [])] as Finished[]) if (c.error === null) c.collapsed = isCollapsed(c);
   report.matrixTestAccuracy = matrixTable(report.matrix);
   report.settings.meanScaledF1 = settingOf((report.fullCells as Cell[]).filter((c) => c.rule === 'mean' && c.attackers === 1 && c.attack === 'scaled'));
   const cells: SummaryCells = {
     clean: report.settings.clean, meanScaledF1: report.settings.meanScaledF1,
     worstF5: { choice: report.worstAttacks.f5, settings: report.settings.worstF5 }, worstF7: { choice: report.worstAttacks.f7, settings: report.settings.worstF7 },
   };
-  Object.assign(report, runRecord(t0, benchCommand('byzantine', opts)), { sectionDates: sections, sectionCommits: commits, definitions: definitions(p), summary: summarize(cells,
-    report.overhead, report.verification) });
+  Object.assign(report, runRecord(t0, benchCommand('byzantine', opts)), {
+    sectionDates: sections, sectionCommits: commits, plan: { ...report.plan, n64: p.n64 }, definitions: { ...definitions(p), n64: definitionsN64(p) },
+    summary: fullSummary(cells, report.overhead, report.verification, report.n64),
+  });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   log(`re-ran ${opts.only!.join(', ')} in ${((Date.now() - t0) / 60_000).toFixed(1)} min; wrote ${file}\n${JSON.stringify(report.summary, null, 2)}`);
 }
@@ -234,8 +261,8 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
     return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
   };
   const log = (line: string) => console.log(`[byzantine] ${clock()} ${line}`);
-  const fullCount = (2 + 2 * p.worstAttacksAtFullLength) * p.seeds.length;
-  log(`${opts.quick ? 'quick mode, ' : ''}${matrixCells(p).length} short cells, ${fullCount} full-length runs, ${p.processes} processes; load average ` +
+  const fullCount = (2 + 2 * p.worstAttacksAtFullLength) * p.seeds.length + n64Cells(p).length;
+  log(`${opts.quick ? 'quick mode, ' : ''}${matrixCells(p).length} short cells, ${fullCount} full-length runs (N = 64 included), ${p.processes} processes; load average ` +
     `${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 
   const overhead = await runOverhead(p, opts.runs, log);
@@ -243,10 +270,10 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
   const verification = await measureVerification(opts.quick, p.job, log);
   const progress = new Progress(matrixCells(p).length + fullCount, log);
   const pool = new CellPool(p.processes, p.job);
-  let matrix: Cell[], full: Awaited<ReturnType<typeof runSummaryCells>>;
+  let matrix: Cell[], full: Awaited<ReturnType<typeof runSummaryCells>>, n64: N64Section;
   try {
     const running = runMatrix(pool, p, progress);
-    [matrix, full] = await Promise.all([running.cells, runSummaryCells(pool, p, running, progress)]);
+    [matrix, full, n64] = await Promise.all([running.cells, runSummaryCells(pool, p, running, progress), runN64Section(pool, p, progress)]);
   } finally {
     pool.close();
   }
@@ -255,9 +282,12 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
     benchmark: 'byzantine', ...runRecord(t0, benchCommand('byzantine', opts)), quick: opts.quick,
     job: { workers: WORKERS, strategy: 'localsgd', ...p.job, settingsFrom: from, strategyChoice: STRATEGY_CHOICE,
       backend: 'CPU (packages/tensor CpuBackend), all workers of a cell in one child process' },
-    plan: { lengths: p.lengths, matrix: p.matrix, seeds: p.seeds, worstAttacksAtFullLength: p.worstAttacksAtFullLength, processes: p.processes, linkModels: p.linkModels, overheadReps: opts.runs },
-    definitions: definitions(p),
-    timings: { short: timing(progress.wallMs.short), full: timing(progress.wallMs.full), overheadMs: overhead.wallMs },
+    plan: {
+      lengths: p.lengths, matrix: p.matrix, seeds: p.seeds, worstAttacksAtFullLength: p.worstAttacksAtFullLength, n64: p.n64, processes: p.processes, linkModels: p.linkModels,
+      overheadReps: opts.runs,
+    },
+    definitions: { ...definitions(p), n64: definitionsN64(p) },
+    timings: { short: timing(progress.wallMs.short), full: timing(progress.wallMs.full), n64: timing(progress.wallMs.n64), overheadMs: overhead.wallMs },
     worstAttacks: { f5: full.settings.worstF5.choice, f7: full.settings.worstF7.choice },
     settings: { clean: full.settings.clean, meanScaledF1: full.settings.meanScaledF1, worstF5: full.settings.worstF5.settings, worstF7: full.settings.worstF7.settings },
     overhead,
@@ -265,9 +295,10 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
     matrix,
     fullCells: full.cells,
     verification,
-    sectionDates: { matrix: new Date(t0).toISOString(), summaryCells: new Date(t0).toISOString(), overhead: new Date(t0).toISOString(), verification: new Date(t0).toISOString() },
-    sectionCommits: Object.fromEntries(['matrix', 'summaryCells', 'overhead', 'verification'].map((k) => [k, commitOf()])),
-    summary: summarize(full.settings, overhead, verification),
+    n64,
+    sectionDates: Object.fromEntries(['matrix', 'summaryCells', 'overhead', 'verification', 'n64'].map((k) => [k, new Date(t0).toISOString()])),
+    sectionCommits: Object.fromEntries(['matrix', 'summaryCells', 'overhead', 'verification', 'n64'].map((k) => [k, commitOf()])),
+    summary: fullSummary(full.settings, overhead, verification, n64),
   };
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);

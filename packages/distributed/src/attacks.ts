@@ -1,12 +1,18 @@
 // Attackers as code: what a Byzantine or broken member sends in place of its honest contribution,
 // for tests and the byzantine benchmark. The omniscient attacks (ALIE, IPM) see the honest
 // members' contributions of the round, as colluding attackers that share notes would. Label flipping
-// is not here: it changes what the member trains on (`flipLabels`), not what it sends.
-import { mulberry32 } from '@tabfleet/protocol';
+// is not here: it changes what the member trains on (`flipLabels`), not what it sends. In robust
+// grouped runs (`groupAttacker`) an attacker sees only its own group's members.
+//
+// One adaptive attack: 'slow-drift' stays inside CenteredClip's radius every sync (so neither the norm
+// screen nor the clip touches it) and pushes the same way every sync, so its small bias adds up.
+import { CLIP_RADIUS_FACTOR, l2norm, mulberry32 } from '@tabfleet/protocol';
 import type { Tamper } from './simulate';
 import type { Payload } from './strategies';
 
-export const ATTACKS = ['sign-flip', 'scaled', 'noise', 'non-finite', 'alie', 'ipm', 'free-rider', 'label-flip'] as const;
+export const ATTACKS = ['sign-flip', 'scaled', 'noise', 'non-finite', 'alie', 'ipm', 'free-rider', 'label-flip', 'slow-drift'] as const;
+/** The attacks that keep no state between syncs (all but the adaptive slow drift). */
+export const STATIC_ATTACKS = ATTACKS.filter((a) => a !== 'slow-drift');
 export type Attack = (typeof ATTACKS)[number];
 
 /** The attacks that replace the payload (label-flip trains on wrong labels instead). */
@@ -21,6 +27,8 @@ export interface AttackContext {
   members: number;
   attackers: number;
   seed: number;
+  /** slow-drift: the unit direction the attackers push along, fixed for the run (absent: against this round's honest mean). */
+  direction?: Float32Array;
 }
 
 /** ×100, as in the issue: big enough to ruin a mean, small enough to pass a loose norm screen. */
@@ -29,6 +37,11 @@ export const SCALE = 100;
 export const NOISE_RMS = 10;
 /** IPM's ε (Xie, Koyejo, Gupta 2020): attackers send −ε times the honest mean. */
 export const IPM_EPSILON = 0.5;
+/**
+ * slow-drift's offset from the honest mean, as a share of its estimate of CenteredClip's radius
+ * (CLIP_RADIUS_FACTOR × the honest members' median distance from their mean): inside it, so unclipped.
+ */
+export const DRIFT_RADIUS_SHARE = 0.9;
 
 export function attackPayload(attack: PayloadAttack, ctx: AttackContext): Float32Array {
   const { own } = ctx;
@@ -47,6 +60,7 @@ export function attackPayload(attack: PayloadAttack, ctx: AttackContext): Float3
       return mean.map((v) => -IPM_EPSILON * v);
     }
     case 'free-rider': return new Float32Array(own.length);
+    case 'slow-drift': return slowDrift(ctx);
     default: throw new Error(`unknown attack ${String(attack)}`);
   }
 }
@@ -64,6 +78,27 @@ export function alie(ctx: AttackContext): Float32Array {
   return mean.map((m, i) => m - z * std[i]);
 }
 
+/**
+ * Slow poisoning (the issue's adaptive attack c): the honest mean μ of the attacker's group plus
+ * DRIFT_RADIUS_SHARE × τ̂ along a fixed unit direction d, τ̂ the clip radius the attackers estimate
+ * from the honest members (CLIP_RADIUS_FACTOR × their median distance from μ). Closer to the centre
+ * than a typical honest member, it passes the norm screen and CenteredClip takes it whole; the same d
+ * every sync turns an unremarkable bias of about (f/n)·0.9·τ̂ per sync into a drift.
+ */
+export function slowDrift(ctx: AttackContext): Float32Array {
+  const mean = coordinateMoments(ctx.honest).mean;
+  const distances = ctx.honest.map((h) => l2norm(h.map((v, i) => v - mean[i])));
+  const radius = CLIP_RADIUS_FACTOR * medianOf(distances);
+  const direction = ctx.direction ?? unit(mean.map((v) => -v));
+  if (direction.length !== mean.length) throw new Error(`drift direction of ${direction.length} values for payloads of ${mean.length}`);
+  return mean.map((m, i) => m + DRIFT_RADIUS_SHARE * radius * direction[i]);
+}
+
+/** The drift direction the slow-drift attackers agree on: against the first honest mean they see. */
+export function driftDirection(honest: readonly Float32Array[]): Float32Array {
+  return unit(coordinateMoments(honest).mean.map((v) => -v));
+}
+
 /** A training set whose labels are flipped (class c becomes classes − 1 − c): what a label-flipping member trains on. */
 export function flipLabels<T extends Uint8Array | Int32Array>(labels: T, classes: number): T {
   return labels.map((c) => classes - 1 - c) as T;
@@ -76,6 +111,7 @@ export function flipLabels<T extends Uint8Array | Int32Array>(labels: T, classes
  * (seed, sync, rank), so a run replays.
  */
 export function payloadAttacker(attack: PayloadAttack, attackers: number, seed: number): Tamper {
+  let direction: Float32Array | undefined;
   return (payloads, seq) => {
     const members = payloads.length;
     if (!(attackers >= 0 && attackers < members)) throw new Error(`${attackers} attackers among ${members} members`);
@@ -84,12 +120,54 @@ export function payloadAttacker(attack: PayloadAttack, attackers: number, seed: 
       return p.values;
     });
     const honest = dense.slice(0, members - attackers);
+    if (attack === 'slow-drift' && attackers > 0) direction ??= driftDirection(honest);
     return payloads.map((p, rank) => {
       if (rank < members - attackers) return p;
-      const values = attackPayload(attack, { own: dense[rank], honest, members, attackers, seed: (seed * 100_003 + seq) * 1009 + rank });
+      const values = attackPayload(attack, { own: dense[rank], honest, members, attackers, seed: (seed * 100_003 + seq) * 1009 + rank, direction });
       return { ...p, values } as Payload;
     });
   };
+}
+
+/**
+ * `payloadAttacker` for robust grouped runs: the members named in `attackerIds` attack, each seeing
+ * only its own group (the runner calls this once per group with the group's ids): ALIE, IPM and the
+ * slow drift read the honest members of that group. A group of attackers only reads their own
+ * honest updates. The slow drift's direction is fixed at the first group that holds an attacker.
+ */
+export function groupAttacker(attack: PayloadAttack, attackerIds: readonly string[], seed: number): Tamper {
+  const rankOf = new Map(attackerIds.map((id, rank) => [id, rank]));
+  let direction: Float32Array | undefined;
+  return (payloads, seq, ids) => {
+    if (!ids || ids.length !== payloads.length) throw new Error('groupAttacker needs the members\' ids, one per payload');
+    const dense = payloads.map((p, k) => {
+      if (p.kind !== 'dense') throw new Error(`member ${ids[k]} sends a sparse payload: attacks replace dense ones`);
+      return p.values;
+    });
+    const attacking = ids.map((id) => rankOf.has(id));
+    const attackers = attacking.filter(Boolean).length;
+    if (attackers === 0) return [...payloads];
+    const honestOnes = dense.filter((_, k) => !attacking[k]);
+    const honest = honestOnes.length ? honestOnes : dense;
+    if (attack === 'slow-drift') direction ??= driftDirection(honest);
+    return payloads.map((p, k) => {
+      if (!attacking[k]) return p;
+      const values = attackPayload(attack, {
+        own: dense[k], honest, members: payloads.length, attackers, seed: (seed * 100_003 + seq) * 1009 + rankOf.get(ids[k])!, direction,
+      });
+      return { ...p, values } as Payload;
+    });
+  };
+}
+
+function unit(v: Float32Array): Float32Array {
+  const norm = l2norm(v);
+  return norm > 0 ? v.map((x) => x / norm) : v;
+}
+
+function medianOf(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
 function coordinateMoments(xs: readonly Float32Array[]): { mean: Float32Array; std: Float32Array } {

@@ -4,6 +4,7 @@ export * from './engine';
 export * from './strategies';
 export * from './exchange';
 export * from './simulate';
+export * from './robust-groups';
 export * from './workers';
 export * from './convergence';
 export * from './attacks';

@@ -8,6 +8,7 @@ import { Group, MemoryNetwork, Ring, type MemoryTransport } from '@tabfleet/coll
 import { cutSteps, moshpitGroups, nextPace, pacedStepCeiling, type Aggregation } from '@tabfleet/protocol';
 import type { ModelEngine } from './engine';
 import { exchange, groupExchange, scalePayload } from './exchange';
+import { attackerMajorities, commonStart, randomGroups, robustGroupedExchange } from './robust-groups';
 import type { Payload, SyncStrategy } from './strategies';
 
 export interface SimWorker {
@@ -41,6 +42,8 @@ export interface SyncReport {
   predictedLocalMs: number[] | null;
   /** Grouped runs: this sync's groups (worker ids) and the attempts each took (2: a member left, the rest re-ran). */
   groups?: string[][];
+  /** Grouped runs given `attackers`: how many of this sync's groups the attackers held a strict majority in. */
+  attackerMajorityGroups?: number;
   groupAttempts?: number[];
   /** With `consensus`: max over members of ‖θᵢ − θ̄‖ / ‖θ̄‖ after the sync (θ̄: the members' mean). */
   consensus?: number;
@@ -52,7 +55,9 @@ export interface SyncReport {
  * Moshpit averaging (protocol's moshpit.ts): each sync, members average inside groups of at most
  * `size` that change every sync, so members' models differ between groups and meet the global mean
  * through the rotation. LocalSGD only: members exchange their parameters (not deltas from bases that
- * differ across groups), and each adopts its group's mean.
+ * differ across groups), and each adopts its group's mean. With a robust `group` rule (untrusted
+ * jobs) the groups are a fresh random split every sync (robust-groups.ts) and each runs the robust
+ * group average; `tamper` is then called per group with the group's members only.
  */
 export interface Grouping {
   size: number;
@@ -82,8 +87,11 @@ export interface Pacing {
   stepsLeft?: number;
 }
 
-/** Replaces the payloads (one per worker, in order) before they go out: Byzantine members in tests and benchmarks. */
-export type Tamper = (payloads: readonly Payload[], seq: number) => Payload[] | Promise<Payload[]>;
+/**
+ * Replaces the payloads (one per worker, in order; `ids` the members' ids in the same order) before
+ * they go out: Byzantine members in tests and benchmarks. Robust grouped runs call it once per group.
+ */
+export type Tamper = (payloads: readonly Payload[], seq: number, ids?: readonly string[]) => Payload[] | Promise<Payload[]>;
 
 export interface RunOptions {
   jobId?: string;
@@ -102,6 +110,8 @@ export interface RunOptions {
   groups?: Grouping;
   /** Grouped runs: workers (ids) that leave during a sync; their group's ring fails at `deadlineMs` and re-runs without them, the other groups' rounds go on. */
   departures?: Record<number, string[]>;
+  /** Grouped runs: the attackers' ids, to count the groups they hold a majority in (`attackerMajorityGroups`). */
+  attackers?: readonly string[];
   /** Report the consensus distance after every sync (reads every member's parameters). */
   consensus?: boolean;
   /**
@@ -125,10 +135,14 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
   const transportOf = (id: string) => net.endpointOf(id) ?? net.endpoint(id);
   const reports: SyncReport[] = [];
   if (opts.pace && opts.group) throw new Error('paced rounds weigh members in the ring\'s mean; robust group rules do not weigh members yet');
-  if (opts.groups && (opts.pace || opts.group || opts.tamper || workers.some((w) => w.strategy.name !== 'localsgd'))) {
-    throw new Error('grouped (Moshpit) runs average LocalSGD parameters in rings: not paced, robust, tampered, ddp or diloco');
+  if (opts.groups && (opts.pace || workers.some((w) => w.strategy.name !== 'localsgd'))) {
+    throw new Error('grouped (Moshpit) runs average LocalSGD parameters: not paced, ddp or diloco');
   }
+  if (opts.groups && opts.tamper && !opts.group) throw new Error('tampered grouped runs need a robust group rule (`group`): plain Moshpit rings trust their members');
   if (opts.departures && !opts.groups) throw new Error('departures are simulated in grouped runs');
+  if (opts.departures && opts.group) throw new Error('departures are simulated in plain grouped runs, not robust ones');
+  const robustGrouped = opts.groups && opts.group ? { ...opts.groups, reference: commonStart(workers.map((w) => w.strategy.replay!.committedParams())) } : null;
+  const attackerIds = new Set(opts.attackers ?? []);
   // Each member's measured ms per local step (paced rounds).
   const msPerStep = new Map<string, number>();
   for (let seq = 1; seq <= opts.syncs; seq++) {
@@ -173,7 +187,7 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
       localMs.push(clock.now() - t);
       msPerStep.set(w.id, nextPace(msPerStep.get(w.id) ?? null, stepsMs[i], steps[i]));
     }
-    const tampered = opts.tamper ? await opts.tamper(own, seq) : own;
+    const tampered = opts.tamper && !robustGrouped ? await opts.tamper(own, seq, ids) : own;
     if (tampered.length !== workers.length) throw new Error(`tamper returned ${tampered.length} payloads for ${workers.length} workers`);
     // Weighted by samples when paced: member i sends N·w_i/W times its payload, so the mean is Σ w_i·x_i / W.
     const totalSamples = samples.reduce((a, b) => a + b, 0);
@@ -184,7 +198,15 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
     let rings: (Ring | Group)[] = [];
     let results: { mean: Float32Array; refused: { member: string }[] }[];
     let grouped: GroupedExchange | null = null;
-    if (opts.groups) {
+    if (robustGrouped) {
+      const r = await robustGroupedExchange({
+        ids, transports, payloads, bases: workers.map((w) => w.strategy.replay!.committedParams()), reference: robustGrouped.reference,
+        groups: randomGroups(ids, seq, robustGrouped.size, robustGrouped.seed), combine: group!, tamper: opts.tamper, seq, jobId: opts.jobId ?? 'sim',
+        deadlineMs: opts.deadlineMs ?? 120_000,
+      });
+      grouped = { means: r.means, groups: r.groups, attempts: r.groups.map(() => 1), bytesSent: r.bytesSent };
+      results = r.means.map((mean) => ({ mean, refused: r.refused.map((member) => ({ member })) }));
+    } else if (opts.groups) {
       grouped = await groupedExchange(workers, transports, payloads, formedOver, seq, opts.groups, opts);
       results = grouped.means.map((mean) => ({ mean, refused: [] }));
     } else {
@@ -215,6 +237,7 @@ export async function runSyncs(all: SimWorker[], net: MemoryNetwork, opts: RunOp
       seq, step: workers[0].engine.step, loss, bytesSent: grouped?.bytesSent ?? rings.map((r) => r.counters.bytesOut), checksum: checksums[0], exchangeMs, localMs, applyMs,
       refused, steps, stepsMs, predictedLocalMs, ids,
       ...(grouped ? { groups: grouped.groups, groupAttempts: grouped.attempts } : {}),
+      ...(grouped && opts.attackers ? { attackerMajorityGroups: attackerMajorities(grouped.groups, attackerIds) } : {}),
       ...(opts.consensus ? { consensus: await consensusDistance(workers) } : {}),
     };
     for (const r of rings) r.close();
