@@ -49,9 +49,9 @@ export interface CaptureResult {
 }
 
 /**
- * Each member's training time per sync. Without it syncs outrun the checkpoint uploads, and a Moshpit
- * job sends a joiner the model of a checkpoint only while that checkpoint is of the current sync
- * (checkpoints.ts checkpointStored), so a rejoining attacker would never get back in.
+ * Each member's training time per sync, as a volunteer takes some. (It was needed when a Moshpit job
+ * sent a joiner only a checkpoint of the current sync, so rejoiners never got back in while syncs
+ * outran checkpoint uploads; joiners now load the newest checkpoint: moshpit-joiner-load.test.ts.)
  */
 const TRAIN_MS = 100;
 

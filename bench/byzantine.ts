@@ -13,7 +13,9 @@
 // `--only robust` re-runs what depends on centered clip's constants: its matrix cells, the worst
 // attacks they choose and the clean run at full length (the other rules' cells and the plain mean's
 // summary setting are deterministic and stay). `--only n64` runs the N = 64 section (byzantine-n64.ts:
-// 64 members in robust groups of 16, every attack at 10% and 20% at full length) into the JSON.
+// 64 members in robust groups of 16, every attack at 10% and 20% at full length) into the JSON;
+// `--only capture` the group capture rate of rejoining Sybils through the real server
+// (byzantine-capture.ts), `--only dgc` DGC against dense deltas under CenteredClip (byzantine-dgc.ts).
 // Cells run in child processes side by side (bench/child-pool.ts). Writes
 // bench/results/byzantine.json, whose `definitions` say what each figure is and which cells ran how.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -26,6 +28,8 @@ import { repoRoot } from '@tabfleet/headless';
 import type { Aggregation } from '@tabfleet/protocol';
 import { ROBUST_RULE, WORKERS, cellName, isCollapsed, fullCells, matrixCells, n64Cells, plan, type CellSpec, type JobSettings, type Plan } from './byzantine-config';
 import { definitionsN64, runN64, summarizeN64, type N64Section } from './byzantine-n64';
+import { measureGroupCapture, type CaptureResult } from './byzantine-capture';
+import { measureDgcRobust, type DgcRobustReport } from './byzantine-dgc';
 import { measureOverhead, type OverheadReport } from './byzantine-overhead';
 import { measureVerification } from './byzantine-verification';
 import type { CellResult } from './byzantine-cell';
@@ -150,16 +154,35 @@ async function runOverhead(p: Plan, reps: number, log: (line: string) => void): 
 }
 
 /** Sections that can be re-run on their own into an existing report. */
-const RERUNNABLE = ['robust', 'overhead', 'verification', 'n64'];
+const RERUNNABLE = ['robust', 'overhead', 'verification', 'n64', 'capture', 'dgc'];
+
+/**
+ * Sybils that rejoin under fresh identities and addresses, through the real server (byzantine-capture.ts):
+ * N = 64 with 20% attackers in groups of 16, 300 syncs (quick: 16 members, 30 syncs).
+ */
+function runCapture(quick: boolean, log: (line: string) => void): Promise<CaptureResult> {
+  return measureGroupCapture(quick ? { members: 16, attackerShare: 0.2, groupSize: 8, syncs: 30, log } : { members: 64, attackerShare: 0.2, groupSize: 16, syncs: 300, log });
+}
+
+/** DGC against dense deltas under CenteredClip in one group of 16, no attackers (byzantine-dgc.ts). */
+function runDgc(quick: boolean, p: Plan, log: (line: string) => void): Promise<DgcRobustReport> {
+  return measureDgcRobust({ quick, job: p.job, processes: p.processes, log });
+}
 
 /** The N = 64 section's cells in `pool` (full-length priority). */
 function runN64Section(pool: CellPool, p: Plan, progress: Progress): Promise<N64Section> {
   return runN64(p, (spec) => runCell(pool, spec, PRIORITY.full, progress), () => os.loadavg());
 }
 
-/** The summary: the N = 16 figures, then the N = 64 section's keys where the report has it. */
-const fullSummary = (cells: SummaryCells, overhead: OverheadReport, verification: Parameters<typeof summarize>[2], n64: N64Section | undefined) => ({
+/** The summary: the N = 16 figures, then the N = 64 section's, the capture's and DGC's keys where the report has them. */
+const fullSummary = (cells: SummaryCells, overhead: OverheadReport, verification: Parameters<typeof summarize>[2], n64: N64Section | undefined,
+  capture: CaptureResult | undefined, dgc: DgcRobustReport | undefined) => ({
   ...summarize(cells, overhead, verification), ...(n64 ? summarizeN64(n64) : {}),
+  ...(capture ? {
+    group_capture_rate: capture.rate, group_capture_rate_random: capture.randomRate, group_capture_rate_random_ci95: capture.ci95,
+    group_capture_rate_binomial: capture.binomialRate, group_capture_rate_within_random: capture.withinRandom,
+  } : {}),
+  ...(dgc ? { dgc_robust_accuracy_drop_pts: dgc.dgc_robust_accuracy_drop_pts, dgc_robust_accuracy_drop_goal_met: dgc.met } : {}),
 });
 
 export async function run(opts: BenchOptions): Promise<void> {
@@ -207,6 +230,14 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
     }
     sections.n64 = new Date().toISOString();
   }
+  if (opts.only!.includes('capture')) {
+    report.capture = await runCapture(opts.quick, log);
+    sections.capture = new Date().toISOString();
+  }
+  if (opts.only!.includes('dgc')) {
+    report.dgc = await runDgc(opts.quick, p, log);
+    sections.dgc = new Date().toISOString();
+  }
   // `collapsed` follows COLLAPSE_BELOW, which may have moved since the cells ran.
   for (const c of [...report.matrix, ...report.fullCells, ...(report.n64?.cells ?? [])] as Finished[]) if (c.error === null) c.collapsed = isCollapsed(c);
   report.matrixTestAccuracy = matrixTable(report.matrix);
@@ -217,7 +248,7 @@ async function rerun(file: string, opts: BenchOptions): Promise<void> {
   };
   Object.assign(report, runRecord(t0, benchCommand('byzantine', opts)), {
     sectionDates: sections, sectionCommits: commits, plan: { ...report.plan, n64: p.n64 }, definitions: { ...definitions(p), n64: definitionsN64(p) },
-    summary: fullSummary(cells, report.overhead, report.verification, report.n64),
+    summary: fullSummary(cells, report.overhead, report.verification, report.n64, report.capture, report.dgc),
   });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   log(`re-ran ${opts.only!.join(', ')} in ${((Date.now() - t0) / 60_000).toFixed(1)} min; wrote ${file}\n${JSON.stringify(report.summary, null, 2)}`);
@@ -252,6 +283,8 @@ async function rerunRobust(report: any, p: Plan, log: (line: string) => void): P
   }
 }
 
+const SECTIONS = ['matrix', 'summaryCells', 'overhead', 'verification', 'n64', 'capture', 'dgc'];
+
 async function runAll(file: string, opts: BenchOptions): Promise<void> {
   const { job, from } = jobSettings(opts.quick);
   const p = plan(opts.quick, job, os.cpus().length);
@@ -277,6 +310,9 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
   } finally {
     pool.close();
   }
+  // After the cells: the capture's server and simulated members, and DGC's own child processes.
+  const capture = await runCapture(opts.quick, log);
+  const dgc = await runDgc(opts.quick, p, log);
   const timing = (xs: number[]) => ({ cells: xs.length, ms: spread(xs), totalMs: xs.reduce((a, b) => a + b, 0) });
   const report = {
     benchmark: 'byzantine', ...runRecord(t0, benchCommand('byzantine', opts)), quick: opts.quick,
@@ -296,9 +332,11 @@ async function runAll(file: string, opts: BenchOptions): Promise<void> {
     fullCells: full.cells,
     verification,
     n64,
-    sectionDates: Object.fromEntries(['matrix', 'summaryCells', 'overhead', 'verification', 'n64'].map((k) => [k, new Date(t0).toISOString()])),
-    sectionCommits: Object.fromEntries(['matrix', 'summaryCells', 'overhead', 'verification', 'n64'].map((k) => [k, commitOf()])),
-    summary: fullSummary(full.settings, overhead, verification, n64),
+    capture,
+    dgc,
+    sectionDates: Object.fromEntries(SECTIONS.map((k) => [k, new Date(t0).toISOString()])),
+    sectionCommits: Object.fromEntries(SECTIONS.map((k) => [k, commitOf()])),
+    summary: fullSummary(full.settings, overhead, verification, n64, capture, dgc),
   };
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
