@@ -129,6 +129,14 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   assert.equal(r.timings.short.cells, r.matrix.length);
   assert.equal(r.timings.full.cells, r.fullCells.length);
   checkN64(r);
+  // Rejoining Sybils through the real server, and DGC under CenteredClip: their keys are their reports'.
+  assert.equal(s.group_capture_rate, r.capture.rate);
+  assert.equal(r.capture.rate, r.capture.captured / r.capture.groupSyncs);
+  assert.equal(s.group_capture_rate_within_random, r.capture.rate <= r.capture.randomRate + r.capture.ci95);
+  assert.ok(r.capture.rejoins > 0, 'Sybils rejoined');
+  assert.equal(s.dgc_robust_accuracy_drop_pts, r.dgc.dgc_robust_accuracy_drop_pts);
+  assert.equal(s.dgc_robust_accuracy_drop_goal_met, r.dgc.dgc_robust_accuracy_drop_pts <= r.dgc.goal);
+  assert.ok(Math.abs(r.dgc.dgc_robust_accuracy_drop_pts - 100 * (r.dgc.medians.dense - r.dgc.medians.dgc)) < 1e-9);
 });
 
 /** The N = 64 section: 64 members in robust groups of 16, every planned attack at 6 and 13 attackers, and the summary keys it gives. */
