@@ -182,7 +182,7 @@ export function definitions(p: Plan) {
       `machine inflates (overhead.loadAverageAtStart)`,
     owner_lie_caught_rounds: `median over trials (verification.ownerLie) of the group rounds an owner that sends everyone the same wrong aggregate (and reports it ` +
       `consistently) took part in until the server removed it, the round it was caught in included: a real server, ${WORKERS} simulated members that follow the ` +
-      `protocol without model math, every member new (so none is drawn first for probation); goal ≤ ${GOALS.maxOwnerLieRounds}`,
+      `protocol without model math, every member new, so on probation, and every part of a probationer is checked (server/src/coordinator/validation-draw.ts); goal ≤ ${GOALS.maxOwnerLieRounds}`,
     recompute_false_positive_rate: 'share of honest replica pairs the server\'s tolerance (protocol REPLICA_TOLERANCE) would refuse: the same LocalSGD units (H steps ' +
       'of the job\'s batch size, fresh optimizer, seeded batches) trained on SwiftShader WebGPU and on the CPU reference in one Chromium page ' +
       '(verification.recompute); goal 0, with every result 1.5× too long refused',
