@@ -5,7 +5,7 @@
 // in-runner capture rate beside the rate random assignment gives, and what each figure is.
 import type { Attack } from '@tabfleet/distributed';
 import { GOALS, N64, ROBUST_RULE, WORKERS, n64Attackers, n64Cells, type CellSpec, type Plan } from './byzantine-config';
-import { finished, settingOf, spread, type Cell, type Setting, type Spread } from './byzantine-summary';
+import { finished, settingOf, spread, worstOf, type Cell, type Setting, type Spread } from './byzantine-summary';
 
 /** What runs one cell (the benchmark's pool, with its progress lines). */
 export type RunCell = (spec: CellSpec) => Promise<Cell>;
@@ -83,15 +83,6 @@ function binomialQuantile(n: number, p: number, q: number): number {
   return n;
 }
 
-/** The setting with the lowest median test accuracy (one without a figure, or with errors, counts as worst). */
-function worstOf(settings: Setting[]): Setting | null {
-  let worst: Setting | null = null;
-  for (const s of settings) {
-    if (!s.testAccuracy || s.errors) return s;
-    if (!worst || s.testAccuracy.median < worst.testAccuracy!.median) worst = s;
-  }
-  return worst;
-}
 
 /** The section's summary keys (joined to the benchmark's summary). */
 export function summarizeN64(s: N64Section) {

@@ -79,7 +79,7 @@ export interface SummaryCells {
 }
 
 /** The setting with the lowest median test accuracy (a setting without one counts as the worst: nothing vouches for it). */
-function worstOf(settings: Setting[]): Setting | null {
+export function worstOf(settings: Setting[]): Setting | null {
   let worst: Setting | null = null;
   for (const s of settings) {
     if (!s.testAccuracy || s.errors) return s;

@@ -44,16 +44,19 @@ export function checksFor(members: readonly string[], rand: () => number = Math.
   const first = (j: number) => (probation.has(members[j]) ? 0 : 1);
   const parts = shuffled.sort((a, b) => first(a) - first(b)).slice(0, k);
   const busy = new Set<string>();
-  return parts.map((part) => {
-    const others = members.filter((id, i) => i !== part);
-    const apart = sameNetwork ? others.filter((id) => !sameNetwork(id, members[part])) : others;
-    const candidates = apart.length ? apart : others;
-    const free = candidates.filter((id) => !busy.has(id));
-    const pool = free.length ? free : candidates;
-    const validator = pool[Math.floor(rand() * pool.length)];
-    busy.add(validator);
-    return { part, validator };
-  });
+  return parts.map((part) => ({ part, validator: pickValidator(members, part, busy, rand, sameNetwork) }));
+}
+
+/** A validator of `part`: a member other than its owner, of another network where there is one, not yet in `busy` where possible (then busy). */
+export function pickValidator(members: readonly string[], part: number, busy: Set<string>, rand: () => number, sameNetwork?: (a: string, b: string) => boolean): string {
+  const others = members.filter((_, i) => i !== part);
+  const apart = sameNetwork ? others.filter((id) => !sameNetwork(id, members[part])) : others;
+  const candidates = apart.length ? apart : others;
+  const free = candidates.filter((id) => !busy.has(id));
+  const pool = free.length ? free : candidates;
+  const validator = pool[Math.floor(rand() * pool.length)];
+  busy.add(validator);
+  return validator;
 }
 
 function shuffle<T>(xs: T[], rand: () => number): T[] {

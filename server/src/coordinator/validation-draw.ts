@@ -8,7 +8,7 @@
 // lying owners on probation, rejoining under fresh identities, spoil an untrusted job of thousands: in
 // the simulator at N = 256 with 10% attackers the honest members reached consensus in 18-25 syncs,
 // against 8-9 with every probationer's part checked (h-sim10k's finding).
-import { checksFor, type PartCheck } from '@tabfleet/protocol';
+import { checksFor, pickValidator, type PartCheck } from '@tabfleet/protocol';
 
 /**
  * The checks of a group round of `members`: protocol's uniform draw (each part with probability
@@ -22,18 +22,6 @@ export function drawChecks(members: readonly string[], rand: () => number, proba
   const drawn = new Set(uniform.map((c) => c.part));
   const missed = [...members.keys()].filter((j) => probation.has(members[j]) && !drawn.has(j));
   const busy = new Set(uniform.map((c) => c.validator));
-  const extra = missed.map((part) => ({ part, validator: validatorFor(members, part, busy, rand, sameNetwork) }));
+  const extra = missed.map((part) => ({ part, validator: pickValidator(members, part, busy, rand, sameNetwork) }));
   return [...uniform, ...extra];
-}
-
-/** A member other than the part's owner, of another network where there is one, not yet busy where possible. */
-function validatorFor(members: readonly string[], part: number, busy: Set<string>, rand: () => number, sameNetwork?: (a: string, b: string) => boolean): string {
-  const others = members.filter((_, i) => i !== part);
-  const apart = sameNetwork ? others.filter((id) => !sameNetwork(id, members[part])) : others;
-  const candidates = apart.length ? apart : others;
-  const free = candidates.filter((id) => !busy.has(id));
-  const pool = free.length ? free : candidates;
-  const validator = pool[Math.floor(rand() * pool.length)];
-  busy.add(validator);
-  return validator;
 }
