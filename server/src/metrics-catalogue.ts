@@ -13,6 +13,7 @@ export const COUNTERS = {
   rounds_aborted: { help: 'Syncs aborted (nothing applied): a member lost, failed or silent, a check failed, the job ended.', labels: [] },
   groups_committed: { help: 'Groups of Moshpit syncs committed.', labels: [] },
   groups_failed: { help: 'Groups of Moshpit syncs that failed (the rest of their sync went on).', labels: [] },
+  groups_rerun: { help: 'Checked groups of Moshpit syncs that ran once more without the liars their checks removed.', labels: [] },
   checksum_mismatches: { help: 'Committed syncs or groups whose members reported different parameter checksums.', labels: [] },
   rounds_validated: { help: 'Group rounds whose parts were checked by validators.', labels: [] },
   validation_disputes: { help: 'Parts where owner and validator disagreed, settled with evidence.', labels: [] },

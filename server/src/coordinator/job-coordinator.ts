@@ -138,7 +138,7 @@ export class JobCoordinator {
       hasStanding: (volunteerId) => this.hasStanding(identity(volunteerId)),
       sameNetwork: (a, b) => this.networkRulesApply && this.members.get(a)?.network === this.members.get(b)?.network,
       voiceOf: (volunteerId) => (this.networkRulesApply ? this.members.get(volunteerId)?.network ?? volunteerId : volunteerId),
-      sitOut: (ids, why) => this.admission.sitOut(ids, why),
+      sitOut: (ids, why) => this.admission.sitOut(ids, why), isMember: (volunteerId) => this.members.has(volunteerId),
     });
     this.replication = new Replication({
       get jobId() { return current().id; },
@@ -525,10 +525,7 @@ export class JobCoordinator {
     const common = { jobId: this.job.id, seq, mode, began: now, deadline, uploader: this.round.uploader, evaluators: this.round.evaluators };
     if (grouped) {
       // Paced: each group weighs its members' parameters by the steps they took (the weights of its own mean only).
-      grouped.groups.forEach((g, i) => {
-        const groupSteps = steps ? { steps: Object.fromEntries(g.map((id) => [id, steps[id]])) } : {};
-        this.deps.toVolunteer(g, 'round:begin', { ...common, roundId: grouped.roundIdOf(i), members: g, quorum: g.length, grouped: true, ...groupSteps });
-      });
+      grouped.announce(common, steps, (to, event, payload) => this.deps.toVolunteer(to, event, payload));
     } else {
       this.deps.toVolunteer(members, 'round:begin', { ...common, roundId, members, quorum: members.length, ...(steps ? { steps } : {}), ...(dtype ? { dtype } : {}), ...(homes ? { homes } : {}) });
     }

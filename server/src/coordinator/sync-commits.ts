@@ -107,7 +107,7 @@ export class SyncCommits {
       if (replicated) this.host.replication.credit(id, r.seq, credit);
       else credit();
       this.host.members.setPhase(m, 'admitted');
-      const group = r.groups ? { seq: r.seq, index: roundId - r.groups.firstRoundId, of: r.groups.groups.length } : null;
+      const group = r.groups ? { seq: r.seq, index: r.groups.groupOfRound(roundId)!, of: r.groups.groups.length } : null;
       Object.assign(m, { lastRound: roundId, lastRoundMs: now - r.startedAt, lastRoundMode: r.mode, group, workSince: now, workMs: 0, share: totalSteps ? steps / totalSteps : null });
     }
   }
