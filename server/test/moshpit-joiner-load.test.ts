@@ -40,3 +40,38 @@ test('a Moshpit joiner loads the newest checkpoint though syncs outrun checkpoin
     await server.stopJobs();
   }
 });
+
+test('a Moshpit joiner sent an older checkpoint makes the next sync leave a new one, so later joiners load a fresher model', async () => {
+  // checkpointEvery far off: only joiners ask for checkpoints. Before, a joiner was sent the newest
+  // checkpoint at once, so none waited for one and every later joiner loaded the same ever older model.
+  const job = await server.createJob({ minWorkers: 8, maxWorkers: 11, trust: 'trusted', groupSize: 4, H: 1, targetSteps: 100_000, checkpointEvery: 100_000 });
+  const sims = Array.from({ length: 8 }, () => new SimVolunteer({ url: server.url, oracle: server.oracle }));
+  const joiners: SimVolunteer[] = [];
+  const seqNow = () => Math.max(...sims.map((s) => s.committed.length));
+  /** A joiner after `syncs` more syncs: the sync of the checkpoint it was sent, and the job's sync then. */
+  const join = async (syncs: number) => {
+    const from = seqNow();
+    await waitFor(`${syncs} more syncs`, () => seqNow() >= from + syncs, 30_000);
+    const j = new SimVolunteer({ url: server.url, oracle: server.oracle });
+    joiners.push(j);
+    await j.connected();
+    assert.equal((await j.request(job.id)).ok, true);
+    const load = await waitFor('the joiner is sent a model', () => j.events.find((e) => e.name === 'model:load')?.payload as { seq: number } | undefined, 30_000);
+    const at = seqNow();
+    await waitFor('the joiner commits a group round', () => j.committed.length >= 1, 30_000);
+    return { loaded: load.seq, at };
+  };
+  try {
+    for (const s of sims) await s.connected();
+    for (const s of sims) assert.equal((await s.request(job.id)).ok, true);
+    const first = await join(3);
+    const second = await join(3);
+    assert.ok(second.loaded < second.at, `the second joiner was sent an older checkpoint (sync ${second.loaded}, the job at ${second.at})`);
+    const third = await join(3);
+    assert.ok(third.loaded > second.loaded, `the third joiner loaded sync ${third.loaded}'s checkpoint, the second ${second.loaded}'s (first ${first.loaded})`);
+    for (const s of [...sims, ...joiners]) assert.deepEqual(s.errors, []);
+  } finally {
+    for (const s of [...sims, ...joiners]) s.close();
+    await server.stopJobs();
+  }
+});

@@ -82,6 +82,12 @@ export class Checkpoints {
   finishing = false;
   /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
   owed = false;
+  /**
+   * A Moshpit joiner was sent a checkpoint older than the job's sync: the next sync is checkpointed.
+   * (Joiners were sent the newest checkpoint at once, so none ever waited for one, and with
+   * checkpointEvery far off every joiner loaded the same ever older model: sync 2's at sync 12.)
+   */
+  private staleLoadSent = false;
   private pending: PendingUpload | null = null;
   /** The sync whose verified checkpoint is being written to the store (null: none). */
   private storing: number | null = null;
@@ -99,6 +105,11 @@ export class Checkpoints {
   restore(latestAccuracy: number | null, checkpointBytes: Uint8Array | null): void {
     this.latestAccuracy = latestAccuracy;
     if (this.latest && checkpointBytes) this.checksums.set(this.latest.seq, verifyCheckpoint(this.host.job.spec, checkpointBytes).digest);
+  }
+
+  /** A joiner was sent the checkpoint of `seq` to load. */
+  loadSent(seq: number): void {
+    if (seq < this.host.job.seq) this.staleLoadSent = true;
   }
 
   /** The checksum a joiner that loads the checkpoint of `seq` must report (undefined: not known). */
@@ -128,8 +139,9 @@ export class Checkpoints {
 
   /**
    * Who evaluates and uploads sync `seq` (at `step`) of `ring` (in a Moshpit sync, members of the
-   * uploader's group, `sameGroup`). Checkpointed: when joiners wait for it, at the job's end, when the
-   * last checkpoint was lost, and every checkpointEvery syncs; evaluated then and every evalEverySteps.
+   * uploader's group, `sameGroup`). Checkpointed: when joiners wait for it or were sent an older one,
+   * at the job's end, when the last checkpoint was lost, and every checkpointEvery syncs; evaluated
+   * then and every evalEverySteps.
    * Seats are chosen at random, so no seat (the first joiner, shard 0) is always the one trusted;
    * members with no faults on record first; in untrusted jobs members with standing first, never two
    * seats from one network (one address was the evaluators' majority: it ended a job on a forged 0.99
@@ -137,7 +149,8 @@ export class Checkpoints {
    */
   seatsFor(ring: Member[], seq: number, step: number, joinersWaiting: boolean, sameGroup: ((a: string, b: string) => boolean) | null) {
     const spec = this.host.job.spec;
-    const checkpoint = joinersWaiting || step >= targetStepsOf(spec) || this.finishing || this.owed || seq % spec.checkpointEvery === 0;
+    const checkpoint = joinersWaiting || this.staleLoadSent || step >= targetStepsOf(spec) || this.finishing || this.owed || seq % spec.checkpointEvery === 0;
+    if (checkpoint) this.staleLoadSent = false;
     const evaluate = checkpoint || Math.floor(step / spec.evalEverySteps) > Math.floor(this.host.job.step / spec.evalEverySteps);
     const ranked = shuffled(ring).sort((a, b) => this.host.offences(a.identity) - this.host.offences(b.identity));
     const inGroup = sameGroup ? ranked.filter((m) => sameGroup(m.volunteerId, ranked[0].volunteerId)) : ranked;

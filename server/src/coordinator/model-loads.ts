@@ -34,6 +34,7 @@ export class ModelLoads {
       this.host.evict(m.volunteerId, 'model load timed out');
       this.host.tryBegin();
     });
+    this.host.checkpoints.loadSent(seq);
     const url = seq === 0 && this.host.checkpoints.latest === null ? null : deps.checkpointUrl(job.id, seq);
     deps.toVolunteer(m.volunteerId, 'model:load', { jobId: job.id, seq, step: job.step, url });
   }
