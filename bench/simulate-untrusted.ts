@@ -5,7 +5,8 @@
 // runtime's rules. N = 10,000, 5% churn per 10 minutes, 10% of the members attackers, a third each
 // scaling what they send by 1e6, flipping its sign, and lying as owners (a negated aggregate with
 // digests that agree). Paced, as the trusted headline's utilization (fixed H = 8 is capped by the
-// links), 10 simulated minutes (the churn's unit, as the trusted N = 10,000 runs; some 22 syncs), seeds
+// links), 10 simulated minutes (the churn's unit, as the trusted N = 10,000 runs; some 12 syncs: a
+// group that catches a liar runs again, and the paced budget follows the slowest group's exchange), seeds
 // 1–3, each in a child process of its own. Goals (issue 37, set before the runs): utilization ≥ 0.8,
 // and syncs until the honest members agree ≤ 19 (2·log2(N / 16) = 18.6, the trusted goal's bound).
 import { fileURLToPath } from 'node:url';

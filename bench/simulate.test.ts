@@ -104,12 +104,12 @@ test('an untrusted job of 64 in random groups of 16, 10% attackers and churn: th
   assert.equal(u.evicted.byAttack['sign-flip'], undefined, 'no check can tell a sign flip of parameters from an honest member\'s');
   // Evicted attackers rejoin under fresh identities and addresses, and are caught again (2 of each attack at the start).
   assert.ok(u.evicted.byAttack.scale > 2 && u.evicted.byAttack['wrong-aggregate'] > 2, JSON.stringify(u));
-  // A caught lying owner's group sits its sync out; most groups commit (since the validation draw checks probationers'
-  // parts on top of the uniform share, liars are caught in more rounds: 181 committed, 55 failed at seed 1, against
-  // more than 4 to 1 before). Lies a validator missed spoil the honest members' vectors: whether they agree within
-  // the run depends on the server's draws, so it is the benchmark's figure, not a test.
-  assert.ok(u.counters.groups_failed > 0 && u.counters.groups_committed > 2 * u.counters.groups_failed, JSON.stringify(u));
+  // A caught lying owner's group runs again without it and commits (it sat its sync out before: 181 groups committed,
+  // 55 failed at seed 1; now 156 committed, 43 rerun, none failed). Every part of a member on probation is checked,
+  // and a rejoined attacker is always on probation, so no lie is applied and the honest members come to agree.
+  assert.ok(u.counters.groups_rerun >= 1 && u.counters.groups_committed > 10 * u.counters.groups_failed, JSON.stringify(u));
   assert.ok(r.syncs > 10, `${r.syncs} syncs`);
+  assert.ok(r.consensusSyncs !== null && r.consensusSyncs < r.syncs, `honest consensus in ${r.consensusSyncs} of ${r.syncs} syncs`);
 });
 
 test('an untrusted job without attackers or churn: every group commits, nobody is evicted, and the members agree within a few syncs', async () => {

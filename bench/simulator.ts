@@ -173,7 +173,7 @@ export interface Scenario {
 export interface UntrustedFigures {
   /** Members evicted, honest ones and attackers by attack. */
   evicted: { honest: number; byAttack: Record<string, number> };
-  /** The coordinator's counters: groups committed and failed, contributions most owners refused, digest mismatches, validated groups, disputes. */
+  /** The coordinator's counters: groups committed, rerun and failed, contributions most owners refused, digest mismatches, validated groups, disputes. */
   counters: Record<string, number>;
   /** Honest members' compute ÷ their time in the job (the attackers' beside it in `utilization`). */
   honestUtilization: number;
@@ -216,7 +216,7 @@ export const STAND_IN_GPT = { layers: 1, heads: 1, width: 8, context: 8 } as con
 const STAND_IN_REF = { preset: 'gpt', gpt: STAND_IN_GPT, tokenizer: 'chars' } as const;
 
 /** The coordinator's counters an untrusted run reports. */
-const UNTRUSTED_COUNTERS = ['groups_committed', 'groups_failed', 'contributions_refused', 'digest_mismatches', 'rounds_validated', 'validation_disputes', 'accusations_unsettled'];
+const UNTRUSTED_COUNTERS = ['groups_committed', 'groups_rerun', 'groups_failed', 'contributions_refused', 'digest_mismatches', 'rounds_validated', 'validation_disputes', 'accusations_unsettled'];
 
 export const SPEC_BASE = {
   preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, trust: 'trusted', hyperparameters: { lr: 0.05, batchSize: 32 },
