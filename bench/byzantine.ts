@@ -183,6 +183,7 @@ const fullSummary = (cells: SummaryCells, overhead: OverheadReport, verification
     group_capture_rate_binomial: capture.binomialRate, group_capture_rate_within_random: capture.withinRandom,
   } : {}),
   ...(dgc ? { dgc_robust_accuracy_drop_pts: dgc.dgc_robust_accuracy_drop_pts, dgc_robust_accuracy_drop_goal_met: dgc.met } : {}),
+  ...(dgc?.longer ? { [`dgc_robust_accuracy_drop_pts_${dgc.longer.syncs}_syncs`]: dgc.longer.dgc_robust_accuracy_drop_pts } : {}),
 });
 
 export async function run(opts: BenchOptions): Promise<void> {
