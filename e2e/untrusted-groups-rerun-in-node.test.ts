@@ -1,0 +1,107 @@
+// Worker runtimes (the tab's code, CPU backend, in-memory links) in an untrusted job in checked
+// groups of 3, one of them an owner that lies: it sends every member the negation of its part's
+// aggregate and reports that digest, so every digest agrees and only a validator's recomputation
+// shows the lie. The server removes it, and its two group mates, which kept what they sent, run
+// the group round once more among themselves under a new round id and commit that sync (the old
+// server left them out of it); the job reaches its target without the liar.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { MemoryNetwork, type Transport } from '@tabfleet/collective';
+import { FRAME_HEADER_BYTES, FrameKind, modelDigest, type GroupReport, type RoundBegin } from '@tabfleet/protocol';
+import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
+import { nodeVolunteer } from '@tabfleet/worker/testing';
+
+let server: TestServer;
+before(async () => {
+  server = await startTestServer({ timing: { roundTimeoutMs: 30_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 30_000 } });
+});
+after(() => server.stop());
+
+/** The values of a frame (f32 from byte 28), and its round and chunk from the header. */
+const header = (frame: Uint8Array) => {
+  const v = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
+  return { kind: v.getUint8(1), dtype: v.getUint8(2), round: v.getUint32(8, true), chunk: v.getUint32(20, true) };
+};
+
+/**
+ * A lying owner's links: every group gather frame it sends (its part's aggregate, to each member)
+ * goes out negated, and what went out is kept by round, chunk by chunk, for its report.
+ */
+function lyingOwnerLinks(inner: Transport): { transport: Transport; sentAggregate: (round: number) => Float32Array } {
+  const chunks = new Map<number, Map<number, Float32Array>>();
+  const send = (peer: string, frame: Uint8Array) => {
+    const h = header(frame);
+    if (h.kind !== FrameKind.groupGather || h.dtype !== 1) return inner.send(peer, frame);
+    const copy = frame.slice();
+    const values = new Float32Array(copy.buffer, FRAME_HEADER_BYTES, (copy.byteLength - FRAME_HEADER_BYTES) / 4);
+    for (let i = 0; i < values.length; i++) values[i] = -values[i];
+    if (!chunks.has(h.round)) chunks.set(h.round, new Map());
+    chunks.get(h.round)!.set(h.chunk, values.slice());
+    return inner.send(peer, copy);
+  };
+  const transport: Transport = {
+    self: inner.self, clock: inner.clock, send,
+    connect: (peer) => inner.connect(peer), isConnected: (peer) => inner.isConnected(peer), onFrame: (handler) => inner.onFrame(handler),
+    onPeerLost: (handler) => inner.onPeerLost(handler), stats: () => inner.stats(), closeLink: (peer, reason) => inner.closeLink(peer, reason), close: () => inner.close(),
+  };
+  const sentAggregate = (round: number) => {
+    const parts = [...(chunks.get(round) ?? new Map<number, Float32Array>())].sort(([a], [b]) => a - b).map(([, x]) => x);
+    const out = new Float32Array(parts.reduce((n, x) => n + x.length, 0));
+    parts.reduce((at, x) => (out.set(x, at), at + x.length), 0);
+    return out;
+  };
+  return { transport, sentAggregate };
+}
+
+test('an owner that lies in a checked group is removed, and its group mates rerun the round without it and commit that sync', { timeout: 300_000 }, async () => {
+  const created = await server.createJob({
+    dataset: 'synthetic-blobs', preset: 'mlp-fashion', strategy: 'localsgd', H: 2, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 32 },
+    minWorkers: 5, maxWorkers: 6, groupSize: 3, targetSteps: 10, checkpointEvery: 5, evalEverySteps: 10,
+  });
+  assert.equal(created.spec.trust, 'untrusted');
+  const net = new MemoryNetwork();
+  let liarLinks: ReturnType<typeof lyingOwnerLinks> | null = null;
+  const liar = nodeVolunteer(server.url, (id) => (liarLinks = lyingOwnerLinks(net.endpoint(id))).transport);
+  // Its report names the digest of what it sent as its aggregate, so every member's digests agree with it.
+  const timeout = liar.socket.timeout.bind(liar.socket);
+  liar.socket.timeout = ((ms: number) => {
+    const t = timeout(ms);
+    const emit = t.emitWithAck.bind(t) as (name: string, payload: unknown) => Promise<unknown>;
+    (t as unknown as { emitWithAck: typeof emit }).emitWithAck = (name, payload) => {
+      const p = payload as { roundId: number; group?: GroupReport };
+      if (name !== 'round:result' || !p.group || !liarLinks) return emit(name, payload);
+      const lied = modelDigest(liarLinks.sentAggregate(p.roundId));
+      const rank = p.group.digests.gathered.indexOf(p.group.digests.aggregate);
+      const gathered = p.group.digests.gathered.map((d, i) => (i === rank ? lied : d));
+      return emit(name, { ...p, group: { ...p.group, digests: { ...p.group.digests, aggregate: lied, gathered } } });
+    };
+    return t;
+  }) as typeof liar.socket.timeout;
+  const honest = [0, 1, 2, 3, 4].map(() => nodeVolunteer(server.url, net));
+  const vols = [liar, ...honest];
+  const begins: RoundBegin[] = [];
+  const commits: { to: string; roundId: number; seq: number }[] = [];
+  for (const v of vols) {
+    v.socket.on('round:begin', (r: RoundBegin) => begins.push(r));
+    v.socket.on('round:commit', (c: { roundId: number; seq: number }) => commits.push({ to: v.runtime.status.volunteerId!, ...c }));
+  }
+  try {
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 280_000, 200);
+    const liarId = liar.runtime.status.volunteerId!;
+    const first = begins.find((b) => b.members.includes(liarId))!;
+    const mates = first.members.filter((id) => id !== liarId);
+    const rerun = begins.find((b) => b.seq === first.seq && b.roundId !== first.roundId && b.members.every((id) => mates.includes(id)));
+    assert.ok(rerun, `the liar's group (round ${first.roundId}) began again without it: ${JSON.stringify(begins.filter((b) => b.seq === first.seq))}`);
+    assert.deepEqual([...rerun.members].sort(), [...mates].sort());
+    for (const id of mates) assert.ok(commits.some((c) => c.to === id && c.roundId === rerun.roundId && c.seq === first.seq), `${id} committed sync ${first.seq} in the rerun`);
+    const workers = (await server.api(`/api/jobs/${created.id}`)).body.workers as { volunteerId: string; faults: number; lastFault: string | null }[];
+    const faulted = workers.filter((w) => w.faults > 0).map((w) => `${w.volunteerId}: ${w.lastFault}`);
+    assert.deepEqual(faulted.filter((f) => !f.startsWith(`${liarId}:`)), [], 'no honest member has a fault');
+    assert.match(server.logTail(400), new RegExp(`runs again as ${rerun.roundId} without ${liarId}`));
+    for (const v of honest) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+    assert.equal((await server.api(`/api/jobs/${created.id}`)).body.job.step, 10);
+  } finally {
+    for (const v of vols) v.runtime.stop();
+    await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});
+  }
+});
