@@ -12,8 +12,8 @@ export const SHOTS = join(import.meta.dirname, 'screenshots');
 export interface AppsSession {
   readonly server: TestServer;
   readonly browser: Browser;
-  /** Opens a page (closed after the file's tests), logging its errors and refusals. */
-  open(url: string): Promise<OpenedPage>;
+  /** Opens a page (closed after the file's tests), logging its errors and refusals, or each line to `opts.log`. */
+  open(url: string, opts?: Parameters<typeof openPage>[2]): Promise<OpenedPage>;
   shot(page: Page, name: string): Promise<Buffer>;
 }
 
@@ -40,8 +40,8 @@ export function appsSession(): AppsSession {
     get browser() {
       return browser!;
     },
-    async open(url) {
-      const p = await openPage(browser!, url, { log: (l) => /error|refused|fail/i.test(l) && console.log(l) });
+    async open(url, opts) {
+      const p = await openPage(browser!, url, { log: (l) => /error|refused|fail/i.test(l) && console.log(l), ...opts });
       opened.push(p);
       return p;
     },

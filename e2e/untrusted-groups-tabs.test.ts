@@ -6,14 +6,11 @@
 // run first) within a point, and the dashboard, a real page in the same browser, shows the groups
 // and the fault.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { after, before, test } from 'node:test';
-import type { Browser } from 'playwright-core';
+import { test } from 'node:test';
 import type { MetricPoint, WorkerRow } from '@tabfleet/protocol';
-import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
-import { ensureBuilt, connectBrowser, openPage, type OpenedPage } from '@tabfleet/headless';
-import { SHOTS } from './apps-session';
+import { waitFor } from '@tabfleet/server/testing';
+import type { OpenedPage } from '@tabfleet/headless';
+import { appsSession } from './apps-session';
 
 const TABS = 8;
 const GROUP_SIZE = 4;
@@ -39,20 +36,7 @@ const JOB = {
   minWorkers: TABS - 1, maxWorkers: TABS,
 } as const;
 
-let server: TestServer;
-let browser: Browser;
-const opened: OpenedPage[] = [];
-before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  await ensureBuilt('apps', console.log);
-  server = await startTestServer({ timing: { roundTimeoutMs: 60_000, barrierTimeoutMs: 120_000, loadTimeoutMs: 120_000 } });
-  browser = await connectBrowser();
-});
-after(async () => {
-  for (const p of opened) await p.close().catch(() => {});
-  await browser?.close();
-  await server?.stop();
-});
+const session = appsSession();
 
 /** Runs in the attacker's page: scales the f32 values of every group scatter frame it sends (the factor is set on window first). */
 function scaleScatterFrames(): void {
@@ -90,11 +74,11 @@ interface Run {
  */
 async function runJob(name: string, count: number, attack: boolean, whileRunning: (jobId: string) => Promise<void> = async () => {}): Promise<Run> {
   const started = Date.now();
-  const job = await server.createJob({ ...JOB, name });
+  const job = await session.server.createJob({ ...JOB, name });
   const ended: string[][] = Array.from({ length: count }, () => []);
   const tabs = await Promise.all(Array.from({ length: count }, async (_, i) => {
     const attacker = attack && i === 0;
-    const tab = await openPage(browser, `${server.url}/apps/volunteer/`, {
+    const tab = await session.open(`${session.server.url}/apps/volunteer/`, {
       initScript: attacker ? scaleScatterFrames : undefined,
       log: (l) => {
         const end = /job \S+ ended: (.*)/.exec(l);
@@ -102,7 +86,6 @@ async function runJob(name: string, count: number, attack: boolean, whileRunning
         if (/error|fail|refused|evict/i.test(l)) console.log(`[${name} tab ${i}] ${l}`);
       },
     });
-    opened.push(tab);
     if (attacker) await tab.page.evaluate((scale) => ((window as unknown as { attackScale: number }).attackScale = scale), SCALE);
     await tab.page.evaluate(() => window.tabfleetVolunteer.ready);
     return tab;
@@ -112,8 +95,8 @@ async function runJob(name: string, count: number, attack: boolean, whileRunning
     .every(Boolean), 120_000, 250);
   const ids = await Promise.all(tabs.map(async (t) => (await t.page.evaluate(() => window.tabfleetVolunteer.status()))!.volunteerId!));
   await whileRunning(job.id);
-  await waitFor(`${name}: the job is done`, async () => (await server.api(`/api/jobs/${job.id}`)).body.job.state === 'done', 12 * 60_000, 1000);
-  const points = (await server.api(`/api/jobs/${job.id}/metrics`)).body.points as MetricPoint[];
+  await waitFor(`${name}: the job is done`, async () => (await session.server.api(`/api/jobs/${job.id}`)).body.job.state === 'done', 12 * 60_000, 1000);
+  const points = (await session.server.api(`/api/jobs/${job.id}/metrics`)).body.points as MetricPoint[];
   const evaluated = points.filter((p) => p.accuracy !== null).sort((a, b) => a.step - b.step);
   const last = evaluated.at(-1);
   assert.equal(last?.step, JOB.targetSteps, `${name}: the last sync was evaluated: ${JSON.stringify(evaluated)}`);
@@ -122,14 +105,14 @@ async function runJob(name: string, count: number, attack: boolean, whileRunning
   const accuracy = late.reduce((a, b) => a + b, 0) / late.length;
   const seconds = (Date.now() - started) / 1000;
   // Where the time went: opening and loading the tabs up to the first sync, then the syncs.
-  const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { seq: number; startedAt: number; endedAt: number | null }[];
+  const rounds = (await session.server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { seq: number; startedAt: number; endedAt: number | null }[];
   const firstSync = Math.min(...rounds.map((r) => r.startedAt)), lastEnd = Math.max(...rounds.map((r) => r.endedAt ?? 0));
   console.log(`${name}: test accuracy ${late.map((a) => (100 * a).toFixed(2)).join(', ')}% from step ${REACHED_FROM_STEP} (10,000 test images), ${seconds.toFixed(0)} s: `
     + `${((firstSync - started) / 1000).toFixed(0)} s to the first sync, ${((lastEnd - firstSync) / 1000).toFixed(0)} s for ${rounds.length} sync records`);
   return { jobId: job.id, tabs, ids, ended, accuracy };
 }
 
-const workersOf = async (jobId: string) => (await server.api(`/api/jobs/${jobId}`)).body.workers as WorkerRow[];
+const workersOf = async (jobId: string) => (await session.server.api(`/api/jobs/${jobId}`)).body.workers as WorkerRow[];
 
 async function closeTabs(run: Run): Promise<void> {
   for (const t of run.tabs) await t.close();
@@ -144,8 +127,7 @@ test('eight tabs in groups of 4, one scaling what it sends by 100: it is removed
     await closeTabs(clean);
 
     // The dashboard, signed in by the link's token, watches the attacked job from its start.
-    const dash = await openPage(browser, `${server.url}/apps/dashboard/#token=test-token`);
-    opened.push(dash);
+    const dash = await session.open(`${session.server.url}/apps/dashboard/#token=test-token`);
     const d = dash.page;
     await d.waitForSelector('#jobs-view:not([hidden])');
     let attackedJob = '';
@@ -188,7 +170,7 @@ test('eight tabs in groups of 4, one scaling what it sends by 100: it is removed
     console.log(`dashboard: ${caption} ${groups.map((g) => `[${g.join(', ')}]`).join(' ')}; ${fault}`);
     assert.match(caption, new RegExp(`^Sync ${JOB.targetSteps / JOB.H}: [12] of 2 groups committed\\.`), 'the last sync\'s groups');
     assert.ok(groups.length >= 1 && groups.every((g) => g.length >= 2 && g.length <= GROUP_SIZE && g.every((id) => honestIds.includes(id))), JSON.stringify(groups));
-    await d.screenshot({ path: join(SHOTS, 'dashboard-groups-faults.png'), fullPage: true });
+    await session.shot(d, 'dashboard-groups-faults');
     assert.deepEqual(dash.errors, []);
     await closeTabs(attacked);
   });
