@@ -37,7 +37,7 @@ import type { CellTask } from './byzantine-child';
 import { ChildPool } from './child-pool';
 import { chooseWorst, definitions, matrixTable, settingOf, spread, summarize, type Cell, type Finished, type SummaryCells } from './byzantine-summary';
 import { VALIDATION_EXAMPLES, VARIANTS, baseSettings, convergenceConfig, variantName } from './convergence-config';
-import { benchCommand, commitOf, runRecord } from './machine';
+import { benchCommand, commitOf, earlierReport, runRecord } from './machine';
 import type { BenchOptions } from './run';
 import { tuningFile, type TuningReport } from './tune';
 
@@ -194,11 +194,7 @@ export async function run(opts: BenchOptions): Promise<void> {
 
 /** Re-runs `opts.only` into the report at `file`, keeps the rest, and recomputes the summary. */
 async function rerun(file: string, opts: BenchOptions): Promise<void> {
-  const unknown = opts.only!.filter((x) => !RERUNNABLE.includes(x));
-  if (unknown.length) throw new Error(`--only: ${unknown.join(', ')} cannot run alone (sections that can: ${RERUNNABLE.join(', ')})`);
-  if (!existsSync(file)) throw new Error(`--only needs an earlier report at ${file}`);
-  const report = JSON.parse(readFileSync(file, 'utf8'));
-  if (report.quick !== opts.quick) throw new Error(`${file} is a ${report.quick ? 'quick' : 'full'} report`);
+  const report = earlierReport(file, opts, RERUNNABLE);
   const t0 = Date.now();
   const log = (line: string) => console.log(`[byzantine] ${line}`);
   const { job } = jobSettings(opts.quick);

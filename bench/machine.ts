@@ -1,5 +1,7 @@
 // The machine a benchmark ran on and the run record every bench JSON carries (scripts/run-record.ts),
-// and the command line that repeats a benchmark run.
+// the command line that repeats a benchmark run, and the earlier report a `--only` run re-runs into.
+import { existsSync, readFileSync } from 'node:fs';
+
 export { commitOf, machineInfo, missingRecord, runRecord } from '../scripts/run-record';
 
 /**
@@ -15,4 +17,17 @@ export function benchCommand(name: string, opts: { runs: number; quick: boolean;
     opts.only?.length ? `--only ${opts.only.join(',')}` : '',
     opts.out ? `--out ${opts.out}` : '',
   ].filter(Boolean).join(' ');
+}
+
+/**
+ * The report at `file` that `--only` re-runs sections of: each named section must be one of
+ * `rerunnable`, the report must exist, and be of the same kind (quick or full) as this run.
+ */
+export function earlierReport(file: string, opts: { quick: boolean; only?: string[] }, rerunnable: readonly string[]) {
+  const unknown = (opts.only ?? []).filter((x) => !rerunnable.includes(x));
+  if (unknown.length) throw new Error(`--only: ${unknown.join(', ')} cannot run alone (sections that can: ${rerunnable.join(', ')})`);
+  if (!existsSync(file)) throw new Error(`--only needs an earlier report at ${file}`);
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  if (report.quick !== opts.quick) throw new Error(`${file} is a ${report.quick ? 'quick' : 'full'} report`);
+  return report;
 }

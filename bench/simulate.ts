@@ -7,12 +7,12 @@
 // Consensus is also measured apart from the coordinator (consensusRounds): the same vectors averaged
 // in protocol's moshpitGroups directly, with departures. Untrusted jobs of 10,000 with attackers are
 // simulate-untrusted.ts's section; `--only untrusted` re-runs it alone into the existing JSON.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
 import { LIMITS, moshpitGroups, mulberry32 } from '@tabfleet/protocol';
 import type { BenchOptions } from './run';
-import { benchCommand, runRecord } from './machine';
+import { benchCommand, earlierReport, runRecord } from './machine';
 import { median, spread } from './stats';
 import { runUntrusted, type ScenarioBase } from './simulate-untrusted';
 import { validateAt, type Validation } from './simulate-validate';
@@ -325,11 +325,7 @@ export async function run(opts: BenchOptions): Promise<void> {
  * top-level record names this run, and `sectionCommits` the commit each section was measured at.
  */
 async function rerun(file: string, opts: BenchOptions): Promise<void> {
-  const unknown = opts.only!.filter((x) => !RERUNNABLE.includes(x));
-  if (unknown.length) throw new Error(`--only: ${unknown.join(', ')} cannot run alone (sections that can: ${RERUNNABLE.join(', ')})`);
-  if (!existsSync(file)) throw new Error(`--only needs an earlier report at ${file}`);
-  const report = JSON.parse(readFileSync(file, 'utf8'));
-  if (report.quick !== opts.quick) throw new Error(`${file} is a ${report.quick ? 'quick' : 'full'} report`);
+  const report = earlierReport(file, opts, RERUNNABLE);
   const t0 = Date.now();
   const earlier = { commit: report.commit ?? null, date: report.date ?? null };
   const sections: Record<string, { commit: string | null; date: string | null }> = report.sections ?? { everything: earlier };
