@@ -112,11 +112,15 @@ export class CheckedGroups {
     this.host.commits.failGroup(sync, group, `checks failed: ${why}`, liars);
   }
 
-  /** The group's round is aborted for its members, and they begin it again among themselves (they kept what they sent). */
+  /**
+   * The group's round is aborted for its members (those sent to sit out too), and `rest` begin it
+   * again among themselves (they kept what they sent).
+   */
   private rerun(sync: ActiveRound, group: number, rest: string[], reason: string, lost: string[]): void {
     const gs = sync.groups!;
     const [old, dropped] = [gs.roundIdOf(group), gs.groups[group].filter((id) => !rest.includes(id))];
-    this.host.deps.toVolunteer(rest, 'round:abort', { jobId: this.host.jobId, roundId: old, reason, lost });
+    const told = gs.groups[group].filter((id) => !lost.includes(id) && this.host.isMember(id));
+    this.host.deps.toVolunteer(told, 'round:abort', { jobId: this.host.jobId, roundId: old, reason, lost });
     for (const id of gs.groups[group]) {
       sync.results.delete(id);
       sync.failures.delete(id);
