@@ -107,9 +107,9 @@ export class Checkpoints {
     if (this.latest && checkpointBytes) this.checksums.set(this.latest.seq, verifyCheckpoint(this.host.job.spec, checkpointBytes).digest);
   }
 
-  /** A joiner was sent the checkpoint of `seq` to load. */
+  /** A joiner was sent the checkpoint of `seq` to load (only a Moshpit job's may be older than its sync). */
   loadSent(seq: number): void {
-    if (seq < this.host.job.seq) this.staleLoadSent = true;
+    if (this.host.job.spec.groupSize !== undefined && seq < this.host.job.seq) this.staleLoadSent = true;
   }
 
   /** The checksum a joiner that loads the checkpoint of `seq` must report (undefined: not known). */
