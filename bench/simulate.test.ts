@@ -117,7 +117,8 @@ test('an untrusted job without attackers or churn: every group commits, nobody i
   assert.deepEqual([r.untrusted!.counters.groups_failed, r.evictions, r.aborted], [0, 0, 0]);
   assert.ok(r.untrusted!.counters.groups_committed >= r.syncs && r.syncs > 10, JSON.stringify(r.untrusted));
   // Random groups mix less per sync than the trusted grid (a group's mean keeps ~0.22 of the spread at N = 64: 1% in 4–5 syncs, not the grid's 2).
-  assert.ok(r.consensusSyncs !== null && r.consensusSyncs <= 7, `consensus in ${r.consensusSyncs} syncs`);
+  // The groups are the server's own unseeded draws: 30 runs gave 4 (20), 5 (7), 6 (2) and 8 (1), and one CI run 8, past the bound of 7 first set.
+  assert.ok(r.consensusSyncs !== null && r.consensusSyncs <= 10, `consensus in ${r.consensusSyncs} syncs`);
   assert.match((await simulate({ ...UNTRUSTED_64, groupSize: undefined })).refused ?? '', /averages in Moshpit groups/);
   assert.match((await simulate({ ...UNTRUSTED_64, attackers: { share: 0.1, kinds: [] } })).refused ?? '', /at least one kind of attack/);
 });

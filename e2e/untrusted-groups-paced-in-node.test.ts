@@ -23,6 +23,10 @@ test('four runtimes, one slowed 4×, train an untrusted paced job in checked gro
   const created = await server.createJob({
     dataset: 'synthetic-blobs', preset: 'mlp-fashion', strategy: 'localsgd', H: 4, pacing: 'paced', hyperparameters: { lr: 0.05, batchSize: 32 },
     minWorkers: 4, maxWorkers: 4, groupSize: 2, targetSteps: 160, checkpointEvery: 2, evalEverySteps: 32,
+    // A budget of its own: the default is 19 exchanges, and a group round with validation on a machine
+    // busy with another job took so long that every member, the slowed one too, hit the step ceiling
+    // (8 × H): 58.8 steps a sync (two begins counted per group) for it against the others' median 58.
+    roundBudgetMs: 2_000,
   });
   assert.equal(created.spec.trust, 'untrusted');
   const net = new MemoryNetwork();
