@@ -1,7 +1,8 @@
 // Block-quantized pseudo-gradients end to end (issue 38): three volunteer runtimes train trusted
 // DiLoCo jobs with int8 and with 4-bit E2M1 payloads against the real server, through real Ring
 // collectives (in-memory transport): every sync commits with one checksum (the members agree byte for
-// byte), each volunteer sends (N−1) × the encoded size a sync, and an untrusted job is refused the format.
+// byte), each volunteer sends (N−1) × the encoded size a sync. An untrusted job sends its members'
+// contributions quantized through one checked group, and Moshpit groups (which average parameters) are refused the formats.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
@@ -48,10 +49,38 @@ for (const format of ['int8', 'e2m1'] as const) {
   });
 }
 
-test('an untrusted job is refused quantized payloads, and nothing is created', async () => {
+test('four volunteers train an untrusted DiLoCo job with e2m1 contributions in one checked group: every sync commits, fewer bytes than f16', { timeout: 240_000 }, async () => {
+  const members = 4;
+  const created = await server.createJob({ ...job, trust: 'untrusted', compression: 'e2m1', minWorkers: members, maxWorkers: members });
+  const net = new MemoryNetwork();
+  const vols = Array.from({ length: members }, () => nodeVolunteer(server.url, net));
+  try {
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 210_000, 200);
+    const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { outcome: string; mode: string; detail: string; members: string[] }[];
+    const committed = rounds.filter((r) => r.outcome === 'committed');
+    assert.equal(committed.length, SYNCS, JSON.stringify(rounds));
+    assert.ok(committed.every((r) => r.mode === 'group' && r.members.length === members), JSON.stringify(committed));
+    assert.equal(new Set(committed.map((r) => r.detail)).size, SYNCS, 'every sync moved the parameters');
+    // The same group over an f16 wire: (N−1)/N of the vector out at 2 bytes, then (N−1) × its own part's aggregate at 2.
+    const length = PRESET_FLAT_LENGTHS['mlp-fashion'];
+    const f16PerSync = 2 * 2 * length * (members - 1) / members;
+    const floor = SYNCS * (quantizedBytes(length, 'e2m1') + 2 * length) * (members - 1) / members * 0.95;
+    for (const v of vols) {
+      const { bytesSent, lastError, volunteerId } = v.runtime.status;
+      assert.equal(lastError, null, `${volunteerId}: ${lastError}\nserver log:\n${server.logTail()}`);
+      // Contributions at half a byte a value (and a scale per 64), aggregates at 2, validators' copies on top.
+      assert.ok(bytesSent >= floor && bytesSent < SYNCS * f16PerSync * 0.8, `${volunteerId} sent ${bytesSent}: f16 would be ${SYNCS * f16PerSync}`);
+    }
+  } finally {
+    for (const v of vols) v.runtime.stop();
+    await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});
+  }
+});
+
+test('quantized payloads average deltas: an untrusted job of Moshpit groups is refused them, and nothing is created', async () => {
   const before = (await server.api('/api/jobs')).body.jobs.length;
-  const r = await server.api('/api/jobs', { method: 'POST', json: { ...job, trust: 'untrusted', compression: 'int8' } });
+  const r = await server.api('/api/jobs', { method: 'POST', json: { ...job, strategy: 'localsgd', trust: 'untrusted', compression: 'int8', groupSize: 4, maxWorkers: 8 } });
   assert.equal(r.status, 400);
-  assert.match(JSON.stringify(r.body), /int8 payloads go round a trusted ring/);
+  assert.match(JSON.stringify(r.body), /not quantized deltas/);
   assert.equal((await server.api('/api/jobs')).body.jobs.length, before);
 });

@@ -77,7 +77,7 @@ export function checkSpec(s: JobSpec): void {
   if ((s.targetSteps === undefined) === (s.targetEpochs === undefined)) throw new Error('not exactly one target');
   if (s.strategy === 'ddp' && s.H !== 1) throw new Error('ddp with H ≠ 1');
   if (s.trust === 'untrusted' && s.maxWorkers > LIMITS.maxGroupSize) throw new Error('an untrusted job larger than a group');
-  if (s.trust === 'untrusted' && (s.compression === 'int8' || s.compression === 'e2m1')) throw new Error(`an untrusted job with ${s.compression} payloads`);
+  if (s.groupSize !== undefined && (s.compression === 'int8' || s.compression === 'e2m1')) throw new Error(`Moshpit groups with ${s.compression} payloads`);
   if (!AGGREGATIONS.includes(s.aggregation)) throw new Error(`aggregation ${s.aggregation} not filled in`);
   if (![s.sparsity, s.hyperparameters.outerLr, s.hyperparameters.outerMomentum].every(Number.isFinite)) throw new Error('defaults not filled in');
   const steps = targetStepsOf(s);

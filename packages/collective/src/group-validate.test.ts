@@ -18,6 +18,8 @@ const cases: { name: string; opts: GroupAverageOptions; data: (i: number) => Flo
   { name: 'dense f32', opts: { rule: 'centered-clip' }, data: (i) => floatData(5003, i + 10) },
   { name: 'dense f16', opts: { rule: 'trimmed-mean', dtype: 'f16' }, data: (i) => floatData(5003, i + 20) },
   { name: 'sparse f16', opts: { rule: 'median', dtype: 'f16', sparse: true }, data: (i) => sparseData(20_000, 300, i + 30) },
+  { name: 'int8 contributions', opts: { rule: 'centered-clip', dtype: 'f16', quantized: 'int8' }, data: (i) => floatData(5003, i + 40) },
+  { name: 'e2m1 contributions', opts: { rule: 'trimmed-mean', dtype: 'f16', quantized: 'e2m1' }, data: (i) => floatData(5003, i + 50) },
 ];
 for (const c of cases) {
   test(`honest members: each validator's digests equal the owner's (${c.name})`, async () => {

@@ -16,7 +16,7 @@
 // Failure semantics are the ring's: an op rejects with a CollectiveError on deadline, lost member,
 // abort or bad frame and never touches the caller's arrays. A member that fails an op sends an abort
 // frame to every other member.
-import { LIMITS, type Aggregation, type PartCheck } from '@tabfleet/protocol';
+import { LIMITS, type Aggregation, type PartCheck, type QuantFormat } from '@tabfleet/protocol';
 import { Collective, type CollectiveOptions } from './collective';
 import { CollectiveError } from './errors';
 import { GroupAverageRun, type GroupAverage } from './ops/group-average';
@@ -43,6 +43,11 @@ export interface GroupAverageOptions {
   weights?: readonly number[];
   /** Parts go as their nonzero (index, value) pairs (DGC payloads); default: as dense values. */
   sparse?: boolean;
+  /**
+   * Contributions go block-quantized (int8 or E2M1 payloads, decoded: each part is encoded again along
+   * the same blocks, so the bytes are the member's own), aggregates at `dtype`. Default: as aggregates.
+   */
+  quantized?: QuantFormat;
   deadlineMs?: number;
 }
 

@@ -46,14 +46,14 @@ export function homeExchange(ring: HomeRing, p: Payload, deadlineMs?: number): P
 /**
  * Moves a payload through a group (untrusted jobs): each part's owner combines the members'
  * contributions with the job's robust rule. A DGC-sparse payload goes as each part's nonzero pairs
- * (an index a member did not send counts as its zero).
+ * (an index a member did not send counts as its zero); a quantized one as each part's blocks, exactly
+ * the bytes its error feedback assumed, the aggregates coming back as f16.
  */
 export function groupExchange(group: Group, p: Payload, combine: GroupCombine, deadlineMs?: number): Promise<GroupAverage> {
   const values = p.kind === 'dense' ? p.values : payloadToDense(p, p.length);
   return group.average(values, { ...groupWire(p, combine), deadlineMs });
 }
 
-/** How a payload goes through a group: the rule, and the wire (f32/f16, dense or its nonzero pairs). `Group.validate` takes the same. */
 /** How a group's owners combine parts: the job's rule, and in paced rounds each member's weight (member order). */
 export interface GroupCombine {
   rule: Aggregation;
@@ -61,6 +61,8 @@ export interface GroupCombine {
   weights?: readonly number[];
 }
 
+/** How a payload goes through a group: the rule, and the wire (f32/f16, dense, its nonzero pairs or its quantized blocks). `Group.validate` takes the same. */
 export function groupWire(p: Payload, combine: GroupCombine): GroupAverageOptions {
+  if (p.kind === 'quantized') return { ...combine, dtype: 'f16', quantized: p.format };
   return { ...combine, dtype: p.dtype, sparse: p.kind === 'sparse' };
 }

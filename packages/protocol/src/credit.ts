@@ -103,16 +103,21 @@ export interface VolunteerCredit extends CreditTotals {
  * sends 2(N−1)/N of the vector (4 bytes a value, 2 with fp16); DGC's sparse allgather forwards each
  * kept pair N−1 times at 2 bytes (f16) plus a 1-byte gap index (2 bytes past 99.2% sparsity).
  * Quantized payloads (int8, e2m1) go round by quantized allgather: each member's encoded vector is
- * forwarded N−1 times. Frame headers (28 bytes per 64 KiB) are left out.
+ * forwarded N−1 times; in an untrusted job's group, (N−1)/N of it goes to the parts' owners and each
+ * owner's f16 aggregate to the N−1 others. Frame headers (28 bytes per 64 KiB) are left out, and so are
+ * validators' copies of checked parts.
  */
-export function estimateSyncBytes(spec: Exclude<ModelRef, string> & Pick<JobSpec, 'compression' | 'sparsity'>, members: number): number {
+export function estimateSyncBytes(spec: Exclude<ModelRef, string> & Pick<JobSpec, 'compression' | 'sparsity'> & Partial<Pick<JobSpec, 'trust'>>, members: number): number {
   const n = Math.max(2, members);
   const length = flatLengthOf(spec);
   if (spec.compression === 'dgc') {
     const pairBytes = 2 + (spec.sparsity > 0.992 ? 2 : 1);
     return Math.ceil(length * (1 - spec.sparsity)) * pairBytes * (n - 1);
   }
-  if (spec.compression === 'int8' || spec.compression === 'e2m1') return quantizedBytes(length, spec.compression) * (n - 1);
+  if (spec.compression === 'int8' || spec.compression === 'e2m1') {
+    if (spec.trust === 'untrusted') return Math.round(((n - 1) / n) * (quantizedBytes(length, spec.compression) + 2 * length));
+    return quantizedBytes(length, spec.compression) * (n - 1);
+  }
   const valueBytes = spec.compression === 'fp16' ? 2 : 4;
   return Math.round(((2 * (n - 1)) / n) * length * valueBytes);
 }

@@ -130,3 +130,11 @@ test('untrusted Moshpit groups take fp16 payloads, trusted ones do not; DGC is r
   // Without groupSize an untrusted job of at most 16 still takes DGC (one group, a shared model).
   assert.equal(jobSpecSchema.parse({ ...untrusted, maxWorkers: 16, compression: 'dgc' }).sparsity, 0.99);
 });
+
+test('an untrusted job takes int8 and e2m1 payloads in one checked group, not in Moshpit groups (which average parameters)', () => {
+  const untrusted = { ...base, strategy: 'diloco', trust: 'untrusted', maxWorkers: 16 } as const;
+  for (const compression of ['int8', 'e2m1'] as const) {
+    assert.equal(jobSpecSchema.parse({ ...untrusted, compression }).compression, compression);
+    assert.throws(() => jobSpecSchema.parse({ ...untrusted, strategy: 'localsgd', groupSize: 4, maxWorkers: 64, compression }), /parameters, not quantized deltas/);
+  }
+});

@@ -41,7 +41,10 @@ export interface UploadInfo {
 export const TOKENIZERS = ['chars', 'bytes', 'gpt2'] as const;
 export const TOKENIZER_VOCAB: Record<(typeof TOKENIZERS)[number], number> = { chars: 32, bytes: 256, gpt2: 50_257 };
 export const STRATEGIES = ['ddp', 'localsgd', 'diloco'] as const;
-/** int8 and e2m1: block-quantized payloads (quantize.ts) with error feedback, gathered round a trusted ring. */
+/**
+ * int8 and e2m1: block-quantized payloads (quantize.ts) with error feedback, gathered round a trusted
+ * ring, or in an untrusted job's group sent part by part and decoded before the robust rule.
+ */
 export const COMPRESSIONS = ['none', 'fp16', 'dgc', 'int8', 'e2m1'] as const;
 export const TRUST_LEVELS = ['untrusted', 'trusted'] as const;
 export const JOB_STATES = ['waiting', 'running', 'done', 'stopped', 'failed'] as const;
@@ -381,13 +384,6 @@ export const jobSpecSchema = jobSpecFieldsSchema
           ctx.addIssue({ code: 'custom', path: [layout], message: `an untrusted job's groups are drawn at random by the server: ${layout} is for trusted jobs` });
         }
       }
-    }
-    if ((s.compression === 'int8' || s.compression === 'e2m1') && s.trust === 'untrusted') {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['compression'],
-        message: `${s.compression} payloads go round a trusted ring (quantized allgather); an untrusted job's robust groups take none, fp16 or dgc`,
-      });
     }
     if (s.hierarchical && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['hierarchical'], message: 'hierarchical averaging arranges Moshpit groups: set groupSize' });
     if (s.regionalGroups && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['regionalGroups'], message: 'regional groups arrange Moshpit groups: set groupSize' });

@@ -100,3 +100,26 @@ test('error feedback: what was sent over many rounds sums to what went in, to wi
   }
   assert.throws(() => new QuantizedFeedback(4, 'int8').encode(new Float32Array(5)), QuantizeError);
 });
+
+for (const format of ['int8', 'e2m1'] as const) {
+  test(`${format}: encoding what was decoded gives the same bytes (a group re-sends decoded parts to validators)`, () => {
+    const rand = mulberry32(11);
+    for (let trial = 0; trial < 200; trial++) {
+      // Magnitudes over 60 binades, so every kind of scale comes up; a zero block too.
+      const values = gaussian(64 * 8 + 17, 100 + trial, Math.exp((rand() - 0.5) * 60));
+      values.fill(0, 64, 128);
+      const bytes = encodeQuantized(values, format);
+      const again = encodeQuantized(decodeQuantized(bytes, values.length, format), format);
+      assert.deepEqual(again, bytes, `trial ${trial}`);
+    }
+  });
+
+  test(`${format}: a block-aligned slice of an encoding is the encoding of that slice`, () => {
+    const values = gaussian(64 * 10 + 5, 3);
+    const whole = decodeQuantized(encodeQuantized(values, format), values.length, format);
+    for (const [from, to] of [[64 * 3, 64 * 7], [64 * 7, values.length]]) {
+      const slice = values.subarray(from, to);
+      assert.deepEqual(decodeQuantized(encodeQuantized(slice, format), slice.length, format), whole.subarray(from, to));
+    }
+  });
+}

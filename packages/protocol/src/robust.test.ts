@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { mulberry32 } from './random';
-import { aggregateWith, cappedWeights, centeredClip, combinePart, coordinateMedian, l2norm, mean, screenContributions, trimmedMean } from './robust';
+import { aggregateWith, cappedWeights, centeredClip, combinePart, coordinateMedian, l2norm, mean, partRange, screenContributions, trimmedMean } from './robust';
 
 const f = (...xs: number[]) => Float32Array.from(xs);
 
@@ -100,4 +100,19 @@ test('weighted rules: a contribution of weight w counts as w votes', () => {
   assert.deepEqual(refused.map((r) => r.index), [2]);
   assert.deepEqual([...aggregate!], [Math.fround(12 / 5)], '(0·2 + 3·2 + 6·1) / 5');
   assert.throws(() => aggregateWith('mean', xs, { weights: [1, 2] }), /2 weights for 3 contributions/);
+});
+
+test('partRange: whole blocks with a block size, the old even split without; parts tile the vector', () => {
+  assert.deepEqual([0, 1, 2].map((j) => partRange(10, 3, j)), [{ start: 0, end: 3 }, { start: 3, end: 6 }, { start: 6, end: 10 }]);
+  for (const [length, n] of [[1000, 3], [64 * 16, 16], [65, 4], [5, 2]]) {
+    const parts = Array.from({ length: n }, (_, j) => partRange(length, n, j, 64));
+    assert.equal(parts[0].start, 0);
+    assert.equal(parts[n - 1].end, length);
+    parts.forEach((p, j) => {
+      assert.equal(p.start % 64, 0, `part ${j} of ${length} starts on a block`);
+      if (j > 0) assert.equal(p.start, parts[j - 1].end);
+    });
+  }
+  // 1000 values are 16 blocks (the last of 40): 5, 5 and 6 blocks.
+  assert.deepEqual([0, 1, 2].map((j) => partRange(1000, 3, j, 64)), [{ start: 0, end: 320 }, { start: 320, end: 640 }, { start: 640, end: 1000 }]);
 });

@@ -50,9 +50,14 @@ export interface Screening {
   refused: { index: number; reason: string }[];
 }
 
-/** Part `j` of a vector of `length` cut among a group of `n` (the owner of part j is member j): [start, end). */
-export function partRange(length: number, n: number, j: number): { start: number; end: number } {
-  return { start: Math.floor((j * length) / n), end: Math.floor(((j + 1) * length) / n) };
+/**
+ * Part `j` of a vector of `length` cut among a group of `n` (the owner of part j is member j): [start,
+ * end). With `block` > 1 the parts are whole blocks (the last one may end short): quantized
+ * contributions (quantize.ts) then split along their own scale blocks.
+ */
+export function partRange(length: number, n: number, j: number, block = 1): { start: number; end: number } {
+  const blocks = Math.ceil(length / block);
+  return { start: Math.min(length, block * Math.floor((j * blocks) / n)), end: Math.min(length, block * Math.floor(((j + 1) * blocks) / n)) };
 }
 
 export interface CombinedPart {

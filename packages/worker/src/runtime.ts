@@ -5,7 +5,7 @@
 import { CollectiveError, FrameRouter, Group, HomeRing, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, homeExchange, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import {
-  cappedWeights, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, realClock, sleepOn, type Ack, type Clock, type Assignment,
+  cappedWeights, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, sleepOn, type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
   type VolunteerEventName, type VolunteerServerEvents, type IceServer,
 } from '@tabfleet/protocol';
@@ -535,7 +535,7 @@ export class VolunteerRuntime {
   private async onEvidenceRequest(e: Parameters<VolunteerServerEvents['evidence:request']>[0]): Promise<void> {
     const g = this.openGroup;
     if (!g || g.roundId !== e.roundId) return;
-    const { start, end } = partRange(g.contribution.length, g.group.size, e.part);
+    const { start, end } = partRange(g.contribution.length, g.group.size, e.part, g.wire.quantized ? QUANT_BLOCK : 1);
     const part = g.contribution.slice(start, end);
     await this.emit('evidence:upload', { jobId: e.jobId, roundId: e.roundId, part: e.part, data: new Uint8Array(part.buffer) });
   }

@@ -102,8 +102,8 @@ export class GroupRoundChecks {
     if (!d) throw new ProtocolError('conflict', `no evidence of part ${e.part} was asked in round ${r.roundId}`);
     if (d.evidence.has(m.volunteerId)) return { duplicate: true };
     const digestDispute = !!d.mismatches;
-    const { length } = partRecompute(this.host.spec);
-    const { start, end } = partRange(length, r.members.length, e.part);
+    const { length, block } = partRecompute(this.host.spec);
+    const { start, end } = partRange(length, r.members.length, e.part, block);
     const values = decodeEvidence(e.data, end - start);
     if (typeof values === 'string') throw new ProtocolError('bad_tensor', values);
     const recorded = r.results.get(m.volunteerId)!.group!.digests.sent[e.part];

@@ -13,7 +13,7 @@
 //     itself with the same code. Whoever disagrees with that is removed.
 //
 // How many parts are checked, and what that catches and costs: protocol's validation.ts.
-import { flatLengthOf, combinePart, modelDigest, type GroupReport, type JobSpec, type PartCheck, type PartValidationReport } from '@tabfleet/protocol';
+import { flatLengthOf, combinePart, modelDigest, QUANT_BLOCK, type GroupReport, type JobSpec, type PartCheck, type PartValidationReport } from '@tabfleet/protocol';
 import { blame, type DigestMismatch } from './group-check';
 
 /** Checks a validator's report against what it was asked: exactly its parts, one digest per member each. */
@@ -63,9 +63,13 @@ export function judgeValidations(
   return { mismatches, liars: blame(mismatches), disputes: mismatches.length ? [] : disputes };
 }
 
-/** The length of a job's exchanged vector, and how its group rounds combine parts. */
-export function partRecompute(spec: JobSpec): { length: number; f16: boolean; rule: JobSpec['aggregation']; trimFraction: number } {
-  return { length: flatLengthOf(spec), f16: spec.compression !== 'none', rule: spec.aggregation, trimFraction: spec.trimFraction };
+/**
+ * The length of a job's exchanged vector, and how its group rounds cut and combine parts: aggregates at
+ * f16 under any compression, parts along the scale blocks of quantized contributions.
+ */
+export function partRecompute(spec: JobSpec): { length: number; block: number; f16: boolean; rule: JobSpec['aggregation']; trimFraction: number } {
+  const block = spec.compression === 'int8' || spec.compression === 'e2m1' ? QUANT_BLOCK : 1;
+  return { length: flatLengthOf(spec), block, f16: spec.compression !== 'none', rule: spec.aggregation, trimFraction: spec.trimFraction };
 }
 
 /** A member's uploaded contribution to a part: little-endian f32, any values (an attacker's NaN is evidence too). */

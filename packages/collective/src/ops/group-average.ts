@@ -4,7 +4,9 @@
 // Dense parts go as f32 or f16 values. Sparse ones (DGC payloads) go as the part's nonzero (index,
 // value) pairs, indices relative to the part (collective's sparse codec): the owner reads an index a
 // member did not send as that member's zero, combines the dense part, and sends back its nonzeros.
-import { combinePart, modelDigest, roundToF16, type Frame } from '@tabfleet/protocol';
+// Quantized contributions (int8, E2M1) go as each part's block-quantized bytes, parts cut along the
+// blocks; the owner decodes them strictly before its rule sees them and sends back a dense aggregate.
+import { combinePart, decodeQuantized, encodeQuantized, modelDigest, roundToF16, type Frame } from '@tabfleet/protocol';
 import { CollectiveError } from '../errors';
 import type { Group, GroupAverageOptions } from '../group';
 import { GroupPartsRun, type Incoming, type PartWire } from './group-parts';
@@ -31,7 +33,7 @@ export interface GroupAverage {
   /** Contributions to this member's part that it refused (their senders are at fault). */
   refused: { member: string; reason: string }[];
   digests: GroupDigests;
-  /** This member's vector as it went on the wire (rounded for an f16 wire): what it sends validators (`Group.validate`). */
+  /** This member's vector as it went on the wire (rounded for an f16 wire, decoded for a quantized one): what it sends validators (`Group.validate`). */
   contribution: Float32Array;
 }
 
@@ -55,13 +57,20 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
   protected start(): void {
     const { rank } = this.group;
     this.contribution = Float32Array.from(this.data);
-    if (this.dtype === 'f16') roundToF16(this.contribution, 0, this.len);
+    if (this.quantized) {
+      for (let j = 0; j < this.n; j++) {
+        const part = this.part(this.contribution, j);
+        decodeQuantized(encodeQuantized(part, this.quantized), part.length, this.quantized, undefined, part);
+      }
+    } else if (this.dtype === 'f16') {
+      roundToF16(this.contribution, 0, this.len);
+    }
     this.result = new Float32Array(this.len);
     for (let j = 0; j < this.n; j++) {
       this.digests.sent.push(modelDigest(this.part(this.contribution, j)));
       this.parts.push(j === rank ? this.part(this.contribution, j).slice() : new Float32Array(this.partLength(rank)));
-      this.scatterIn.push(this.incoming(rank, j === rank));
-      this.gatherIn.push(this.incoming(j, j === rank));
+      this.scatterIn.push(this.incoming(rank, 'groupScatter', j === rank));
+      this.gatherIn.push(this.incoming(j, 'groupGather', j === rank));
     }
     this.group.members.forEach((peer, j) => {
       if (j !== rank) this.sendPart([peer], 'groupScatter', j, this.contribution);

@@ -1,8 +1,10 @@
 // What a group op (group.ts) does with parts: cut a whole-length vector into the group's N parts,
-// send a part to some members chunk by chunk (dense f32/f16 values, or a sparse part's nonzero pairs),
-// take a part in from a member and know when all of it is in. Sends go to N−1 peers at once, each
+// send a part to some members chunk by chunk (dense f32/f16 values, a sparse part's nonzero pairs, or
+// a contribution's block-quantized bytes), take a part in from a member and know when all of it is in. Sends go to N−1 peers at once, each
 // paced by its own channel's backpressure. The averaging and the validation ops build on this.
 import {
+  decodeQuantized,
+  encodeQuantized,
   FLAG_LAST,
   FRAME_DTYPE_BYTES,
   FRAME_HEADER_BYTES,
@@ -12,8 +14,12 @@ import {
   encodeF16,
   maxChunkElements,
   partRange,
+  QUANT_BLOCK,
+  quantizedBytes,
+  QuantizeError,
   type Frame,
   type FrameDTypeName,
+  type QuantFormat,
 } from '@tabfleet/protocol';
 import { CollectiveError } from '../errors';
 import type { Group } from '../group';
@@ -29,17 +35,28 @@ interface PeerQueue {
   pumping: boolean;
 }
 
-/** Chunks of one part arriving from one peer: how many there are is known up front (dense) or from FLAG_LAST (sparse). */
+/** Chunks of one part arriving from one peer: how many there are is known up front (dense, quantized) or from FLAG_LAST (sparse). */
 export interface Incoming {
   seen: Set<number>;
   total: number | null;
+  /** A quantized contribution's bytes as they arrive (decoded once all are in). */
+  bytes: Uint8Array | null;
 }
 
 /** How parts travel: the same at every member of the op. */
 export interface PartWire {
+  /** Of dense parts, and of aggregates whatever the contributions' wire. */
   dtype: WireDType;
   sparse: boolean;
+  /**
+   * Contributions (scatter, validation) go block-quantized in this format, parts cut along its blocks;
+   * aggregates go dense at `dtype`. Absent: contributions go as aggregates do.
+   */
+  quantized?: QuantFormat;
 }
+
+/** Contributions: what members send owners and validators (the rest are aggregates). */
+const isContribution = (kind: Frame['kind']) => kind === 'groupScatter' || kind === 'groupValidate';
 
 export abstract class GroupPartsRun<T> {
   readonly promise: Promise<T>;
@@ -51,8 +68,12 @@ export abstract class GroupPartsRun<T> {
   protected readonly dtype: WireDType;
   protected readonly frameDType: FrameDTypeName;
   protected readonly sparse: boolean;
+  protected readonly quantized: QuantFormat | null;
   /** Values per dense frame, or pairs per sparse frame. */
   private readonly chunk: number;
+  /** Bytes per frame of a quantized contribution. */
+  private readonly quantizedChunk: number;
+  private readonly quantizedDType: 'q8' | 'q4';
   private queues = new Map<string, PeerQueue>();
   protected abstract readonly name: string;
 
@@ -61,8 +82,12 @@ export abstract class GroupPartsRun<T> {
     this.len = length;
     this.dtype = wire.dtype;
     this.sparse = wire.sparse;
+    this.quantized = wire.quantized ?? null;
+    if (this.quantized && this.sparse) throw new CollectiveError('bad_argument', 'a group\'s contributions go sparse or quantized, not both');
     this.frameDType = this.sparse ? (this.dtype === 'f32' ? 'idx_f32' : 'idx_f16') : this.dtype;
     this.chunk = Math.min(group.chunkOverride ?? Infinity, this.sparse ? maxSparsePairs(MAX_FRAME_PAYLOAD, this.valueBytes) : maxChunkElements(this.dtype));
+    this.quantizedDType = this.quantized === 'e2m1' ? 'q4' : 'q8';
+    this.quantizedChunk = Math.min(group.chunkOverride ?? Infinity, maxChunkElements(this.quantizedDType));
     this.promise = new Promise<T>((resolve, reject) => {
       this.settle = { resolve, reject };
     });
@@ -74,7 +99,7 @@ export abstract class GroupPartsRun<T> {
     return this.dtype === 'f32' ? 4 : 2;
   }
   protected partStart(j: number): number {
-    return partRange(this.len, this.n, j).start;
+    return partRange(this.len, this.n, j, this.quantized ? QUANT_BLOCK : 1).start;
   }
   protected partLength(j: number): number {
     return this.partStart(j + 1) - this.partStart(j);
@@ -85,9 +110,14 @@ export abstract class GroupPartsRun<T> {
   private denseChunks(j: number): number {
     return Math.ceil(this.partLength(j) / this.chunk);
   }
-  /** Tracking for part `j` coming from one peer (`none`: nothing comes, e.g. from oneself). */
-  protected incoming(j: number, none = false): Incoming {
-    return { seen: new Set(), total: none ? 0 : this.sparse ? null : this.denseChunks(j) };
+  private quantizedChunks(j: number): number {
+    return Math.ceil(quantizedBytes(this.partLength(j), this.quantized!) / this.quantizedChunk);
+  }
+  /** Tracking for part `j` coming from one peer in frames of `kind` (`none`: nothing comes, e.g. from oneself). */
+  protected incoming(j: number, kind: PartFrameKind, none = false): Incoming {
+    if (none) return { seen: new Set(), total: 0, bytes: null };
+    if (this.quantized && isContribution(kind)) return { seen: new Set(), total: this.quantizedChunks(j), bytes: new Uint8Array(quantizedBytes(this.partLength(j), this.quantized)) };
+    return { seen: new Set(), total: this.sparse ? null : this.denseChunks(j), bytes: null };
   }
   protected static complete(x: Incoming): boolean {
     return x.total !== null && x.seen.size === x.total;
@@ -127,6 +157,20 @@ export abstract class GroupPartsRun<T> {
   protected sendPart(peers: string[], kind: PartFrameKind, j: number, source: Float32Array, step = 0): void {
     const header = (c: number, last: boolean) => ({ kind, dtype: this.frameDType, flags: last ? FLAG_LAST : 0, job: this.group.job, round: this.group.round, op: this.seq, step,
       segment: j, chunk: c });
+    if (this.quantized && isContribution(kind)) {
+      // Encoded once per send: the same values give the same bytes (a decoded contribution re-encodes to itself).
+      const bytes = encodeQuantized(this.part(source, j), this.quantized);
+      const chunks = this.quantizedChunks(j);
+      for (const peer of peers) for (let c = 0; c < chunks; c++) {
+        this.enqueue(peer, () => {
+          const piece = bytes.subarray(c * this.quantizedChunk, (c + 1) * this.quantizedChunk);
+          const frame = allocFrame({ ...header(c, c === chunks - 1), dtype: this.quantizedDType }, piece.byteLength);
+          frame.set(piece, FRAME_HEADER_BYTES);
+          return frame;
+        });
+      }
+      return;
+    }
     if (this.sparse) {
       const payloads = this.sparseChunks(this.part(source, j));
       for (const peer of peers) {
@@ -170,6 +214,7 @@ export abstract class GroupPartsRun<T> {
    * False when the frame was a duplicate or bad (the op has then failed).
    */
   protected acceptChunk(from: string, f: Frame, j: number, incoming: Incoming, target: Float32Array): boolean {
+    if (incoming.bytes) return this.acceptQuantized(from, f, j, incoming, target);
     if (f.dtype !== this.frameDType) return this.bad(from, `dtype ${f.dtype}, expected ${this.frameDType}`);
     const last = (f.flags & FLAG_LAST) !== 0;
     // A sparse part has at most one chunk per value (one when empty).
@@ -188,6 +233,30 @@ export abstract class GroupPartsRun<T> {
     }
     incoming.seen.add(f.chunk);
     if (this.sparse && last) incoming.total = f.chunk + 1;
+    return true;
+  }
+
+  /** A chunk of a quantized contribution: its bytes in place; once all are in, decoded (strictly) into `target`. */
+  private acceptQuantized(from: string, f: Frame, j: number, incoming: Incoming, target: Float32Array): boolean {
+    const bytes = incoming.bytes!;
+    if (f.dtype !== this.quantizedDType) return this.bad(from, `dtype ${f.dtype}, expected ${this.quantizedDType}`);
+    if (f.chunk >= incoming.total!) return this.bad(from, `chunk ${f.chunk} of a part of ${incoming.total} chunks`);
+    if (incoming.seen.has(f.chunk)) {
+      this.group.counters.duplicate++;
+      return false;
+    }
+    const at = f.chunk * this.quantizedChunk;
+    const expected = Math.min(this.quantizedChunk, bytes.byteLength - at);
+    if (f.payload.byteLength !== expected) return this.bad(from, `${f.payload.byteLength} payload bytes, expected ${expected} of part ${j}'s ${this.quantized} encoding`);
+    bytes.set(f.payload, at);
+    incoming.seen.add(f.chunk);
+    if (incoming.seen.size < incoming.total!) return true;
+    try {
+      decodeQuantized(bytes, this.partLength(j), this.quantized!, QUANT_BLOCK, target);
+    } catch (e) {
+      if (!(e instanceof QuantizeError)) throw e;
+      return this.bad(from, `part ${j}: ${e.message}`);
+    }
     return true;
   }
 

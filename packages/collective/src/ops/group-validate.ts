@@ -41,7 +41,7 @@ export class GroupValidateRun extends GroupPartsRun<PartValidation[]> {
         continue;
       }
       const contributions = this.group.members.map((_, i) => (i === rank ? this.part(this.contribution, c.part).slice() : new Float32Array(this.partLength(c.part))));
-      this.mine.set(c.part, { part: c.part, contributions, incoming: this.group.members.map((_, i) => this.incoming(c.part, i === rank)) });
+      this.mine.set(c.part, { part: c.part, contributions, incoming: this.group.members.map((_, i) => this.incoming(c.part, 'groupValidate', i === rank)) });
     }
   }
 
