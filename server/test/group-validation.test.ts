@@ -64,6 +64,15 @@ test('a validator that accuses an honest owner: the server recomputes the part f
   await waitFor('a sync without it', async () => (await roundsOf(id)).some((r) => r.outcome === 'committed' && !r.members.includes(attacker.volunteerId)));
 });
 
+test('a false accusation in a job with int8 contributions: the evidence is cut along the scale blocks, and the server\'s recomputation still clears the owner', async () => {
+  const { id, honest, attacker } = await jobWith({ validation: (h) => ({ ...h, aggregate: WRONG }) }, 3, { strategy: 'diloco', compression: 'int8' });
+  await waitFor('the false validator is removed', () => endReason(attacker), 60_000);
+  assert.match(endReason(attacker)!, /validated a part falsely/);
+  assert.ok(honest.every((s) => !endReason(s)), honest.map(endReason).join(' | '));
+  const rounds = await roundsOf(id);
+  assert.equal(rounds.filter((r) => r.members.includes(attacker.volunteerId)).at(-1)!.outcome, 'committed');
+});
+
 test('paced group rounds weigh members by their steps: the oracle combines as the server recomputes, so a false validator is still the one removed', async () => {
   // Members of unequal pace take unequal steps, so each part is a weighted combination. The in-process
   // oracle once combined unweighted, and the server's recomputation (weighted) then convicted the

@@ -18,7 +18,8 @@ import { combinePart, modelDigest, partRange, type Aggregation, type GroupReport
  * How a group round combines (the job's rule, and in paced rounds each member's weight, in member
  * order, capped as the runtime caps them); null for a ring round's plain mean.
  */
-export type GroupRule = { rule: Aggregation; trimFraction: number; weights?: readonly number[] } | null;
+/** How a group combines: the rule, and (the job's compression) parts cut along `block` values and aggregates rounded to f16. */
+export type GroupRule = { rule: Aggregation; trimFraction: number; weights?: readonly number[]; block?: number; f16?: boolean } | null;
 
 /**
  * What a lying owner does to its part's aggregate (it then reports and sends the result consistently);
@@ -175,9 +176,9 @@ export class RingOracle implements Exchanger {
     const f = this.finished.get(`${jobId}/${roundId}`);
     if (!f) return null;
     const len = f.inputs[0].length;
-    const { start, end } = partRange(len, f.members.length, part);
+    const { start, end } = partRange(len, f.members.length, part, f.group.block);
     const parts = f.inputs.map((x) => x.subarray(start, end));
-    const { aggregate, refused } = combinePart(parts, end - start, f.group.rule, { trimFraction: f.group.trimFraction, weights: f.group.weights });
+    const { aggregate, refused } = combinePart(parts, end - start, f.group.rule, { trimFraction: f.group.trimFraction, weights: f.group.weights, f16: f.group.f16 });
     return { part, received: parts.map((p) => modelDigest(p)), aggregate: aggregate ? modelDigest(aggregate) : '', refused: refused.map((x) => ({ member: f.members[x.index], reason: x.reason })) };
   }
 }
@@ -200,9 +201,9 @@ function groupAverage(
   const mean = new Float32Array(len);
   const reports = new Map<string, GroupReport>(members.map((m) => [m, { refused: [], digests: { sent: [], received: [], aggregate: '', gathered: [] } }]));
   for (let j = 0; j < n; j++) {
-    const { start, end } = partRange(len, n, j);
+    const { start, end } = partRange(len, n, j, g.block);
     const parts = inputs.map((x) => x.subarray(start, end));
-    const combined = combinePart(parts, end - start, g.rule, { trimFraction: g.trimFraction, weights: g.weights });
+    const combined = combinePart(parts, end - start, g.rule, { trimFraction: g.trimFraction, weights: g.weights, f16: g.f16 });
     const honest = combined.aggregate ?? new Float32Array(parts[0].length);
     const aggregate = ownerLies.get(members[j])?.(honest.slice(), { roundId, members, part: j }) ?? honest;
     mean.set(aggregate, start);

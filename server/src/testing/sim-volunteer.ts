@@ -32,6 +32,7 @@ import {
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { failureCodeOf, type Exchanger, type ExchangeResult, type MemberExchange, type OwnerLie, type RingOracle } from './exchange';
+import { partRecompute } from '../coordinator/group-validation';
 
 export * from './exchange';
 
@@ -366,7 +367,9 @@ export class SimVolunteer {
     const spec = this.assignment!.job.spec;
     // Paced rounds weigh members by their steps in the rule itself, as the runtime does (the server recomputes disputed parts so).
     const weights = r.steps ? { weights: cappedWeights(r.members.map((id) => r.steps![id])) } : {};
-    const group = r.mode === 'group' ? { rule: spec.aggregation, trimFraction: spec.trimFraction, ...weights } : null;
+    // Parts cut and aggregates rounded as the job's compression has the runtime do it (quantized: along the scale blocks; any: f16).
+    const { block, f16 } = partRecompute(spec);
+    const group = r.mode === 'group' ? { rule: spec.aggregation, trimFraction: spec.trimFraction, ...weights, block, f16 } : null;
     const sent = this.opts.contribution?.(this.params.slice()) ?? this.params.slice();
     this.sent = { roundId: r.roundId, values: sent };
     let out: ExchangeResult;
@@ -431,7 +434,7 @@ export class SimVolunteer {
   private async onEvidenceRequest(e: { jobId: string; roundId: number; part: number }): Promise<void> {
     if (!this.sent || this.sent.roundId !== e.roundId) return;
     const r = [...this.events].reverse().find((x) => x.name === 'round:begin' && (x.payload as RoundBegin).roundId === e.roundId)?.payload as RoundBegin;
-    const { start, end } = partRange(this.sent.values.length, r.members.length, e.part);
+    const { start, end } = partRange(this.sent.values.length, r.members.length, e.part, partRecompute(this.assignment!.job.spec).block);
     const part = this.sent.values.slice(start, end);
     const values = this.opts.evidence?.(part) ?? part;
     const ack = await this.emit('evidence:upload', { jobId: e.jobId, roundId: e.roundId, part: e.part, data: new Uint8Array(values.buffer, values.byteOffset, values.byteLength) });
