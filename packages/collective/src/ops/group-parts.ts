@@ -1,7 +1,8 @@
 // What a group op (group.ts) does with parts: cut a whole-length vector into the group's N parts,
 // send a part to some members chunk by chunk (dense f32/f16 values, a sparse part's nonzero pairs, or
-// a contribution's block-quantized bytes), take a part in from a member and know when all of it is in. Sends go to N−1 peers at once, each
-// paced by its own channel's backpressure. The averaging and the validation ops build on this.
+// a contribution's block-quantized bytes), take a part in from a member and know when all of it is
+// in. Sends go to N−1 peers at once, each paced by its own channel's backpressure. The averaging and
+// the validation ops build on this.
 import {
   decodeQuantized,
   encodeQuantized,
