@@ -76,7 +76,12 @@ test('one network is never a majority of an untrusted job: a second Sybil from i
 });
 
 test('two Sybils on two networks forging an evaluation: without standing their majority is not believed, the honest evaluator stays, no target, no checkpoint', async () => {
-  const spec: Partial<JobSpecInput> = { minWorkers: 3, maxWorkers: 3, H: 1, targetSteps: 1000, targetAccuracy: 0.9, evalEverySteps: 1, checkpointEvery: 1 };
+  // Four syncs: every part of a member on probation is checked, so each is verified at most twice a
+  // sync (as owner and as validator) and never reaches standing (PROBATION_VERIFIED = 10) in this job.
+  // With a longer job a busy machine let an evaluation settle after a fifth sync's checks, when the
+  // Sybils had standing and were believed (as designed; docs/protocol.md). And the job must end: the
+  // old code asked one member after another for a final checkpoint no evaluators agreed on, for ever.
+  const spec: Partial<JobSpecInput> = { minWorkers: 3, maxWorkers: 3, H: 1, targetSteps: 4, targetAccuracy: 0.9, evalEverySteps: 1, checkpointEvery: 1 };
   const job = await server.createJob(spec);
   const forged = new Float32Array(flatLengthOf(job.spec)).fill(1e30);
   const lie: Partial<SimOptions> = {
@@ -86,11 +91,11 @@ test('two Sybils on two networks forging an evaluation: without standing their m
   const honest = await at(2);
   const sybils = [await at(9, lie), await at(10, lie)];
   for (const s of [honest, ...sybils]) assert.equal((await s.request(job.id)).ok, true);
-  await waitFor('four syncs', () => honest.committed.length >= 4, 30_000);
+  await waitFor('the job ends', async () => !['waiting', 'running'].includes((await server.api(`/api/jobs/${job.id}`)).body.job.state), 30_000);
   const summary = (await server.api(`/api/jobs/${job.id}`)).body.job;
   // The old code ended the job "reached target accuracy" at sync 1, stored a checkpoint of 1e30s and evicted the honest evaluator.
-  assert.equal(summary.state, 'running');
-  assert.equal(endReason(honest), undefined);
+  assert.equal(summary.state, 'done');
+  assert.match(endReason(honest) ?? '', /reached 4 steps; the evaluators of sync 4 did not agree on its model/);
   assert.equal(summary.latestCheckpoint, null, 'no checkpoint without an agreed model');
   assert.ok(server.metrics.get('evaluations_unvouched') >= 1);
 });

@@ -256,7 +256,17 @@ export class Checkpoints {
     const agreed = this.agreedChecksum(p.seq);
     if (agreed === undefined) return; // the evaluators have not agreed yet
     if (agreed === null) {
-      this.loseCheckpoint(`the evaluators of sync ${p.seq} did not agree on its model, so its checkpoint cannot be verified`);
+      const why = `the evaluators of sync ${p.seq} did not agree on its model, so its checkpoint cannot be verified`;
+      // At the job's end another uploader cannot help (what is missing is an agreed model, not an
+      // upload): asking one after another kept a job whose evaluators disagreed running for ever.
+      if (p.seq === this.host.job.seq && this.host.job.step >= targetStepsOf(this.host.job.spec) && !this.finishing) {
+        this.host.deps.log(`job ${this.host.job.id}: no checkpoint of sync ${p.seq}: ${why}`);
+        this.host.deps.count('checkpoints_lost');
+        this.dropPendingUpload();
+        this.host.stop(`reached ${this.host.job.step} steps; ${why} (the latest checkpoint is the last verified one)`, 'done');
+        return;
+      }
+      this.loseCheckpoint(why);
       this.host.tryBegin();
       return;
     }
