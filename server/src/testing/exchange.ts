@@ -16,9 +16,9 @@ import { combinePart, modelDigest, partRange, type Aggregation, type GroupReport
 
 /**
  * How a group round combines (the job's rule, and in paced rounds each member's weight, in member
- * order, capped as the runtime caps them); null for a ring round's plain mean.
+ * order, capped as the runtime caps them; as the job's compression has it, parts cut along `block`
+ * values and aggregates rounded to f16); null for a ring round's plain mean.
  */
-/** How a group combines: the rule, and (the job's compression) parts cut along `block` values and aggregates rounded to f16. */
 export type GroupRule = { rule: Aggregation; trimFraction: number; weights?: readonly number[]; block?: number; f16?: boolean } | null;
 
 /**
