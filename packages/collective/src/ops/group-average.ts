@@ -60,7 +60,9 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
     if (this.quantized) {
       for (let j = 0; j < this.n; j++) {
         const part = this.part(this.contribution, j);
-        decodeQuantized(encodeQuantized(part, this.quantized), part.length, this.quantized, undefined, part);
+        const bytes = encodeQuantized(part, this.quantized);
+        decodeQuantized(bytes, part.length, this.quantized, undefined, part);
+        this.encodedParts.set(j, bytes);
       }
     } else if (this.dtype === 'f16') {
       roundToF16(this.contribution, 0, this.len);

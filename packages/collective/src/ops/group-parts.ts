@@ -75,6 +75,8 @@ export abstract class GroupPartsRun<T> {
   /** Bytes per frame of a quantized contribution. */
   private readonly quantizedChunk: number;
   private readonly quantizedDType: 'q8' | 'q4';
+  /** Parts of this member's contribution already encoded (by part index): sent as they are, not encoded again. */
+  protected readonly encodedParts = new Map<number, Uint8Array>();
   private queues = new Map<string, PeerQueue>();
   protected abstract readonly name: string;
 
@@ -159,8 +161,8 @@ export abstract class GroupPartsRun<T> {
     const header = (c: number, last: boolean) => ({ kind, dtype: this.frameDType, flags: last ? FLAG_LAST : 0, job: this.group.job, round: this.group.round, op: this.seq, step,
       segment: j, chunk: c });
     if (this.quantized && isContribution(kind)) {
-      // Encoded once per send: the same values give the same bytes (a decoded contribution re-encodes to itself).
-      const bytes = encodeQuantized(this.part(source, j), this.quantized);
+      // The same values give the same bytes (a decoded contribution re-encodes to itself).
+      const bytes = this.encodedParts.get(j) ?? encodeQuantized(this.part(source, j), this.quantized);
       const chunks = this.quantizedChunks(j);
       for (const peer of peers) for (let c = 0; c < chunks; c++) {
         this.enqueue(peer, () => {
