@@ -22,6 +22,13 @@ test('each default the form shows is what the server fills in for the same choic
   }
   assert.equal(formDefaults({ strategy: 'diloco' }).optimizer, 'adamw');
   assert.equal(formDefaults({ strategy: 'ddp' }).optimizer, 'sgd');
+  // Streaming DiLoCo: fixed pacing, and mixing only with an overlap.
+  const streaming = { ...job, strategy: 'diloco', trust: 'trusted', fragments: 2, overlapSteps: 1, H: 4 } as const;
+  const parsed = jobSpecSchema.parse(streaming);
+  assert.equal(formDefaults(streaming).pacing, parsed.pacing);
+  assert.equal(formDefaults(streaming).fragmentMixing, String(parsed.fragmentMixing));
+  assert.equal(formDefaults({ ...streaming, overlapSteps: 0 }).pacing, 'fixed');
+  assert.equal(formDefaults(job).fragments, '1');
 });
 
 test('the tokenizer default follows the dataset, and choices still being typed do not throw', () => {

@@ -19,6 +19,8 @@ export interface FormChoices {
   compression?: unknown;
   trust?: unknown;
   groupSize?: unknown;
+  fragments?: unknown;
+  overlapSteps?: unknown;
   hyperparameters?: { batchSize?: unknown };
 }
 
@@ -31,7 +33,11 @@ export function formDefaults(c: FormChoices): Record<string, string> {
   const batchSize = Number(c.hyperparameters?.batchSize);
   const schema = jobSpecSchema.parse({ ...PROBE, trust });
   const d = defaultsFor(strategy, compression, preset);
-  const pacing = defaultPacing({ strategy, groupSize: typeof c.groupSize === 'number' ? c.groupSize : undefined, hyperparameters: { batchSize: Number.isInteger(batchSize) ? batchSize : 1 } });
+  const count = (v: unknown) => (typeof v === 'number' ? v : undefined);
+  const overlapSteps = count(c.overlapSteps) ?? schema.overlapSteps;
+  const pacing = defaultPacing({
+    strategy, groupSize: count(c.groupSize), hyperparameters: { batchSize: Number.isInteger(batchSize) ? batchSize : 1 }, fragments: count(c.fragments), overlapSteps,
+  });
   return {
     optimizer: defaultOptimizer(strategy),
     sparsity: String(d.sparsity),
@@ -41,6 +47,9 @@ export function formDefaults(c: FormChoices): Record<string, string> {
     weightDecay: String(schema.hyperparameters.weightDecay),
     pacing,
     aggregation: schema.aggregation,
+    fragments: String(schema.fragments),
+    overlapSteps: String(schema.overlapSteps),
+    fragmentMixing: overlapSteps > 0 ? '0.5' : '0 (no overlap)',
     tokenizer: tokenizerFor(oneOf(DATASETS, c.dataset, 'fashion-mnist')) ?? 'none (not text)',
     evalEverySteps: String(schema.evalEverySteps),
     checkpointEvery: String(schema.checkpointEvery),

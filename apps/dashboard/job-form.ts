@@ -8,7 +8,10 @@ import { formDefaults } from './job-defaults';
 import { showUploadChoice } from './uploads';
 
 /** Top-level number fields, sent only when filled in. */
-const NUMBER_FIELDS = ['H', 'roundBudgetMs', 'sparsity', 'minWorkers', 'maxWorkers', 'groupSize', 'targetSteps', 'targetAccuracy', 'evalEverySteps', 'checkpointEvery', 'seed'] as const;
+const NUMBER_FIELDS = [
+  'H', 'roundBudgetMs', 'sparsity', 'fragments', 'overlapSteps', 'fragmentMixing', 'minWorkers', 'maxWorkers', 'groupSize', 'targetSteps', 'targetAccuracy',
+  'evalEverySteps', 'checkpointEvery', 'seed',
+] as const;
 /** Optional hyperparameters, sent only when filled in. */
 const OPTIONAL_HYPERPARAMETERS = ['momentum', 'weightDecay', 'outerLr', 'outerMomentum'] as const;
 

@@ -1,169 +1,10 @@
-// Sync strategies. A sync has two phases, like the server's rounds: `payload()` is what this member
-// contributes (kept, so an aborted round re-runs with the same bytes), `prepare(mean)` computes the
-// state to adopt from the members' mean and returns its checksum without applying it, and `commit()`
-// applies it once the server says every member has its result (`discard()` drops it on abort).
-//
-//   ddp       every step: average gradients, one optimizer step with the mean.
-//   localsgd  H inner steps, then average the parameter deltas since the last sync (Stich).
-//   diloco    H inner AdamW steps, then an outer Nesterov step on the mean delta (Douillard et al.).
-// Payloads go on the wire as f32, f16, DGC-sparse (index, f16 value) lists with error feedback, or
-// block-quantized (int8, 4-bit E2M1) with error feedback.
-import { checksumOf, DDP_MICRO_BATCHES, decodeQuantized, QuantizedFeedback, type QuantFormat } from '@tabfleet/protocol';
-import type { Storage } from '@tabfleet/tensor';
+// The strategies: DDP, and LocalSGD and DiLoCo on one Periodic base (Streaming DiLoCo: streaming-diloco.ts).
+import { checksumOf, DDP_MICRO_BATCHES } from '@tabfleet/protocol';
 import type { LocalWork, ModelEngine } from './engine';
+import { Base, OPTIMIZER, OUTER_MOMENTUM, prefixed, unprefixed, type StrategyOptions, type SyncStrategy } from './strategy-base';
+import { StreamingDiloco } from './streaming-diloco';
 
-export type StrategyName = 'ddp' | 'localsgd' | 'diloco';
-export type CompressionName = 'none' | 'fp16' | 'dgc' | QuantFormat;
-
-export type Payload =
-  | { kind: 'dense'; values: Float32Array; dtype: 'f32' | 'f16' }
-  | { kind: 'sparse'; indices: Uint32Array; values: Float32Array; length: number; dtype: 'f32' | 'f16' }
-  /** protocol's encodeQuantized bytes; where it must go dense (star, homes, groups) it goes decoded, as f32. */
-  | { kind: 'quantized'; bytes: Uint8Array; length: number; format: QuantFormat; dtype: 'f32' };
-
-const isQuantized = (c: CompressionName): c is QuantFormat => c === 'int8' || c === 'e2m1';
-
-/** Top-k compression with error feedback (packages/distributed/src/dgc.ts implements it). */
-export interface Compressor {
-  /** `step` is the sync's index in the job: the sparsity warm-up follows it. */
-  compress(vector: Storage, step: number): Promise<{ indices: Uint32Array; values: Float32Array }>;
-  /** Forgets the momentum and the unsent residual (they belong to the parameters being replaced). */
-  reset(): void;
-}
-
-export interface StrategyOptions {
-  strategy: StrategyName;
-  H: number;
-  compression: CompressionName;
-  /** DiLoCo's outer Nesterov step. */
-  outerLr: number;
-  outerMomentum: number;
-  /** Required when compression is 'dgc'. */
-  compressor?: Compressor;
-}
-
-export interface SyncStrategy {
-  readonly name: StrategyName;
-  /** Optimizer steps per sync. */
-  readonly stepsPerSync: number;
-  /**
-   * The local work before the next sync: H steps, or `steps` in a paced round (LocalSGD and DiLoCo:
-   * as many as fit the member's pace in the round's time budget; DDP: one gradient, on `steps`
-   * micro-batches). With `budgetMs` (paced LocalSGD and DiLoCo), `steps` is a ceiling: the member
-   * stops when its next step would overrun the budget, and reports the steps it took.
-   */
-  local(steps?: number, budgetMs?: number): Promise<LocalWork>;
-  payload(): Promise<Payload>;
-  prepare(mean: Float32Array): Promise<string>;
-  /** LocalSGD in grouped (Moshpit) syncs: the group's mean parameters become the sync's result, as `prepare` does. */
-  prepareParams?(mean: Float32Array): Promise<string>;
-  commit(): Promise<void>;
-  discard(): void;
-  /**
-   * Call after the parameters were replaced by a global model (start, late join, reload) that has
-   * `syncsDone` syncs behind it, so a late joiner's DGC warm-up is where everyone else's is; `state`
-   * is what `globalState()` gave at that sync (from the checkpoint; none: start afresh).
-   */
-  reset(syncsDone?: number, state?: Record<string, Float32Array>): Promise<void>;
-  /** State beyond the parameters that every member holds identically (goes into checkpoints). */
-  globalState(): Promise<Record<string, Float32Array>>;
-  /**
-   * Redundant recompute (LocalSGD and DiLoCo only; absent for DDP): this sync's local work as a
-   * replayable unit, the parameters of the last committed sync it starts from, and the delta since.
-   */
-  readonly replay?: {
-    localUnit(unit: { batchSeed: number; steps: number }): Promise<LocalWork>;
-    committedParams(): Float32Array;
-    delta(): Promise<Float32Array>;
-  };
-}
-
-/** Mean of payloads as a dense vector (the star path and tests; the ring does this on the wire). */
-export function payloadToDense(p: Payload, length: number): Float32Array {
-  if (p.kind === 'dense') return p.values;
-  if (p.kind === 'quantized') return decodeQuantized(p.bytes, p.length, p.format);
-  const out = new Float32Array(length);
-  for (let i = 0; i < p.indices.length; i++) out[p.indices[i]] = p.values[i];
-  return out;
-}
-
-/** Names of the strategies' global state in checkpoints (beside the model's parameters). */
-const OUTER_MOMENTUM = 'diloco.outer_momentum';
-const OPTIMIZER = 'ddp.optimizer.';
-
-function prefixed(state: Record<string, Float32Array>, prefix: string): Record<string, Float32Array> {
-  return Object.fromEntries(Object.entries(state).map(([k, v]) => [prefix + k, v]));
-}
-
-function unprefixed(state: Record<string, Float32Array>, prefix: string): Record<string, Float32Array> {
-  return Object.fromEntries(Object.entries(state).filter(([k]) => k.startsWith(prefix)).map(([k, v]) => [k.slice(prefix.length), v]));
-}
-
-abstract class Base implements SyncStrategy {
-  abstract readonly name: StrategyName;
-  abstract readonly stepsPerSync: number;
-  protected cached: Payload | null = null;
-  protected next: Float32Array | null = null;
-  /** What quantization left unsent (int8, e2m1): added to the next sync's vector. */
-  private feedback: QuantizedFeedback | null = null;
-  protected syncs = 0;
-
-  constructor(
-    protected readonly engine: ModelEngine,
-    protected readonly opts: StrategyOptions,
-  ) {
-    if (opts.compression === 'dgc' && !opts.compressor) throw new Error('dgc compression needs a compressor');
-  }
-
-  abstract local(steps?: number, budgetMs?: number): Promise<LocalWork>;
-  protected abstract vector(): Promise<{ host: Float32Array | null; device: Storage | null }>;
-  abstract prepare(mean: Float32Array): Promise<string>;
-  abstract commit(): Promise<void>;
-  protected abstract restart(state: Record<string, Float32Array>): Promise<void>;
-
-  async reset(syncsDone = 0, state: Record<string, Float32Array> = {}): Promise<void> {
-    this.syncs = syncsDone;
-    this.cached = null;
-    this.next = null;
-    this.opts.compressor?.reset();
-    this.feedback = null;
-    await this.restart(state);
-  }
-
-  async globalState(): Promise<Record<string, Float32Array>> {
-    return {};
-  }
-
-  async payload(): Promise<Payload> {
-    if (this.cached) return this.cached;
-    const { host, device } = await this.vector();
-    if (this.opts.compression === 'dgc') {
-      const source = device ?? this.engine.uploadScratch(host!);
-      const sparse = await this.opts.compressor!.compress(source, this.syncs);
-      // Values go as f16: the error feedback keeps what was not sent, and f16 loses < 0.05% of what was.
-      this.cached = { kind: 'sparse', indices: sparse.indices, values: sparse.values, length: this.engine.length, dtype: 'f16' };
-    } else if (isQuantized(this.opts.compression)) {
-      const format = this.opts.compression;
-      this.feedback ??= new QuantizedFeedback(this.engine.length, format);
-      const { bytes } = this.feedback.encode(host ?? (await this.engine.readGradients()));
-      this.cached = { kind: 'quantized', bytes, length: this.engine.length, format, dtype: 'f32' };
-    } else {
-      const values = host ?? (await this.engine.readGradients());
-      this.cached = { kind: 'dense', values, dtype: this.opts.compression === 'fp16' ? 'f16' : 'f32' };
-    }
-    return this.cached;
-  }
-
-  discard(): void {
-    this.next = null;
-  }
-
-  protected committed(): void {
-    this.cached = null;
-    this.next = null;
-    this.syncs++;
-  }
-}
+export * from './strategy-base';
 
 /** Averages gradients every step; the optimizer step with the mean is the commit. */
 class Ddp extends Base {
@@ -315,6 +156,8 @@ class Diloco extends Periodic {
 }
 
 export function createStrategy(engine: ModelEngine, opts: StrategyOptions): SyncStrategy {
+  if (opts.streaming && opts.strategy !== 'diloco') throw new Error(`Streaming DiLoCo syncs DiLoCo's outer step by fragments: not ${opts.strategy}`);
+  if (opts.streaming) return new StreamingDiloco(engine, opts);
   if (opts.strategy === 'ddp') return new Ddp(engine, opts);
   return opts.strategy === 'localsgd' ? new LocalSgd(engine, opts) : new Diloco(engine, opts);
 }

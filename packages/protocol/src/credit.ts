@@ -3,7 +3,7 @@
 // the samples they stand for) and shows it on public pages that need no researcher token.
 import { z } from 'zod';
 import { type JobSpec, type JobState } from './jobs';
-import { flatLengthOf, type ModelRef } from './models';
+import { peakSyncVectorLength, type StreamingRef } from './models';
 import { quantizedBytes } from './quantize';
 
 /**
@@ -107,9 +107,10 @@ export interface VolunteerCredit extends CreditTotals {
  * owner's f16 aggregate to the N−1 others. Frame headers (28 bytes per 64 KiB) are left out, and so are
  * validators' copies of checked parts.
  */
-export function estimateSyncBytes(spec: Exclude<ModelRef, string> & Pick<JobSpec, 'compression' | 'sparsity'> & Partial<Pick<JobSpec, 'trust'>>, members: number): number {
+export function estimateSyncBytes(spec: StreamingRef & Pick<JobSpec, 'compression' | 'sparsity'> & Partial<Pick<JobSpec, 'trust'>>, members: number): number {
   const n = Math.max(2, members);
-  const length = flatLengthOf(spec);
+  // Streaming DiLoCo: its largest fragment, the peak sync.
+  const length = peakSyncVectorLength(spec);
   if (spec.compression === 'dgc') {
     const pairBytes = 2 + (spec.sparsity > 0.992 ? 2 : 1);
     return Math.ceil(length * (1 - spec.sparsity)) * pairBytes * (n - 1);

@@ -17,3 +17,5 @@ export * from './replication';
 export * from './moshpit';
 export * from './clock';
 export * from './quantize';
+export * from './streaming';
+export * from './streaming-spec';

@@ -3,6 +3,8 @@ import { z } from 'zod';
 import { LIMITS } from './limits';
 import { DDP_MICRO_BATCHES, defaultPacing, PACINGS } from './pacing';
 import { AGGREGATIONS } from './robust';
+import { streamingIssues } from './streaming-spec';
+import { gptLayout, PRESET_LAYOUTS, type ParamLayout } from './layout';
 import type { LinkSummary } from './link-paths';
 
 /**
@@ -216,6 +218,19 @@ export const jobSpecFieldsSchema = z
     compression: z.enum(COMPRESSIONS).default('none'),
     /** Final DGC sparsity (fraction of entries not sent); default from `defaultsFor`. */
     sparsity: finite.min(0).max(0.9999).optional().describe('DGC only; default 0.999 for ddp, 0.99 otherwise'),
+    /**
+     * Streaming DiLoCo (docs/protocol.md): the model cut into this many fragments, strided across its
+     * blocks; each sync carries one of them in turn, so each fragment syncs every fragments × H steps
+     * and a sync sends about 1/fragments of the model. 1: every sync carries the whole model.
+     */
+    fragments: z.number().int().min(1).max(64).default(1),
+    /**
+     * Streaming DiLoCo's overlap: a synced fragment's new global values are applied this many local
+     * steps into the next round, merged with the progress made since (fragmentMixing). 0: at once.
+     */
+    overlapSteps: z.number().int().min(0).max(9_999).default(0),
+    /** With overlapSteps: the share of its local values a fragment keeps when the global ones arrive (α); default 0.5. */
+    fragmentMixing: finite.min(0).max(0.99).optional().describe('with overlapSteps only; default 0.5'),
     hyperparameters: hyperparametersSchema.prefault({}).describe('each field has its default'),
     /** Recompute each block's activations in backward (GPT); every tab also sizes its micro-batch to its memory. */
     recompute: z.enum(RECOMPUTE_MODES).default('auto'),
@@ -272,6 +287,13 @@ export const jobSpecFieldsSchema = z
     /** Evaluate the global model (several members, combined) whenever a sync crosses a multiple of this many steps. */
     evalEverySteps: z.number().int().min(1).max(10_000_000).default(100),
   });
+
+/** The layout of a parsed spec's model (models.ts's layoutOf, which imports this file), or null where its text model has no tokenizer. */
+function modelLayoutOf(s: { preset: ModelPresetName; gpt?: GptConfig; dataset: DatasetName; tokenizer?: Tokenizer }): ParamLayout | null {
+  if (s.preset !== 'gpt') return PRESET_LAYOUTS[s.preset];
+  const tokenizer = tokenizerFor(s.dataset, s.tokenizer);
+  return s.gpt && tokenizer ? gptLayout({ ...s.gpt, vocab: TOKENIZER_VOCAB[tokenizer] }) : null;
+}
 
 /** The sections a spec left out that the checks below read, filled in with their defaults. */
 function fillDefaults(s: z.output<typeof jobSpecFieldsSchema>) {
@@ -385,6 +407,7 @@ export const jobSpecSchema = jobSpecFieldsSchema
         }
       }
     }
+    for (const issue of streamingIssues({ ...s, layout: modelLayoutOf(s) })) ctx.addIssue({ code: 'custom', ...issue });
     if (s.hierarchical && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['hierarchical'], message: 'hierarchical averaging arranges Moshpit groups: set groupSize' });
     if (s.regionalGroups && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['regionalGroups'], message: 'regional groups arrange Moshpit groups: set groupSize' });
     if (s.trust === 'untrusted' && s.groupSize === undefined && s.maxWorkers > LIMITS.maxGroupSize) {
@@ -405,6 +428,7 @@ export const jobSpecSchema = jobSpecFieldsSchema
       tokenizer: tokenizerFor(s.dataset, s.tokenizer),
       sparsity: s.sparsity ?? d.sparsity,
       aggregation: s.aggregation ?? (s.trust === 'untrusted' ? 'centered-clip' : 'mean'),
+      fragmentMixing: s.fragmentMixing ?? (s.overlapSteps > 0 ? 0.5 : 0),
       hyperparameters: { ...h, outerLr: h.outerLr ?? d.outerLr, outerMomentum: h.outerMomentum ?? d.outerMomentum },
     };
   })

@@ -1,5 +1,6 @@
 // Flat parameter layouts: names, shapes and offsets of a model's tensors in the one vector workers
 // train and average. packages/nn declares parameters in the same order (a test keeps them equal).
+import type { FixedPresetName } from './jobs';
 
 export interface ParamEntry {
   name: string;
@@ -64,3 +65,23 @@ export function gptLayout(g: GptShape): ParamLayout {
     ...normParams('transformer.ln_f', W),
   ]);
 }
+
+function transformerBlock(i: number, d: number): [string, number[]][] {
+  const b = `blocks.${i}`;
+  return [
+    ...normParams(`${b}.ln1`, d), ...linearParams(`${b}.attn.q`, d, d), ...linearParams(`${b}.attn.k`, d, d), ...linearParams(`${b}.attn.v`, d, d),
+    ...linearParams(`${b}.attn.proj`, d, d), ...normParams(`${b}.ln2`, d), ...linearParams(`${b}.mlp.fc`, 4 * d, d), ...linearParams(`${b}.mlp.proj`, d, 4 * d),
+  ];
+}
+
+export const PRESET_LAYOUTS: Record<FixedPresetName, ParamLayout> = {
+  'mlp-fashion': layout([...linearParams('layers.0', 256, 784), ...linearParams('layers.1', 10, 256)]),
+  'cnn-fashion': layout([
+    ['conv1.weight', [8, 1, 3, 3]], ['conv1.bias', [8]], ['conv2.weight', [16, 8, 3, 3]], ['conv2.bias', [16]],
+    ...linearParams('fc1', 64, 784), ...linearParams('fc2', 10, 64),
+  ]),
+  'transformer-char': layout([
+    ['tok_emb.weight', [32, 64]], ['pos_emb.weight', [64, 64]], ...transformerBlock(0, 64), ...transformerBlock(1, 64),
+    ...normParams('ln_f', 64), ...linearParams('head', 32, 64),
+  ]),
+};

@@ -5,30 +5,11 @@
 import { modelDigest } from './checksum';
 import { ProtocolError } from './events';
 import { TOKENIZER_VOCAB, type FixedPresetName, type GptConfig, type ModelPresetName, type Tokenizer } from './jobs';
-import { gptLayout, layout, linearParams as linear, normParams as norm, type ParamLayout } from './layout';
+import { gptLayout, PRESET_LAYOUTS, type ParamLayout } from './layout';
+import { fragmentOfSync, modelFragments } from './streaming';
 import { decodeSafetensors, f32Values, type NamedTensor } from './safetensors';
 
-export { PARAM_ALIGN_FLOATS, gptLayout, parameterCount, type GptShape, type ParamEntry, type ParamLayout } from './layout';
-
-function transformerBlock(i: number, d: number): [string, number[]][] {
-  const b = `blocks.${i}`;
-  return [
-    ...norm(`${b}.ln1`, d), ...linear(`${b}.attn.q`, d, d), ...linear(`${b}.attn.k`, d, d), ...linear(`${b}.attn.v`, d, d),
-    ...linear(`${b}.attn.proj`, d, d), ...norm(`${b}.ln2`, d), ...linear(`${b}.mlp.fc`, 4 * d, d), ...linear(`${b}.mlp.proj`, d, 4 * d),
-  ];
-}
-
-export const PRESET_LAYOUTS: Record<FixedPresetName, ParamLayout> = {
-  'mlp-fashion': layout([...linear('layers.0', 256, 784), ...linear('layers.1', 10, 256)]),
-  'cnn-fashion': layout([
-    ['conv1.weight', [8, 1, 3, 3]], ['conv1.bias', [8]], ['conv2.weight', [16, 8, 3, 3]], ['conv2.bias', [16]],
-    ...linear('fc1', 64, 784), ...linear('fc2', 10, 64),
-  ]),
-  'transformer-char': layout([
-    ['tok_emb.weight', [32, 64]], ['pos_emb.weight', [64, 64]], ...transformerBlock(0, 64), ...transformerBlock(1, 64),
-    ...norm('ln_f', 64), ...linear('head', 32, 64),
-  ]),
-};
+export { PARAM_ALIGN_FLOATS, PRESET_LAYOUTS, gptLayout, parameterCount, type GptShape, type ParamEntry, type ParamLayout } from './layout';
 
 /** What decides a job's model: a fixed preset's name, or the parts of a job spec that size it. */
 export type ModelRef = FixedPresetName | { preset: ModelPresetName; gpt?: GptConfig; tokenizer?: Tokenizer };
@@ -47,8 +28,28 @@ export function layoutOf(ref: ModelRef): ParamLayout {
   return l;
 }
 
-/** Floats in the job model's flat vector (padding included): every update's length. */
+/** Floats in the job model's flat vector (padding included): every update's length, unless streaming. */
 export const flatLengthOf = (ref: ModelRef) => layoutOf(ref).length;
+
+/** A streaming job's model and fragment count (jobs.ts's `fragments`; 1 or absent: no fragments). */
+export type StreamingRef = Exclude<ModelRef, string> & { fragments?: number };
+
+/**
+ * Values in the vector of the sync after `syncsBefore` committed ones: the model's flat length, or in
+ * Streaming DiLoCo the fragment that sync carries (streaming.ts; no padding).
+ */
+export function syncVectorLength(spec: StreamingRef, syncsBefore: number): number {
+  const count = spec.fragments ?? 1;
+  if (count === 1) return flatLengthOf(spec);
+  return modelFragments(layoutOf(spec), count)[fragmentOfSync(syncsBefore, count)].length;
+}
+
+/** The largest sync's vector: the whole model, or the largest fragment (a streaming job's peak). */
+export function peakSyncVectorLength(spec: StreamingRef): number {
+  const count = spec.fragments ?? 1;
+  if (count === 1) return flatLengthOf(spec);
+  return Math.max(...modelFragments(layoutOf(spec), count).map((f) => f.length));
+}
 
 const modelName = (ref: ModelRef) => (typeof ref === 'string' ? ref : ref.preset);
 

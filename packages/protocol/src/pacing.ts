@@ -18,11 +18,13 @@ export type Pacing = (typeof PACINGS)[number];
 
 /**
  * A job that names no pacing gets `auto`, where the server has it: not in Moshpit groups (there
- * `paced`: each tab still works to its speed, at the job's H), and not in a ddp job whose batch
- * does not split into DDP_MICRO_BATCHES micro-batches (there `fixed`).
+ * `paced`: each tab still works to its speed, at the job's H), not in a ddp job whose batch does not
+ * split into DDP_MICRO_BATCHES micro-batches, and not in Streaming DiLoCo (fragments or overlap), whose
+ * fragments take turns by the count of syncs of H steps each (there `fixed`).
  */
-export function defaultPacing(s: { strategy: string; groupSize?: number; hyperparameters: { batchSize: number } }): Pacing {
+export function defaultPacing(s: { strategy: string; groupSize?: number; hyperparameters: { batchSize: number }; fragments?: number; overlapSteps?: number }): Pacing {
   if (s.groupSize !== undefined) return 'paced';
+  if ((s.fragments ?? 1) > 1 || (s.overlapSteps ?? 0) > 0) return 'fixed';
   if (s.strategy === 'ddp' && s.hyperparameters.batchSize % DDP_MICRO_BATCHES !== 0) return 'fixed';
   return 'auto';
 }

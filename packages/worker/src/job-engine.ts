@@ -6,7 +6,7 @@ import { decodeFashionShard, decodeTextShard, gaussianBlobs, loadFashionMnistTes
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { contextOf, presetOf, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
 import {
-  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, defaultOptimizer, modelDigest, pacedStepCeiling, targetStepsOf, realClock, sleepOn,
+  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, defaultOptimizer, isStreaming, layoutOf, modelDigest, modelFragments, pacedStepCeiling, targetStepsOf, realClock, sleepOn,
   type Assignment, type Clock, type JobSpec, type ReplicaTask, type ReplicaUnit,
 } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
@@ -134,8 +134,12 @@ export class JobEngine {
           warmupSteps: defaultWarmupSyncs(Math.ceil(targetSteps / (spec.strategy === 'ddp' ? 1 : spec.H))),
         })
       : undefined;
+    const streaming = isStreaming(spec)
+      ? { fragments: modelFragments(layoutOf(spec), spec.fragments), overlapSteps: spec.overlapSteps, mixing: spec.fragmentMixing }
+      : undefined;
     this.strategy = createStrategy(engine, {
       strategy: spec.strategy, H: spec.H, compression: spec.compression, outerLr: spec.hyperparameters.outerLr, outerMomentum: spec.hyperparameters.outerMomentum, compressor,
+      streaming,
     });
     this.engine = engine;
     this.spec = spec;
@@ -239,16 +243,39 @@ export class JobEngine {
     return this.engine?.step ?? 0;
   }
 
-  /** modelDigest of the parameters as they are now (an evaluator reports it with its accuracy). */
+  /** modelDigest of the global model as it is now (an evaluator reports it with its accuracy). */
   async digest(): Promise<string> {
-    return modelDigest(await this.ready.engine.readParams());
+    const { engine, strategy } = this.ready;
+    return modelDigest(strategy.globalModel?.() ?? (await engine.readParams()));
   }
 
+  /** The global model as a checkpoint (with the strategy's global state). */
   async checkpoint(): Promise<Uint8Array> {
-    return this.ready.engine.checkpoint({ step: String(this.ready.engine.step) }, await this.ready.strategy.globalState());
+    const { engine, strategy } = this.ready;
+    const state = await strategy.globalState();
+    return this.onGlobalModel(() => engine.checkpoint({ step: String(engine.step) }, state));
   }
 
+  /** The global model's accuracy and loss. */
   evaluate(limit?: number) {
-    return this.ready.engine.evaluate(limit);
+    return this.onGlobalModel(() => this.ready.engine.evaluate(limit));
+  }
+
+  /**
+   * Runs `fn` with the global model in the parameters and puts this member's own back after: Streaming
+   * DiLoCo's parameters carry local progress the global model has not taken in. Called between a
+   * commit and the next local work, never during it.
+   */
+  private async onGlobalModel<T>(fn: () => Promise<T>): Promise<T> {
+    const { engine, strategy } = this.ready;
+    const global = strategy.globalModel?.();
+    if (!global) return fn();
+    const own = await engine.readParams();
+    engine.writeParams(global);
+    try {
+      return await fn();
+    } finally {
+      engine.writeParams(own);
+    }
   }
 }

@@ -1,7 +1,7 @@
 // Star rounds (through the server): the check every update passes on arrival (a whole f32 vector of
 // the round's length, every value finite), and the result the server sends back. Screening by norm and
 // the aggregation rules are protocol's robust.ts, the same as a group's owners use.
-import { aggregateWith, cappedWeights, flatLengthOf, ProtocolError, screenContributions, type JobSpec } from '@tabfleet/protocol';
+import { aggregateWith, cappedWeights, ProtocolError, screenContributions, syncVectorLength, type JobSpec } from '@tabfleet/protocol';
 import type { JobRecord } from '../store/store';
 import type { ActiveRound } from './round';
 import type { CoordinatorDeps } from './types';
@@ -36,7 +36,8 @@ export function starResult(spec: JobSpec, senders: string[], updates: Float32Arr
 export function starUpdate(r: ActiveRound, from: string, data: Uint8Array, job: JobRecord, deps: CoordinatorDeps): object {
   if (r.mode !== 'star') throw new ProtocolError('conflict', `round ${r.roundId} is a ring round`);
   if (r.starUpdates.has(from)) throw new ProtocolError('conflict', 'update already received for this round');
-  r.starUpdates.set(from, decodeUpdate(data, flatLengthOf(job.spec)));
+  // Streaming DiLoCo: the fragment of this sync, by the syncs committed before it (fixed rounds of H steps).
+  r.starUpdates.set(from, decodeUpdate(data, syncVectorLength(job.spec, r.step / job.spec.H - 1)));
   if (r.starUpdates.size < r.members.length) return {};
   const senders = r.members.filter((id) => r.starUpdates.has(id));
   const { result, accepted, refused } = starResult(job.spec, senders, senders.map((id) => r.starUpdates.get(id)!), r.steps);
