@@ -63,6 +63,9 @@ test('three volunteers stream E2M1 fragments: every sync commits, each sends its
   assert.equal(res.headers.get(CHECKPOINT_SYNC_HEADER), String(SYNCS));
   const { digest } = verifyCheckpoint(jobSpecSchema.parse({ ...job }), new Uint8Array(await res.arrayBuffer()));
   for (const v of vols) assert.equal(await v.engine.digest(), digest);
+  // Each round's first step ran during the last exchange (overlapSteps 1) and the rest after the
+  // commit: H steps a sync, none past the target (the last round starts no steps ahead).
+  for (const v of vols) assert.equal(await v.engine.currentStep(), 2 * SYNCS);
   const metrics = (await server.api(`/api/jobs/${jobId}/metrics`)).body.points as { accuracy: number | null }[];
   assert.ok(metrics.filter((p) => p.accuracy !== null).length >= 2, 'the global model was evaluated');
 });

@@ -10,3 +10,4 @@ export * from './convergence';
 export * from './attacks';
 export * from './replica-agreement';
 export * from './lm-convergence';
+export * from './streaming-diloco';

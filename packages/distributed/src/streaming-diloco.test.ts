@@ -92,4 +92,14 @@ test('with overlap a synced fragment reaches the parameters τ steps later, as �
   assert.deepEqual(gatherFragment(merged, fragments[1]), gatherFragment(local, fragments[1]), 'the other fragment is untouched');
   // The outer step moved the global fragment toward the member's own: Δ = global − local, mean of one.
   assert.ok(Math.abs(g[5] - l[5]) < Math.abs(gatherFragment(start, f)[5] - l[5]) + 1e-9);
+
+  // Steps trained between the payload and the commit (a runtime overlapping the exchange) count: with
+  // τ of them done, the commit merges at once. This sync carries fragment 1.
+  const before = await w.engine.readParams();
+  const next = await w.strategy.payload();
+  await w.strategy.local(2);
+  await w.strategy.prepare((next as { values: Float32Array }).values);
+  await w.strategy.commit();
+  const [b1, g1, m1] = [before, w.strategy.globalModel!(), await w.engine.readParams()].map((v) => gatherFragment(v, fragments[1]));
+  for (let i = 0; i < m1.length; i += 97) assert.ok(Math.abs(m1[i] - (0.25 * b1[i] + 0.75 * g1[i])) < 1e-6, `value ${i}: ${m1[i]}`);
 });

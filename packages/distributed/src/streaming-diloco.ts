@@ -4,8 +4,9 @@
 // agreed (global) values less the member's own; the outer Nesterov step runs on that fragment's
 // slice of the momentum. With `overlapSteps` τ the new global values are not written at the commit
 // but τ steps into the next local work, merged with what the member learned meanwhile:
-// θ ← α·θ_local + (1 − α)·θ_global (the paper's overlap; a runtime that exchanges while it trains
-// hides the exchange behind those τ steps).
+// θ ← α·θ_local + (1 − α)·θ_global (the paper's overlap). The τ steps count from the payload: a
+// runtime that trains them while the exchange runs (the volunteer runtime's overlap.ts) merges at the
+// commit; one that trains after the commit (the in-process runner) merges τ steps into its next work.
 //
 // The agreed model is `base`: every fragment as its last sync left it, identical on every member.
 // The parameters differ from it between syncs by each member's local progress, so checkpoints,
@@ -26,6 +27,8 @@ export class StreamingDiloco extends Base {
   private prepared: { fragment: number; values: Float32Array; momentum: Float32Array } | null = null;
   /** A committed fragment's global values still to merge into the parameters (overlap). */
   private pending: { fragment: number; values: Float32Array } | null = null;
+  /** Local steps since this sync's payload was taken: the overlap τ counts from there. */
+  private stepsSincePayload = 0;
 
   constructor(engine: ModelEngine, opts: StrategyOptions) {
     super(engine, opts);
@@ -52,28 +55,29 @@ export class StreamingDiloco extends Base {
     return this.fragment;
   }
 
-  /** H steps (fixed pacing only); a fragment still pending is merged after the first `overlapSteps` of them. */
+  /** H steps (fixed pacing only); a fragment still pending is merged once `overlapSteps` steps followed its payload. */
   async local(steps = this.opts.H, budgetMs?: number): Promise<LocalWork> {
     if (!(Number.isInteger(steps) && steps >= 1)) throw new Error(`local steps ${steps}: need a positive integer`);
     if (budgetMs !== undefined) throw new Error('Streaming DiLoCo takes fixed rounds of H steps: no time budget');
-    if (!this.pending) return this.engine.trainSteps(steps);
-    const before = Math.min(this.overlapSteps, steps);
-    const first = before > 0 ? await this.engine.trainSteps(before) : null;
+    if (!this.pending) return this.train(steps);
+    const before = Math.max(0, Math.min(this.overlapSteps - this.stepsSincePayload, steps));
+    const first = before > 0 ? await this.train(before) : null;
     await this.mergePending();
     if (before === steps) return first!;
-    const rest = await this.engine.trainSteps(steps - before);
-    if (!first) return rest;
-    return {
-      loss: (first.loss * first.steps + rest.loss * rest.steps) / (first.steps + rest.steps),
-      samples: first.samples + rest.samples,
-      steps: first.steps + rest.steps,
-      ...(first.sleptMs !== undefined || rest.sleptMs !== undefined ? { sleptMs: (first.sleptMs ?? 0) + (rest.sleptMs ?? 0) } : {}),
-    };
+    const rest = await this.train(steps - before);
+    return first ? joinWork(first, rest) : rest;
+  }
+
+  private async train(steps: number): Promise<LocalWork> {
+    const work = await this.engine.trainSteps(steps);
+    this.stepsSincePayload += work.steps;
+    return work;
   }
 
   /** This sync's fragment of the outer gradient: its global values less this member's. */
   protected async vector() {
     if (this.pending) await this.mergePending();
+    this.stepsSincePayload = 0;
     const f = this.fragments[this.fragment];
     const local = gatherFragment(await this.engine.readParams(), f);
     const global = gatherFragment(this.base, f);
@@ -107,7 +111,7 @@ export class StreamingDiloco extends Base {
     this.momentum ??= new Float32Array(this.engine.length);
     scatterFragment(this.momentum, f, p.momentum);
     this.pending = { fragment: p.fragment, values: p.values };
-    if (this.overlapSteps === 0) await this.mergePending();
+    if (this.stepsSincePayload >= this.overlapSteps) await this.mergePending();
     this.prepared = null;
     this.committed();
   }
@@ -137,6 +141,7 @@ export class StreamingDiloco extends Base {
     this.base = await this.engine.readParams();
     this.prepared = null;
     this.pending = null;
+    this.stepsSincePayload = 0;
     const m = state[OUTER_MOMENTUM] ?? null;
     if (m && m.length !== this.engine.length) throw new Error(`checkpoint ${OUTER_MOMENTUM} has ${m.length} values, the model ${this.engine.length}`);
     this.momentum = m;
@@ -146,4 +151,15 @@ export class StreamingDiloco extends Base {
   override async globalState(): Promise<Record<string, Float32Array>> {
     return this.momentum ? { [OUTER_MOMENTUM]: this.momentum } : {};
   }
+}
+
+/** Two pieces of local work as one: steps and samples added, the loss weighed by steps. */
+export function joinWork(a: LocalWork, b: LocalWork): LocalWork {
+  const steps = a.steps + b.steps;
+  return {
+    loss: steps > 0 ? (a.loss * a.steps + b.loss * b.steps) / steps : b.loss,
+    samples: a.samples + b.samples,
+    steps,
+    ...(a.sleptMs !== undefined || b.sleptMs !== undefined ? { sleptMs: (a.sleptMs ?? 0) + (b.sleptMs ?? 0) } : {}),
+  };
 }

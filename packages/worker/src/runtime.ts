@@ -3,7 +3,7 @@
 // follows the server's round clock: load the global model, do the local work, report ready, run the
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
 import { CollectiveError, FrameRouter, Group, HomeRing, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
-import { exchange, groupExchange, groupWire, homeExchange, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
+import { exchange, groupExchange, groupWire, homeExchange, joinWork, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import {
   cappedWeights, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, sleepOn, type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
@@ -13,6 +13,7 @@ import type { Socket } from 'socket.io-client';
 import { putCheckpoint } from './checkpoint-transfer';
 import type { JobEngineInfo, SyncOf } from './job-engine';
 import { measurePeers } from './join-probe';
+import { ExchangeOverlap } from './overlap';
 
 /** A probe link is signaled as such for this long after the server names it (ms): the joiner may still be loading its model (the server allows a minute). */
 const PROBE_LINK_MS = 60_000;
@@ -127,6 +128,8 @@ export class VolunteerRuntime {
   private neighbours = new Set<string>();
   /** This sync's contribution, fetched from the engine once (an aborted round re-sends it). */
   private payload: Payload | null = null;
+  /** Streaming DiLoCo: the next round's first steps, trained while this round's exchange runs. */
+  private readonly overlap = new ExchangeOverlap();
   private starResult: { roundId: number; resolve(data: Float32Array): void; reject(e: Error): void } | null = null;
   private clockOffsetMs = 0;
   private readonly holds = new Set<HoldReason>();
@@ -331,6 +334,7 @@ export class VolunteerRuntime {
     if (this.holds.size) return; // sent before the server heard this tab leave: not this tab's to load
     this.setStatus({ state: 'loading' });
     this.payload = null;
+    await this.overlap.take().catch(() => null); // steps ahead of a model now replaced
     const { digest } = await this.opts.engine.loadModel(m.url, m.step);
     if (this.joinProbe) {
       const { jobId, peers } = this.joinProbe;
@@ -359,7 +363,10 @@ export class VolunteerRuntime {
     const t0 = this.clock.now();
     // A replicated unit of this member's work: trained as given, so another member can recompute it.
     const own = this.takeReplicaTask((t) => t.role === 'original' && t.unit.seq === this.status.seq);
-    const work = own ? await this.opts.engine.localUnit(own.unit) : await this.opts.engine.local(this.nextSteps, this.nextBudgetMs);
+    const ahead = await this.overlap.take();
+    const work = own ? await this.opts.engine.localUnit(own.unit)
+      : ahead ? joinWork(ahead, await this.opts.engine.local((this.nextSteps ?? this.info!.stepsPerSync) - ahead.steps))
+      : await this.opts.engine.local(this.nextSteps, this.nextBudgetMs);
     const computeMs = this.clock.now() - t0;
     if (own) await this.uploadReplica(own, await this.opts.engine.unitDelta());
     // Compressed and read back now, so the round only moves bytes; kept for re-runs of an aborted round.
@@ -381,6 +388,8 @@ export class VolunteerRuntime {
     if (ack.ok && ack.reload) {
       this.log(`sync ${this.status.seq + 1} went on without this tab: reloading the job's model`);
       this.setStatus({ state: 'loading' });
+    } else if (ack.ok && assignment.job.spec.overlapSteps > 0 && step < (this.info?.targetSteps ?? Infinity)) {
+      this.overlap.start(assignment.job.spec.overlapSteps, (steps) => this.opts.engine.local(steps));
     }
   }
 
@@ -413,7 +422,8 @@ export class VolunteerRuntime {
       return;
     }
     const checksum = await this.opts.engine.prepare(mean, r.grouped ? 'params' : 'delta');
-    const step = await this.opts.engine.currentStep();
+    // As it was when this tab said it was ready (the engine may be training the next round's first steps).
+    const step = this.status.step;
     const w = this.lastWork;
     await this.emit('round:result', {
       jobId: r.jobId, roundId: r.roundId, checksum, step,
@@ -581,6 +591,7 @@ export class VolunteerRuntime {
     const begin = this.lastBegin;
     if (!begin || begin.roundId !== c.roundId) return;
     this.closeGroup();
+    await this.overlap.settle();
     await this.opts.engine.commit();
     this.payload = null;
     this.nextSteps = c.steps?.[this.status.volunteerId!];
