@@ -25,6 +25,9 @@ const BENCHMARKS: Record<string, Benchmark> = {
     '(3 seeds): accuracy, bytes, time to 85%; runs with the settings `tune` chose', load: () => import('./convergence') },
   lm: { description: 'GPT on the fortunes corpus (byte tokens) with 4 in-page workers: DDP, DiLoCo and DiLoCo + DGC against one worker at equal tokens, then raced to ' +
     'a validation-loss target on 10 Mbit/s, 40 ms links (3 seeds)', load: () => import('./lm') },
+  'lm-lab': { description: 'a GPT on fortunes by 4 Node volunteers in NATed homes of the network lab behind 10 and 2 Mbit/s uplinks: DDP, DiLoCo + DGC, + int8, ' +
+    '+ E2M1 and Streaming DiLoCo + E2M1 against one volunteer at equal tokens (3 seeds), wall clock and bytes to a validation-loss target: writes lm-lab.json',
+    load: () => import('./lm-lab') },
   'lm-tune': { description: 'chooses a GPT job\'s DiLoCo outer lr and momentum (dense and DGC) on a tuning split of the fortunes training records, never the ' +
     'validation split `lm` reports: writes lm-tuning.json', load: () => import('./lm-tune') },
   tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json',
@@ -55,7 +58,7 @@ const USAGE = `usage: npm run bench -- <name> [--runs N] [--quick] [--out FILE] 
   --runs N     timed runs per measurement, median reported (default 5; --quick: 2)
   --quick      fewer runs and steps (CI smoke test; figures not for quoting)
   --out FILE   write the JSON here instead of bench/results/<name>.json
-  --only A,B   re-run only these sections into the existing JSON (byzantine: robust, overhead, verification)`;
+  --only A,B   re-run only these sections into the existing JSON (byzantine: robust, overhead, verification; lm-lab: mbit10, mbit2)`;
 
 function listBenchmarks(): string {
   const width = Math.max(...Object.keys(BENCHMARKS).map((n) => n.length));
