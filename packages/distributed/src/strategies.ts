@@ -1,7 +1,7 @@
 // The strategies: DDP, and LocalSGD and DiLoCo on one Periodic base (Streaming DiLoCo: streaming-diloco.ts).
 import { checksumOf, DDP_MICRO_BATCHES } from '@tabfleet/protocol';
 import type { LocalWork, ModelEngine } from './engine';
-import { Base, OPTIMIZER, OUTER_MOMENTUM, prefixed, unprefixed, type StrategyOptions, type SyncStrategy } from './strategy-base';
+import { Base, OPTIMIZER, OUTER_MOMENTUM, outerMomentumOf, prefixed, unprefixed, type StrategyOptions, type SyncStrategy } from './strategy-base';
 import { StreamingDiloco } from './streaming-diloco';
 
 export * from './strategy-base';
@@ -144,9 +144,7 @@ class Diloco extends Periodic {
 
   protected override async restart(state: Record<string, Float32Array>): Promise<void> {
     await super.restart(state);
-    const m = state[OUTER_MOMENTUM] ?? null;
-    if (m && m.length !== this.engine.length) throw new Error(`checkpoint ${OUTER_MOMENTUM} has ${m.length} values, the model ${this.engine.length}`);
-    this.momentum = m;
+    this.momentum = outerMomentumOf(state, this.engine.length);
   }
 
   /** The outer momentum: a late joiner without it would compute a different outer step. */

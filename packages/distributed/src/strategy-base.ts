@@ -104,6 +104,13 @@ export function payloadToDense(p: Payload, length: number): Float32Array {
 export const OUTER_MOMENTUM = 'diloco.outer_momentum';
 export const OPTIMIZER = 'ddp.optimizer.';
 
+/** DiLoCo's outer momentum from a checkpoint's state (none: null), checked against the model's length. */
+export function outerMomentumOf(state: Record<string, Float32Array>, length: number): Float32Array | null {
+  const m = state[OUTER_MOMENTUM] ?? null;
+  if (m && m.length !== length) throw new Error(`checkpoint ${OUTER_MOMENTUM} has ${m.length} values, the model ${length}`);
+  return m;
+}
+
 export function prefixed(state: Record<string, Float32Array>, prefix: string): Record<string, Float32Array> {
   return Object.fromEntries(Object.entries(state).map(([k, v]) => [prefix + k, v]));
 }

@@ -13,7 +13,7 @@
 // digests and evaluations of the global model read `globalModel()`.
 import { checksumOf, fragmentOfSync, gatherFragment, scatterFragment, type Fragment } from '@tabfleet/protocol';
 import type { LocalWork, ModelEngine } from './engine';
-import { Base, OUTER_MOMENTUM, type StrategyOptions } from './strategy-base';
+import { Base, OUTER_MOMENTUM, outerMomentumOf, type StrategyOptions } from './strategy-base';
 
 export class StreamingDiloco extends Base {
   readonly name = 'diloco';
@@ -142,9 +142,7 @@ export class StreamingDiloco extends Base {
     this.prepared = null;
     this.pending = null;
     this.stepsSincePayload = 0;
-    const m = state[OUTER_MOMENTUM] ?? null;
-    if (m && m.length !== this.engine.length) throw new Error(`checkpoint ${OUTER_MOMENTUM} has ${m.length} values, the model ${this.engine.length}`);
-    this.momentum = m;
+    this.momentum = outerMomentumOf(state, this.engine.length);
   }
 
   /** The outer momentum of every fragment (a joiner needs it), as plain DiLoCo keeps it. */
