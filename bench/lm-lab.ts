@@ -4,8 +4,8 @@
 // E2M1, seeds interleaved, and one volunteer alone gives the curve at equal tokens
 // (internet/lm-lab.ts). Summary keys and their thresholds are fixed here, before any run. `lm` (one
 // page, a modeled clock) stays as it was; this is its measured counterpart.
-// `--only mbit10,mbit2` re-runs those caps into an earlier report.
-import { writeFileSync } from 'node:fs';
+// `--only mbit10,mbit2` runs those caps alone, into an earlier report where there is one.
+import { existsSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from '@tabfleet/headless';
@@ -134,7 +134,10 @@ export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'lm-lab.quick.json' : 'lm-lab.json');
   const plan = lmLabPlan(opts.quick);
   const sections = plan.caps.map((c) => `mbit${c.mbit}`);
-  const earlier = opts.only ? earlierReport(file, opts, sections) : null;
+  const unknown = (opts.only ?? []).filter((x) => !sections.includes(x));
+  if (unknown.length) throw new Error(`--only: ${unknown.join(', ')}: lm-lab's sections are ${sections.join(', ')}`);
+  // --only into an earlier report, or (none yet) a report of those caps alone.
+  const earlier = opts.only && existsSync(file) ? earlierReport(file, opts, sections) : null;
   const t0 = Date.now();
   const log = (l: string) => console.log(`[lm-lab] ${l}`);
   log(`${opts.quick ? 'quick mode, ' : ''}seeds ${plan.seeds.join(', ')}, caps ${plan.caps.map((c) => `${c.mbit} Mbit/s: ${c.variants.join(', ')}`).join('; ')}; load average ` +
