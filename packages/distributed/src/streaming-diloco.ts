@@ -105,9 +105,8 @@ export class StreamingDiloco extends Base {
     const p = this.prepared;
     if (!p) throw new Error('commit without a prepared sync');
     const f = this.fragments[p.fragment];
-    const base = this.base.slice();
-    scatterFragment(base, f, p.values);
-    this.base = base;
+    // In place: the model may be hundreds of MiB, and no one keeps `globalModel()` across a commit.
+    scatterFragment(this.base, f, p.values);
     this.momentum ??= new Float32Array(this.engine.length);
     scatterFragment(this.momentum, f, p.momentum);
     this.pending = { fragment: p.fragment, values: p.values };
