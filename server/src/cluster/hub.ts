@@ -81,6 +81,9 @@ export class JobHub {
     for (const [i, job] of jobs.entries()) {
       const owned = this.coordinators.get(job.id);
       if (owned?.ended) {
+        // Its end in the store before its lease goes: else a sweep that read the store before that
+        // write landed would find the job running, unowned, and load it again (a stopped job back).
+        await owned.flushed();
         this.coordinators.delete(job.id);
         await this.cluster.release(job.id);
         continue;
@@ -179,6 +182,8 @@ export class JobHub {
   }
 
   async stopJob(jobId: string, reason = 'stopped by the researcher'): Promise<JobSummary> {
+    const record = this.coordinators.has(jobId) ? null : await this.deps.store.getJob(jobId);
+    if (record && isEnded(record)) throw new ProtocolError('conflict', `job ${jobId} has already ended (${record.state})`);
     await this.dispatch({ op: 'stop', jobId, reason });
     return this.summary(jobId);
   }
