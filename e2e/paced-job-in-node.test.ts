@@ -60,7 +60,10 @@ test('a paced job gives each member the steps its pace allows, weighs them by sa
   // about that (fewer when their steps run slower than measured; in one process they share the CPU),
   // the slow one a fraction of it. At most twice the MAX_STEPS_FACTOR × H they may be given.
   assert.ok(Math.min(fastA.steps, fastB.steps) >= 3 && Math.max(fastA.steps, fastB.steps) <= 2 * MAX_STEPS_FACTOR * 8, `fast members do ${fastA.steps} and ${fastB.steps} steps`);
-  assert.ok(slow.steps >= 1 && 3 * slow.steps <= Math.min(fastA.steps, fastB.steps), `the slow member does ${slow.steps} steps`);
+  // A fraction of the fast ones' steps: a third of the faster's, fewer than the slower's (beside another
+  // CPU-bound job one fast member's measured pace may fall to half the other's: 51 and 126 ms/step).
+  const slowShare = `the slow member does ${slow.steps} steps, the fast ones ${fastA.steps} and ${fastB.steps}`;
+  assert.ok(slow.steps >= 1 && 3 * slow.steps <= Math.max(fastA.steps, fastB.steps) && slow.steps < Math.min(fastA.steps, fastB.steps), slowShare);
   assert.ok(t.last !== null && t.medianError !== null, 'the job summary shows the predicted sync time beside the actual');
   assert.ok(slow.msPerStep! > 2.5 * Math.min(fastA.msPerStep!, fastB.msPerStep!), 'its measured pace is the slow one');
   const shares = fastA.share! + fastB.share! + slow.share!;
