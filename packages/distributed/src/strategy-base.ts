@@ -42,7 +42,7 @@ export interface StrategyOptions {
   /** Required when compression is 'dgc'. */
   compressor?: Compressor;
   /**
-   * Streaming DiLoCo (diloco only): the model in this many fragments, one synced per sync in turn;
+   * Streaming DiLoCo (diloco only): the model's fragments (protocol's modelFragments), one synced per sync in turn;
    * `overlapSteps` steps into the next local work a synced fragment's global values arrive, merged
    * with the local ones as `mixing` × local + (1 − mixing) × global. Absent: plain DiLoCo.
    */

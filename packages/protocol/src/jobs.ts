@@ -407,7 +407,7 @@ export const jobSpecSchema = jobSpecFieldsSchema
         }
       }
     }
-    for (const issue of streamingIssues({ ...s, layout: modelLayoutOf(s) })) ctx.addIssue({ code: 'custom', ...issue });
+    for (const issue of streamingIssues({ ...s, layout: () => modelLayoutOf(s) })) ctx.addIssue({ code: 'custom', ...issue });
     if (s.hierarchical && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['hierarchical'], message: 'hierarchical averaging arranges Moshpit groups: set groupSize' });
     if (s.regionalGroups && s.groupSize === undefined) ctx.addIssue({ code: 'custom', path: ['regionalGroups'], message: 'regional groups arrange Moshpit groups: set groupSize' });
     if (s.trust === 'untrusted' && s.groupSize === undefined && s.maxWorkers > LIMITS.maxGroupSize) {

@@ -18,14 +18,16 @@ interface StreamingFields {
 /** A job streams when it cuts its model into fragments or overlaps a sync with the next steps. */
 export const isStreaming = (s: { fragments: number; overlapSteps: number }) => s.fragments > 1 || s.overlapSteps > 0;
 
-/** The spec's Streaming DiLoCo issues (path and message), none when it does not stream or streams soundly. */
-/** `layout`: the job's model (null where the spec's model fields are wrong themselves: their checks say so). */
-export function streamingIssues(s: StreamingFields & { layout: ParamLayout | null }): { path: string[]; message: string }[] {
+/**
+ * The spec's Streaming DiLoCo issues (path and message), none when it does not stream or streams
+ * soundly. `layout` gives the job's model, asked only of a streaming spec (null where the spec's model
+ * fields are wrong themselves: their checks say so).
+ */
+export function streamingIssues(s: StreamingFields & { layout: () => ParamLayout | null }): { path: string[]; message: string }[] {
   const issues: { path: string[]; message: string }[] = [];
   const add = (field: string, message: string) => issues.push({ path: [field], message });
   if (s.fragmentMixing !== undefined && s.fragmentMixing !== 0 && s.overlapSteps === 0) add('fragmentMixing', 'fragmentMixing merges a fragment that arrives during later steps: set overlapSteps');
   if (!isStreaming(s)) return issues;
-  const field = s.fragments > 1 ? 'fragments' : 'overlapSteps';
   if (s.strategy !== 'diloco') {
     add('strategy', `Streaming DiLoCo (fragments, overlapSteps) syncs DiLoCo's outer step a fragment at a time: strategy must be diloco, not ${s.strategy}`);
     return issues;
@@ -42,7 +44,8 @@ export function streamingIssues(s: StreamingFields & { layout: ParamLayout | nul
   }
   if (s.groupSize !== undefined) add('groupSize', 'Moshpit groups average LocalSGD parameters, not DiLoCo fragments');
   if (s.overlapSteps >= s.H) add('overlapSteps', `a fragment must arrive within the next round's ${s.H} steps: overlapSteps below H (${s.H})`);
-  const units = s.layout ? fragmentUnits(s.layout) : null;
-  if (units !== null && s.fragments > units) add(field, `this model has ${units} blocks and layers to cut: at most ${units} fragments, not ${s.fragments}`);
+  const layout = s.layout();
+  const units = layout ? fragmentUnits(layout) : null;
+  if (units !== null && s.fragments > units) add('fragments', `this model has ${units} blocks and layers to cut: at most ${units} fragments, not ${s.fragments}`);
   return issues;
 }
