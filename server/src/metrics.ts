@@ -119,6 +119,8 @@ export class ServerMetrics {
         add({ direction: 'received' }, t.exchangeBytes.received);
       });
     jobCounter(registers, 'tabfleet_job_checkpoint_bytes_total', `Bytes of the job's checkpoints stored. ${PER_JOB}`, [], running, (t, add) => add({}, t.checkpointBytes));
+    jobCounter(registers, 'tabfleet_job_model_loads_total', `Models members loaded and the server admitted, by source (server, or peer over WebRTC). ${PER_JOB}`, ['source'], running,
+      (t, add) => Object.entries(t.modelLoads).forEach(([source, n]) => add({ source }, n)));
   }
 
   get contentType(): string {

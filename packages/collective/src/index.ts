@@ -12,3 +12,4 @@ export * from './ring';
 export * from './group';
 export { WebRtcTransport, type WebRtcTransportOptions, type SimplePeerFactory, type SimplePeerLike, type PeerFactoryOptions } from './webrtc';
 export * from './home-ring';
+export * from './model-share';

@@ -5,6 +5,7 @@
 // round trip seen to a peer is kept (larger ones waited behind other frames on the channel, so the smallest
 // is the closest to the link's own latency). Moshpit jobs group members by these (the server's
 // peer-distances.ts). Times are the transport's clock's (a FakeClock under a test's memory network).
+// Model frames (a joiner's model from a member: model-share.ts) go to their listener, not to a ring.
 import { FrameError, decodeFrame, encodeFrame, realClock, type Clock, type Frame } from '@tabfleet/protocol';
 import type { Transport } from './transport';
 
@@ -66,6 +67,7 @@ export class FrameRouter {
   private nextNonce = 1;
 
   private readonly clock: Clock;
+  private readonly modelListeners = new Set<(from: string, frame: Frame) => void>();
 
   private constructor(private readonly transport: Transport) {
     this.clock = transport.clock ?? realClock;
@@ -99,6 +101,12 @@ export class FrameRouter {
     // Never negative (the server refuses a negative one), whatever clock a test gives.
     const ms = Math.max(0, this.clock.now() - out.at);
     this.rtt.set(from, Math.min(ms, this.rtt.get(from) ?? Infinity));
+  }
+
+  /** Every modelRequest, modelData and modelRefuse frame (model-share.ts). Returns an unsubscribe function. */
+  onModelFrame(listener: (from: string, frame: Frame) => void): () => void {
+    this.modelListeners.add(listener);
+    return () => this.modelListeners.delete(listener);
   }
 
   register(job: number, round: number, target: RouteTarget): () => void {
@@ -135,6 +143,10 @@ export class FrameRouter {
     // Raw throughput probes and their acks belong to whoever listens on the transport, not to a ring.
     if (frame.kind === 'raw' || frame.kind === 'ack') return;
     if (frame.kind === 'ping' || frame.kind === 'pong') return this.answerProbe(from, frame);
+    if (frame.kind === 'modelRequest' || frame.kind === 'modelData' || frame.kind === 'modelRefuse') {
+      for (const l of this.modelListeners) l(from, frame);
+      return;
+    }
     const key = `${frame.job}:${frame.round}`;
     const target = this.targets.get(key);
     if (target) {

@@ -347,9 +347,10 @@ export class ModelEngine {
     return evaluate(this.model, sequentialBatches(view, batchSize));
   }
 
-  /** The parameters as safetensors, with `extra` flat tensors beside them (a strategy's global state). */
-  async checkpoint(metadata: Record<string, string> = {}, extra: Record<string, Float32Array> = {}): Promise<Uint8Array> {
-    const bytes = await this.model.store.toSafetensors({ preset: JSON.stringify(this.opts.preset), ...metadata });
+  /** The parameters (or `params`, a model of the same layout) as safetensors, with `extra` flat tensors beside them (a strategy's global state). */
+  async checkpoint(metadata: Record<string, string> = {}, extra: Record<string, Float32Array> = {}, params?: Float32Array): Promise<Uint8Array> {
+    const withPreset = { preset: JSON.stringify(this.opts.preset), ...metadata };
+    const bytes = params ? this.model.store.safetensorsOf(params, withPreset) : await this.model.store.toSafetensors(withPreset);
     if (Object.keys(extra).length === 0) return bytes;
     const { tensors, metadata: meta } = decodeSafetensors(bytes);
     for (const [name, values] of Object.entries(extra)) tensors[name] = f32Tensor([values.length], values);

@@ -114,8 +114,13 @@ export class ParamStore {
   }
 
   async toSafetensors(metadata: Record<string, string> = {}): Promise<Uint8Array> {
-    const flat = await this.readFlat();
-    const tensors = Object.fromEntries(this.pending.map((p) => [p.name, f32Tensor(p.shape, flat.slice(p.offset, p.offset + p.size))]));
+    return this.safetensorsOf(await this.readFlat(), metadata);
+  }
+
+  /** A flat vector of this store's layout (a model held apart from the parameters) as toSafetensors writes it. */
+  safetensorsOf(flat: Float32Array, metadata: Record<string, string> = {}): Uint8Array {
+    if (flat.length !== this.length) throw new Error(`a flat vector of ${flat.length} values for a model of ${this.length}`);
+    const tensors = Object.fromEntries(this.pending.map((p) => [p.name, f32Tensor(p.shape, flat.subarray(p.offset, p.offset + p.size))]));
     return encodeSafetensors(tensors, metadata);
   }
 

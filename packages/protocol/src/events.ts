@@ -162,7 +162,8 @@ export const VOLUNTEER_EVENTS = {
   /** Ask for work, optionally in one job. */
   'work:request': z.strictObject({ jobId: idSchema.optional() }),
   /** The global model of sync `seq` is loaded (seq 0: initialized from the job's seed). */
-  'model:loaded': z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), checksum }),
+  /** `from`: where the model came from, the server or a named member (absent: the server). */
+  'model:loaded': z.strictObject({ jobId: idSchema, seq: z.number().int().min(0), checksum, from: z.union([z.literal('server'), z.strictObject({ peer: idSchema })]).optional() }),
   /** Local steps done; ready to take part in sync `seq`. */
   /** `steps`: paced LocalSGD/DiLoCo, the local steps this member took (it stops at the budget; see pacedStepCeiling). */
   'round:ready': z.strictObject({ jobId: idSchema, seq: z.number().int().min(1), step: z.number().int().min(0), steps: z.number().int().min(1).max(1_000_000).optional() }),
@@ -321,8 +322,12 @@ export interface VolunteerServerEvents {
   /** `displayName`: the name stored under the handshake's client id (null when none is set). */
   welcome: (w: { volunteerId: string; protocol: number; serverTime: number; displayName: string | null }) => void;
   'job:assign': (a: Assignment) => void;
-  /** Load the global model of sync `seq` (url null: initialize from the job's seed) and report `model:loaded`. */
-  'model:load': (m: { jobId: string; seq: number; step: number; url: string | null }) => void;
+  /**
+   * Load the global model of sync `seq` (url null: initialize from the job's seed) and report `model:loaded`.
+   * `peers`: members holding that model whom the joiner may ask for it over a WebRTC link (signaled
+   * as a probe) before the URL; what they send is taken only when its parameters' digest is `digest`.
+   */
+  'model:load': (m: { jobId: string; seq: number; step: number; url: string | null; peers?: string[]; digest?: string }) => void;
   'round:begin': (r: RoundBegin) => void;
   'round:abort': (r: { jobId: string; roundId: number; reason: string; lost: string[] }) => void;
   /**

@@ -47,6 +47,12 @@ export const FrameKind = {
   pong: 12,
   /** Block-quantized vectors (q8 / q4 dtype) forwarded round the ring; every member decodes and averages them in ring order. */
   quantizedAllgather: 13,
+  /** A joiner asks a linked member for the job's model (job = the job's hash, round = the sync's seq; no payload). */
+  modelRequest: 14,
+  /** The model as a checkpoint, in order (job, round as asked; chunk = index; FLAG_LAST on the last chunk; u8). */
+  modelData: 15,
+  /** The member will not serve that model (job, round as asked); payload UTF-8 JSON { message }. */
+  modelRefuse: 16,
 } as const;
 export type FrameKindName = keyof typeof FrameKind;
 export type FrameKindCode = (typeof FrameKind)[FrameKindName];

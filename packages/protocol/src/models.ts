@@ -59,6 +59,13 @@ const modelName = (ref: ModelRef) => (typeof ref === 'string' ? ref : ref.preset
  */
 const STATE_TENSOR = /^(ddp\.optimizer\.[A-Za-z0-9_.]{1,64}|diloco\.outer_momentum)$/;
 const MAX_STATE_TENSORS = 4;
+/** Room in a checkpoint for its JSON header (tensor names, shapes, offsets, metadata). */
+const CHECKPOINT_HEADER_ROOM = 2 ** 20;
+
+/** The most bytes a checkpoint verifyCheckpoint accepts for `model` can take: its parameters and every state tensor at full length. */
+export function maxCheckpointBytes(model: ModelRef): number {
+  return (1 + MAX_STATE_TENSORS) * 4 * flatLengthOf(model) + CHECKPOINT_HEADER_ROOM;
+}
 
 /**
  * Checks a checkpoint against the job's model: every parameter present as F32 with its shape, no

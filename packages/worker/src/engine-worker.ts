@@ -86,6 +86,13 @@ export class EngineApi {
   loadModel(url: string | null, step: number) {
     return this.jobEngine.loadModel(url, step);
   }
+  loadCheckpoint(bytes: Uint8Array, step: number) {
+    return this.jobEngine.loadCheckpoint(bytes, step);
+  }
+  async servedCheckpoint(step: number) {
+    const bytes = await this.jobEngine.servedCheckpoint(step);
+    return Comlink.transfer(bytes, [bytes.buffer]);
+  }
   local(steps?: number, budgetMs?: number) {
     return this.jobEngine.local(steps, budgetMs);
   }

@@ -102,6 +102,8 @@ export class JobEngine {
   private replicaData: { index: number; train: Dataset; shard: Int32Array } | null = null;
   /** Checkpoint URLs may be relative to it (a server listening on every interface). */
   private serverUrl = '';
+  /** Odd while a commit or load changes the model, bumped again after: servedCheckpoint sees a change under it. */
+  private modelVersion = 0;
 
   /**
    * `slowdown`: this tab pretends to be that many times slower (tests and benchmarks of unequal
@@ -151,14 +153,46 @@ export class JobEngine {
       predictedPeakBytes, budgetBytes } };
   }
 
-  /** Loads the global model (null url: the seeded initial parameters) and restarts the strategy from it. */
-  /** Returns the loaded parameters' digest (the server checks it against the checkpoint's). */
+  /**
+   * Loads the global model (null url: the seeded initial parameters) and restarts the strategy from it.
+   * Returns the loaded parameters' digest (the server checks it against the checkpoint's).
+   */
   async loadModel(url: string | null, step: number): Promise<{ digest: string }> {
+    return this.load(url ? await fetchModel(new URL(url, this.serverUrl).href, this.opts.clock) : null, step);
+  }
+
+  /** Loads a checkpoint in hand (a member sent it: the caller checked its digest), as loadModel does. */
+  loadCheckpoint(bytes: Uint8Array, step: number): Promise<{ digest: string }> {
+    return this.load(bytes, step);
+  }
+
+  private async load(checkpoint: Uint8Array | null, step: number): Promise<{ digest: string }> {
     const { engine, strategy } = this.ready;
-    const state = url ? engine.loadCheckpoint(await fetchModel(new URL(url, this.serverUrl).href, this.opts.clock)) : {};
-    engine.step = step;
-    await strategy.reset(Math.floor(step / strategy.stepsPerSync), state);
+    this.modelVersion++;
+    try {
+      const state = checkpoint ? engine.loadCheckpoint(checkpoint) : {};
+      engine.step = step;
+      await strategy.reset(Math.floor(step / strategy.stepsPerSync), state);
+    } finally {
+      this.modelVersion++;
+    }
     return { digest: modelDigest(await engine.readParams()) };
+  }
+
+  /**
+   * The model of the last commit as a checkpoint, for a joiner that asked this member for it: the
+   * global model (LocalSGD's and DiLoCo's base, while the parameters move on in local steps; Streaming
+   * DiLoCo's global model; DDP's parameters, which change only at commits) with the strategy's global
+   * state. Throws when a commit or load ran meanwhile: the checkpoint would mix two models.
+   */
+  async servedCheckpoint(step: number): Promise<Uint8Array> {
+    const { engine, strategy } = this.ready;
+    const version = this.modelVersion;
+    if (version % 2) throw new Error('the model is changing (a commit or load is under way)');
+    const params = strategy.globalModel?.() ?? strategy.replay?.committedParams() ?? (await engine.readParams());
+    const bytes = await engine.checkpoint({ step: String(step) }, await strategy.globalState(), params);
+    if (this.modelVersion !== version) throw new Error('the model changed while its checkpoint was built');
+    return bytes;
   }
 
   /** `steps` local steps (paced: with `budgetMs`, at most `pacedStepCeiling(steps, trust)`, stopping at the budget). */
@@ -185,8 +219,13 @@ export class JobEngine {
     return strategy.prepareParams(mean);
   }
 
-  commit(): Promise<void> {
-    return this.ready.strategy.commit();
+  async commit(): Promise<void> {
+    this.modelVersion++;
+    try {
+      await this.ready.strategy.commit();
+    } finally {
+      this.modelVersion++;
+    }
   }
 
   discard(): void {

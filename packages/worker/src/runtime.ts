@@ -2,10 +2,10 @@
 // server, the ring links to its neighbours, and the job engine (in a Web Worker in browsers). It
 // follows the server's round clock: load the global model, do the local work, report ready, run the
 // round's collective, report the result, apply it at commit, upload checkpoints when asked.
-import { CollectiveError, FrameRouter, Group, HomeRing, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
+import { CollectiveError, FrameRouter, Group, HomeRing, ModelShare, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, homeExchange, joinWork, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import {
-  cappedWeights, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, sleepOn, type Ack, type Clock, type Assignment,
+  cappedWeights, jobHash, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, sleepOn, type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
   type VolunteerEventName, type VolunteerServerEvents, type IceServer,
 } from '@tabfleet/protocol';
@@ -14,6 +14,7 @@ import { putCheckpoint } from './checkpoint-transfer';
 import type { JobEngineInfo, SyncOf } from './job-engine';
 import { measurePeers } from './join-probe';
 import { ExchangeOverlap } from './overlap';
+import { modelFromPeers } from './peer-model';
 
 /** A probe link is signaled as such for this long after the server names it (ms): the joiner may still be loading its model (the server allows a minute). */
 const PROBE_LINK_MS = 60_000;
@@ -22,6 +23,10 @@ const PROBE_LINK_MS = 60_000;
 export interface EngineLike {
   setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo>;
   loadModel(url: string | null, step: number): Promise<{ digest: string }>;
+  /** A checkpoint a member sent (its digest checked first), loaded as loadModel does. */
+  loadCheckpoint(bytes: Uint8Array, step: number): Promise<{ digest: string }>;
+  /** The model of the last commit as a checkpoint, for a joiner that asked this member (throws while it changes). */
+  servedCheckpoint(step: number): Promise<Uint8Array>;
   /** `steps` local steps (paced jobs), else the job's H; with `budgetMs`, until the budget is spent (see pacedStepCeiling). */
   local(steps?: number, budgetMs?: number): Promise<LocalWork>;
   payload(of?: SyncOf): Promise<Payload>;
@@ -139,8 +144,12 @@ export class VolunteerRuntime {
   private signalHandlers = new Set<(from: string, data: unknown) => void>();
   /** Peers linked outside any round (a join probe, either end), whose signaling goes as PROBE_ROUND_ID: peer → job. */
   private readonly probeLinks = new Map<string, string>();
+  /** When each probe link stops being signaled as one (cancelled when the tab stops). */
+  private readonly probeExpiries = new Map<string, () => void>();
   /** The members this joiner's assignment named, measured once its model is loaded, before `model:loaded`. */
   private joinProbe: { jobId: string; peers: string[] } | null = null;
+  /** A commit is being applied: the model of `status.seq` is no longer what the engine holds. */
+  private committing = false;
 
   /** The job's ICE servers, TURN with this tab's current credentials (none outside a job). */
   private iceServers: IceServer[] = [];
@@ -313,8 +322,14 @@ export class VolunteerRuntime {
     // Routed now, so the joiner's pings are answered even before this member's first round. (Not from
     // welcome on: a router made that early failed 2 of 7 runs of the diloco late-joiner e2e, cause not found.)
     if (this.transport) FrameRouter.of(this.transport);
+    // A joiner the server named this member to (model:load's peers) asks it for the model over this link.
+    if (this.transport) ModelShare.of(this.transport).serve((_from, job, seq) => this.servedModel(job, seq));
     this.probeLinks.set(peer, jobId);
-    this.clock.after(PROBE_LINK_MS, () => this.probeLinks.get(peer) === jobId && this.probeLinks.delete(peer));
+    this.probeExpiries.get(peer)?.();
+    this.probeExpiries.set(peer, this.clock.after(PROBE_LINK_MS, () => {
+      this.probeExpiries.delete(peer);
+      if (this.probeLinks.get(peer) === jobId) this.probeLinks.delete(peer);
+    }));
   }
 
   /** Measures the members the assignment named and reports them (join-probe.ts); never fails the join. */
@@ -335,18 +350,48 @@ export class VolunteerRuntime {
     this.setStatus({ state: 'loading' });
     this.payload = null;
     await this.overlap.take().catch(() => null); // steps ahead of a model now replaced
-    const { digest } = await this.opts.engine.loadModel(m.url, m.step);
+    const { digest, from } = await this.loadJobModel(m);
     if (this.joinProbe) {
       const { jobId, peers } = this.joinProbe;
       this.joinProbe = null;
       await this.probe(jobId, peers);
     }
-    const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: digest });
+    const ack = await this.emitOk('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: digest, from });
     if (!ack.admitted) return; // a newer model is on its way
     this.nextSteps = typeof ack.steps === 'number' ? ack.steps : undefined;
     this.nextBudgetMs = typeof ack.budgetMs === 'number' ? ack.budgetMs : undefined;
     this.setStatus({ seq: m.seq, step: m.step });
     await this.trainThenReady();
+  }
+
+  /** The model `model:load` names: from one of the members it names, when one sends the agreed model, else from the server. */
+  private async loadJobModel(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<{ digest: string; from: 'server' | { peer: string } }> {
+    const spec = this.assignment?.job.id === m.jobId ? this.assignment.job.spec : null;
+    if (m.peers?.length && m.digest && spec && this.transport) {
+      const got = await modelFromPeers(this.transport, { jobId: m.jobId, spec, seq: m.seq, peers: m.peers, digest: m.digest }, {
+        link: (peer) => this.probeLinks.set(peer, m.jobId), unlink: (peer) => this.probeLinks.delete(peer), log: (l) => this.log(l), clock: this.clock,
+      });
+      if (got) {
+        const { digest } = await this.opts.engine.loadCheckpoint(got.bytes, m.step);
+        this.log(`loaded the model of sync ${m.seq} from ${got.peer} (${got.bytes.byteLength} bytes)`);
+        return { digest, from: { peer: got.peer } };
+      }
+    }
+    const { digest } = await this.opts.engine.loadModel(m.url, m.step);
+    return { digest, from: 'server' };
+  }
+
+  /** What this member sends a joiner that asks for the model of sync `seq` (collective's ModelShare): the last commit's, or a refusal. */
+  private async servedModel(job: number, seq: number): Promise<Uint8Array> {
+    const a = this.assignment;
+    if (!a || jobHash(a.job.id) !== job) throw new Error('this member is not in that job');
+    if (a.job.spec.groupSize !== undefined) throw new Error('members of Moshpit groups hold models of their own groups');
+    const { seq: held, state, step } = this.status;
+    const holds = () => !this.committing && this.status.seq === seq && this.status.state !== 'loading' && this.assignment === a;
+    if (held !== seq || !holds()) throw new Error(`this member holds the model of sync ${held}${state === 'loading' ? ' (loading a newer one)' : ''}, not of sync ${seq}`);
+    const bytes = await this.opts.engine.servedCheckpoint(step);
+    if (!holds()) throw new Error(`sync ${this.status.seq} committed while the model of sync ${seq} was read`);
+    return bytes;
   }
 
   private async trainThenReady(): Promise<void> {
@@ -591,12 +636,17 @@ export class VolunteerRuntime {
     const begin = this.lastBegin;
     if (!begin || begin.roundId !== c.roundId) return;
     this.closeGroup();
-    await this.overlap.settle();
-    await this.opts.engine.commit();
-    this.payload = null;
-    this.nextSteps = c.steps?.[this.status.volunteerId!];
-    this.nextBudgetMs = c.budgetMs;
-    this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
+    this.committing = true;
+    try {
+      await this.overlap.settle();
+      await this.opts.engine.commit();
+      this.payload = null;
+      this.nextSteps = c.steps?.[this.status.volunteerId!];
+      this.nextBudgetMs = c.budgetMs;
+      this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
+    } finally {
+      this.committing = false;
+    }
     const me = this.status.volunteerId!;
     // The server picks several evaluators for the syncs it evaluates or checkpoints; their digests
     // of the committed model are what a checkpoint of this sync is checked against. Evaluate before
@@ -715,6 +765,8 @@ export class VolunteerRuntime {
   stop(reason = 'left'): void {
     this.stopped = true;
     this.stopHeartbeat?.();
+    for (const cancel of this.probeExpiries.values()) cancel();
+    this.probeExpiries.clear();
     this.ring?.abort(reason);
     if (this.opts.socket.connected) this.opts.socket.emit('leave', { reason }, () => {});
     this.transport?.close();

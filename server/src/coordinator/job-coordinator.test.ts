@@ -345,7 +345,7 @@ test('regional Moshpit joiners measure a few members before their first sync: na
   t.c.handle(peer, 'signal', { jobId: 'job-t', roundId: PROBE_ROUND_ID, to: 'h', data: { sdp: 'answer' } });
   assert.deepEqual(t.last('h', 'signal'), { jobId: 'job-t', roundId: PROBE_ROUND_ID, from: peer, data: { sdp: 'answer' } });
   const stranger = EIGHT.find((id) => id !== 'h' && !named.get('h')!.includes(id) && !named.get(id)!.includes('h'))!;
-  assert.throws(() => t.c.handle('h', 'signal', { jobId: 'job-t', roundId: PROBE_ROUND_ID, to: stranger, data: {} }), /not a joiner and the member/);
+  assert.throws(() => t.c.handle('h', 'signal', { jobId: 'job-t', roundId: PROBE_ROUND_ID, to: stranger, data: {} }), /not a joiner and a member it was told to measure or load from/);
   // Each joiner reports its named members (2 ms inside a site, 80 across) and a short link to one it was not named: dropped.
   for (const id of EIGHT.slice(1)) {
     const rttMs = Object.fromEntries(named.get(id)!.map((p) => [p, site(p) === site(id) ? 2 : 80]));

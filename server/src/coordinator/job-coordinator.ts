@@ -109,6 +109,7 @@ export class JobCoordinator {
     this.loads = new ModelLoads({
       get job() { return current(); }, deps, members: this.members, deadlines: this.deadlines, planner: this.planner, checkpoints: this.checkpoints, barrier: this.barrier,
       get roundRunning() { return self.round !== null; }, evict: (id, why, fault) => this.evict(id, why, fault), tryBegin: () => this.tryBegin(), changedWorkers: () => this.changedWorkers(),
+      tally: this.tally, loadPeers: (joiner, holders, count) => this.links.loadPeers(joiner, holders, count),
     });
     this.commits = new SyncCommits({
       get job() { return current(); }, deps, members: this.members, deadlines: this.deadlines, planner: this.planner, checkpoints: this.checkpoints,

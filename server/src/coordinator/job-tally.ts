@@ -18,6 +18,8 @@ export class JobTally {
   readonly exchangeBytes = { sent: 0, received: 0 };
   /** Checkpoints stored (their safetensors bytes). */
   checkpointBytes = 0;
+  /** Models members loaded and the server admitted, by where they came from (the server, or a member over WebRTC). */
+  readonly modelLoads = { server: 0, peer: 0 };
 
   /** A sync's record was written with its final outcome: committed, or aborted (and why). */
   roundEnded(outcome: 'committed'): void;
@@ -25,6 +27,10 @@ export class JobTally {
   roundEnded(outcome: 'committed' | 'aborted', cause?: AbortCause): void {
     this.rounds[outcome]++;
     if (cause) this.aborts.set(cause, this.aborts.get(cause)! + 1);
+  }
+
+  modelLoaded(source: 'server' | 'peer'): void {
+    this.modelLoads[source]++;
   }
 
   evicted(fault: Fault): void {

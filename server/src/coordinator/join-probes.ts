@@ -32,6 +32,14 @@ export class JoinProbes {
     return peers;
   }
 
+  /** Lets `joiner` link to `peers` too (for PROBE_WINDOW_MS from now), beside any it was told to measure. */
+  permit(joiner: string, peers: readonly string[]): void {
+    const p = this.live(joiner) ?? { peers: new Set<string>(), until: 0 };
+    for (const peer of peers) p.peers.add(peer);
+    p.until = Math.max(p.until, this.now() + PROBE_WINDOW_MS);
+    this.open.set(joiner, p);
+  }
+
   /** Whether `a` and `b` may signal a probe link: one is a joiner whose open probe names the other. */
   linked(a: string, b: string): boolean {
     return this.names(a, b) || this.names(b, a);

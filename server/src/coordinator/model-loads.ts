@@ -1,11 +1,14 @@
 // Members loading the job's model: a joiner, or a member whose work went stale. Each is sent the
 // model of the last sync when a checkpoint of it exists (the seed before the first), on a deadline
 // at the pace loads usually take; what it reports loading is checked against the checkpoint's
-// agreed checksum before it is admitted and handed its first work (step-planner.ts).
+// agreed checksum before it is admitted and handed its first work (step-planner.ts). Where every
+// member holds that model (not Moshpit groups), a few of them are named too: the joiner may load it
+// from them over WebRTC (checked against the same digest), and falls back to the checkpoint's URL.
 import { ProtocolError, type VolunteerEventParsed } from '@tabfleet/protocol';
 import type { Barrier } from './barrier';
 import type { Checkpoints, Fault } from './checkpoints';
 import type { Deadlines } from './deadlines';
+import type { JobTally } from './job-tally';
 import type { JobHost, Member } from './members';
 import type { StepPlanner } from './step-planner';
 
@@ -19,7 +22,13 @@ export interface LoadsHost extends JobHost {
   evict(volunteerId: string, why: string, fault?: Fault): void;
   tryBegin(): void;
   changedWorkers(): void;
+  readonly tally: JobTally;
+  /** Up to `count` of `holders` the joiner may link to and load from (peer-links.ts). */
+  loadPeers(joiner: string, holders: string[], count: number): string[];
 }
+
+/** Members named to a joiner as the model's sources besides the server. */
+export const LOAD_PEERS = 2;
 
 export class ModelLoads {
   constructor(private readonly host: LoadsHost) {}
@@ -36,7 +45,19 @@ export class ModelLoads {
     });
     this.host.checkpoints.loadSent(seq);
     const url = seq === 0 && this.host.checkpoints.latest === null ? null : deps.checkpointUrl(job.id, seq);
-    deps.toVolunteer(m.volunteerId, 'model:load', { jobId: job.id, seq, step: job.step, url });
+    deps.toVolunteer(m.volunteerId, 'model:load', { jobId: job.id, seq, step: job.step, url, ...this.fromPeers(m, seq, url) });
+  }
+
+  /**
+   * The members `m` may ask for the model of sync `seq`, and its agreed digest: when that is the job's
+   * model, which every member holds outside Moshpit groups (their groups' models differ).
+   */
+  private fromPeers(m: Member, seq: number, url: string | null): { peers?: string[]; digest?: string } {
+    const digest = this.host.checkpoints.checksumOf(seq);
+    if (url === null || !digest || seq !== this.host.job.seq || this.host.job.spec.groupSize !== undefined) return {};
+    const holders = this.host.members.holders().filter((h) => !h.stale).map((h) => h.volunteerId);
+    const peers = this.host.loadPeers(m.volunteerId, holders, LOAD_PEERS);
+    return peers.length ? { peers, digest } : {};
   }
 
   /**
@@ -81,6 +102,7 @@ export class ModelLoads {
     m.cancelLoadTimer?.();
     m.cancelLoadTimer = null;
     this.host.deadlines.record('load', deps.clock.now() - m.loadSince);
+    this.host.tally.modelLoaded(e.from && e.from !== 'server' ? 'peer' : 'server');
     // A Moshpit member's model may be a sync old: the groups average it in like any other.
     const grouped = job.spec.groupSize !== undefined;
     if (e.seq !== job.seq && !grouped) {

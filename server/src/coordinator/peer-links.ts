@@ -1,9 +1,9 @@
 // Who a member may reach and how far it is: WebRTC signaling relayed only between the peers a round
-// links (ring neighbours, group members) or a joiner's probe peers (join-probes.ts), and the round
-// trips members measured to those peers, which give a regional Moshpit job the localities it lays its
-// groups out by (peer-distances.ts). And the ICE servers members' links gather through, TURN
-// credentials renewed while they are members (ice-renewals.ts). And the paths members' links took
-// (direct or relayed: link-paths.ts).
+// links (ring neighbours, group members), a joiner's probe peers (join-probes.ts) or the members it may
+// load the model from (model-loads.ts), and the round trips members measured to those peers, which
+// give a regional Moshpit job the localities it lays its groups out by (peer-distances.ts). And the
+// ICE servers members' links gather through, TURN credentials renewed while they are members
+// (ice-renewals.ts). And the paths members' links took (direct or relayed: link-paths.ts).
 import { PROBE_ROUND_ID, ProtocolError, type Assignment, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { homeRingPeers } from './home-rings';
 import { IceRenewals } from './ice-renewals';
@@ -27,6 +27,8 @@ export class PeerLinks {
   /** Round trips members measured to each other (regional Moshpit jobs lay their groups out by them). */
   private readonly distances = new PeerDistances();
   private readonly probes: JoinProbes;
+  /** Joiners and the members they may load the job's model from (model-loads.ts), signaled as probes. */
+  private readonly loadLinks: JoinProbes;
   private readonly ice: IceRenewals;
   /** The path each member's links took (direct or relayed), as the members report them. */
   readonly paths: LinkPaths;
@@ -34,6 +36,7 @@ export class PeerLinks {
   constructor(private readonly host: PeerLinksHost) {
     this.paths = new LinkPaths(host.members);
     this.probes = new JoinProbes(() => host.deps.clock.now());
+    this.loadLinks = new JoinProbes(() => host.deps.clock.now());
     this.ice = new IceRenewals(host.jobId, host.deps, (id) => host.members.has(id));
   }
 
@@ -55,9 +58,22 @@ export class PeerLinks {
     for (const peer of probePeers) this.host.deps.toVolunteer(peer, 'peers:probe', { jobId: this.host.jobId, peer: volunteerId });
   }
 
+  /**
+   * Up to `count` of `holders` (members holding the model `joiner` is to load), drawn at random, whom
+   * the joiner may now link to and ask for it; each is told to expect the link (`peers:probe`).
+   */
+  loadPeers(joiner: string, holders: readonly string[], count: number): string[] {
+    const peers = shuffled(holders.filter((id) => id !== joiner)).slice(0, count);
+    if (!peers.length) return [];
+    this.loadLinks.permit(joiner, peers);
+    for (const peer of peers) this.host.deps.toVolunteer(peer, 'peers:probe', { jobId: this.host.jobId, peer: joiner });
+    return peers;
+  }
+
   forget(volunteerId: string): void {
     this.distances.forget(volunteerId);
     this.probes.forget(volunteerId);
+    this.loadLinks.forget(volunteerId);
     this.ice.stop(volunteerId);
     this.paths.forget(volunteerId);
   }
@@ -65,7 +81,9 @@ export class PeerLinks {
   /** Relays a signal to a peer `from` is linked to: in `round` (null: no round runs), or as a probe. */
   signal(from: string, e: VolunteerEventParsed<'signal'>, round: () => ActiveRound): object {
     if (e.roundId === PROBE_ROUND_ID) {
-      if (!this.probes.linked(from, e.to)) throw new ProtocolError('not_neighbour', `${e.to} and ${from} are not a joiner and the member it was told to measure`);
+      if (!this.probes.linked(from, e.to) && !this.loadLinks.linked(from, e.to)) {
+        throw new ProtocolError('not_neighbour', `${e.to} and ${from} are not a joiner and a member it was told to measure or load from`);
+      }
       this.host.deps.toVolunteer(e.to, 'signal', { jobId: this.host.jobId, roundId: PROBE_ROUND_ID, from, data: e.data });
       return {};
     }

@@ -1,0 +1,54 @@
+// A joiner's model from the members the server named (`model:load`'s peers) before the checkpoint's
+// URL, as hivemind's load_state_from_peers: each asked in turn over a WebRTC link (collective's
+// ModelShare), and what it sends is taken only when it is a checkpoint of the job's model whose
+// parameters' digest is the one the server agreed. A member that sends anything else, or nothing in
+// time, is passed over (its link closed) and the next is asked; after the last, the server's URL.
+import { ModelShare, type Transport } from '@tabfleet/collective';
+import { maxCheckpointBytes, verifyCheckpoint, type Clock, type JobSpec } from '@tabfleet/protocol';
+
+/** How long the link to a named member may take to open (ms). */
+export const PEER_LINK_MS = 15_000;
+
+export interface PeerModelLoad {
+  jobId: string;
+  spec: JobSpec;
+  seq: number;
+  peers: readonly string[];
+  /** modelDigest of the parameters of sync `seq`, as the server agreed it. */
+  digest: string;
+}
+
+export interface PeerModelHooks {
+  /** Signal the link to `peer` (outside any round) while it is asked; `unlink` ends that. */
+  link(peer: string): void;
+  unlink(peer: string): void;
+  log(line: string): void;
+  clock: Clock;
+}
+
+/** The checkpoint of the first named member whose model is the agreed one, or null when none sent it (each said why in the log). */
+export async function modelFromPeers(transport: Transport, load: PeerModelLoad, hooks: PeerModelHooks): Promise<{ peer: string; bytes: Uint8Array } | null> {
+  for (const peer of load.peers) {
+    hooks.link(peer);
+    try {
+      await within(transport.connect(peer), PEER_LINK_MS, hooks.clock, `no link within ${PEER_LINK_MS} ms`);
+      const bytes = await ModelShare.of(transport).fetch(peer, { job: load.jobId, seq: load.seq, maxBytes: maxCheckpointBytes(load.spec) });
+      const { digest } = verifyCheckpoint(load.spec, bytes);
+      if (digest !== load.digest) throw new Error(`it sent a model whose digest is ${digest}, not the agreed ${load.digest}`);
+      return { peer, bytes };
+    } catch (e) {
+      hooks.log(`the model of sync ${load.seq} from ${peer} was not taken: ${(e as Error).message}`);
+      transport.closeLink(peer, 'its model was not taken');
+    } finally {
+      hooks.unlink(peer);
+    }
+  }
+  return null;
+}
+
+function within<T>(p: Promise<T>, ms: number, clock: Clock, why: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const cancel = clock.after(ms, () => reject(new Error(why)));
+    p.then((v) => (cancel(), resolve(v)), (e: unknown) => (cancel(), reject(e)));
+  });
+}
