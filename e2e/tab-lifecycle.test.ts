@@ -4,12 +4,13 @@
 // hidden (keeps training, says so), frozen (leaves at once, rejoins on resume), on battery (leaves
 // unless allowed, rejoins when plugged in), its GPU device lost (recreates it and rejoins) and closed
 // (leaves at once). After each, the server heard of it within seconds, not at a timeout, and B
-// contributes again; A's rounds go on throughout.
+// contributes again; A's rounds go on throughout. Back from frozen, B loads the job's model from A
+// (tab to tab over WebRTC, checked against the agreed digest), not from the server.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connectBrowser, ensureBuilt, openCdpWindow, openPage, type CdpTab, type CdpWindow, type OpenedPage } from '@tabfleet/headless';
-import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
+import { parseSamples, sampleValue, startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
 import type { RuntimeStatus } from '@tabfleet/worker/runtime';
 import type { Browser } from 'playwright-core';
 
@@ -35,6 +36,8 @@ const logs: { at: number; line: string }[] = [];
 
 const statusOf = (tab: CdpTab) => tab.evaluate<RuntimeStatus>('window.tabfleetVolunteer.status()');
 const seq = async () => (await server.api(`/api/jobs/${jobId}`)).body.job.seq as number;
+/** Models the job's members loaded, by source (server, peer), as /metrics counts them. */
+const modelLoads = async (source: string) => sampleValue(parseSamples((await server.api('/metrics')).text), 'tabfleet_job_model_loads_total', { job_id: jobId, source });
 
 /** When the server logged that `volunteerId` left with a reason matching `why`, after `since`. */
 function leftAt(volunteerId: string, why: RegExp, since: number): number | null {
@@ -102,9 +105,14 @@ test('a frozen tab leaves the job at once, the others go on, and it rejoins when
   // While B is frozen A commits syncs alone.
   const seqFrozen = await seq();
   await waitFor('A commits syncs alone while B is frozen', async () => (await seq()) >= seqFrozen + 2, 60_000, 250);
+  const fromPeer = () => modelLoads('peer');
+  const peerLoadsBefore = await fromPeer();
   await b.setLifecycleState('active');
   await b.bringToFront();
   await rejoins('resume');
+  // B loaded the job's model from A, tab to tab over WebRTC (A holds it; the server checked its digest).
+  // (More than once when a sync committed while it loaded, and it loaded the next one too.)
+  assert.ok((await fromPeer()) >= peerLoadsBefore + 1, `${await fromPeer()} loads from a peer, ${peerLoadsBefore} before B's rejoin`);
 });
 
 test('on battery a tab leaves the job unless allowed, and rejoins when plugged in', { timeout: 240_000 }, async () => {
