@@ -26,7 +26,7 @@
 // round:begin it signals new ring neighbours through the server (as a real tab's WebRTC transport
 // does) and "allreduces" for `allreduceMs`, sends round:result; the round's uploader uploads a
 // checkpoint of the model's real size; a volunteer told to load a checkpoint downloads it over HTTP;
-// and each heartbeats `status` every `heartbeatMs` (2 s, no ack, as packages/worker/src/runtime.ts does).
+// and each heartbeats `status` at the period its server names (no ack, as packages/worker/src/runtime.ts does).
 //
 // Definitions (also written into the JSON, see report.ts DEFINITIONS):
 // - the round as a member sees it, both halves: begin = the LAST member of its job sent

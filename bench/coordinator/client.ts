@@ -4,8 +4,8 @@
 // checkpoint fetched over HTTP when the event names one) → model:loaded → (simulated training) →
 // round:ready → round:begin → WebRTC signaling with new ring neighbours through the server →
 // (simulated allreduce) → round:result → round:commit (the round's uploader uploads a checkpoint of
-// the model's real size) → … plus a `status` heartbeat (every 2 s without an ack, as a tab's runtime
-// sends it; one timer per process drives them all). Lighter than SimVolunteer (no event history,
+// the model's real size) → … plus a `status` heartbeat (without an ack, at the period the server names
+// in `welcome` and `heartbeat`, as a tab's runtime sends it; one timer per process drives them all). Lighter than SimVolunteer (no event history,
 // no parameter vector, no oracle): a round's result is a fixed checksum, so a process holds ~1000.
 //
 // Every member of a job lives in the same client process, so the process knows when the job's last
@@ -70,29 +70,16 @@ const jobs = new Map<string, JobTrack>();
 const volunteers: Volunteer[] = [];
 
 /**
- * Heartbeats of every volunteer of this process from one timer (not an interval per volunteer): each
- * volunteer gets a random slot of HEARTBEAT_SLOT_MS in the period and beats when its slot comes round,
- * every `heartbeatMs` as a tab does, at a random phase.
+ * Heartbeats of every volunteer of this process from one timer (not one per volunteer): each beats
+ * when its next beat is due, every `heartbeatMs` its server named (welcome, then `heartbeat`), the
+ * first at a random phase, as a tab does; a new period applies from the beat after the waiting one.
  */
-const HEARTBEAT_SLOT_MS = 100;
-const heartbeatSlots = Math.max(1, Math.round(behaviour.heartbeatMs / HEARTBEAT_SLOT_MS));
-const slotOf = new WeakMap<Volunteer, number>();
-const heartbeats = {
-  slots: Array.from({ length: heartbeatSlots }, () => new Set<Volunteer>()),
-  add(v: Volunteer) {
-    const slot = Math.floor(Math.random() * heartbeatSlots);
-    slotOf.set(v, slot);
-    this.slots[slot].add(v);
-  },
-  delete(v: Volunteer) {
-    const slot = slotOf.get(v);
-    if (slot !== undefined) this.slots[slot].delete(v);
-  },
-};
-let heartbeatTick = 0;
+const HEARTBEAT_TICK_MS = 100;
+const heartbeats = new Set<Volunteer>();
 setInterval(() => {
-  for (const v of heartbeats.slots[heartbeatTick++ % heartbeatSlots]) v.beat();
-}, HEARTBEAT_SLOT_MS).unref();
+  const t = now();
+  for (const v of heartbeats) if (t >= v.nextBeatAt) v.beat(t);
+}, HEARTBEAT_TICK_MS).unref();
 const loop = monitorEventLoopDelay({ resolution: 10 });
 loop.enable();
 
@@ -128,6 +115,9 @@ class Volunteer {
   round: RoundBegin | null = null;
   connected = false;
   welcomedAt = 0;
+  /** The heartbeat period the server named, and when the next beat is due. */
+  heartbeatMs = 0;
+  nextBeatAt = Infinity;
   /** The begin half of the current round as this member saw it (ms), when the round is sampled. */
   private beginHalf: { roundId: number; ms: number } | null = null;
   private readonly links = new NeighbourLinks(() => this.id, (to, data) => {
@@ -148,8 +138,9 @@ class Volunteer {
     });
     const s = this.socket;
     s.on('connect_error', (e) => this.onAdmitted(false, `connect_error: ${e.message}`));
-    s.on('welcome', (w: { volunteerId: string }) => {
+    s.on('welcome', (w: { volunteerId: string; heartbeatMs: number }) => {
       this.id = w.volunteerId;
+      this.heartbeatMs = w.heartbeatMs;
       this.connected = true;
       this.welcomedAt = now();
       this.emit('work:request', { jobId: job.jobId }, (a) => {
@@ -169,6 +160,7 @@ class Volunteer {
         (e) => this.onAdmitted(false, `model:load: ${(e as Error).message}`),
       );
     });
+    s.on('heartbeat', (h: { ms: number }) => (this.heartbeatMs = h.ms));
     s.on('signal', (m: { from: string; data: unknown }) => {
       tally('signalsReceived');
       this.links.onSignal(m.from, m.data);
@@ -232,11 +224,13 @@ class Volunteer {
   }
 
   private startHeartbeat(): void {
+    this.nextBeatAt = now() + Math.random() * this.heartbeatMs;
     heartbeats.add(this);
   }
 
   /** The worker table's heartbeat, as packages/worker/src/runtime.ts sends it (with an ack callback when `heartbeatAck`). */
-  beat(): void {
+  beat(at: number): void {
+    this.nextBeatAt = at + this.heartbeatMs;
     win.heartbeatsSent++;
     win.eventsSent++;
     const status = { state: this.round ? 'syncing' : 'training', hidden: false, step: this.step, samplesPerSec: 100, bytesSent: 0, bytesReceived: 0 };

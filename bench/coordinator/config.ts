@@ -52,17 +52,17 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
     return {
       steps: steps ?? [40, 80], twoNodes: { nodes: 2, steps: twoNodeSteps ?? [40], budgetMs: 30_000 },
       jobSize: 20, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 40, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, stopOverGoalFactor: Infinity, goal,
-      behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatMs: 1000, heartbeatAck: false, ackRoundEvents, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
+      behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatAck: false, ackRoundEvents, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
     };
   }
   return {
     steps: steps ?? [500, 1000, 2000, 3000, 4000, 5000, 7500, 10_000],
     twoNodes: { nodes: 2, steps: twoNodeSteps ?? [2000, 4000, 6000, 8000, 10_000, 15_000, 20_000], budgetMs: 6 * 60_000 },
     jobSize: 100, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 1000, windows: runs, windowMs: 6000, settleMs: 4000, budgetMs: 9 * 60_000, stopOverGoalFactor: 4, goal,
-    // A tab's heartbeat: every HEARTBEAT_MS = 2 s (packages/worker/src/runtime.ts), without an ack since the
+    // A tab's heartbeat: at the period the server names (protocol's heartbeat.ts), without an ack since the
     // runtime stopped asking for one it never used (its acks were a third of the server's writes at 7,500).
     behaviour: {
-      trainMs: [1000, 3000], allreduceMs: [20, 100], heartbeatMs: 2000, heartbeatAck: false, ackRoundEvents, connectConcurrency: 100, joinTimeoutMs: 30_000, rampTimeoutMs: 120_000,
+      trainMs: [1000, 3000], allreduceMs: [20, 100], heartbeatAck: false, ackRoundEvents, connectConcurrency: 100, joinTimeoutMs: 30_000, rampTimeoutMs: 120_000,
     },
   };
 }

@@ -8,8 +8,6 @@ export interface ClientBehaviour {
   trainMs: [number, number];
   /** Simulated collective (ring allreduce) between `round:begin` and `round:result`, uniform in [min, max] ms. */
   allreduceMs: [number, number];
-  /** Interval of the `status` heartbeat each volunteer sends (first one at a random phase). */
-  heartbeatMs: number;
   /** The heartbeat asks for an ack, as a tab's does (packages/worker/src/runtime.ts sendStatus): the server answers each one. */
   heartbeatAck: boolean;
   /**

@@ -142,7 +142,8 @@ export const DEFINITIONS = {
     "Simulated: a real socket.io-client connection each; on model:load with a URL they download the checkpoint over HTTP; ring members signal new " +
     "neighbours through the server as packages/collective/src/webrtc.ts does (offer + candidate, answer + candidate, links kept across rounds); " +
     "the job checkpoints at its default checkpointEvery and the round's uploader uploads the model's real size (mlp-fashion, f32); each sends the " +
-    "worker table's status heartbeat every behaviour.heartbeatMs with an ack when behaviour.heartbeatAck, as a tab's runtime does (every 2 s, no ack).",
+    "worker table's status heartbeat at the period its server names (welcome, then heartbeat events: 2 s, doubled for each doubling of the node's " +
+    'volunteers past 1,000 heartbeats a second; protocol heartbeat.ts) with an ack when behaviour.heartbeatAck, as a tab\'s runtime does (no ack).',
   kb_per_volunteer:
     '(server RSS after a forced full GC at N volunteers − server RSS after a forced full GC with no volunteers and no jobs) ÷ N, in KiB (1024 ' +
     'bytes). Jobs (coordinators) created for those volunteers are included.',

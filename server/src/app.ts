@@ -1,6 +1,6 @@
 // Assembles a server node: store, secrets, cluster, job hub, HTTP routes and Socket.IO namespaces on
 // one port. `startServer` is what `server/src/main.ts`, `npm start` and the tests call.
-import { LIMITS, NAMESPACES, ROUND_TIMING } from '@tabfleet/protocol';
+import { LIMITS, NAMESPACES, ROUND_TIMING, serverClock } from '@tabfleet/protocol';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -59,6 +59,8 @@ export interface ServerOptions {
   timing?: Partial<Timing>;
   /** The time the round clocks read (deadlines, keep-outs): the real one unless a test gives its own. */
   clock?: Clock;
+  /** Volunteers' status heartbeats a second this node budgets for (default HEARTBEATS_PER_SEC; heartbeat.ts). */
+  heartbeatsPerSec?: number;
   nodeId?: string;
   /** Shown to volunteers before they contribute: the server's name (default: its address) and who runs it. */
   name?: string;
@@ -264,7 +266,9 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   };
   const hub = new JobHub(deps, cluster, opts.maxActiveJobs);
   await hub.start();
-  const volunteerNsp = attachVolunteerNamespace(io, hub, store, { maxConnectionsPerAddress, count: deps.count, log });
+  const volunteerNsp = attachVolunteerNamespace(io, hub, store, {
+    maxConnectionsPerAddress, count: deps.count, log, heartbeatsPerSec: opts.heartbeatsPerSec, clock: opts.clock ?? serverClock,
+  });
   attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, failedToken: (address) => edge.failedAuth(address), count: deps.count, log });
 
   metrics.watch({

@@ -319,8 +319,13 @@ export interface RoundBegin {
 }
 
 export interface VolunteerServerEvents {
-  /** `displayName`: the name stored under the handshake's client id (null when none is set). */
-  welcome: (w: { volunteerId: string; protocol: number; serverTime: number; displayName: string | null }) => void;
+  /**
+   * `displayName`: the name stored under the handshake's client id (null when none is set);
+   * `heartbeatMs`: how often to send `status` (heartbeat.ts: longer on a node with many volunteers).
+   */
+  welcome: (w: { volunteerId: string; protocol: number; serverTime: number; displayName: string | null; heartbeatMs: number }) => void;
+  /** The node's heartbeat period changed (its volunteers grew or shrank past a doubling): send `status` every `ms` from now on. */
+  heartbeat: (h: { ms: number }) => void;
   'job:assign': (a: Assignment) => void;
   /**
    * Load the global model of sync `seq` (url null: initialize from the job's seed) and report `model:loaded`.

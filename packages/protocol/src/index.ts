@@ -16,6 +16,7 @@ export * from './validation';
 export * from './replication';
 export * from './moshpit';
 export * from './clock';
+export * from './heartbeat';
 export * from './quantize';
 export * from './streaming';
 export * from './streaming-spec';

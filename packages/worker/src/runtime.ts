@@ -5,7 +5,7 @@
 import { CollectiveError, FrameRouter, Group, HomeRing, ModelShare, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, homeExchange, joinWork, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import {
-  cappedWeights, jobHash, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, sleepOn, type Ack, type Clock, type Assignment,
+  cappedWeights, HEARTBEAT_MAX_MS, HEARTBEAT_MIN_MS, jobHash, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, sleepOn, type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type ReplicaUnit, type RoundBegin, type VolunteerEvent,
   type VolunteerEventName, type VolunteerServerEvents, type IceServer,
 } from '@tabfleet/protocol';
@@ -96,8 +96,6 @@ export interface RuntimeOptions {
 
 /** Margin kept before the server's deadline so the failure report arrives in time. */
 const DEADLINE_MARGIN_MS = 1_000;
-/** How often the tab tells the server what it is doing (the dashboard's worker table). */
-const HEARTBEAT_MS = 2_000;
 /** How long a ring link may take to open before the member reports itself unreachable. */
 const CONNECT_TIMEOUT_MS = 15_000;
 /** A work request that failed for a passing reason is sent again after this long. */
@@ -148,6 +146,8 @@ export class VolunteerRuntime {
   private readonly probeExpiries = new Map<string, () => void>();
   /** The members this joiner's assignment named, measured once its model is loaded, before `model:loaded`. */
   private joinProbe: { jobId: string; peers: string[] } | null = null;
+  /** How often this tab tells the server what it is doing (the worker table): as the server asks (`welcome`, `heartbeat`). */
+  private heartbeatMs = HEARTBEAT_MIN_MS;
   /** A commit is being applied: the model of `status.seq` is no longer what the engine holds. */
   private committing = false;
 
@@ -160,6 +160,8 @@ export class VolunteerRuntime {
     this.clock = opts.clock ?? realClock;
     const s = opts.socket;
     s.on('welcome', (w) => this.onWelcome(w));
+    // From the next beat on (one already waiting keeps its time).
+    s.on('heartbeat', (h) => (this.heartbeatMs = heartbeatWithin(h.ms)));
     s.on('job:assign', (a) => this.queue('job:assign', () => this.onAssign(a)));
     s.on('model:load', (m) => this.queue('model:load', () => this.onModelLoad(m)));
     s.on('round:begin', (r) => {
@@ -257,7 +259,8 @@ export class VolunteerRuntime {
     this.transport = this.opts.createTransport(w.volunteerId, signaler, () => this.iceServers);
     // The worker table's heartbeat: what this tab is doing, every few seconds.
     this.stopHeartbeat?.();
-    const beat = () => (this.stopHeartbeat = this.clock.after(HEARTBEAT_MS, () => (this.sendStatus(), beat())));
+    this.heartbeatMs = heartbeatWithin(w.heartbeatMs);
+    const beat = () => (this.stopHeartbeat = this.clock.after(this.heartbeatMs, () => (this.sendStatus(), beat())));
     beat();
     this.setStatus({ volunteerId: w.volunteerId, state: this.holds.size ? this.heldState() : 'idle', jobId: null });
     if (this.holds.size === 0 && !this.stopped) this.requestWork();
@@ -268,7 +271,7 @@ export class VolunteerRuntime {
     const s = this.status;
     const state = s.state === 'connecting' || s.state === 'stopped' ? 'idle' : s.state === 'recovering' ? 'paused' : s.state;
     // No ack asked: nothing here waits for one, and each would be one more write for the server per tab every
-    // HEARTBEAT_MS (a refusal still comes back, as a `protocol:error` event).
+    // heartbeat (a refusal still comes back, as a `protocol:error` event).
     this.opts.socket.emit('status', { state, hidden: s.hidden, step: s.step, samplesPerSec: s.samplesPerSec, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived });
   }
 
@@ -774,6 +777,9 @@ export class VolunteerRuntime {
     this.setStatus({ state: 'stopped' });
   }
 }
+
+/** The server's heartbeat period, within the protocol's bounds (a server that names none: the fastest). */
+const heartbeatWithin = (ms: number | undefined) => Math.min(HEARTBEAT_MAX_MS, Math.max(HEARTBEAT_MIN_MS, Number.isFinite(ms) ? ms! : HEARTBEAT_MIN_MS));
 
 class RoundFailure extends Error {
   constructor(readonly code: 'unreachable' | 'internal', message: string) {

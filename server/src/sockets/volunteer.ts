@@ -5,9 +5,11 @@ import {
   NAMESPACES,
   PROTOCOL_VERSION,
   ProtocolError,
+  serverClock,
   VOLUNTEER_EVENTS,
   volunteerAuthSchema,
   type Capabilities,
+  type Clock,
   type VolunteerEventName,
   type VolunteerEventParsed,
 } from '@tabfleet/protocol';
@@ -16,6 +18,7 @@ import type { JobHub } from '../cluster/hub';
 import { AddressRateLimiter, type HttpRateLimit } from '../http/security';
 import type { Store } from '../store/store';
 import { guardSocket, type Handler } from './guard';
+import { HeartbeatPeriod } from './heartbeat-period';
 import type { Count } from '../metrics-catalogue';
 
 interface VolunteerData {
@@ -67,10 +70,16 @@ export interface VolunteerNamespaceOptions {
   nameWrites?: HttpRateLimit;
   count: Count;
   log(m: string): void;
+  /** Heartbeats a second this node budgets for its volunteers (default HEARTBEATS_PER_SEC), and the clock that times their announcement. */
+  heartbeatsPerSec?: number;
+  clock?: Clock;
 }
 
 export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, opts: VolunteerNamespaceOptions): { namespace: Namespace; close(): void } {
   const nsp = io.of(NAMESPACES.volunteer);
+  const heartbeat = new HeartbeatPeriod({
+    volunteers: () => nsp.sockets.size, announce: (ms) => nsp.local.emit('heartbeat', { ms }), clock: opts.clock ?? serverClock, perSecond: opts.heartbeatsPerSec,
+  });
   const connectionsByAddress = new Map<string, number>();
   const nameWrites = new AddressRateLimiter(opts.nameWrites ?? DEFAULT_NAME_WRITES);
   const nameWriteRefused = (address: string) => {
@@ -226,6 +235,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
   function onDisconnect(this: Socket, reason: string): void {
     const d = dataOf(this);
     releaseCount(d);
+    heartbeat.changed();
     d.waitingForWork = false;
     // A node shutting down leaves its jobs as stored: the volunteers rejoin wherever they reconnect.
     if (d.jobId && !hub.closing) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));
@@ -234,7 +244,8 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
   nsp.on('connection', (socket) => {
     const d = dataOf(socket);
     socket.join(volunteerRoom(d.volunteerId));
-    socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now(), displayName: d.displayName });
+    socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now(), displayName: d.displayName, heartbeatMs: heartbeat.current() });
+    heartbeat.changed();
     guardSocket(socket, guard);
     socket.on('disconnect', onDisconnect);
   });
@@ -262,5 +273,11 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
   });
   const timer = setInterval(() => void offerIdle(), IDLE_OFFER_INTERVAL_MS);
   timer.unref();
-  return { namespace: nsp, close: () => clearInterval(timer) };
+  return {
+    namespace: nsp,
+    close: () => {
+      clearInterval(timer);
+      heartbeat.close();
+    },
+  };
 }
