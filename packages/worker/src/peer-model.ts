@@ -26,24 +26,49 @@ export interface PeerModelHooks {
   clock: Clock;
 }
 
-/** The checkpoint of the first named member whose model is the agreed one, or null when none sent it (each said why in the log). */
+/**
+ * The checkpoint of the first named member whose model is the agreed one, or null when none sent it
+ * (each said why in the log). Links to all of them open at once, within PEER_LINK_MS, and members are
+ * asked in the order their links opened: a member behind a NAT it cannot cross costs no extra wait.
+ */
 export async function modelFromPeers(transport: Transport, load: PeerModelLoad, hooks: PeerModelHooks): Promise<{ peer: string; bytes: Uint8Array } | null> {
+  const opened: string[] = [];
+  let opening = load.peers.length;
+  let wake = () => {};
+  let done = false;
+  const notTaken = (peer: string, why: string) => {
+    if (done) return; // a link that failed after the model came from another
+    hooks.log(`the model of sync ${load.seq} from ${peer} was not taken: ${why}`);
+    transport.closeLink(peer, 'its model was not taken');
+  };
   for (const peer of load.peers) {
     hooks.link(peer);
-    try {
-      await within(transport.connect(peer), PEER_LINK_MS, hooks.clock, `no link within ${PEER_LINK_MS} ms`);
-      const bytes = await ModelShare.of(transport).fetch(peer, { job: load.jobId, seq: load.seq, maxBytes: maxCheckpointBytes(load.spec) });
-      const { digest } = verifyCheckpoint(load.spec, bytes);
-      if (digest !== load.digest) throw new Error(`it sent a model whose digest is ${digest}, not the agreed ${load.digest}`);
-      return { peer, bytes };
-    } catch (e) {
-      hooks.log(`the model of sync ${load.seq} from ${peer} was not taken: ${(e as Error).message}`);
-      transport.closeLink(peer, 'its model was not taken');
-    } finally {
-      hooks.unlink(peer);
-    }
+    within(transport.connect(peer), PEER_LINK_MS, hooks.clock, `no link within ${PEER_LINK_MS} ms`).then(
+      () => opened.push(peer),
+      (e: Error) => (notTaken(peer, e.message), hooks.unlink(peer)),
+    ).finally(() => (opening--, wake()));
   }
-  return null;
+  try {
+    for (;;) {
+      const peer = opened.shift();
+      if (peer === undefined) {
+        if (opening === 0) return null;
+        await new Promise<void>((resolve) => (wake = resolve));
+        continue;
+      }
+      try {
+        const bytes = await ModelShare.of(transport).fetch(peer, { job: load.jobId, seq: load.seq, maxBytes: maxCheckpointBytes(load.spec) });
+        const { digest } = verifyCheckpoint(load.spec, bytes);
+        if (digest !== load.digest) throw new Error(`it sent a model whose digest is ${digest}, not the agreed ${load.digest}`);
+        return { peer, bytes };
+      } catch (e) {
+        notTaken(peer, (e as Error).message);
+      }
+    }
+  } finally {
+    done = true;
+    for (const peer of load.peers) hooks.unlink(peer);
+  }
 }
 
 function within<T>(p: Promise<T>, ms: number, clock: Clock, why: string): Promise<T> {

@@ -374,11 +374,12 @@ export class VolunteerRuntime {
       const got = await modelFromPeers(this.transport, { jobId: m.jobId, spec, seq: m.seq, peers: m.peers, digest: m.digest }, {
         link: (peer) => this.probeLinks.set(peer, m.jobId), unlink: (peer) => this.probeLinks.delete(peer), log: (l) => this.log(l), clock: this.clock,
       });
-      if (got) {
-        const { digest } = await this.opts.engine.loadCheckpoint(got.bytes, m.step);
+      const loaded = got && (await this.opts.engine.loadCheckpoint(got.bytes, m.step));
+      if (got && loaded?.digest === m.digest) {
         this.log(`loaded the model of sync ${m.seq} from ${got.peer} (${got.bytes.byteLength} bytes)`);
-        return { digest, from: { peer: got.peer } };
+        return { digest: loaded.digest, from: { peer: got.peer } };
       }
+      if (got) this.log(`the model from ${got.peer} loaded with digest ${loaded?.digest}, not ${m.digest}: loading the server's`);
     }
     const { digest } = await this.opts.engine.loadModel(m.url, m.step);
     return { digest, from: 'server' };
