@@ -29,4 +29,12 @@ test('npm run bench -- memory --quick: recompute saves memory and fits a batch t
   assert.equal(d.plan.recompute, true, d.plan.reason);
   assert.equal(r.summary.max_batch_with_recompute, d.withRecompute.batch);
   assert.equal(r.summary.recompute_peak_memory_ratio, r.sameBatch.on.peakBytes / r.sameBatch.off.peakBytes);
+  // GPT-2's vocabulary at a toy size: a step runs, its peak holds the two probes' parameters and AdamW state more.
+  const g = r.gpt2Small;
+  assert.equal(g.gpt.vocab, 50257);
+  assert.ok(Number.isFinite(g.loss) && g.stepMs > 0, JSON.stringify(g));
+  assert.ok(g.probePeakBytes.two > g.probePeakBytes.one && g.stepPeakBytes > g.probePeakBytes.one, JSON.stringify(g));
+  assert.ok(g.stepPeakBytes >= g.probePeakBytes.one + 2 * 4 * g.parameters, 'the step holds AdamW\'s two moments besides the pass');
+  assert.equal(r.summary.gpt2_small_peak_mib, g.stepPeakBytes / 2 ** 20);
+  assert.ok(r.summary.gpt2_small_max_batch_4gib_fitted >= 1);
 });

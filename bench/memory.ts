@@ -3,6 +3,8 @@
 // included) and training-step time with and without recompute. Then a device with WebGPU's default
 // buffer limits and a 256 MiB budget: the largest batch one pass holds without recompute and with
 // it, each found by running real steps until the runtime refuses one, and what planMemory picks.
+// Then GPT-2 small on the same adapter (memory-gpt2.ts): its step time and peak with recompute, and
+// the batch a 4 GiB budget fits.
 // Token ids are seeded random bytes: memory and time do not depend on the text.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -12,6 +14,7 @@ import { dispose } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { repoRoot } from '@tabfleet/headless';
 import { benchCommand, runRecord } from './machine';
+import { GPT2_QUICK, GPT2_SMALL, measureGpt2Small } from './memory-gpt2';
 import type { BenchOptions } from './run';
 import { median } from './stats';
 
@@ -111,6 +114,9 @@ export async function run(opts: BenchOptions): Promise<void> {
   const plan = await planMemory(smallModel, withRecompute.batch, (n) => tokens(cfg.gpt, n, 5), { budgetBytes: cfg.budgetMiB * 2 ** 20, mode: 'auto' });
   log(`planMemory for a job batch of ${withRecompute.batch}: micro-batch ${plan.microBatch}, recompute ${plan.recompute} (${plan.reason})`);
 
+  // 3. GPT-2 small (a toy GPT over its vocabulary in the quick run), with recompute.
+  const gpt2 = await measureGpt2Small(be, opts.quick ? GPT2_QUICK : GPT2_SMALL, log);
+
   const report = {
     benchmark: 'memory',
     ...runRecord(t0, benchCommand('memory', opts)),
@@ -130,6 +136,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       largestWithRecomputeRunWithout: refusal,
       plan: { microBatch: plan.microBatch, recompute: plan.recompute, passes: plan.passes, reason: plan.reason, predictedPeakBytes: plan.predictedPeakBytes },
     },
+    gpt2Small: gpt2,
     summary: {
       /** Peak GPU memory with recompute ÷ without, same model and batch. */
       recompute_peak_memory_ratio: sameBatch.on.peakBytes / sameBatch.off.peakBytes,
@@ -137,6 +144,11 @@ export async function run(opts: BenchOptions): Promise<void> {
       recompute_step_time_ratio: sameBatch.on.msPerStep / sameBatch.off.msPerStep,
       max_batch_without_recompute: without.batch,
       max_batch_with_recompute: withRecompute.batch,
+      /** GPT-2 small (quick: the toy GPT), one example, recompute on: one AdamW step's time (ms) and peak GPU memory (MiB) on this adapter. */
+      gpt2_small_step_ms: gpt2.stepMs,
+      gpt2_small_peak_mib: gpt2.stepPeakBytes / 2 ** 20,
+      /** The examples a step fits in 4 GiB: the step's peak plus each further example's bytes (the probes' difference), fitted. */
+      gpt2_small_max_batch_4gib_fitted: gpt2.maxBatchFitted,
     },
   };
   mkdirSync(dirname(file), { recursive: true });
