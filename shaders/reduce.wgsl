@@ -1,6 +1,7 @@
 // reduce — x viewed as [outer, R, inner] → y [outer, inner]; one invocation per output.
-// OP: 0 sum, 1 max, 2 mean. Bindings: 0 uniform Params, 1 x, 2 y. Dispatch (ceil(outer·inner / WG)).
-struct Params { outer: u32, R: u32, inner: u32 }
+// OP: 0 sum, 1 max, 2 mean. Bindings: 0 uniform Params, 1 x, 2 y. Dispatch grid1d(outer·inner, WG):
+// invocation (x, y) handles output y·rowStride + x.
+struct Params { outer: u32, R: u32, inner: u32, rowStride: u32 }
 
 override OP: u32 = 0u;
 override WG: u32 = 64u;
@@ -11,7 +12,7 @@ override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u) {
-  let o = gid.x;
+  let o = gid.y * p.rowStride + gid.x;
   if (o >= p.outer * p.inner) { return; }
   let outerIdx = o / p.inner;
   let j = o % p.inner;

@@ -284,6 +284,13 @@ export function kernelCases(): KernelCase[] {
     { name: 'sum axis 1 keepdims', inputs: [{ shape: [4, 9, 3] }], fn: ([x]) => ops.sum(x, 1, true) },
     { name: 'mean all', inputs: [{ shape: [1001] }], fn: ([x]) => ops.mean(x) },
     { name: 'max axis -1', inputs: [{ shape: [6, 11] }], fn: ([x]) => ops.max(x, -1), forwardOnly: true },
+    // Past 65,535 workgroups in one dimension (a GPT's logits over GPT-2's vocabulary at context 1,024 are 51M values).
+    { name: 'sum axis 0 of [2, 4194305] (past 65,535 workgroups)', inputs: [{ shape: [2, 4_194_305] }], fn: ([x]) => ops.sum(x, 0) },
+    {
+      name: 'softmax cross-entropy B=4 C=4194305 (its gradient past 65,535 workgroups)',
+      inputs: [{ shape: [4, 4_194_305] }, { shape: [4], kind: { ints: 4_194_305 } }],
+      fn: ([x, y]) => ops.softmaxCrossEntropy(x, y),
+    },
     ...[[1, 10], [7, 3], [128, 10], [5, 65]].map(([B, C]): KernelCase => ({
       name: `softmax cross-entropy B=${B} C=${C}`,
       inputs: [{ shape: [B, C] }, { shape: [B], kind: { ints: C } }],

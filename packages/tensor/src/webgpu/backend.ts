@@ -157,9 +157,10 @@ export class WebGpuBackend implements Backend {
   reduce(op: ReduceOp, x: Storage, outer: number, reduce: number, inner: number): Storage {
     const out = this.rt.alloc(outer * inner);
     const WG = 64;
+    const { workgroups, rowStride } = grid1d(outer * inner, WG);
     this.rt.dispatch({
-      shader: 'reduce', constants: { OP: REDUCE_CODES[op], WG }, uniforms: packUniforms([u(outer), u(reduce), u(inner)]),
-      buffers: [this.g(x), out], workgroups: [Math.ceil((outer * inner) / WG)],
+      shader: 'reduce', constants: { OP: REDUCE_CODES[op], WG }, uniforms: packUniforms([u(outer), u(reduce), u(inner), u(rowStride)]),
+      buffers: [this.g(x), out], workgroups,
     });
     return out;
   }
@@ -175,9 +176,10 @@ export class WebGpuBackend implements Backend {
 
   softmaxCrossEntropyBackward(probs: Storage, labels: Storage, dmean: Storage, B: number, C: number): Storage {
     const out = this.rt.alloc(B * C);
+    const { workgroups, rowStride } = grid1d(B * C, 256);
     this.rt.dispatch({
-      shader: 'softmax_ce_backward', uniforms: packUniforms([u(B), u(C)]),
-      buffers: [this.g(probs), this.g(labels), this.g(dmean), out], workgroups: [Math.ceil((B * C) / 256)],
+      shader: 'softmax_ce_backward', uniforms: packUniforms([u(B), u(C), u(rowStride)]),
+      buffers: [this.g(probs), this.g(labels), this.g(dmean), out], workgroups,
     });
     return out;
   }

@@ -58,9 +58,10 @@ export function conv2dBackwardFilterGemm(rt: GpuRuntime, dy: GpuStorage, x: GpuS
   const perImage = rt.alloc(p.batch * MN, 'dw-per-image');
   matmulKernel(rt, 'unrolled', dy, cols, null, perImage, dummy, gemm(p.outC, K(p), P(p), p.batch, false, true, p.outC * P(p), K(p) * P(p)));
   // [1, B, MN] → [MN]: sum over the batch in a fixed order.
+  const { workgroups, rowStride } = grid1d(MN, 64);
   rt.dispatch({
-    shader: 'reduce', constants: { OP: 0, WG: 64 }, uniforms: packUniforms([u(1), u(p.batch), u(MN)]),
-    buffers: [perImage, dw], workgroups: [Math.ceil(MN / 64)],
+    shader: 'reduce', constants: { OP: 0, WG: 64 }, uniforms: packUniforms([u(1), u(p.batch), u(MN), u(rowStride)]),
+    buffers: [perImage, dw], workgroups,
   });
   rt.release(cols);
   rt.release(perImage);

@@ -77,11 +77,10 @@ export function conv2dBackwardFilterKernel(rt: GpuRuntime, dy: GpuStorage, x: Gp
   });
   if (splits === 1) return;
   // part viewed as [1, splits, MN] → dw [MN]: one invocation per weight, summing its splits in order.
-  const groups = cdiv(MN, WG);
-  if (groups > 65535) throw new Error(`conv2d filter gradient: ${MN} weights exceed one reduce dispatch`);
+  const reduceGrid = grid1d(MN, WG);
   rt.dispatch({
-    shader: 'reduce', constants: { OP: 0, WG }, uniforms: packUniforms([u(1), u(splits), u(MN)]),
-    buffers: [part, dw], workgroups: [groups],
+    shader: 'reduce', constants: { OP: 0, WG }, uniforms: packUniforms([u(1), u(splits), u(MN), u(reduceGrid.rowStride)]),
+    buffers: [part, dw], workgroups: reduceGrid.workgroups,
   });
   // Released once its consumer is recorded: any later user of the buffer is recorded, so runs, after it.
   rt.release(part);
