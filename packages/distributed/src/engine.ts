@@ -6,7 +6,7 @@ import {
   createModel, createOptimizer, evaluate, planMemory, recordGradientStep, recordTrainStep,
   type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type RecomputeMode,
 } from '@tabfleet/nn';
-import { anotherStepFits, decodeSafetensors, encodeSafetensors, f32Tensor, f32Values, mulberry32, realClock, sleepOn, type Clock } from '@tabfleet/protocol';
+import { anotherStepFits, decodeSafetensors, f32Values, mulberry32, realClock, sleepOn, type Clock } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
 
 export interface EngineOptions {
@@ -349,12 +349,8 @@ export class ModelEngine {
 
   /** The parameters (or `params`, a model of the same layout) as safetensors, with `extra` flat tensors beside them (a strategy's global state). */
   async checkpoint(metadata: Record<string, string> = {}, extra: Record<string, Float32Array> = {}, params?: Float32Array): Promise<Uint8Array> {
-    const withPreset = { preset: JSON.stringify(this.opts.preset), ...metadata };
-    const bytes = params ? this.model.store.safetensorsOf(params, withPreset) : await this.model.store.toSafetensors(withPreset);
-    if (Object.keys(extra).length === 0) return bytes;
-    const { tensors, metadata: meta } = decodeSafetensors(bytes);
-    for (const [name, values] of Object.entries(extra)) tensors[name] = f32Tensor([values.length], values);
-    return encodeSafetensors(tensors, meta);
+    const { store } = this.model;
+    return store.safetensorsOf(params ?? (await store.readFlat()), { preset: JSON.stringify(this.opts.preset), ...metadata }, extra);
   }
 
   /** Loads the parameters; returns the checkpoint's other tensors (flat f32) by name. */

@@ -117,10 +117,14 @@ export class ParamStore {
     return this.safetensorsOf(await this.readFlat(), metadata);
   }
 
-  /** A flat vector of this store's layout (a model held apart from the parameters) as toSafetensors writes it. */
-  safetensorsOf(flat: Float32Array, metadata: Record<string, string> = {}): Uint8Array {
+  /**
+   * A flat vector of this store's layout (a model held apart from the parameters) as toSafetensors
+   * writes it, with `extra` flat tensors after the parameters (a strategy's state), encoded once.
+   */
+  safetensorsOf(flat: Float32Array, metadata: Record<string, string> = {}, extra: Record<string, Float32Array> = {}): Uint8Array {
     if (flat.length !== this.length) throw new Error(`a flat vector of ${flat.length} values for a model of ${this.length}`);
     const tensors = Object.fromEntries(this.pending.map((p) => [p.name, f32Tensor(p.shape, flat.subarray(p.offset, p.offset + p.size))]));
+    for (const [name, values] of Object.entries(extra)) tensors[name] = f32Tensor([values.length], values);
     return encodeSafetensors(tensors, metadata);
   }
 
