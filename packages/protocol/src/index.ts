@@ -20,3 +20,4 @@ export * from './heartbeat';
 export * from './quantize';
 export * from './streaming';
 export * from './streaming-spec';
+export * from './memory-estimate';

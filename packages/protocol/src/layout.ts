@@ -74,14 +74,58 @@ function transformerBlock(i: number, d: number): [string, number[]][] {
   ];
 }
 
+/**
+ * A model's architecture, as packages/nn's presets give it (nn's ModelPreset has these fields; a test
+ * there keeps PRESET_ARCHITECTURES equal to its PRESETS): enough to lay out its parameters and to
+ * replay the tensors a training step makes (memory-estimate.ts).
+ */
+export type ModelArchitecture =
+  /** Linear+ReLU layers, linear output: sizes[0] inputs → sizes.at(-1) logits. */
+  | { kind: 'mlp'; sizes: readonly number[] }
+  /** [conv3×3 (pad 1) → ReLU → maxpool2] × 2 → Linear+ReLU → Linear, on square images. */
+  | { kind: 'cnn'; inChannels: number; imageSize: number; channels: readonly [number, number]; hidden: number; classes: number }
+  /** Pre-norm character transformer: separate q, k, v projections, an untied head. */
+  | { kind: 'transformer'; vocab: number; context: number; dim: number; heads: number; layers: number }
+  /** nanoGPT: fused q|k|v projection, head tied to the token embedding. */
+  | ({ kind: 'gpt' } & GptShape);
+
+/** The fixed presets' architectures (packages/nn's PRESETS). */
+export const PRESET_ARCHITECTURES: Record<FixedPresetName, ModelArchitecture> = {
+  'mlp-fashion': { kind: 'mlp', sizes: [784, 256, 10] },
+  'cnn-fashion': { kind: 'cnn', inChannels: 1, imageSize: 28, channels: [8, 16], hidden: 64, classes: 10 },
+  'transformer-char': { kind: 'transformer', vocab: 32, context: 64, dim: 64, heads: 4, layers: 2 },
+};
+
+/** The CNN's feature map sides: after conv1 (same padding), pool1 (= conv2's), pool2. */
+export function cnnSides(a: { imageSize: number }): [number, number, number] {
+  const pooled = Math.floor(a.imageSize / 2);
+  return [a.imageSize, pooled, Math.floor(pooled / 2)];
+}
+
+/** The parameters of any architecture, in the order packages/nn declares them. */
+export function architectureLayout(a: ModelArchitecture): ParamLayout {
+  switch (a.kind) {
+    case 'mlp':
+      return layout(a.sizes.slice(1).flatMap((out, i) => linearParams(`layers.${i}`, out, a.sizes[i])));
+    case 'cnn': {
+      const [c1, c2] = a.channels, flat = c2 * cnnSides(a)[2] ** 2;
+      return layout([
+        ['conv1.weight', [c1, a.inChannels, 3, 3]], ['conv1.bias', [c1]], ['conv2.weight', [c2, c1, 3, 3]], ['conv2.bias', [c2]],
+        ...linearParams('fc1', a.hidden, flat), ...linearParams('fc2', a.classes, a.hidden),
+      ]);
+    }
+    case 'transformer':
+      return layout([
+        ['tok_emb.weight', [a.vocab, a.dim]], ['pos_emb.weight', [a.context, a.dim]], ...Array.from({ length: a.layers }, (_, i) => transformerBlock(i, a.dim)).flat(),
+        ...normParams('ln_f', a.dim), ...linearParams('head', a.vocab, a.dim),
+      ]);
+    case 'gpt':
+      return gptLayout(a);
+  }
+}
+
 export const PRESET_LAYOUTS: Record<FixedPresetName, ParamLayout> = {
-  'mlp-fashion': layout([...linearParams('layers.0', 256, 784), ...linearParams('layers.1', 10, 256)]),
-  'cnn-fashion': layout([
-    ['conv1.weight', [8, 1, 3, 3]], ['conv1.bias', [8]], ['conv2.weight', [16, 8, 3, 3]], ['conv2.bias', [16]],
-    ...linearParams('fc1', 64, 784), ...linearParams('fc2', 10, 64),
-  ]),
-  'transformer-char': layout([
-    ['tok_emb.weight', [32, 64]], ['pos_emb.weight', [64, 64]], ...transformerBlock(0, 64), ...transformerBlock(1, 64),
-    ...normParams('ln_f', 64), ...linearParams('head', 32, 64),
-  ]),
+  'mlp-fashion': architectureLayout(PRESET_ARCHITECTURES['mlp-fashion']),
+  'cnn-fashion': architectureLayout(PRESET_ARCHITECTURES['cnn-fashion']),
+  'transformer-char': architectureLayout(PRESET_ARCHITECTURES['transformer-char']),
 };

@@ -5,11 +5,14 @@
 import { modelDigest } from './checksum';
 import { ProtocolError } from './events';
 import { TOKENIZER_VOCAB, type FixedPresetName, type GptConfig, type ModelPresetName, type Tokenizer } from './jobs';
-import { gptLayout, PRESET_LAYOUTS, type ParamLayout } from './layout';
+import { gptLayout, PRESET_ARCHITECTURES, PRESET_LAYOUTS, type ModelArchitecture, type ParamLayout } from './layout';
 import { fragmentOfSync, modelFragments } from './streaming';
 import { decodeSafetensors, f32Values, type NamedTensor } from './safetensors';
 
-export { PARAM_ALIGN_FLOATS, PRESET_LAYOUTS, gptLayout, parameterCount, type GptShape, type ParamEntry, type ParamLayout } from './layout';
+export {
+  PARAM_ALIGN_FLOATS, PRESET_ARCHITECTURES, PRESET_LAYOUTS, architectureLayout, cnnSides, gptLayout, parameterCount,
+  type GptShape, type ModelArchitecture, type ParamEntry, type ParamLayout,
+} from './layout';
 
 /** What decides a job's model: a fixed preset's name, or the parts of a job spec that size it. */
 export type ModelRef = FixedPresetName | { preset: ModelPresetName; gpt?: GptConfig; tokenizer?: Tokenizer };
@@ -26,6 +29,14 @@ export function layoutOf(ref: ModelRef): ParamLayout {
   let l = layoutCache.get(key);
   if (!l) layoutCache.set(key, (l = gptLayout(shape)));
   return l;
+}
+
+/** The architecture of a job's model: a fixed preset's, or a GPT of the job's shape with its tokenizer's vocabulary. */
+export function architectureOf(ref: ModelRef): ModelArchitecture {
+  if (typeof ref === 'string') return PRESET_ARCHITECTURES[ref];
+  if (ref.preset !== 'gpt') return PRESET_ARCHITECTURES[ref.preset];
+  if (!ref.gpt || !ref.tokenizer) throw new Error('a gpt model needs its gpt shape and tokenizer');
+  return { kind: 'gpt', ...ref.gpt, vocab: TOKENIZER_VOCAB[ref.tokenizer] };
 }
 
 /** Floats in the job model's flat vector (padding included): every update's length, unless streaming. */
