@@ -1,10 +1,11 @@
 // The new-job form: what most researchers set first (model, data, target, volunteers), the rest folded
 // under "advanced", each field with its default for the choices made so far; validated with the same
-// schema the server uses before it is posted, and the model's size shown as it is typed.
+// schema the server uses before it is posted, and the model's size and GPU memory shown as it is typed.
 import { TEXT_DATASETS, jobSpecSchema, layoutOf, parameterCount, type JobSummary } from '@tabfleet/protocol';
 import { $, esc } from '../shared/dom';
 import { formatBytes } from '../shared/format';
 import { formDefaults } from './job-defaults';
+import { memoryLine } from './model-memory';
 import { showUploadChoice } from './uploads';
 
 /** Top-level number fields, sent only when filled in. */
@@ -74,13 +75,14 @@ function showDefaults(form: HTMLFormElement, spec: Record<string, unknown>): voi
   }
 }
 
-/** The model's size as the form stands (or why it cannot run), shown before submitting. */
+/** The model's size and the GPU memory a tab needs for it as the form stands (or why it cannot run), shown before submitting. */
 function showModelSize(form: HTMLFormElement): void {
   const spec = formSpec(form);
   $('gpt-fields').hidden = spec.preset !== 'gpt';
   showUploadChoice(spec.dataset);
   showDefaults(form, spec);
   const parsed = jobSpecSchema.safeParse(spec);
+  $('model-memory').textContent = memoryLine(parsed);
   const modelIssue = parsed.success ? null : parsed.error.issues.find((i) => ['gpt', 'tokenizer', 'preset', 'dataset'].includes(String(i.path[0])));
   if (!parsed.success) {
     $('model-size').textContent = modelIssue ? `model: ${modelIssue.message}` : '';
