@@ -11,9 +11,11 @@ import { test } from 'node:test';
 import { decodeTextShard, encodeIdx, generateCorpus, sequentialBatches } from '@tabfleet/data';
 import { createModel, evaluate, presetOf } from '@tabfleet/nn';
 import type { OpenedPage } from '@tabfleet/headless';
+import { estimateMemory } from '@tabfleet/protocol';
 import { waitFor } from '@tabfleet/server/testing';
 import { CpuBackend } from '@tabfleet/tensor';
 import { Sampler } from '@tabfleet/worker';
+import { formatBytes } from '../apps/shared/format';
 import { appsSession, SHOTS } from './apps-session';
 
 const session = appsSession();
@@ -74,6 +76,14 @@ test('a researcher sizes a GPT in the form, two tabs train it, the loss falls, a
   await d.fill('input[name=minWorkers]', '2');
   await d.fill('input[name=maxWorkers]', '2');
   await d.fill('input[name=targetSteps]', '192');
+  // The memory line, as protocol's estimator gives it for this shape under AdamW and a batch of 8
+  // (the tab below, given 8 MiB, measures its own probes and turns recompute on).
+  const memory = estimateMemory({ kind: 'gpt', layers: 2, heads: 2, width: 32, context: 32, vocab: 256 }, { optimizer: 'adamw', batchSize: 8 });
+  await waitFor('the form shows the GPU memory the model needs', async () => {
+    const text = (await d.textContent('#model-memory')) ?? '';
+    return text.includes(`of AdamW state; activations ${formatBytes(memory.perExample.recompute!)} an example with recompute, ${formatBytes(memory.perExample.plain)} without; `
+      + `the batch of 8 in one pass: ${formatBytes(memory.batch.recompute!)} with recompute, ${formatBytes(memory.batch.plain)} without`);
+  }, 5_000, 100);
   await d.fill('input[name=name]', 'e2e GPT');
   await d.click('#job-form button[type=submit]');
   await d.waitForSelector('#job-view:not([hidden])');
