@@ -33,6 +33,9 @@ function tampered(bytes: Uint8Array): Uint8Array {
 
 type Volunteer = ReturnType<typeof nodeVolunteer>;
 
+/** What members served: the step a checkpoint records, and the sync whose model it is. */
+const served: { step: number; seq: number }[] = [];
+
 function volunteer(jobId: string, lines: string[], lying: () => boolean): Volunteer & { loads: { via: 'http' | 'peer'; seq?: number }[] } {
   const v = nodeVolunteer(server.url, (self, signaler, iceServers) => createNodeWebRtcTransport({ self, signaler, rtcConfig: () => ({ iceServers: iceServers() }) }), {
     jobId, log: (l) => lines.push(l),
@@ -41,10 +44,13 @@ function volunteer(jobId: string, lines: string[], lying: () => boolean): Volunt
   const { engine } = v;
   const loadModel = engine.loadModel.bind(engine);
   const loadCheckpoint = engine.loadCheckpoint.bind(engine);
-  const served = engine.servedCheckpoint.bind(engine);
+  const serve = engine.servedCheckpoint.bind(engine);
   engine.loadModel = (url, step) => (url && loads.push({ via: 'http' }), loadModel(url, step));
   engine.loadCheckpoint = (bytes, step) => (loads.push({ via: 'peer' }), loadCheckpoint(bytes, step));
-  engine.servedCheckpoint = async (step) => (lying() ? tampered(await served(step)) : served(step));
+  engine.servedCheckpoint = async (step) => {
+    served.push({ step, seq: v.runtime.status.seq });
+    return lying() ? tampered(await serve(step)) : serve(step);
+  };
   return Object.assign(v, { loads });
 }
 
@@ -82,6 +88,9 @@ test('a joiner loads the model from a member over WebRTC; members that send a wr
     assert.deepEqual(caught.loads.map((l) => l.via), ['http'], 'the wrong models were never loaded; the server\'s was');
     assert.equal(await loadsBy('peer'), 1);
     assert.equal(await loadsBy('server'), 3);
+    // A served checkpoint records its sync's step (syncs × H), not the member's step of local work since.
+    assert.ok(served.length >= 3);
+    for (const s of served) assert.equal(s.step, s.seq * job.H, JSON.stringify(served));
     for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
   } finally {
     for (const v of vols) v.runtime.stop();

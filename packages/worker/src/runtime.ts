@@ -150,6 +150,8 @@ export class VolunteerRuntime {
   private heartbeatMs = HEARTBEAT_MIN_MS;
   /** A commit is being applied: the model of `status.seq` is no longer what the engine holds. */
   private committing = false;
+  /** The step of the model of `status.seq`, which a served checkpoint records (`status.step` moves on with local work). */
+  private modelStep = 0;
 
   /** The job's ICE servers, TURN with this tab's current credentials (none outside a job). */
   private iceServers: IceServer[] = [];
@@ -364,6 +366,7 @@ export class VolunteerRuntime {
     this.nextSteps = typeof ack.steps === 'number' ? ack.steps : undefined;
     this.nextBudgetMs = typeof ack.budgetMs === 'number' ? ack.budgetMs : undefined;
     this.setStatus({ seq: m.seq, step: m.step });
+    this.modelStep = m.step;
     await this.trainThenReady();
   }
 
@@ -390,10 +393,10 @@ export class VolunteerRuntime {
     const a = this.assignment;
     if (!a || jobHash(a.job.id) !== job) throw new Error('this member is not in that job');
     if (a.job.spec.groupSize !== undefined) throw new Error('members of Moshpit groups hold models of their own groups');
-    const { seq: held, state, step } = this.status;
+    const { seq: held, state } = this.status;
     const holds = () => !this.committing && this.status.seq === seq && this.status.state !== 'loading' && this.assignment === a;
     if (held !== seq || !holds()) throw new Error(`this member holds the model of sync ${held}${state === 'loading' ? ' (loading a newer one)' : ''}, not of sync ${seq}`);
-    const bytes = await this.opts.engine.servedCheckpoint(step);
+    const bytes = await this.opts.engine.servedCheckpoint(this.modelStep);
     if (!holds()) throw new Error(`sync ${this.status.seq} committed while the model of sync ${seq} was read`);
     return bytes;
   }
@@ -648,6 +651,7 @@ export class VolunteerRuntime {
       this.nextSteps = c.steps?.[this.status.volunteerId!];
       this.nextBudgetMs = c.budgetMs;
       this.setStatus({ seq: c.seq, step: c.step, syncs: this.status.syncs + 1 });
+      this.modelStep = c.step;
     } finally {
       this.committing = false;
     }
