@@ -1,7 +1,8 @@
 // Reverse-mode differentiation over the graph recorded by ops.
 import { add } from './ops/elementwise';
 import { shapesEqual } from './shape';
-import { derived, noGrad, Tensor, tidy } from './tensor';
+import type { Storage } from './backend';
+import { derived, noGrad, releaseScoped, scopeSnapshot, Tensor, tidy } from './tensor';
 
 function topoOrder(root: Tensor): Tensor[] {
   const order: Tensor[] = [];
@@ -24,48 +25,94 @@ function topoOrder(root: Tensor): Tensor[] {
 
 /**
  * Backpropagates from a scalar (or seeded) output. Leaves that have a `grad` slot get their gradient
- * copied into it; leaves without one get `grad` set to a new tensor in the current scope. Returns the
- * leaves that received a gradient (a slot of any other leaf keeps its old contents).
+ * copied into it as soon as it is complete, and the gradient is freed; leaves without one get `grad`
+ * set to a new tensor in the current scope. Returns the leaves that received a gradient (a slot of
+ * any other leaf keeps its old contents).
  */
 export function backward(output: Tensor, seed?: Tensor): Set<Tensor> {
-  const leafGrads = gradients(output, seed);
-  for (const [leaf, g] of leafGrads) {
-    if (leaf.grad) leaf.backend.copy(leaf.grad.storage, g.storage);
-    else leaf.grad = g;
-  }
-  return new Set(leafGrads.keys());
+  const reached = new Set<Tensor>();
+  gradients(output, seed, (leaf, g) => {
+    reached.add(leaf);
+    if (!leaf.grad) {
+      leaf.grad = g;
+      return true;
+    }
+    leaf.backend.copy(leaf.grad.storage, g.storage);
+    return false;
+  });
+  return reached;
 }
 
-/** The gradient of `output` (seeded by `seed`, else a scalar's 1) with respect to every leaf it depends on. */
-function gradients(output: Tensor, seed?: Tensor): Map<Tensor, Tensor> {
+/**
+ * The gradient of `output` (seeded by `seed`, else a scalar's 1) with respect to every leaf it depends on.
+ *
+ * Memory: a gradient is needed only until the node it belongs to has pushed it to its inputs, so each
+ * is freed then, unless another pending gradient shares its storage (a reshape's view, an add's
+ * pass-through). Only storage made by this backward is freed (what the scope held before is the
+ * forward's, kept for the backward functions). Without that, every gradient of the pass (for GPT-2
+ * small 1.3 GB of parameter gradients alone) stayed live until the pass's scope ended.
+ * `onLeaf(leaf, g)`: a leaf's gradient is complete; it returns whether it keeps `g` (else g is freed).
+ * Without it the leaves' gradients are returned.
+ */
+function gradients(output: Tensor, seed?: Tensor, onLeaf?: (leaf: Tensor, g: Tensor) => boolean): Map<Tensor, Tensor> {
   if (!output.requiresGrad) throw new Error('backward: output does not depend on any tensor that requires grad');
   const be = output.backend;
+  const before = scopeSnapshot();
   if (!seed) {
     if (output.size !== 1) throw new Error(`backward: output has shape [${output.shape}]; pass a seed gradient`);
     const s = be.alloc(1, 'f32');
     be.fill(s, 1);
     seed = derived(be, s, output.shape, [], 'seed', () => []);
   }
-  const grads = new Map<number, Tensor>([[output.id, seed]]);
+  const grads = new Map<number, Tensor>();
+  // How many pending gradients (and returned leaf gradients) use each storage.
+  const uses = new Map<Storage, number>();
+  const hold = (t: Tensor) => uses.set(t.storage, (uses.get(t.storage) ?? 0) + 1);
+  const drop = (t: Tensor) => uses.set(t.storage, uses.get(t.storage)! - 1);
+  const freeIfUnused = (t: Tensor) => {
+    if (before && !uses.get(t.storage)) releaseScoped(t.storage, before);
+  };
+  grads.set(output.id, seed);
+  hold(seed);
   const leafGrads = new Map<Tensor, Tensor>();
   const order = topoOrder(output);
   for (let i = order.length - 1; i >= 0; i--) {
     const t = order[i];
     const g = grads.get(t.id);
     if (!g) continue;
+    grads.delete(t.id);
     if (!t.node) {
-      leafGrads.set(t, g);
+      if (!onLeaf) {
+        leafGrads.set(t, g); // still held: returned
+        continue;
+      }
+      if (onLeaf(t, g)) continue; // kept (the leaf's grad): stays held, so no alias of it is freed
+      drop(g);
+      freeIfUnused(g);
       continue;
     }
     const thunks = t.node.backward(g);
+    // Freed only after every thunk of this node ran: a later thunk may read g or pass it through.
+    const spent: Tensor[] = [g];
     t.node.inputs.forEach((inp, k) => {
       const thunk = thunks[k];
       if (!inp.requiresGrad || !thunk) return;
       const gi = thunk();
       if (!shapesEqual(gi.shape, inp.shape)) throw new Error(`${t.node!.name}: gradient shape [${gi.shape}] for input [${inp.shape}]`);
       const prev = grads.get(inp.id);
-      grads.set(inp.id, prev ? add(prev, gi) : gi);
+      if (!prev) {
+        grads.set(inp.id, gi);
+        hold(gi);
+        return;
+      }
+      const sum = add(prev, gi);
+      drop(prev);
+      spent.push(prev, gi);
+      grads.set(inp.id, sum);
+      hold(sum);
     });
+    drop(g);
+    for (const x of spent) freeIfUnused(x);
   }
   return leafGrads;
 }

@@ -117,6 +117,20 @@ class Scope {
     this.owned.add(s);
     this.backends.set(s, b);
   }
+
+  /** The storages this scope holds now (backward frees only what it made after this). */
+  snapshot(): Set<Storage> {
+    return new Set(this.owned);
+  }
+
+  /** Releases `s` before the scope ends, if this scope holds it (else false: it is not this scope's to free). */
+  releaseNow(s: Storage): boolean {
+    if (!this.owned.has(s) || persistentStorages.has(s)) return false;
+    this.owned.delete(s);
+    this.backends.get(s)!.release(s);
+    this.backends.delete(s);
+    return true;
+  }
 }
 
 const scopes: Scope[] = [];
@@ -154,6 +168,17 @@ export function tidy<T extends Kept>(fn: () => T, keep: Tensor[] = []): T {
   else if (result && typeof result === 'object') for (const t of Object.values(result)) if (t instanceof Tensor) kept.add(t.storage);
   scope.release(kept);
   return result;
+}
+
+/** What the innermost scope holds now (null outside any scope): autograd's backward frees only storage made after it. */
+export function scopeSnapshot(): Set<Storage> | null {
+  return currentScope()?.snapshot() ?? null;
+}
+
+/** Releases `s` now if the innermost scope holds it and `before` (its snapshot) did not; true if freed. */
+export function releaseScoped(s: Storage, before: Set<Storage>): boolean {
+  if (before.has(s)) return false;
+  return currentScope()?.releaseNow(s) ?? false;
 }
 
 /** Releases a tensor made outside any scope (or kept from one). */
