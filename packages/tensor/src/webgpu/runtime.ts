@@ -13,6 +13,9 @@ const MAP_MODE_READ = 0x1;
 const STORAGE_USAGE = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
 
 let nextBufferId = 1;
+/** Buffers up to this many bytes are pooled in powers of two; larger ones in BUCKET_STEPS_PER_OCTAVE steps an octave. */
+export const LARGE_BUCKET_BYTES = 2 ** 20;
+export const BUCKET_STEPS_PER_OCTAVE = 8;
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 export class GpuStorage {
@@ -97,12 +100,20 @@ export class GpuRuntime {
 
   // ---- buffers -------------------------------------------------------------------------------
 
-  private static bucket(bytes: number): number {
-    return Math.max(256, 2 ** Math.ceil(Math.log2(Math.max(bytes, 4))));
+  /**
+   * Pool sizes: powers of two up to 1 MiB (small tensors reuse well), then eight steps an octave, so a
+   * large tensor wastes at most an eighth of itself (GPT-2's 196 MiB logits took 256 MiB, now 208).
+   * Protocol's memory-estimate.ts (pooledBytes) follows this rule; nn's memory-estimate test holds them equal.
+   */
+  static bucket(bytes: number): number {
+    const pow = 2 ** Math.ceil(Math.log2(Math.max(bytes, 4)));
+    if (pow <= LARGE_BUCKET_BYTES) return Math.max(256, pow);
+    const step = pow / 2 / BUCKET_STEPS_PER_OCTAVE;
+    return Math.ceil(bytes / step) * step;
   }
 
   alloc(elements: number, label = 'tensor'): GpuStorage {
-    // Power-of-two buckets reuse well; a tensor whose bucket would pass the binding limit gets its own size.
+    // Pooled buckets (see bucket); a tensor whose bucket would pass the binding limit gets its own size.
     const exact = Math.max(16, Math.ceil((elements * 4) / 16) * 16);
     const bucket = GpuRuntime.bucket(elements * 4);
     const bytes = bucket > this.bindingLimit && exact <= this.bindingLimit ? exact : bucket;
