@@ -10,10 +10,11 @@ test('GPT-2 small: parameters, gradients, AdamW state, activations with and with
   const parsed = jobSpecSchema.safeParse(gpt2);
   const e = estimateJobMemory(jobSpecSchema.parse(gpt2));
   const text = memoryLine(parsed);
-  // 124,439,808 floats in 512 MiB (536.9 MB) buffers; AdamW's two moments; GPT-2's recorded 1,544 MiB an example with recompute.
-  assert.match(text, /^A tab's GPU memory \(WebGPU buffers, rounded up to powers of two\): 536\.9 MB of parameters, /);
-  assert.ok(text.includes(`${formatBytes(e.gradients)} of gradients, 1.07 GB of AdamW state; `), text);
-  assert.ok(text.includes('activations 1.62 GB an example with recompute, '), text);
+  // 124,439,808 floats in 480 MiB (503.3 MB) buffers (15 of the pool's 32 MiB steps); AdamW's two moments;
+  // 1.24 GB an example with recompute in the pool's new sizes.
+  assert.match(text, /^A tab's GPU memory \(WebGPU buffers, in the runtime's pool sizes\): 503\.3 MB of parameters, /);
+  assert.ok(text.includes(`${formatBytes(e.gradients)} of gradients, 1.01 GB of AdamW state; `), text);
+  assert.ok(text.includes('activations 1.24 GB an example with recompute, '), text);
   assert.ok(text.includes(`, ${formatBytes(e.perExample.plain)} without; `), text);
   assert.ok(text.includes(`the batch of 8 in one pass: ${formatBytes(e.batch.recompute!)} with recompute, ${formatBytes(e.batch.plain)} without; a tab with less memory splits it`), text);
   const off = memoryLine(jobSpecSchema.safeParse({ ...gpt2, recompute: 'off' }));

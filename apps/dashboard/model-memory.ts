@@ -33,7 +33,7 @@ export function memoryLine(parsed: Parsed): string {
     : spec.recompute === 'on' ? `${formatBytes(e.batch.recompute)} with recompute (the job's setting)`
     : spec.recompute === 'off' ? `${formatBytes(e.batch.plain)} without recompute (the job's setting)`
     : `${formatBytes(e.batch.recompute)} with recompute, ${formatBytes(e.batch.plain)} without`;
-  return `A tab's GPU memory (WebGPU buffers, rounded up to powers of two): ${formatBytes(e.parameters)} of parameters, `
+  return `A tab's GPU memory (WebGPU buffers, in the runtime's pool sizes): ${formatBytes(e.parameters)} of parameters, `
     + `${formatBytes(e.gradients)} of gradients, ${formatBytes(e.optimizerState)} of ${STATE_NAMES[e.optimizer!]}; ${activations}; `
     + `the batch of ${B} in one pass: ${batch}${B > 1 ? '; a tab with less memory splits it into micro-batches' : ''}.`;
 }

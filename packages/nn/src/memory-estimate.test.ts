@@ -13,7 +13,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { estimateMemory, PRESET_ARCHITECTURES, Rng, type ModelArchitecture } from '@tabfleet/protocol';
+import { estimateMemory, pooledBytes, PRESET_ARCHITECTURES, Rng, type ModelArchitecture } from '@tabfleet/protocol';
+import { GpuRuntime } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { createModel, PRESETS, type ModelPreset } from './models/index';
 import { probeMemory } from './memory-plan';
@@ -84,6 +85,34 @@ for (const c of CASES) {
     }
   });
 }
+
+test('the protocol\'s pool sizes are the WebGPU runtime\'s, for any tensor and binding limit', async () => {
+  // Every power of two of bytes and its neighbours, every step of the octaves past 1 MiB and its
+  // neighbours, and seeded sizes between: pooledBytes against GpuRuntime.bucket, which alloc uses.
+  const counts = new Set<number>();
+  for (let k = 0; k <= 30; k++) for (const d of [-1, 0, 1]) counts.add(2 ** k + d);
+  for (let pow = 2 ** 21; pow <= 2 ** 33; pow *= 2) for (let j = 8; j <= 16; j++) for (const d of [-1, 0, 1]) counts.add((j * pow) / 16 / 4 + d);
+  const rng = new Rng(3);
+  for (let i = 0; i < 2000; i++) counts.add(1 + Math.floor(2 ** rng.uniform(0, 31)));
+  let checked = 0;
+  for (const n of counts) {
+    if (n < 1) continue;
+    assert.equal(pooledBytes(n), GpuRuntime.bucket(4 * n), `${n} elements`);
+    checked++;
+  }
+  assert.ok(checked > 1500, `${checked} sizes`);
+  // Real allocations, on a runtime whose binding limit (1 MiB + 64 KiB) is not a bucket: below it the
+  // bucket, a tensor whose bucket passes it its own size, rounded to 16 bytes.
+  const be = await backendFor('gemm');
+  const limit = 2 ** 20 + 2 ** 16;
+  const rt = new GpuRuntime(be.rt.device, { ...be.adapter, maxStorageBufferBindingSize: limit });
+  for (const n of [1, 64, 65, 1000, 2 ** 18, 2 ** 18 + 1, 2 ** 18 + 4, 2 ** 18 + 2 ** 14]) {
+    const s = rt.alloc(n);
+    assert.equal(s.buffer.size, pooledBytes(n, limit), `${n} elements under a ${limit}-byte binding limit`);
+    rt.release(s);
+  }
+  assert.equal(pooledBytes(2 ** 18 + 1, limit), 2 ** 20 + 16, 'the exact size where the bucket passes the limit');
+});
 
 interface MemoryRecord {
   defaultLimits: {

@@ -40,17 +40,26 @@ test('the same MLP in WebGPU buffers: 256 bytes at least, so an example more add
   assert.equal(e.batch.plain, 3 * 1024 + 13 * 256 + 512);
 });
 
-test('the pool\'s sizes: powers of two from 256 bytes, a tensor\'s own size where its power of two passes the binding limit', () => {
+test('the pool\'s sizes: powers of two from 256 bytes to 1 MiB, then eight an octave; a tensor\'s own size where its bucket passes the binding limit', () => {
+  const mib = 2 ** 20;
   assert.equal(pooledBytes(1), 256);
   assert.equal(pooledBytes(64), 256);
   assert.equal(pooledBytes(65), 512);
-  assert.equal(pooledBytes(2 ** 18), 2 ** 20);
-  const mib = 2 ** 20;
-  assert.equal(pooledBytes((100 * mib) / 4, 128 * mib), 128 * mib);
-  assert.equal(pooledBytes((130 * mib) / 4, 200 * mib), 130 * mib);
-  assert.equal(pooledBytes((130 * mib) / 4 + 1, 200 * mib), 130 * mib + 16);
-  // Past the limit either way, the runtime refuses it; the pool's size stays the power of two.
-  assert.equal(pooledBytes((130 * mib) / 4, 100 * mib), 256 * mib);
+  assert.equal(pooledBytes(2 ** 18), mib);
+  // Past 1 MiB: multiples of a sixteenth of the next power of two (128 KiB up to 2 MiB, 16 MiB up to 256 MiB).
+  assert.equal(pooledBytes(2 ** 18 + 1), mib + mib / 8);
+  assert.equal(pooledBytes(2 ** 19), 2 * mib);
+  assert.equal(pooledBytes(2 ** 19 + 1), 2 * mib + mib / 4);
+  assert.equal(pooledBytes(1024 * 50257), 208 * mib); // GPT-2 small's logits, 196.3 MiB
+  assert.equal(pooledBytes(50257 * 768), 160 * mib); // its token embedding, 147.2 MiB
+  assert.equal(pooledBytes((104 * mib) / 4, 128 * mib), 104 * mib);
+  assert.equal(pooledBytes((104 * mib) / 4 + 1, 128 * mib), 112 * mib);
+  // 130 MiB pools as 144 MiB; where that passes the binding limit, its own size rounded to 16 bytes.
+  assert.equal(pooledBytes((130 * mib) / 4, 200 * mib), 144 * mib);
+  assert.equal(pooledBytes((130 * mib) / 4, 140 * mib), 130 * mib);
+  assert.equal(pooledBytes((130 * mib) / 4 + 1, 140 * mib), 130 * mib + 16);
+  // Past the limit either way, the runtime refuses it; the pool's size stays the bucket.
+  assert.equal(pooledBytes((130 * mib) / 4, 100 * mib), 144 * mib);
 });
 
 test('a tiny GPT counted by hand, in f32 bytes: an example\'s activations with and without recompute', () => {
@@ -85,7 +94,7 @@ test('a job spec\'s defaults: its optimizer and batch; GPT-2 small needs gigabyt
   const e = estimateJobMemory(gpt2);
   assert.equal(e.optimizer, 'adamw');
   assert.equal(e.batch.examples, 8);
-  assert.equal(e.parameters, 512 * 2 ** 20); // 124,439,808 floats round up to 512 MiB
+  assert.equal(e.parameters, 480 * 2 ** 20); // 124,439,808 floats (474.7 MiB) pool as 15 × 32 MiB
   assert.equal(e.optimizerState, 2 * e.parameters);
   assert.ok(e.perExample.recompute! > 1e9 && e.perExample.recompute! < 2e9, `${e.perExample.recompute}`);
   assert.ok(e.perExample.plain > 5 * e.perExample.recompute!, `${e.perExample.plain}`);

@@ -15,9 +15,10 @@
 // - Activation recompute (autograd.ts's checkpoint, the GPT's blocks) runs a block's forward in a scope
 //   that keeps only the block's output; backward runs the block again, with its backward, in a scope
 //   that frees all but the gradients the block returns. So one block's activations are live at a time.
-// - The WebGPU runtime (tensor's webgpu/runtime.ts) hands out pooled buffers of a power of two bytes,
-//   256 at least, except a tensor whose power of two would pass the adapter's largest storage binding,
-//   which gets its own size (rounded to 16 bytes). `rounding: 'f32'` gives plain 4 bytes a value.
+// - The WebGPU runtime (tensor's webgpu/runtime.ts, GpuRuntime.bucket) hands out pooled buffers: a
+//   power of two bytes, 256 at least, up to 1 MiB; past that a multiple of a sixteenth of the next
+//   power of two. A tensor whose pooled size would pass the adapter's largest storage binding gets
+//   its own size (rounded to 16 bytes). `rounding: 'f32'` gives plain 4 bytes a value.
 import { INNER_OPTIMIZERS, type InnerOptimizer } from './jobs';
 import { architectureLayout, cnnSides, type ModelArchitecture } from './layout';
 import { architectureOf, type ModelRef } from './models';
@@ -119,12 +120,17 @@ export function estimateMemory(arch: ModelArchitecture, opts: MemoryOptions): Me
 }
 
 /**
- * Bytes the WebGPU runtime's pool gives a tensor of `elements` 4-byte values (runtime.ts's alloc): the
- * next power of two, at least 256, unless that passes the binding limit: then its own size.
+ * Bytes the WebGPU runtime's pool gives a tensor of `elements` 4-byte values (runtime.ts's bucket and
+ * alloc): the next power of two, at least 256, up to 1 MiB; past that, with p the next power of two,
+ * a multiple of p/16 (eight sizes an octave). Where that passes the binding limit: its own size,
+ * rounded to 16 bytes.
  */
 export function pooledBytes(elements: number, bindingLimitBytes = Infinity): number {
-  const exact = Math.max(16, Math.ceil((elements * 4) / 16) * 16);
-  const bucket = Math.max(256, 2 ** Math.ceil(Math.log2(Math.max(elements * 4, 4))));
+  const bytes = elements * 4;
+  const exact = Math.max(16, Math.ceil(bytes / 16) * 16);
+  const pow = 2 ** Math.ceil(Math.log2(Math.max(bytes, 4)));
+  const step = pow / 2 / 8;
+  const bucket = pow <= 2 ** 20 ? Math.max(256, pow) : Math.ceil(bytes / step) * step;
   return bucket > bindingLimitBytes && exact <= bindingLimitBytes ? exact : bucket;
 }
 
