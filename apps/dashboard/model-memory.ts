@@ -1,6 +1,7 @@
 // The job form's memory line: what the job's model needs in a volunteer tab's GPU memory (protocol's
-// memory-estimate.ts, in the WebGPU runtime's buffer sizes): parameters, gradients, the inner
-// optimizer's state, activations per example with and without recompute, and the job's batch in one pass.
+// memory-estimate.ts, in the WebGPU runtime's buffer sizes): parameters, the flat gradient buffer, the
+// inner optimizer's state, activations per example with and without recompute, and the job's batch in
+// one pass (which also counts the parameters' own gradient tensors backward holds until it copies them).
 import { estimateJobMemory, type jobSpecSchema } from '@tabfleet/protocol';
 import { formatBytes } from '../shared/format';
 
