@@ -42,7 +42,7 @@ export function defaultGpuMemoryBytes(deviceMemoryGiB: number | undefined): numb
   return Math.max(256 * 2 ** 20, gib * 2 ** 30);
 }
 
-/** The share of the budget a plan may fill: the estimate is linear, buckets round up to powers of two. */
+/** The share of the budget a plan may fill: the estimate is linear (a line through two probes), and pool buckets round sizes up. */
 const HEADROOM = 0.85;
 
 /** Measures one gradient pass (no optimizer step) of `batch` on the model's backend. */
