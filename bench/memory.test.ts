@@ -1,6 +1,7 @@
 // `npm run bench -- memory --quick` end to end (dispatcher, Dawn in Node) into a temporary file, then
 // the JSON: recompute lowers the peak at the same batch, the largest batch with recompute exceeds the
-// one without, that batch is refused without recompute, and the planner turns recompute on for it.
+// one without, that batch is refused without recompute, and the planner turns recompute on for the
+// first batch that does not fit without it.
 // Time ratios live in the JSON, not here.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -26,6 +27,7 @@ test('npm run bench -- memory --quick: recompute saves memory and fits a batch t
   assert.ok(d.withRecompute.batch > d.withoutRecompute.batch, `largest batch ${d.withRecompute.batch} with recompute, ${d.withoutRecompute.batch} without`);
   assert.ok(d.withRecompute.peakBytes <= d.budgetBytes && d.withoutRecompute.peakBytes <= d.budgetBytes);
   assert.match(d.largestWithRecomputeRunWithout, /past this tab's GPU memory budget/);
+  assert.equal(d.plan.batch, d.withoutRecompute.batch + 1);
   assert.equal(d.plan.recompute, true, d.plan.reason);
   assert.equal(r.summary.max_batch_with_recompute, d.withRecompute.batch);
   assert.equal(r.summary.recompute_peak_memory_ratio, r.sameBatch.on.peakBytes / r.sameBatch.off.peakBytes);

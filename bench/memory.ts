@@ -2,7 +2,8 @@
 // Node). One GPT, one batch: peak GPU memory (live bytes the runtime counts, parameters and AdamW state
 // included) and training-step time with and without recompute. Then a device with WebGPU's default
 // buffer limits and a 256 MiB budget: the largest batch one pass holds without recompute and with
-// it, each found by running real steps until the runtime refuses one, and what planMemory picks.
+// it, each found by running real steps until the runtime refuses one, and what planMemory picks for the
+// first batch that does not fit without recompute.
 // Then GPT-2 small on the same adapter (memory-gpt2.ts): its step time and peak with recompute, and
 // the batch a 4 GiB budget fits.
 // Token ids are seeded random bytes: memory and time do not depend on the text.
@@ -111,8 +112,12 @@ export async function run(opts: BenchOptions): Promise<void> {
     refusal = (e as Error).message;
   }
   log(`batch ${withRecompute.batch} without recompute: ${refusal}`);
-  const plan = await planMemory(smallModel, withRecompute.batch, (n) => tokens(cfg.gpt, n, 5), { budgetBytes: cfg.budgetMiB * 2 ** 20, mode: 'auto' });
-  log(`planMemory for a job batch of ${withRecompute.batch}: micro-batch ${plan.microBatch}, recompute ${plan.recompute} (${plan.reason})`);
+  // The planner, for the first batch that does not fit without recompute. Not the largest with it: that
+  // one fills the whole budget, where the planner keeps 15% back (memory-plan.ts's HEADROOM), so it
+  // would split it into micro-batches instead (as it did once backward freed gradients early).
+  const planBatch = without.batch + 1;
+  const plan = await planMemory(smallModel, planBatch, (n) => tokens(cfg.gpt, n, 5), { budgetBytes: cfg.budgetMiB * 2 ** 20, mode: 'auto' });
+  log(`planMemory for a job batch of ${planBatch}: micro-batch ${plan.microBatch}, recompute ${plan.recompute} (${plan.reason})`);
 
   // 3. GPT-2 small (a toy GPT over its vocabulary in the quick run), with recompute.
   const gpt2 = await measureGpt2Small(be, opts.quick ? GPT2_QUICK : GPT2_SMALL, log);
@@ -134,7 +139,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       withoutRecompute: without,
       withRecompute,
       largestWithRecomputeRunWithout: refusal,
-      plan: { microBatch: plan.microBatch, recompute: plan.recompute, passes: plan.passes, reason: plan.reason, predictedPeakBytes: plan.predictedPeakBytes },
+      plan: { batch: planBatch, microBatch: plan.microBatch, recompute: plan.recompute, passes: plan.passes, reason: plan.reason, predictedPeakBytes: plan.predictedPeakBytes },
     },
     gpt2Small: gpt2,
     summary: {
