@@ -15,6 +15,12 @@
 // summary key stays the 12-sync drop as first defined; the 48-sync drop is reported beside it
 // (chosen after the 12-sync runs missed the goal and one 48-sync probe of seed 1 gave 0.39 points).
 //
+// The sparsity is the product's default for an untrusted job (protocol's UNTRUSTED_DELTA_SPARSITY),
+// and a sweep on the validation split (the last training examples, held out) checks that default:
+// dense and DGC at each of VALIDATION_SPARSITIES, 12 syncs, the same seeds; the sweep chooses the
+// sparsest candidate whose median validation drop is within the goal, and the report says whether
+// that is the default. The test-split runs use the default either way.
+//
 // `measureDgcRobust` is what `npm run bench -- byzantine` calls; its runs go to child processes
 // (bench/byzantine-dgc-child.ts), one per core up to `processes`.
 import { fileURLToPath } from 'node:url';
@@ -32,7 +38,10 @@ export const DGC_ROBUST_GOAL_PTS = 0.5;
 /** Syncs of the longer pair (quick: 4). */
 export const LONGER_SYNCS = 48;
 /** The final sparsity an untrusted LocalSGD job with DGC takes by default (protocol's defaultsFor). */
-export const DGC_SPARSITY = defaultsFor('localsgd', 'dgc', 'mlp-fashion').sparsity;
+export const DGC_SPARSITY = defaultsFor('localsgd', 'dgc', 'mlp-fashion', 'untrusted').sparsity;
+/** The validation sweep's candidates: a trusted job's default (what tune chose for 4 workers) and two denser. */
+export const VALIDATION_SPARSITIES = [0.99, 0.98, 0.95];
+export const CHOICE_RULE = 'the sparsest candidate whose median validation accuracy is within the goal of the dense runs\' (none: the densest)';
 
 export type Payloads = 'dense' | 'dgc';
 /** The robust rule in one group, or the ring's plain mean (the control). */
@@ -43,8 +52,12 @@ export interface DgcRun {
   averaging: Averaging;
   seed: number;
   syncs: number;
-  /** Examples of the test set evaluated at the end (null: all of them). */
+  /** Examples evaluated at the end (null: all of them). */
   evalExamples: number | null;
+  /** DGC's final sparsity (dense runs: null). */
+  sparsity: number | null;
+  /** Evaluated on the validation split (the sweep) or the test set. */
+  split: 'validation' | 'test';
 }
 
 export interface DgcRunResult extends DgcRun {
@@ -63,20 +76,21 @@ export interface DgcRunResult extends DgcRun {
 export async function runDgcCell(backend: Backend, data: { train: Dataset; test: Dataset }, run: DgcRun, job: JobSettings): Promise<DgcRunResult> {
   const t0 = performance.now();
   // The byzantine cells train on the same examples (the validation split held out, unused here).
-  const { head: train } = holdOutTail(data.train, job.validationExamples);
+  const { head: train, tail: validation } = holdOutTail(data.train, job.validationExamples);
+  const evaluated = run.split === 'validation' ? validation : data.test;
   const dgc = run.payloads === 'dgc';
   const workers = mlpWorkers(backend, {
-    workers: WORKERS, data: { train, test: data.test }, batchSize: job.batchSize, seed: run.seed, optimizer: job.optimizer,
+    workers: WORKERS, data: { train, test: evaluated }, batchSize: job.batchSize, seed: run.seed, optimizer: job.optimizer,
     strategy: { strategy: 'localsgd', H: job.H, compression: dgc ? 'dgc' : 'none', outerLr: 1, outerMomentum: 0 },
     // As a volunteer's job engine sets up DGC for LocalSGD deltas: plain error feedback, the warm-up counted in syncs.
     compressor: dgc
-      ? (engine) => new DgcCompressor(backend, engine.length, { momentum: 0, clipNorm: 0, finalSparsity: DGC_SPARSITY, warmupSteps: defaultWarmupSyncs(run.syncs) })
+      ? (engine) => new DgcCompressor(backend, engine.length, { momentum: 0, clipNorm: 0, finalSparsity: run.sparsity ?? DGC_SPARSITY, warmupSteps: defaultWarmupSyncs(run.syncs) })
       : undefined,
   });
   await startWorkers(workers);
   const group = run.averaging === 'mean' ? undefined : { rule: run.averaging };
   const reports = await runSyncs(workers, new MemoryNetwork({ seed: run.seed }), { syncs: run.syncs, group });
-  const test = await workers[0].engine.evaluate(run.evalExamples ?? Infinity, 500, data.test);
+  const test = await workers[0].engine.evaluate(run.evalExamples ?? Infinity, 500, evaluated);
   return {
     ...run, steps: workers[0].engine.step, testAccuracy: test.accuracy, testLoss: test.loss, testCount: test.count,
     refusedHonest: reports.reduce((n, r) => n + r.refused.length, 0),
@@ -105,19 +119,35 @@ export interface DgcRobustReport {
   meanControl: { perSeed: { seed: number; dense: number; dgc: number }[]; medians: { dense: number; dgc: number }; dgc_mean_accuracy_drop_pts: number } | null;
   /** The robust rule's pair at `syncs` (LONGER_SYNCS; null without `longer`): DGC's cost once error feedback has had time. */
   longer: { syncs: number; perSeed: { seed: number; dense: number; dgc: number }[]; medians: { dense: number; dgc: number }; dgc_robust_accuracy_drop_pts: number } | null;
+  /** The validation split's sweep of sparsities, and whether its choice is the product's default. */
+  validation: ValidationSweep | null;
   /** Median bytes per worker per sync, DGC ÷ dense. */
   bytes_ratio: number;
   goal: number;
+  /** The test-split drop within the goal, and the validation sweep chose the default. */
   met: boolean;
   wallMs: number;
 }
 
+export interface ValidationSweep {
+  syncs: number;
+  seeds: number[];
+  dense: { perSeed: number[]; median: number };
+  candidates: { sparsity: number; perSeed: number[]; median: number; drop_pts: number }[];
+  rule: string;
+  chosen: number;
+  /** The choice is protocol's UNTRUSTED_DELTA_SPARSITY, which the test-split runs use. */
+  chosenIsDefault: boolean;
+}
+
 export const DESCRIPTION = `dgc_robust_accuracy_drop_pts: ${WORKERS} LocalSGD workers of the Fashion-MNIST MLP (the byzantine benchmark's job), no attackers, averaged `
   + `in one untrusted group of ${WORKERS} by ${ROBUST_RULE}; the median test accuracy over seeds with dense f32 deltas less that with DGC deltas `
-  + `(top ${Math.round((1 - DGC_SPARSITY) * 100)}% of each delta, f16 values, error feedback, sparsity warm-up), in points. One group, not Moshpit groups: `
+  + `(top ${Math.round((1 - DGC_SPARSITY) * 100)}% of each delta: an untrusted job's default, f16 values, error feedback, sparsity warm-up), in points. One group, not Moshpit groups: `
   + 'jobs.ts refuses DGC with groupSize (members of a new Moshpit group hold different models, so a sparse delta has no shared reference). Each owner reads '
   + 'a sparse contribution as dense with zeros where the member sent nothing, then screens and combines the part as any other. meanControl: the same pair '
-  + 'averaged by the trusted ring\'s plain mean (sparse allgather for DGC), so the drop splits into DGC\'s own cost at this length and the rule\'s share.';
+  + 'averaged by the trusted ring\'s plain mean (sparse allgather for DGC), so the drop splits into DGC\'s own cost at this length and the rule\'s share. '
+  + `validation: the robust rule's dense and DGC runs at ${VALIDATION_SPARSITIES.join(', ')} on the validation split (training examples held out), `
+  + `same seeds and length; it chooses ${CHOICE_RULE}, and says whether that is the default.`;
 
 const CHILD = fileURLToPath(new URL('./byzantine-dgc-child.ts', import.meta.url));
 
@@ -130,13 +160,15 @@ export interface DgcRobustOptions {
   meanControl?: boolean;
   /** Also run the robust rule's pair at LONGER_SYNCS (default true). */
   longer?: boolean;
+  /** Also run the validation sweep of VALIDATION_SPARSITIES (default true). */
+  sweep?: boolean;
   log?: (line: string) => void;
 }
 
 /**
- * Dense and DGC runs over the seeds, by the robust rule and (control) the mean, and the robust rule's
- * longer pair (quick: one seed, two syncs and four, 1,000 test examples; full: 3 seeds, 12 syncs and
- * 48, the whole test set).
+ * Dense and DGC runs over the seeds, by the robust rule and (control) the mean, the robust rule's
+ * longer pair, and the validation sweep (quick: one seed, two syncs and four, 1,000 examples
+ * evaluated; full: 3 seeds, 12 syncs and 48, the whole test set and validation split).
  */
 export async function measureDgcRobust(opts: DgcRobustOptions): Promise<DgcRobustReport> {
   const t0 = performance.now();
@@ -147,42 +179,72 @@ export async function measureDgcRobust(opts: DgcRobustOptions): Promise<DgcRobus
   const pool = new ChildPool<{ run: DgcRun; job: JobSettings }, DgcRunResult>(CHILD, Math.max(1, opts.processes ?? 2));
   const averagings: Averaging[] = opts.meanControl === false ? [ROBUST_RULE] : [ROBUST_RULE, 'mean'];
   const longerSyncs = opts.quick ? 4 : LONGER_SYNCS;
-  // The longer pair first (the longest runs), then the robust rule's, then the control's.
-  const plan: { averaging: Averaging; syncs: number }[] = [
+  const onTest = (payloads: Payloads, averaging: Averaging, length: number, seed: number): DgcRun => ({
+    payloads, averaging, seed, syncs: length, evalExamples, sparsity: payloads === 'dgc' ? DGC_SPARSITY : null, split: 'test',
+  });
+  // The longer pair first (the longest runs), then the robust rule's, the control's, and the sweep.
+  const plan: DgcRun[] = [
     ...(opts.longer === false ? [] : [{ averaging: ROBUST_RULE, syncs: longerSyncs }]), ...averagings.map((averaging) => ({ averaging, syncs })),
-  ];
+  ].flatMap((x) => seeds.flatMap((seed) => (['dense', 'dgc'] as const).map((p) => onTest(p, x.averaging, x.syncs, seed))));
+  if (opts.sweep !== false) {
+    for (const seed of seeds) {
+      for (const sparsity of [null, ...VALIDATION_SPARSITIES]) {
+        plan.push({ payloads: sparsity === null ? 'dense' : 'dgc', averaging: ROBUST_RULE, seed, syncs, evalExamples, sparsity, split: 'validation' });
+      }
+    }
+  }
   let runs: DgcRunResult[];
   try {
-    runs = await Promise.all(plan.flatMap((x) => seeds.flatMap((seed) => (['dense', 'dgc'] as const).map(async (payloads) => {
-      const r = await pool.run({ run: { payloads, averaging: x.averaging, seed, syncs: x.syncs, evalExamples }, job: opts.job });
-      log(`dgc-robust ${payloads} by ${x.averaging} seed ${seed}, ${x.syncs} syncs: test ${(100 * r.testAccuracy).toFixed(2)}%, ` +
-        `${Math.round(r.bytesPerWorkerPerSync)} B/worker/sync, ${r.refusedHonest} refused, ${(r.wallMs / 1000).toFixed(1)} s`);
+    runs = await Promise.all(plan.map(async (run) => {
+      const r = await pool.run({ run, job: opts.job });
+      log(`dgc-robust ${run.payloads}${run.sparsity === null ? '' : ` ${run.sparsity}`} by ${run.averaging} seed ${run.seed}, ${run.syncs} syncs: `
+        + `${run.split} ${(100 * r.testAccuracy).toFixed(2)}%, ${Math.round(r.bytesPerWorkerPerSync)} B/worker/sync, ${r.refusedHonest} refused, ${(r.wallMs / 1000).toFixed(1)} s`);
       return r;
-    }))));
+    }));
   } finally {
     pool.close();
   }
   return summarizeDgc(opts, seeds, syncs, runs, performance.now() - t0);
 }
 
-export function summarizeDgc(opts: Pick<DgcRobustOptions, 'quick' | 'job'>, seeds: number[], syncs: number, runs: DgcRunResult[], wallMs: number): DgcRobustReport {
+const points = (dense: number, dgc: number) => Math.round((dense - dgc) * 1e4) / 100;
+
+/** The validation sweep: each candidate's median drop, and the sparsest within the goal (none: the densest). */
+export function sweepOf(seeds: number[], syncs: number, runs: DgcRunResult[]): ValidationSweep | null {
+  const swept = runs.filter((r) => r.split === 'validation');
+  if (!swept.length) return null;
+  const accuracies = (sparsity: number | null) => seeds.map((seed) => swept.find((r) => r.seed === seed && r.sparsity === sparsity)!.testAccuracy);
+  const dense = accuracies(null);
+  const candidates = VALIDATION_SPARSITIES.map((sparsity) => {
+    const perSeed = accuracies(sparsity);
+    return { sparsity, perSeed, median: median(perSeed), drop_pts: points(median(dense), median(perSeed)) };
+  });
+  const within = candidates.filter((c) => c.drop_pts <= DGC_ROBUST_GOAL_PTS).sort((a, b) => b.sparsity - a.sparsity);
+  const chosen = within.length ? within[0].sparsity : Math.min(...VALIDATION_SPARSITIES);
+  return { syncs, seeds, dense: { perSeed: dense, median: median(dense) }, candidates, rule: CHOICE_RULE, chosen, chosenIsDefault: chosen === DGC_SPARSITY };
+}
+
+export function summarizeDgc(opts: Pick<DgcRobustOptions, 'quick' | 'job'>, seeds: number[], syncs: number, all: DgcRunResult[], wallMs: number): DgcRobustReport {
+  const runs = all.filter((r) => r.split === 'test');
   const pair = (averaging: Averaging, length = syncs) => {
     const of = (p: Payloads, seed: number) => runs.find((r) => r.payloads === p && r.averaging === averaging && r.seed === seed && r.syncs === length)!;
     const perSeed = seeds.map((seed) => ({ seed, dense: of('dense', seed).testAccuracy, dgc: of('dgc', seed).testAccuracy }));
     const medians = { dense: median(perSeed.map((s) => s.dense)), dgc: median(perSeed.map((s) => s.dgc)) };
-    return { perSeed, medians, drop: Math.round((medians.dense - medians.dgc) * 1e4) / 100 };
+    return { perSeed, medians, drop: points(medians.dense, medians.dgc) };
   };
   const { perSeed, medians, drop } = pair(ROBUST_RULE);
   const control = runs.some((r) => r.averaging === 'mean') ? pair('mean') : null;
   const longerSyncs = runs.find((r) => r.syncs !== syncs)?.syncs;
   const longer = longerSyncs === undefined ? null : pair(ROBUST_RULE, longerSyncs);
   const bytes = (p: Payloads) => median(runs.filter((r) => r.payloads === p && r.averaging === ROBUST_RULE && r.syncs === syncs).map((r) => r.bytesPerWorkerPerSync));
+  const validation = sweepOf(seeds, syncs, all);
   return {
-    description: DESCRIPTION, quick: opts.quick, rule: ROBUST_RULE, workers: WORKERS, sparsity: DGC_SPARSITY, job: opts.job, seeds, syncs, runs, perSeed, medians,
+    description: DESCRIPTION, quick: opts.quick, rule: ROBUST_RULE, workers: WORKERS, sparsity: DGC_SPARSITY, job: opts.job, seeds, syncs, runs: all, perSeed, medians,
     spread: { dense: spread(perSeed.map((s) => s.dense)), dgc: spread(perSeed.map((s) => s.dgc)) },
     dgc_robust_accuracy_drop_pts: drop,
     meanControl: control && { perSeed: control.perSeed, medians: control.medians, dgc_mean_accuracy_drop_pts: control.drop },
     longer: longer && { syncs: longerSyncs!, perSeed: longer.perSeed, medians: longer.medians, dgc_robust_accuracy_drop_pts: longer.drop },
-    bytes_ratio: bytes('dgc') / bytes('dense'), goal: DGC_ROBUST_GOAL_PTS, met: drop <= DGC_ROBUST_GOAL_PTS, wallMs,
+    validation,
+    bytes_ratio: bytes('dgc') / bytes('dense'), goal: DGC_ROBUST_GOAL_PTS, met: drop <= DGC_ROBUST_GOAL_PTS && validation?.chosenIsDefault !== false, wallMs,
   };
 }

@@ -135,7 +135,9 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   assert.equal(s.group_capture_rate_within_random, r.capture.rate <= r.capture.randomRate + r.capture.ci95);
   assert.ok(r.capture.rejoins > 0, 'Sybils rejoined');
   assert.equal(s.dgc_robust_accuracy_drop_pts, r.dgc.dgc_robust_accuracy_drop_pts);
-  assert.equal(s.dgc_robust_accuracy_drop_goal_met, r.dgc.dgc_robust_accuracy_drop_pts <= r.dgc.goal);
+  assert.equal(s.dgc_robust_accuracy_drop_goal_met, r.dgc.dgc_robust_accuracy_drop_pts <= r.dgc.goal && r.dgc.validation.chosenIsDefault);
+  assert.equal(s.dgc_robust_sparsity, 0.98);
+  assert.equal(s.dgc_validation_chosen_sparsity, r.dgc.validation.chosen);
   assert.ok(Math.abs(r.dgc.dgc_robust_accuracy_drop_pts - 100 * (r.dgc.medians.dense - r.dgc.medians.dgc)) < 1e-9);
 });
 

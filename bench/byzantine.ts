@@ -182,7 +182,8 @@ const fullSummary = (cells: SummaryCells, overhead: OverheadReport, verification
     group_capture_rate: capture.rate, group_capture_rate_random: capture.randomRate, group_capture_rate_random_ci95: capture.ci95,
     group_capture_rate_binomial: capture.binomialRate, group_capture_rate_within_random: capture.withinRandom,
   } : {}),
-  ...(dgc ? { dgc_robust_accuracy_drop_pts: dgc.dgc_robust_accuracy_drop_pts, dgc_robust_accuracy_drop_goal_met: dgc.met } : {}),
+  ...(dgc ? { dgc_robust_accuracy_drop_pts: dgc.dgc_robust_accuracy_drop_pts, dgc_robust_accuracy_drop_goal_met: dgc.met, dgc_robust_sparsity: dgc.sparsity } : {}),
+  ...(dgc?.validation ? { dgc_validation_chosen_sparsity: dgc.validation.chosen } : {}),
   ...(dgc?.longer ? { [`dgc_robust_accuracy_drop_pts_${dgc.longer.syncs}_syncs`]: dgc.longer.dgc_robust_accuracy_drop_pts } : {}),
 });
 

@@ -32,7 +32,7 @@ export function formDefaults(c: FormChoices): Record<string, string> {
   const trust = oneOf(TRUST_LEVELS, c.trust, 'untrusted');
   const batchSize = Number(c.hyperparameters?.batchSize);
   const schema = jobSpecSchema.parse({ ...PROBE, trust });
-  const d = defaultsFor(strategy, compression, preset);
+  const d = defaultsFor(strategy, compression, preset, trust);
   const count = (v: unknown) => (typeof v === 'number' ? v : undefined);
   const overlapSteps = count(c.overlapSteps) ?? schema.overlapSteps;
   const pacing = defaultPacing({
