@@ -84,6 +84,8 @@ export class ModelEngine {
   private scratch: Storage | null = null;
   /** Examples per forward/backward pass; a step accumulates passes up to the batch (see planMemory). */
   microBatch: number;
+  /** Most examples in one evaluation batch: what the memory plan found a pass holds (none: unbounded). */
+  private evalBatchLimit = Infinity;
   private readonly clock: Clock;
 
   constructor(
@@ -171,8 +173,9 @@ export class ModelEngine {
     return plan;
   }
 
-  useMemoryPlan(plan: { microBatch: number; recompute: boolean }): void {
+  useMemoryPlan(plan: { microBatch: number; recompute: boolean; maxExamples?: number }): void {
     this.microBatch = plan.microBatch;
+    this.evalBatchLimit = Math.max(1, plan.maxExamples ?? plan.microBatch);
     if (this.model.recompute !== undefined) this.model.recompute = plan.recompute;
   }
 
@@ -344,7 +347,8 @@ export class ModelEngine {
   async evaluate(limit = Infinity, batchSize = 500, on: Dataset = this.opts.test): Promise<{ accuracy: number; loss: number; count: number }> {
     const test = on;
     const view: Dataset = limit < test.count ? { ...test, count: limit } : test;
-    return evaluate(this.model, sequentialBatches(view, batchSize));
+    // In batches the memory plan allows: 500 sequences of a GPT are far more than a tab's budget holds.
+    return evaluate(this.model, sequentialBatches(view, Math.min(batchSize, this.evalBatchLimit)));
   }
 
   /** The parameters (or `params`, a model of the same layout) as safetensors, with `extra` flat tensors beside them (a strategy's global state). */

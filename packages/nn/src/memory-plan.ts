@@ -27,6 +27,12 @@ export interface MemoryPlan {
   passes: number;
   /** Predicted peak bytes of one pass at this micro-batch. */
   predictedPeakBytes: number;
+  /**
+   * The most examples one pass of this plan's mode holds within the budget (Infinity where nothing was
+   * measured): evaluation's batch, as a forward without gradients holds no more an example than a
+   * gradient pass (with recompute on, the GPT's forward keeps one block's activations either way).
+   */
+  maxExamples: number;
   budgetBytes: number;
   bindingBytes: number;
   reason: string;
@@ -117,6 +123,7 @@ export async function planMemory(model: Model, batchSize: number, sample: (n: nu
       recompute: fit.recompute,
       passes: Math.ceil(batchSize / microBatch),
       predictedPeakBytes: fit.peakAt(microBatch),
+      maxExamples: fit.examples,
       budgetBytes: opts.budgetBytes,
       bindingBytes: binding,
       reason,
@@ -134,7 +141,7 @@ export async function planMemory(model: Model, batchSize: number, sample: (n: nu
 }
 
 function wholeBatch(batchSize: number, recompute: boolean, reason: string): MemoryPlan {
-  return { microBatch: batchSize, recompute, passes: 1, predictedPeakBytes: NaN, budgetBytes: Infinity, bindingBytes: Infinity, reason, probes: [] };
+  return { microBatch: batchSize, recompute, passes: 1, predictedPeakBytes: NaN, maxExamples: Infinity, budgetBytes: Infinity, bindingBytes: Infinity, reason, probes: [] };
 }
 
 function bindingLimitOf(model: Model): number {
