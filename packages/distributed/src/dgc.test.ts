@@ -443,6 +443,23 @@ test('WebGPU: one submit and one readback per compress call, 4 dispatches (6 wit
   gpu.release(g);
 });
 
+test('the compressor holds its buffers from construction: compressing through the warm-up allocates no more (a memory plan made after counts them)', async () => {
+  const L = 50_000;
+  const g = gpu.upload(values(new Rng(4), L, 'normal'));
+  const live = gpu.memory().liveBytes;
+  const c = new DgcCompressor(gpu, L, cfg({ finalSparsity: 0.98, warmupSteps: 8 }));
+  const held = gpu.memory().liveBytes - live;
+  // The accumulator, and the result buffer at the first sync's selection (75%: a quarter of L, doubled as capacity, two words a pair).
+  assert.ok(held >= 4 * L + 4 * L, `the compressor holds ${held} B from construction`);
+  for (let step = 0; step < 12; step++) {
+    await c.compress(g, step);
+    // Before: the result buffer was allocated at the first compress.
+    assert.equal(gpu.memory().liveBytes - live, held, `step ${step}, sparsity ${sparsityAt(step, c.cfg)}`);
+  }
+  c.dispose();
+  gpu.release(g);
+});
+
 test('reset zeroes the state; compress validates its input', async () => {
   for (const [name, be] of BACKENDS) {
     const L = 1000;

@@ -111,6 +111,9 @@ export class DgcCompressor {
     this.v = backend.alloc(length, 'f32');
     this.u = backend.alloc(cfg.momentum !== 0 ? length : 1, 'f32');
     this.sumSq = cfg.clipNorm > 0 ? backend.alloc(1, 'f32') : null;
+    // The result buffer at the schedule's largest selection (its first sync), now: a memory plan made
+    // after the compressor counts it. It grows past that only when a selection falls back to more.
+    this.ensureOut(this.plan(topKCount(length, sparsityAt(0, cfg))).capacity);
     this.reset();
   }
 

@@ -336,11 +336,16 @@ export class ModelEngine {
     this.model.store.writeFlat(values);
   }
 
+  /** Allocates the scratch buffer uploadScratch writes to now (a memory plan made after counts it). */
+  reserveScratch(): void {
+    this.scratch ??= this.backend.alloc(this.length, 'f32');
+  }
+
   /** A GPU vector for compressing host data (parameter deltas), reused across calls. */
   uploadScratch(values: Float32Array): Storage {
-    if (!this.scratch) this.scratch = this.backend.alloc(this.length, 'f32');
-    this.backend.write(this.scratch, values);
-    return this.scratch;
+    this.reserveScratch();
+    this.backend.write(this.scratch!, values);
+    return this.scratch!;
   }
 
   /** Accuracy and loss of the current parameters on the test set, or `on` (at most `limit` examples). */

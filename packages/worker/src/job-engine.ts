@@ -125,8 +125,10 @@ export class JobEngine {
       preset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
       train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index, slowdown: this.opts.slowdown, clock: this.opts.clock,
     });
-    const memory = await engine.planMemory(spec.recompute);
     const targetSteps = targetStepsOf(spec);
+    // What the job holds beside its steps is allocated before they are planned, so the planner's probes
+    // count it: DGC's accumulator (and DDP's momentum), and the scratch buffer a host-side delta is
+    // compressed from (LocalSGD, DiLoCo). Planned first, a GPT's step used the room these took later.
     const compressor = spec.compression === 'dgc'
       ? new DgcCompressor(this.backend, engine.length, {
           momentum: spec.strategy === 'ddp' ? spec.hyperparameters.momentum : 0,
@@ -136,6 +138,8 @@ export class JobEngine {
           warmupSteps: defaultWarmupSyncs(Math.ceil(targetSteps / (spec.strategy === 'ddp' ? 1 : spec.H))),
         })
       : undefined;
+    if (compressor && spec.strategy !== 'ddp') engine.reserveScratch();
+    const memory = await engine.planMemory(spec.recompute);
     const streaming = isStreaming(spec)
       ? { fragments: modelFragments(layoutOf(spec), spec.fragments), overlapSteps: spec.overlapSteps, mixing: spec.fragmentMixing }
       : undefined;
