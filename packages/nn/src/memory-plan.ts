@@ -94,6 +94,29 @@ function fitOf(one: MemoryProbe, two: MemoryProbe, budget: number, binding: numb
 }
 
 /**
+ * The fit is a line through probes of 1 and 2 examples, but the pool rounds each buffer up (a power of
+ * two below 1 MiB, GpuRuntime.bucket), so a pass of 3, 5 or 6 examples can hold up to about twice what
+ * the line says. The size a plan would use (the batch, or the most the line fits) is probed too, and
+ * stepped down until a probe fits the budget's usable share.
+ */
+async function probeOwnSize(model: Model, sample: (n: number) => Batch, fit: Fit, batchSize: number, budget: number, probes: MemoryProbe[]): Promise<void> {
+  if (!Number.isFinite(budget)) return;
+  let examples = Math.min(fit.examples, batchSize);
+  while (examples > 2) {
+    const probe = (await probeMemory(model, sample(examples), fit.recompute))!;
+    probes.push(probe);
+    if (probe.peakBytes <= budget * HEADROOM) {
+      const line = fit.peakAt;
+      fit.peakAt = (n) => (n === examples ? probe.peakBytes : line(n));
+      break;
+    }
+    // At least one fewer; more when the probe overshot by more.
+    examples = Math.min(examples - 1, Math.floor((examples * budget * HEADROOM) / probe.peakBytes));
+  }
+  if (examples < Math.min(fit.examples, batchSize)) fit.examples = examples;
+}
+
+/**
  * The plan for a job batch of `batchSize` (`sample(n)` gives n examples to probe with). Policy: the
  * whole batch in one pass without recompute if it fits; else in one pass with recompute (about one
  * more forward of compute); else micro-batches accumulated, without recompute while one example fits,
@@ -113,6 +136,7 @@ export async function planMemory(model: Model, batchSize: number, sample: (n: nu
     probes.push(one, ...(two !== one ? [two!] : []));
     fits.push(two === one ? { recompute, examples: one.peakBytes <= opts.budgetBytes * HEADROOM ? 1 : 0, peakAt: () => one.peakBytes } : fitOf(one, two!, opts.budgetBytes, binding));
   }
+  for (const fit of fits) await probeOwnSize(model, sample, fit, batchSize, opts.budgetBytes, probes);
   const plain = fits.find((f) => !f.recompute);
   const recomputed = fits.find((f) => f.recompute);
   const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;

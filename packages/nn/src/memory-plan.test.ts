@@ -1,0 +1,42 @@
+// The planner's micro-batch fits its budget as measured, not only on its line (WebGPU on SwiftShader).
+// The line through probes of 1 and 2 examples does not see the pool rounding each buffer up to a power
+// of two below 1 MiB, so a micro-batch of 3, 5, 6 or 7 can hold more than the line says; the planner
+// probes the size it would use and steps down. Before, some budgets here gave a plan whose pass ran
+// past the budget's usable share (and a tab ran out of memory mid-job).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Rng } from '@tabfleet/protocol';
+import { createNodeGpuBackend } from '@tabfleet/tensor/node';
+import { createModel, type GptPreset } from './models/index';
+import { planMemory, probeMemory } from './memory-plan';
+import type { Batch } from './train';
+
+const PRESET: GptPreset = { kind: 'gpt', vocab: 64, context: 24, width: 48, heads: 2, layers: 2 };
+const BATCH = 16;
+/** The share of the budget a plan may fill (memory-plan.ts's HEADROOM). */
+const USABLE = 0.85;
+
+function tokens(size: number): Batch {
+  const rng = new Rng(size);
+  const n = size * PRESET.context;
+  return { x: Int32Array.from({ length: n }, () => rng.int(PRESET.vocab)), y: Int32Array.from({ length: n }, () => rng.int(PRESET.vocab)), size };
+}
+
+test('for budgets between one example\'s pass and the whole batch\'s, the planned micro-batch measures within the usable share', { timeout: 300_000 }, async () => {
+  const be = await createNodeGpuBackend();
+  const model = createModel(PRESET, be, 1);
+  const [one, all] = [(await probeMemory(model, tokens(1), false))!, (await probeMemory(model, tokens(BATCH), false))!];
+  const missed: string[] = [];
+  const sizes = new Set<number>();
+  for (let i = 1; i <= 12; i++) {
+    const budget = (one.peakBytes + ((all.peakBytes - one.peakBytes) * i) / 12) / USABLE;
+    be.rt.memoryBudgetBytes = budget;
+    const plan = await planMemory(model, BATCH, tokens, { budgetBytes: budget, mode: 'off' });
+    be.rt.memoryBudgetBytes = Infinity;
+    sizes.add(plan.microBatch);
+    const measured = (await probeMemory(model, tokens(plan.microBatch), false))!;
+    if (measured.peakBytes > USABLE * budget) missed.push(`budget ${Math.round(budget)} B: micro-batch ${plan.microBatch} peaks at ${measured.peakBytes} B`);
+  }
+  assert.deepEqual(missed, []);
+  assert.ok(sizes.size >= 5, `the budgets span several micro-batches: ${[...sizes]}`);
+});
