@@ -9,7 +9,7 @@
 // Token ids are seeded random bytes: memory and time do not depend on the text.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { createModel, createOptimizer, planMemory, probeMemory, recordTrainStep, type Batch, type GptPreset, type Model } from '@tabfleet/nn';
+import { createModel, createOptimizer, HEADROOM, planMemory, probeMemory, recordTrainStep, type Batch, type GptPreset, type Model } from '@tabfleet/nn';
 import { Rng } from '@tabfleet/protocol';
 import { dispose } from '@tabfleet/tensor';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
@@ -112,11 +112,11 @@ export async function run(opts: BenchOptions): Promise<void> {
     refusal = (e as Error).message;
   }
   log(`batch ${withRecompute.batch} without recompute: ${refusal}`);
-  // The planner, for the first batch that does not fit without recompute. Not the largest with it: that
-  // one fills the whole budget, where the planner keeps 15% back (memory-plan.ts's HEADROOM), so it
-  // would split it into micro-batches instead (as it did once backward freed gradients early).
+  // The planner, for the first batch that does not fit without recompute. It fills only HEADROOM of
+  // its budget (and measures the size it picks), so it is given the budget whose usable share is the
+  // one the batches above were measured against: there the batch fits only with recompute.
   const planBatch = without.batch + 1;
-  const plan = await planMemory(smallModel, planBatch, (n) => tokens(cfg.gpt, n, 5), { budgetBytes: cfg.budgetMiB * 2 ** 20, mode: 'auto' });
+  const plan = await planMemory(smallModel, planBatch, (n) => tokens(cfg.gpt, n, 5), { budgetBytes: (cfg.budgetMiB * 2 ** 20) / HEADROOM, mode: 'auto' });
   log(`planMemory for a job batch of ${planBatch}: micro-batch ${plan.microBatch}, recompute ${plan.recompute} (${plan.reason})`);
 
   // 3. GPT-2 small (a toy GPT over its vocabulary in the quick run), with recompute.
@@ -139,7 +139,7 @@ export async function run(opts: BenchOptions): Promise<void> {
       withoutRecompute: without,
       withRecompute,
       largestWithRecomputeRunWithout: refusal,
-      plan: { batch: planBatch, microBatch: plan.microBatch, recompute: plan.recompute, passes: plan.passes, reason: plan.reason, predictedPeakBytes: plan.predictedPeakBytes },
+      plan: { batch: planBatch, budgetBytes: plan.budgetBytes, microBatch: plan.microBatch, recompute: plan.recompute, passes: plan.passes, reason: plan.reason, predictedPeakBytes: plan.predictedPeakBytes },
     },
     gpt2Small: gpt2,
     summary: {

@@ -8,13 +8,13 @@ import assert from 'node:assert/strict';
 import { Rng } from '@tabfleet/protocol';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { createModel, type GptPreset } from './models/index';
-import { planMemory, probeMemory } from './memory-plan';
+import { HEADROOM, planMemory, probeMemory } from './memory-plan';
 import type { Batch } from './train';
 
 const PRESET: GptPreset = { kind: 'gpt', vocab: 64, context: 24, width: 48, heads: 2, layers: 2 };
 const BATCH = 16;
-/** The share of the budget a plan may fill (memory-plan.ts's HEADROOM). */
-const USABLE = 0.85;
+/** The share of the budget a plan may fill. */
+const USABLE = HEADROOM;
 
 function tokens(size: number): Batch {
   const rng = new Rng(size);

@@ -49,7 +49,7 @@ export function defaultGpuMemoryBytes(deviceMemoryGiB: number | undefined): numb
 }
 
 /** The share of the budget a plan may fill: the estimate is linear (a line through two probes), and pool buckets round sizes up. */
-const HEADROOM = 0.85;
+export const HEADROOM = 0.85;
 
 /** Measures one gradient pass (no optimizer step) of `batch` on the model's backend. */
 export async function probeMemory(model: Model, batch: Batch, recompute: boolean): Promise<MemoryProbe | null> {
@@ -110,8 +110,10 @@ async function probeOwnSize(model: Model, sample: (n: number) => Batch, fit: Fit
       fit.peakAt = (n) => (n === examples ? probe.peakBytes : line(n));
       break;
     }
-    // At least one fewer; more when the probe overshot by more.
-    examples = Math.min(examples - 1, Math.floor((examples * budget * HEADROOM) / probe.peakBytes));
+    // At least one fewer, more when the probe overshot by more (half when it ran out), never under the
+    // 2 examples the line passes through exactly.
+    const scaled = Number.isFinite(probe.peakBytes) ? Math.floor((examples * budget * HEADROOM) / probe.peakBytes) : Math.floor(examples / 2);
+    examples = Math.max(2, Math.min(examples - 1, scaled));
   }
   if (examples < Math.min(fit.examples, batchSize)) fit.examples = examples;
 }
