@@ -1,7 +1,7 @@
 // DGC under the robust rule (issue 37's `dgc_robust_accuracy_drop_pts`): the byzantine benchmark's
 // 16 LocalSGD workers of the Fashion-MNIST MLP, no attackers, averaged in ONE untrusted group of 16
-// by CenteredClip, once with dense f32 deltas and once with DGC-sparse ones (the job's defaults:
-// 1% of each delta sent, error feedback, the sparsity warm-up), over the same seeds. The drop is the
+// by CenteredClip, once with dense f32 deltas and once with DGC-sparse ones (an untrusted job's
+// defaults: 2% of each delta sent, error feedback, the sparsity warm-up), over the same seeds. The drop is the
 // dense runs' median test accuracy less the DGC runs', in points; its goal (0.5) was set before any run.
 //
 // One group of 16, not Moshpit groups: protocol's jobs.ts refuses DGC with groupSize (a sparse delta

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Rng } from '@tabfleet/protocol';
 import type { Dataset } from '@tabfleet/data';
-import type { GptPreset } from '@tabfleet/nn';
+import { HEADROOM, type GptPreset } from '@tabfleet/nn';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { ModelEngine } from './engine';
 
@@ -37,7 +37,7 @@ test('evaluation takes batches the memory plan allows, so a tab whose step fits 
   const evalPeak = be.memory().peakBytes;
   // A budget whose planned share holds a pass of 12 examples: the batch of 8 in one pass, 500 windows far from it.
   const [one, two] = whole.probes.map((p) => p.peakBytes);
-  const budget = (one + 11 * (two - one)) / 0.85;
+  const budget = (one + 11 * (two - one)) / HEADROOM;
   assert.ok(budget < evalPeak / 4, `the budget ${budget} B must be well below the 500-window evaluation's peak ${evalPeak} B for this test to mean anything`);
   be.rt.memoryBudgetBytes = budget;
   try {

@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { jobSpecSchema, type Assignment } from '@tabfleet/protocol';
+import { HEADROOM } from '@tabfleet/nn';
 import { createNodeGpuBackend } from '@tabfleet/tensor/node';
 import { JobEngine } from './job-engine';
 
@@ -25,13 +26,13 @@ test('a DiLoCo + DGC job plans its steps around the DGC buffers, and its first s
   // What the plain batch of 8 peaks at without DGC's buffers: the old plan's whole-batch threshold.
   const unbounded = await new JobEngine(await createNodeGpuBackend()).setup(job('none'), NO_SERVER);
   assert.equal(unbounded.memory.microBatch, 8);
-  const budget = unbounded.memory.predictedPeakBytes / 0.85 + 1024;
+  const budget = unbounded.memory.predictedPeakBytes / HEADROOM + 1024;
   const be = await createNodeGpuBackend({ memoryBudgetBytes: budget });
   const engine = new JobEngine(be);
   const info = await engine.setup(job('dgc'), NO_SERVER);
   // The old order planned the whole batch in one pass here (the buffers were not live yet).
   assert.ok(info.memory.microBatch < 8, `${info.memory.reason}: micro-batch ${info.memory.microBatch}`);
-  assert.ok(info.memory.predictedPeakBytes <= 0.85 * budget, `predicted ${info.memory.predictedPeakBytes} B`);
+  assert.ok(info.memory.predictedPeakBytes <= HEADROOM * budget, `predicted ${info.memory.predictedPeakBytes} B`);
   await engine.loadModel(null, 0);
   // A sync's local work and its DGC payload. Before: GpuOutOfMemoryError past the budget.
   for (let sync = 0; sync < 2; sync++) {
