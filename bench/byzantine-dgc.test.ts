@@ -52,7 +52,8 @@ test('quick DGC-under-centered-clip runs: dense and DGC deltas in one group of 1
 
 test('the summary takes medians over seeds, the drop in points, and meets the goal at or below it', () => {
   const run = (payloads: 'dense' | 'dgc', seed: number, testAccuracy: number, bytes: number): DgcRunResult => ({
-    payloads, averaging: 'centered-clip', seed, syncs: 12, evalExamples: null, sparsity: payloads === 'dgc' ? 0.98 : null, split: 'test', steps: 96, testAccuracy, testLoss: 0.5, testCount: 10_000, refusedHonest: 0, bytesPerWorkerPerSync: bytes, wallMs: 1,
+    payloads, averaging: 'centered-clip', seed, syncs: 12, evalExamples: null, sparsity: payloads === 'dgc' ? 0.98 : null, split: 'test', steps: 96,
+    testAccuracy, testLoss: 0.5, testCount: 10_000, refusedHonest: 0, bytesPerWorkerPerSync: bytes, wallMs: 1,
   });
   const runs = [run('dense', 1, 0.83, 100), run('dense', 2, 0.831, 100), run('dense', 3, 0.9, 100), run('dgc', 1, 0.825, 20), run('dgc', 2, 0.82, 30), run('dgc', 3, 0.5, 10)];
   const { job } = jobSettings(true);

@@ -139,7 +139,10 @@ export async function run(opts: BenchOptions): Promise<void> {
       withoutRecompute: without,
       withRecompute,
       largestWithRecomputeRunWithout: refusal,
-      plan: { batch: planBatch, budgetBytes: plan.budgetBytes, microBatch: plan.microBatch, recompute: plan.recompute, passes: plan.passes, reason: plan.reason, predictedPeakBytes: plan.predictedPeakBytes },
+      plan: {
+        batch: planBatch, budgetBytes: plan.budgetBytes, microBatch: plan.microBatch, recompute: plan.recompute, passes: plan.passes, reason: plan.reason,
+        predictedPeakBytes: plan.predictedPeakBytes,
+      },
     },
     gpt2Small: gpt2,
     summary: {
