@@ -233,7 +233,7 @@ export const jobSpecFieldsSchema = z
     H: z.number().int().min(1).max(10_000).default(1),
     compression: z.enum(COMPRESSIONS).default('none'),
     /** Final DGC sparsity (fraction of entries not sent); default from `defaultsFor`. */
-    sparsity: finite.min(0).max(0.9999).optional().describe('DGC only; default 0.999 for ddp, 0.99 otherwise'),
+    sparsity: finite.min(0).max(0.9999).optional().describe('DGC only; default 0.999 for ddp, else 0.98 in an untrusted job and 0.99 in a trusted one'),
     /**
      * Streaming DiLoCo (docs/protocol.md): the model cut into this many fragments, strided across its
      * blocks; each sync carries one of them in turn, so each fragment syncs every fragments × H steps
