@@ -96,7 +96,9 @@ test('two Sybils on two networks forging an evaluation: without standing their m
   const summary = (await server.api(`/api/jobs/${job.id}`)).body.job;
   // The old code ended the job "reached target accuracy" at sync 1, stored a checkpoint of 1e30s and evicted the honest evaluator.
   assert.equal(summary.state, 'done');
-  assert.match(endReason(honest) ?? '', /reached 4 steps; the evaluators of sync 4 did not agree on its model/);
+  // The job's last sync: the job is paced (untrusted: auto), so on a busy machine a sync may take two
+  // steps and the 4th step come with sync 3 (fc11 of 1dcaa4b: "the evaluators of sync 3 …").
+  assert.match(endReason(honest) ?? '', /reached 4 steps; the evaluators of sync \d+ did not agree on its model/);
   assert.equal(summary.latestCheckpoint, null, 'no checkpoint without an agreed model');
   assert.ok(server.metrics.get('evaluations_unvouched') >= 1);
 });
