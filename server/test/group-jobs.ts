@@ -1,13 +1,14 @@
 // Helpers of the group-round tests (untrusted jobs through the real server with simulated volunteers).
 import { after, afterEach, before } from 'node:test';
 import type { SimOptions, SimVolunteer } from '../src/testing/sim-volunteer';
+import type { ServerOptions } from '../src/app';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
 
-/** A test server for this file's tests (10 s round, barrier and load timeouts), with no job left running between tests. */
-export function testServerPerFile(): () => TestServer {
+/** A test server for this file's tests (10 s round, barrier and load timeouts, then `opts`), with no job left running between tests. */
+export function testServerPerFile(opts: ServerOptions = {}): () => TestServer {
   let server: TestServer;
   before(async () => {
-    server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 } });
+    server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 }, ...opts });
   });
   after(() => server.stop());
   afterEach(() => server.stopJobs());

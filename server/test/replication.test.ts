@@ -7,7 +7,10 @@ import type { ReplicaTask, WorkerRow } from '@tabfleet/protocol';
 import { waitFor, type SimOptions, type SimVolunteer } from '../src/testing/sim-volunteer';
 import { testServerPerFile } from './group-jobs';
 
-const testServer = testServerPerFile();
+// A unit at every sync where none is open. At the default rates the honest members leave probation
+// within a few syncs (group validation confirms them), and then a unit holding the faulty member came
+// once in ~40 syncs: CI once waited 90 s for one.
+const testServer = testServerPerFile({ replicationRate: { probation: 1, trusted: 1 } });
 
 async function job(members: Partial<SimOptions>[], spec: object = {}) {
   const created = await testServer().createJob({ minWorkers: members.length, maxWorkers: members.length, H: 2, targetSteps: 1000, ...spec });
