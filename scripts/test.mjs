@@ -1,7 +1,7 @@
 // `npm test`: type-check, then every *.test.ts through Node's test runner. Browser tests inside it
 // share one headless Chromium, launched here and reached through TABFLEET_BROWSER_WS.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, dirname, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -30,7 +30,6 @@ const tsc = spawnSync('npx', ['tsc', '--noEmit', '-p', 'tsconfig.json'], { cwd: 
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 
 const { launchSharedBrowser } = await import('@tabfleet/headless/chromium');
-const browser = await launchSharedBrowser();
 console.log(`[test] running ${files.length} test files`);
 // Asynchronous on purpose: the shared browser's WebSocket is served from this process's event loop,
 // so a blocking spawnSync would hang every browser test.
@@ -50,7 +49,11 @@ const RUN_LIMIT_MS = Number(process.env.TABFLEET_TEST_RUN_LIMIT_MS ?? 75 * 60_00
 // one block when it ends, so no two TAP streams are cut into each other.
 const inBrowserGroup = (f) => f.startsWith('e2e/') || f.startsWith('bench/');
 const queues = [files.filter(inBrowserGroup), files.filter((f) => !inBrowserGroup(f))];
+// One browser per lane: pages of two files in one browser share its GPU process, and with SwiftShader
+// each file's WebGPU work then waited behind the other's (two e2e files side by side in one browser took
+// 171 s and 315 s, where alone they take about 60 s and 170 s).
 const lanes = [[queues[0]], [queues[1], queues[0]]];
+const browsers = await Promise.all(lanes.map(() => launchSharedBrowser()));
 const running = new Map();
 const totals = { files: 0, pass: 0, fail: 0, failed: [] };
 const count = (text, key) => [...text.matchAll(new RegExp(`^# ${key} (\\d+)$`, 'gm'))].reduce((n, m) => n + Number(m[1]), 0);
@@ -61,7 +64,22 @@ function printBlock(file, output, line) {
   process.stdout.write(`[test] ${line}\n`);
 }
 
-function runFile(file) {
+// The machine's busy CPU seconds while a file ran, shared among the files running then: what a file
+// costs the suite (its own wall time says more about its neighbour). From /proc/stat, so Linux only.
+const CLOCK_TICKS = 100;
+const busyTicks = () => {
+  const [, ...t] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+  return t.reduce((a, b) => a + b, 0) - t[3] - t[4];
+};
+const cpuSeconds = new Map();
+let lastBusy = existsSync('/proc/stat') ? busyTicks() : null;
+const cpuSampler = lastBusy === null ? null : setInterval(() => {
+  const now = busyTicks();
+  for (const file of running.keys()) cpuSeconds.set(file, (cpuSeconds.get(file) ?? 0) + (now - lastBusy) / CLOCK_TICKS / running.size);
+  lastBusy = now;
+}, 1000);
+
+function runFile(file, browser) {
   const child = spawn(process.execPath, ['--import', 'tsx', '--test', `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', file], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -82,14 +100,15 @@ function runFile(file) {
     totals.pass += pass;
     totals.fail += fail;
     if (code !== 0 || fail > 0) totals.failed.push(file);
-    printBlock(file, output, `${file}: ${pass} passed, ${fail} failed in ${((Date.now() - started) / 1000).toFixed(0)} s, exit code ${code} (${totals.files}/${files.length} files)`);
+    const cpu = cpuSeconds.has(file) ? `, ~${cpuSeconds.get(file).toFixed(0)} CPU s` : '';
+    printBlock(file, output, `${file}: ${pass} passed, ${fail} failed in ${((Date.now() - started) / 1000).toFixed(0)} s${cpu}, exit code ${code} (${totals.files}/${files.length} files)`);
     resolve();
   }));
 }
 
 let stopped = false;
-async function runLane(lane) {
-  for (const queue of lane) while (queue.length && !stopped) await runFile(queue.shift());
+async function runLane(lane, i) {
+  for (const queue of lane) while (queue.length && !stopped) await runFile(queue.shift(), browsers[i]);
 }
 
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => {
@@ -104,8 +123,12 @@ const watchdog = setTimeout(() => {
 const started = Date.now();
 await Promise.all(lanes.map(runLane));
 clearTimeout(watchdog);
+clearInterval(cpuSampler);
+const costliest = [...cpuSeconds].sort((a, b) => b[1] - a[1]).slice(0, 15);
+const costRows = costliest.map(([f, s]) => `[test]   ${s.toFixed(0).padStart(5)}  ${f}`);
+if (costliest.length) console.log(`\n[test] the costliest files, in CPU seconds shared among the files running at once:\n${costRows.join('\n')}`);
 const code = totals.failed.length ? 1 : 0;
 console.log(`\n[test] ${totals.files} test files, ${totals.pass} tests passed, ${totals.fail} failed, in ${((Date.now() - started) / 60_000).toFixed(1)} min, exit code ${code}`);
 if (totals.failed.length) console.log(`[test] failed: ${totals.failed.join(', ')}`);
-await browser.close();
+await Promise.all(browsers.map((b) => b.close()));
 process.exit(code);
