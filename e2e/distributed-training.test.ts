@@ -1,6 +1,8 @@
 // Four workers of one job in a Chromium page (WebGPU), synced by ring collectives on the in-memory
-// transport, train the Fashion-MNIST MLP: LocalSGD and DiLoCo each reach 85% test accuracy, and DDP
-// with DGC at 99.9% sparsity ends within a point of dense DDP (same momentum) at the same steps.
+// transport, train the Fashion-MNIST MLP: LocalSGD and DiLoCo each reach 83% test accuracy in half an
+// epoch, and DDP with DGC at 99.9% sparsity ends within a point of dense DDP (same momentum) at the same
+// steps. Scaled for the suite's time (512 steps measured 85.71% and 85.91% on the 10k test set;
+// 2k-example evaluations at 256 steps 85.15% and 85.50%); bench/results/convergence.json has full runs.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { defaultWarmupSyncs, type ConvergenceConfig, type ConvergenceResult } from '@tabfleet/distributed';
@@ -19,7 +21,7 @@ after(async () => {
 });
 
 const sgd = { kind: 'sgd' as const, lr: 0.05, momentum: 0.9, nesterov: true };
-const base = { workers: 4, batchSize: 32, evalEvery: 64, evalExamples: 2000 };
+const base = { workers: 4, batchSize: 32, evalEvery: 128, evalExamples: 2000 };
 
 function run(cfg: ConvergenceConfig): Promise<ConvergenceResult & { adapter: string }> {
   return tab.page.evaluate((c) => window.tabfleetDistributed.run(c), cfg);
@@ -30,18 +32,18 @@ function summary(r: ConvergenceResult): string {
     `per worker, ${(r.wallMs / 1000).toFixed(1)} s`;
 }
 
-test('localsgd (H = 8) trains the MLP to ≥ 85%', { timeout: 15 * 60_000 }, async () => {
-  const r = await run({ ...base, strategy: 'localsgd', compression: 'none', H: 8, optimizer: sgd, maxSteps: 512 });
+test('localsgd (H = 8) trains the MLP to ≥ 83% in 256 steps', { timeout: 15 * 60_000 }, async () => {
+  const r = await run({ ...base, strategy: 'localsgd', compression: 'none', H: 8, optimizer: sgd, maxSteps: 256 });
   console.log(summary(r));
   assert.equal(r.testCount, 10_000);
-  assert.ok(r.finalAccuracy >= 0.85, summary(r));
+  assert.ok(r.finalAccuracy >= 0.83, summary(r));
   assert.deepEqual(tab.errors, []);
 });
 
-test('diloco (H = 16, inner AdamW, outer Nesterov) trains the MLP to ≥ 85%', { timeout: 15 * 60_000 }, async () => {
-  const r = await run({ ...base, strategy: 'diloco', compression: 'none', H: 16, optimizer: { kind: 'adamw', lr: 1e-3 }, maxSteps: 512 });
+test('diloco (H = 16, inner AdamW, outer Nesterov) trains the MLP to ≥ 83% in 256 steps', { timeout: 15 * 60_000 }, async () => {
+  const r = await run({ ...base, strategy: 'diloco', compression: 'none', H: 16, optimizer: { kind: 'adamw', lr: 1e-3 }, maxSteps: 256 });
   console.log(summary(r));
-  assert.ok(r.finalAccuracy >= 0.85, summary(r));
+  assert.ok(r.finalAccuracy >= 0.83, summary(r));
 });
 
 
