@@ -16,10 +16,11 @@ const TABS = 8;
 const GROUP_SIZE = 4;
 const SCALE = 100;
 /** The accuracy a run reaches: the mean of its evaluations at this step and later. */
-const REACHED_FROM_STEP = 200;
+const REACHED_FROM_STEP = 160;
 /** A group's checks name it: its owners' screening ("its contributions to round N were refused by most owners") or the digests ("round N: …"). */
 const REMOVED_FOR_WHAT_IT_SENT = /^(round \d+: |its contributions to round \d+ were refused)/;
-// Fixed H, so both runs take the same syncs: 40 of 8 steps. The last sync is evaluated (a multiple
+// Fixed H, so both runs take the same syncs: 30 of 8 steps (40 before the suite had to fit 30 minutes;
+// the two runs were 13 of its 55). The last sync is evaluated (a multiple
 // of evalEverySteps) on the whole test set, 10,000 images. Accuracy follows the syncs more than the
 // steps (H 20: 82.7% at 200 steps, H 32: 83.2% at 320, H 8: 84.1-84.6% at 200), and at 25 syncs the
 // attacked run (7 members; the attacker's group fails each sync it comes back to) ended 0.1-0.9
@@ -28,10 +29,10 @@ const REMOVED_FOR_WHAT_IT_SENT = /^(round \d+: |its contributions to round \d+ w
 // 0.88 below). Clean runs alone differed by up to a point: each sync's groups come from the server's
 // own randomness, and the evaluated model is one group's. So the job without the attacker is its
 // seven honest tabs (the attacked job is seven once the attacker is out), and the accuracy a job
-// reaches is the mean of its evaluations from step 200 on (every 5 syncs: 4 of them), not one sync's.
+// reaches is the mean of its evaluations from step 160 on (every 5 syncs: 3 of them), not one sync's.
 const JOB = {
   preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 32 },
-  trust: 'untrusted', groupSize: GROUP_SIZE, seed: 7, targetSteps: 320, evalEverySteps: 40, checkpointEvery: 5,
+  trust: 'untrusted', groupSize: GROUP_SIZE, seed: 7, targetSteps: 240, evalEverySteps: 40, checkpointEvery: 5,
   // Seven keep the job going once the attacker is out.
   minWorkers: TABS - 1, maxWorkers: TABS,
 } as const;
