@@ -37,7 +37,7 @@ export interface AllreduceBenchConfig {
 
 export function allreduceBenchConfig(runs: number, quick: boolean): AllreduceBenchConfig {
   return quick
-    ? { members: [2, 4], sizesMiB: [1, 4], dtypes: ['f32', 'f16'], runs: 3, rawBytes: 2 * MiB }
+    ? { members: [2, 4], sizesMiB: [1], dtypes: ['f32', 'f16'], runs: 3, rawBytes: 2 * MiB }
     : { members: [2, 4, 8], sizesMiB: [1, 4, 16, 64], dtypes: ['f32', 'f16'], runs: Math.max(3, runs), rawBytes: 16 * MiB };
 }
 
