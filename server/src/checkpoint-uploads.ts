@@ -67,9 +67,13 @@ export class CheckpointUploads {
     rmSync(dir, { recursive: true, force: true });
   }
 
-  /** Opens an upload of `bytes` for the checkpoint of `seq` of `jobId`: its URL and the token that alone may write to it. */
-  begin(jobId: string, seq: number, bytes: number, listener: UploadListener): { id: string; url: string; token: string } {
-    if (bytes > this.maxModelBytes) throw new ProtocolError('too_large', `a checkpoint of ${bytes} bytes is over this server's limit of ${this.maxModelBytes}`);
+  /**
+   * Opens an upload of `bytes` for the checkpoint of `seq` of `jobId`: its URL and the token that alone
+   * may write to it. `maxBytes`: the most the job's checkpoint can take (protocol's maxCheckpointBytes:
+   * its parameters, which the server's model limit admitted, and the strategy state a joiner needs).
+   */
+  begin(jobId: string, seq: number, bytes: number, maxBytes: number, listener: UploadListener): { id: string; url: string; token: string } {
+    if (bytes > maxBytes) throw new ProtocolError('too_large', `a checkpoint of ${bytes} bytes is over the ${maxBytes} this job's model can take (parameters, strategy state, header)`);
     const id = `cu-${randomBytes(8).toString('hex')}`;
     const token = randomBytes(24);
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });

@@ -1,10 +1,11 @@
-// What a checkpoint upload over HTTP may not do. A file whose parameters are not the model the sync's
-// evaluators agree on (the wrong digest) is not stored and its uploader is evicted; a file that is not
-// the job's model at all is refused at its last chunk; an upload over the server's limit is refused
-// when asked for, changing nothing; and a job whose model is over that limit is refused at creation.
+// What a checkpoint upload over HTTP may not do. A file whose parameters, or strategy state, are not
+// the model the sync's evaluators agree on (the wrong digest) is not stored and its uploader is
+// evicted; a file that is not the job's model at all is refused at its last chunk; an upload over what
+// the job's checkpoint can take is refused when asked for, changing nothing; and a job whose model is
+// over the server's limit is refused at creation.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { flatLengthOf, jobSpecSchema } from '@tabfleet/protocol';
+import { flatLengthOf, jobSpecSchema, maxCheckpointBytes } from '@tabfleet/protocol';
 import { checkpointOf, waitFor } from '../src/testing/sim-volunteer';
 import { BASE_JOB, startTestServer, type TestServer } from '../src/testing/test-server';
 import { endReason } from './group-jobs';
@@ -13,7 +14,8 @@ import { beginUpload, incomingFiles, putChunk, uploaderOfSyncOne } from './check
 const MODEL_BYTES = flatLengthOf(jobSpecSchema.parse(BASE_JOB)) * 4;
 let server: TestServer;
 before(async () => {
-  // The limit holds the job's f32 parameters, not a checkpoint file of them (its safetensors header makes it larger).
+  // The limit holds the job's f32 parameters; its checkpoints may be larger (a safetensors header, the
+  // strategy state a joiner needs: DiLoCo's outer momentum is as long as the parameters).
   server = await startTestServer({ maxModelBytes: MODEL_BYTES + 4096, timing: { roundTimeoutMs: 30_000, barrierTimeoutMs: 30_000, loadTimeoutMs: 60_000 } });
 });
 after(() => server.stop());
@@ -34,7 +36,22 @@ test('a checkpoint whose parameters are not the model the evaluators agree on is
   assert.equal(reply.status, 200, JSON.stringify(reply.body));
   assert.equal(reply.body.complete, true);
   await waitFor('the uploader is evicted', () => endReason(uploader), 10_000);
-  assert.match(endReason(uploader)!, /uploaded parameters with checksum [0-9a-f]+; the evaluators of sync 1 agree on [0-9a-f]+/);
+  assert.match(endReason(uploader)!, /uploaded a model with checksum [0-9a-f]+; the evaluators of sync 1 agree on [0-9a-f]+/);
+  assert.equal(await server.store.latestCheckpoint(jobId), null, 'no checkpoint of sync 1');
+  assert.deepEqual(incomingFiles(server), [], 'the refused file is deleted');
+  assert.equal(endReason(other), undefined, 'the other member trains on');
+  await server.stopJobs();
+});
+
+test('a checkpoint with the agreed parameters but strategy state its members do not hold is not stored, and its uploader is evicted', { timeout: 60_000 }, async () => {
+  // A joiner loads the state with the parameters (DiLoCo's outer momentum steers every outer step
+  // after it), so the digest the evaluators agree on covers it; it once covered the parameters alone.
+  const { jobId, spec, uploader, other, model } = await uploaderOfSyncOne(server);
+  const momentum = new Float32Array(model.length).fill(1e3);
+  const reply = await uploadWhole(checkpointOf(spec, model, { 'diloco.outer_momentum': momentum }), uploader, jobId);
+  assert.equal(reply.status, 200, JSON.stringify(reply.body));
+  await waitFor('the uploader is evicted', () => endReason(uploader), 10_000);
+  assert.match(endReason(uploader)!, /uploaded a model with checksum [0-9a-f]+; the evaluators of sync 1 agree on [0-9a-f]+/);
   assert.equal(await server.store.latestCheckpoint(jobId), null, 'no checkpoint of sync 1');
   assert.deepEqual(incomingFiles(server), [], 'the refused file is deleted');
   assert.equal(endReason(other), undefined, 'the other member trains on');
@@ -55,12 +72,12 @@ test('a file that is not the job\'s model is refused at its last chunk, and its 
   await server.stopJobs();
 });
 
-test('an upload over the server\'s limit is refused when asked for and changes nothing; the checkpoint is taken after', { timeout: 60_000 }, async () => {
-  const { jobId, uploader, file } = await uploaderOfSyncOne(server);
-  const ack = await beginUpload(uploader, jobId, MODEL_BYTES + 4097);
+test('an upload over what the job\'s checkpoint can take is refused when asked for and changes nothing; the checkpoint is taken after', { timeout: 60_000 }, async () => {
+  const { jobId, spec, uploader, file } = await uploaderOfSyncOne(server);
+  const ack = await beginUpload(uploader, jobId, maxCheckpointBytes(spec) + 1);
   assert.equal(ack.ok, false);
   assert.equal(!ack.ok && ack.error.code, 'too_large');
-  assert.match(!ack.ok ? ack.error.message : '', /over this server's limit/);
+  assert.match(!ack.ok ? ack.error.message : '', /over the \d+ this job's model can take/);
   assert.deepEqual(incomingFiles(server), []);
   assert.equal(endReason(uploader), undefined, 'the uploader is still a member, still owing the checkpoint');
   const reply = await uploadWhole(file, uploader, jobId);

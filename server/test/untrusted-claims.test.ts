@@ -79,7 +79,7 @@ test('a checkpoint in the right layout but with other values is refused: its che
   const sims = [liar, await server.volunteer(), await server.volunteer()];
   for (const s of sims) await s.request(created.id);
   await waitFor('the liar uploads and is evicted', () => refusedTo(liar), 20_000);
-  assert.match(refusedTo(liar)!.reason, /uploaded parameters with checksum [0-9a-f]+; the evaluators of sync \d+ agree on [0-9a-f]+/);
+  assert.match(refusedTo(liar)!.reason, /uploaded a model with checksum [0-9a-f]+; the evaluators of sync \d+ agree on [0-9a-f]+/);
   const lost = (await job(created.id)).seq;
   await waitFor('a verified checkpoint after the refused one', async () => (await job(created.id)).latestCheckpoint?.seq > lost, 20_000);
 });

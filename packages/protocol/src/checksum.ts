@@ -7,8 +7,10 @@
 //
 // `modelDigest` (the first 128 bits of SHA-256 over the f32 bytes) is what the server trusts a
 // model by: evaluators report it in `metrics`, joiners in `model:loaded`, and a checkpoint is stored
-// only when the digest of its parameters is the one the evaluators agree on. It costs a few ms per
-// million parameters more, and runs only on evaluated and checkpointed syncs.
+// only when its digest is the one the evaluators agree on. It costs a few ms per million parameters
+// more, and runs only on evaluated and checkpointed syncs. `checkpointDigest` extends it to the
+// strategy state a checkpoint carries (DiLoCo's outer momentum, DDP's optimizer buffers), which a
+// joiner loads as it loads the parameters.
 import { sha256Hex } from './sha256';
 
 export { portableSha256Hex, useNativeSha256 } from './sha256';
@@ -26,4 +28,18 @@ export function checksumOf(values: Float32Array): string {
 
 export function modelDigest(values: Float32Array): string {
   return sha256Hex(new Uint8Array(values.buffer, values.byteOffset, values.byteLength)).slice(0, 32);
+}
+
+/**
+ * The digest of a model with the strategy state a joiner loads with it: modelDigest of the parameters
+ * when there is none (a LocalSGD checkpoint's digest is its parameters'), else the first 128 bits of
+ * SHA-256 over that digest and each state tensor's name and modelDigest, in name order. Members hold
+ * the same state (each applies the same agreed update), so they agree on it as on the parameters.
+ */
+export function checkpointDigest(params: Float32Array, state: Readonly<Record<string, Float32Array>> = {}): string {
+  const names = Object.keys(state).sort();
+  const digest = modelDigest(params);
+  if (names.length === 0) return digest;
+  const lines = [digest, ...names.map((name) => `${name} ${modelDigest(state[name])}`)];
+  return sha256Hex(new TextEncoder().encode(lines.join('\n'))).slice(0, 32);
 }

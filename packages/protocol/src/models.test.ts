@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { modelDigest } from './checksum';
+import { checkpointDigest, modelDigest } from './checksum';
 import { ProtocolError } from './events';
 import { FIXED_PRESETS, PRESET_FLAT_LENGTHS } from './jobs';
 import { PRESET_LAYOUTS, verifyCheckpoint } from './models';
@@ -16,14 +16,19 @@ test('every preset layout has the flat length the protocol states', () => {
   for (const p of FIXED_PRESETS) assert.equal(PRESET_LAYOUTS[p].length, PRESET_FLAT_LENGTHS[p], p);
 });
 
-test('a checkpoint of the model reads to its flat parameters (zero padding) and their digest', () => {
+test('a checkpoint of the model reads to its flat parameters (zero padding) and the digest of them and its state', () => {
   const tensors = checkpointOf('cnn-fashion', (_, i) => i * 1e-3);
-  const { params, digest } = verifyCheckpoint('cnn-fashion', encodeSafetensors({ ...tensors, 'diloco.outer_momentum': f32Tensor([4], new Float32Array(4)) }));
+  const momentum = Float32Array.of(0, 1, 2, 3);
+  const { params, digest } = verifyCheckpoint('cnn-fashion', encodeSafetensors({ ...tensors, 'diloco.outer_momentum': f32Tensor([4], momentum) }));
   assert.equal(params.length, PRESET_FLAT_LENGTHS['cnn-fashion']);
   const conv2 = PRESET_LAYOUTS['cnn-fashion'].entries[2];
   assert.equal(params[conv2.offset + 5], Math.fround(5e-3));
   assert.equal(params[conv2.offset - 1], 0, 'padding before an aligned offset is zero');
-  assert.equal(digest, modelDigest(params));
+  assert.equal(digest, checkpointDigest(params, { 'diloco.outer_momentum': momentum }));
+  // The state counts: another momentum is another digest; without state the digest is the parameters'.
+  assert.notEqual(digest, checkpointDigest(params, { 'diloco.outer_momentum': Float32Array.of(0, 1, 2, 4) }));
+  assert.notEqual(digest, modelDigest(params));
+  assert.equal(verifyCheckpoint('cnn-fashion', encodeSafetensors(tensors)).digest, modelDigest(params));
 });
 
 test('a checkpoint that is not the job model is refused with the reason', () => {

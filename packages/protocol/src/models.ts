@@ -2,7 +2,7 @@
 // server can check a volunteer's checkpoint without GPU code: right tensors, right shapes, finite
 // values, and the digest (modelDigest) of the parameters it holds. packages/nn builds the same layout (a test
 // there keeps the two equal).
-import { modelDigest } from './checksum';
+import { checkpointDigest } from './checksum';
 import { ProtocolError } from './events';
 import { TOKENIZER_VOCAB, type FixedPresetName, type GptConfig, type ModelPresetName, type Tokenizer } from './jobs';
 import { gptLayout, PRESET_ARCHITECTURES, PRESET_LAYOUTS, type ModelArchitecture, type ParamLayout } from './layout';
@@ -81,7 +81,8 @@ export function maxCheckpointBytes(model: ModelRef): number {
 /**
  * Checks a checkpoint against the job's model: every parameter present as F32 with its shape, no
  * tensors but parameters and strategy state, every value finite. Returns the flat parameter vector
- * (padding zero, as the workers hold it) and their digest; throws ProtocolError('bad_tensor') otherwise.
+ * (padding zero, as the workers hold it) and the checkpointDigest of it and the state tensors; throws
+ * ProtocolError('bad_tensor') otherwise.
  */
 export function verifyCheckpoint(model: ModelRef, bytes: Uint8Array): { params: Float32Array; digest: string } {
   const { entries, length } = layoutOf(model);
@@ -103,13 +104,14 @@ export function verifyCheckpoint(model: ModelRef, bytes: Uint8Array): { params: 
   }
   const extra = Object.keys(tensors).filter((name) => !expected.has(name));
   if (extra.length > MAX_STATE_TENSORS) throw new ProtocolError('bad_tensor', `checkpoint has ${extra.length} tensors besides the parameters (at most ${MAX_STATE_TENSORS})`);
+  const state: Record<string, Float32Array> = {};
   for (const name of extra) {
     const t = tensors[name];
     if (!STATE_TENSOR.test(name)) throw new ProtocolError('bad_tensor', `checkpoint tensor ${JSON.stringify(name.slice(0, 80))} is not a parameter of the ${preset} model`);
     if (t.dtype !== 'F32' || t.shape.reduce((a, b) => a * b, 1) > length) throw new ProtocolError('bad_tensor', `checkpoint ${name} is ${t.dtype}[${t.shape}]: want F32 of at most ${length} values`);
-    finiteValues(name, t);
+    state[name] = finiteValues(name, t);
   }
-  return { params, digest: modelDigest(params) };
+  return { params, digest: checkpointDigest(params, state) };
 }
 
 function finiteValues(name: string, t: NamedTensor): Float32Array {

@@ -6,7 +6,7 @@ import { decodeFashionShard, decodeTextShard, gaussianBlobs, loadFashionMnistTes
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { contextOf, presetOf, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
 import {
-  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, defaultOptimizer, isStreaming, layoutOf, modelDigest, modelFragments, pacedStepCeiling, targetStepsOf, realClock, sleepOn,
+  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, defaultOptimizer, isStreaming, layoutOf, checkpointDigest, modelFragments, pacedStepCeiling, targetStepsOf, realClock, sleepOn,
   type Assignment, type Clock, type JobSpec, type ReplicaTask, type ReplicaUnit,
 } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
@@ -180,7 +180,7 @@ export class JobEngine {
     } finally {
       this.modelVersion++;
     }
-    return { digest: modelDigest(await engine.readParams()) };
+    return { digest: checkpointDigest(await engine.readParams(), await strategy.globalState()) };
   }
 
   /**
@@ -286,10 +286,10 @@ export class JobEngine {
     return this.engine?.step ?? 0;
   }
 
-  /** modelDigest of the global model as it is now (an evaluator reports it with its accuracy). */
+  /** checkpointDigest of the global model and state as they are now (an evaluator reports it with its accuracy). */
   async digest(): Promise<string> {
     const { engine, strategy } = this.ready;
-    return modelDigest(strategy.globalModel?.() ?? (await engine.readParams()));
+    return checkpointDigest(strategy.globalModel?.() ?? (await engine.readParams()), await strategy.globalState());
   }
 
   /** The global model as a checkpoint (with the strategy's global state). */

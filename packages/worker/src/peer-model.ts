@@ -14,7 +14,7 @@ export interface PeerModelLoad {
   spec: JobSpec;
   seq: number;
   peers: readonly string[];
-  /** modelDigest of the parameters of sync `seq`, as the server agreed it. */
+  /** checkpointDigest of the model (and state) of sync `seq`, as the server agreed it. */
   digest: string;
 }
 

@@ -36,7 +36,7 @@ export interface EngineLike {
   currentStep(): number | Promise<number>;
   checkpoint(): Promise<Uint8Array>;
   evaluate(limit?: number): Promise<{ accuracy: number; loss: number; count: number }>;
-  /** modelDigest of the parameters as they are now. */
+  /** checkpointDigest of the global model and its strategy state as they are now. */
   digest(): Promise<string>;
   /** Redundant recompute: this sync's local work as the given unit; the delta so far; another member's unit recomputed. */
   localUnit(unit: ReplicaUnit): Promise<LocalWork>;

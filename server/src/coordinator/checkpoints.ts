@@ -3,7 +3,7 @@
 // and stored only if it matches, a lost checkpoint owed by the next sync, and a target accuracy that
 // ends the job only when members with standing vouch for it. The round clock calls in after commits
 // and when members leave; this module calls back through its narrow host.
-import { ProtocolError, targetStepsOf, verifyCheckpoint, type CheckpointInfo, type MetricPoint, type VolunteerEventParsed } from '@tabfleet/protocol';
+import { ProtocolError, maxCheckpointBytes, targetStepsOf, verifyCheckpoint, type CheckpointInfo, type MetricPoint, type VolunteerEventParsed } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
@@ -204,14 +204,14 @@ export class Checkpoints {
 
   /**
    * The uploader sends its checkpoint over HTTP: it is handed a URL and a token for an upload of
-   * `bytes` (over the server's limit: refused, nothing else changes). Asked again, the earlier upload
+   * `bytes` (over what the job's checkpoint can take: refused, nothing else changes). Asked again, the earlier upload
    * is given up and a fresh one begun. Its deadline runs from its last chunk, so a large model on a
    * slow link is not cut off while its bytes keep coming.
    */
   private openTransfer(p: PendingUpload, bytes: number): object {
     const uploads = this.host.deps.checkpointUploads;
     if (!uploads) throw new ProtocolError('bad_request', 'this server takes checkpoints only as data (a Socket.IO attachment)');
-    const transfer = uploads.begin(this.host.job.id, p.seq, bytes, {
+    const transfer = uploads.begin(this.host.job.id, p.seq, bytes, maxCheckpointBytes(this.host.job.spec), {
       complete: (file) => this.transferred(p, file),
       progressed: () => this.pending === p && !p.received && this.restartUploadTimer(p),
     });
@@ -271,7 +271,7 @@ export class Checkpoints {
       return;
     }
     if (p.received.checksum !== agreed) {
-      this.uploaderFault(p, `uploaded parameters with checksum ${p.received.checksum}; the evaluators of sync ${p.seq} agree on ${agreed}`, 'integrity');
+      this.uploaderFault(p, `uploaded a model with checksum ${p.received.checksum}; the evaluators of sync ${p.seq} agree on ${agreed}`, 'integrity');
       return;
     }
     const { source, checksum, bytes, sha256 } = p.received;

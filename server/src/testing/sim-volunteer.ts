@@ -58,9 +58,11 @@ export function initialParams(model: ModelRef, seed: number): Float32Array {
   return v;
 }
 
-/** A checkpoint of a flat vector in the preset's layout, as a real worker writes it. */
-export function checkpointOf(model: ModelRef, flat: Float32Array): Uint8Array {
-  return encodeSafetensors(Object.fromEntries(layoutOf(model).entries.map((p) => [p.name, f32Tensor(p.shape, flat.slice(p.offset, p.offset + p.size))])));
+/** A checkpoint of a flat vector in the preset's layout, with strategy `state` tensors if any, as a real worker writes it. */
+export function checkpointOf(model: ModelRef, flat: Float32Array, state: Record<string, Float32Array> = {}): Uint8Array {
+  const params = layoutOf(model).entries.map((p) => [p.name, f32Tensor(p.shape, flat.slice(p.offset, p.offset + p.size))] as const);
+  const extra = Object.entries(state).map(([name, values]) => [name, f32Tensor([values.length], values)] as const);
+  return encodeSafetensors(Object.fromEntries([...params, ...extra]));
 }
 
 /** What honest simulated evaluators report for a sync's model. */
