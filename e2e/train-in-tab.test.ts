@@ -32,8 +32,9 @@ async function trainInTab(preset: string, epochs: number, maxSteps?: number) {
   }
 }
 
-test('a tab trains the MLP on full Fashion-MNIST to ≥ 85% test accuracy', { timeout: 15 * 60_000 }, async () => {
-  const r = await trainInTab('mlp-fashion', 2);
+test('a tab trains the MLP on full Fashion-MNIST to ≥ 85% test accuracy in one epoch', { timeout: 15 * 60_000 }, async () => {
+  // One epoch for the suite's time: 86.02% (two took twice as long for 86.72%; the run is seeded).
+  const r = await trainInTab('mlp-fashion', 1);
   assert.equal(r.testCount, 10000);
   assert.ok(r.testAccuracy >= 0.85, `MLP test accuracy ${r.testAccuracy}`);
 });
