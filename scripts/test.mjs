@@ -1,5 +1,5 @@
 // `npm test`: type-check, then every *.test.ts through Node's test runner. Browser tests inside it
-// share one headless Chromium, launched here and reached through TABFLEET_BROWSER_WS.
+// share a headless Chromium per lane (below), launched here and reached through TABFLEET_BROWSER_WS.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, dirname, relative } from 'node:path';
@@ -50,8 +50,8 @@ const RUN_LIMIT_MS = Number(process.env.TABFLEET_TEST_RUN_LIMIT_MS ?? 75 * 60_00
 const inBrowserGroup = (f) => f.startsWith('e2e/') || f.startsWith('bench/');
 const queues = [files.filter(inBrowserGroup), files.filter((f) => !inBrowserGroup(f))];
 // One browser per lane: pages of two files in one browser share its GPU process, and with SwiftShader
-// each file's WebGPU work then waited behind the other's (two e2e files side by side in one browser took
-// 171 s and 315 s, where alone they take about 60 s and 170 s).
+// each file's WebGPU work then waited behind the other's (volunteer-tabs and distributed-training side by
+// side took 171 s and 315 s in one browser, 139 s and 255 s with a browser each).
 const lanes = [[queues[0]], [queues[1], queues[0]]];
 const browsers = await Promise.all(lanes.map(() => launchSharedBrowser()));
 const running = new Map();

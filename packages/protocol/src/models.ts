@@ -1,7 +1,7 @@
 // The parameter layout of every job's model (names, shapes, offsets in the flat vector), so the
 // server can check a volunteer's checkpoint without GPU code: right tensors, right shapes, finite
-// values, and the digest (modelDigest) of the parameters it holds. packages/nn builds the same layout (a test
-// there keeps the two equal).
+// values, and the digest (checkpointDigest) of the parameters and strategy state it holds. packages/nn
+// builds the same layout (a test there keeps the two equal).
 import { checkpointDigest } from './checksum';
 import { ProtocolError } from './events';
 import { TOKENIZER_VOCAB, type FixedPresetName, type GptConfig, type ModelPresetName, type Tokenizer } from './jobs';
