@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { flatLengthOf, jobSpecSchema, maxCheckpointBytes } from '@tabfleet/protocol';
-import { checkpointOf, waitFor } from '../src/testing/sim-volunteer';
+import { checkpointOf, waitFor, type SimVolunteer } from '../src/testing/sim-volunteer';
 import { BASE_JOB, startTestServer, type TestServer } from '../src/testing/test-server';
 import { endReason } from './group-jobs';
 import { beginUpload, incomingFiles, putChunk, uploaderOfSyncOne } from './checkpoint-upload-jobs';
@@ -27,6 +27,16 @@ async function uploadWhole(file: Uint8Array, uploader: Awaited<ReturnType<typeof
   return putChunk(url, token, file, 0, file.byteLength);
 }
 
+/** The upload's model is not the agreed one: its uploader is evicted, nothing is stored, the other member trains on. */
+async function refusedForIntegrity(jobId: string, uploader: SimVolunteer, other: SimVolunteer): Promise<void> {
+  await waitFor('the uploader is evicted', () => endReason(uploader), 10_000);
+  assert.match(endReason(uploader)!, /uploaded a model with checksum [0-9a-f]+; the evaluators of sync 1 agree on [0-9a-f]+/);
+  assert.equal(await server.store.latestCheckpoint(jobId), null, 'no checkpoint of sync 1');
+  assert.deepEqual(incomingFiles(server), [], 'the refused file is deleted');
+  assert.equal(endReason(other), undefined, 'the other member trains on');
+  await server.stopJobs();
+}
+
 test('a checkpoint whose parameters are not the model the evaluators agree on is not stored, and its uploader is evicted', { timeout: 60_000 }, async () => {
   const { jobId, spec, uploader, other, model } = await uploaderOfSyncOne(server);
   const forged = model.slice();
@@ -35,12 +45,7 @@ test('a checkpoint whose parameters are not the model the evaluators agree on is
   // It is the job's model in shape: taken, then held against the agreed digest.
   assert.equal(reply.status, 200, JSON.stringify(reply.body));
   assert.equal(reply.body.complete, true);
-  await waitFor('the uploader is evicted', () => endReason(uploader), 10_000);
-  assert.match(endReason(uploader)!, /uploaded a model with checksum [0-9a-f]+; the evaluators of sync 1 agree on [0-9a-f]+/);
-  assert.equal(await server.store.latestCheckpoint(jobId), null, 'no checkpoint of sync 1');
-  assert.deepEqual(incomingFiles(server), [], 'the refused file is deleted');
-  assert.equal(endReason(other), undefined, 'the other member trains on');
-  await server.stopJobs();
+  await refusedForIntegrity(jobId, uploader, other);
 });
 
 test('a checkpoint with the agreed parameters but strategy state its members do not hold is not stored, and its uploader is evicted', { timeout: 60_000 }, async () => {
@@ -50,12 +55,7 @@ test('a checkpoint with the agreed parameters but strategy state its members do 
   const momentum = new Float32Array(model.length).fill(1e3);
   const reply = await uploadWhole(checkpointOf(spec, model, { 'diloco.outer_momentum': momentum }), uploader, jobId);
   assert.equal(reply.status, 200, JSON.stringify(reply.body));
-  await waitFor('the uploader is evicted', () => endReason(uploader), 10_000);
-  assert.match(endReason(uploader)!, /uploaded a model with checksum [0-9a-f]+; the evaluators of sync 1 agree on [0-9a-f]+/);
-  assert.equal(await server.store.latestCheckpoint(jobId), null, 'no checkpoint of sync 1');
-  assert.deepEqual(incomingFiles(server), [], 'the refused file is deleted');
-  assert.equal(endReason(other), undefined, 'the other member trains on');
-  await server.stopJobs();
+  await refusedForIntegrity(jobId, uploader, other);
 });
 
 test('a file that is not the job\'s model is refused at its last chunk, and its uploader is evicted', { timeout: 60_000 }, async () => {
