@@ -302,6 +302,12 @@ export const jobSpecFieldsSchema = z
     checkpointEvery: z.number().int().min(1).max(100_000).default(10),
     /** Evaluate the global model (several members, combined) whenever a sync crosses a multiple of this many steps. */
     evalEverySteps: z.number().int().min(1).max(10_000_000).default(100),
+    /**
+     * Examples each evaluation reads: the first this many of the test set (a text job: of its
+     * validation windows); absent, all of them. A big model on a slow adapter evaluates 64 windows
+     * of GPT-2 small for hours, longer than its training steps.
+     */
+    evalExamples: z.number().int().min(1).max(1_000_000).optional(),
   });
 
 /** The layout of a parsed spec's model (models.ts's layoutOf, which imports this file), or null where its text model has no tokenizer. */

@@ -661,7 +661,7 @@ export class VolunteerRuntime {
     // uploading: the upload of the last sync ends the job.
     if (begin.evaluators.includes(me)) {
       const checksum = await this.opts.engine.digest();
-      const ev = await this.opts.engine.evaluate();
+      const ev = await this.opts.engine.evaluate(this.assignment?.job.spec.evalExamples);
       this.setStatus({ lastAccuracy: ev.accuracy });
       await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });
     }
