@@ -41,6 +41,8 @@ const BENCHMARKS: Record<string, Benchmark> = {
     'accuracy, consensus distance, bytes, and a member leaving mid-sync (only its group re-runs)', load: () => import('./groups') },
   memory: { description: 'activation recompute on WebGPU (Node, Dawn): a GPT\'s peak GPU memory and step time with and without it, and the largest batch a device ' +
     'with WebGPU\'s default limits and a 256 MiB budget holds either way', load: () => import('./memory') },
+  'gpt2-tab': { description: 'GPT-2 small (124M parameters, context 1,024, GPT-2 BPE on fortunes) as a volunteer job: the real server and one headless Chromium ' +
+    'tab plan it, train 2 steps and upload the checkpoint, which loads under nanoGPT\'s names: time to the plan, ms per step', load: () => import('./gpt2-tab') },
   kernels: { description: 'WebGPU matmul GFLOP/s and MLP/CNN ms/step vs TensorFlow.js (webgpu, webgl, cpu) in headless Chromium', load: () => import('./kernels') },
   coordinator: { description: 'server node under simulated volunteers (separate client processes): count held, round-barrier p50/p99, KiB per connection', load: () => import('./coordinator') },
   byzantine: { description: 'Byzantine-robust averaging: 16 LocalSGD workers of the Fashion-MNIST MLP (CPU backend), f = 0, 1, 3, 5, 7 attackers × 8 attacks × 4 ' +
