@@ -40,3 +40,21 @@ test('for budgets between one example\'s pass and the whole batch\'s, the planne
   assert.deepEqual(missed, []);
   assert.ok(sizes.size >= 5, `the budgets span several micro-batches: ${[...sizes]}`);
 });
+
+test('auto: recompute is probed only when the batch does not fit in one pass without it', { timeout: 300_000 }, async () => {
+  const be = await createNodeGpuBackend();
+  const model = createModel(PRESET, be, 1);
+  // Room for the whole batch: the plain probes decide it (before, recompute's two were run as well).
+  const roomy = await planMemory(model, BATCH, tokens, { budgetBytes: Infinity, mode: 'auto' });
+  assert.equal(roomy.recompute, false);
+  assert.deepEqual(roomy.probes.map((p) => p.recompute), [false, false]);
+  // A budget between the batch's peak with recompute and without: recompute is probed and chosen.
+  const [plain, recomputed] = [(await probeMemory(model, tokens(BATCH), false))!, (await probeMemory(model, tokens(BATCH), true))!];
+  assert.ok(recomputed.peakBytes < plain.peakBytes, `recompute lowers the peak: ${recomputed.peakBytes} against ${plain.peakBytes}`);
+  const budget = (recomputed.peakBytes + plain.peakBytes) / 2 / USABLE;
+  be.rt.memoryBudgetBytes = budget;
+  const tight = await planMemory(model, BATCH, tokens, { budgetBytes: budget, mode: 'auto' });
+  be.rt.memoryBudgetBytes = Infinity;
+  assert.ok(tight.probes.some((p) => p.recompute), JSON.stringify(tight.probes.map((p) => [p.examples, p.recompute])));
+  assert.equal(tight.recompute, true, tight.reason);
+});
