@@ -5,11 +5,11 @@
 // verified against the job's layout and loaded into a fresh model under nanoGPT's names.
 //
 // Full: 12 layers, 12 heads, width 768, context 1,024 on GPT-2's BPE over the fortunes corpus (124M
-// parameters), batch 1, DiLoCo with H = 1, 2 steps (a sync after each, so each step's time is the
-// page's own measure of that sync's local work: samples ÷ samples per second). On a CPU adapter (SwiftShader) that is most of an
-// hour, nearly all of it the memory plan's probe passes and the two steps. --quick: the same
-// vocabulary at a toy depth, width and context (the suite's smoke test; figures not for quoting).
-// The time to the plan is the page's status as polled (every pollMs), good to about that.
+// parameters), batch 1, DiLoCo with H = 1, 2 steps: a sync after each, so each step's time is the
+// page's own measure of that sync's local work (samples ÷ samples per second). On a CPU adapter
+// (SwiftShader) that is about half an hour, nearly all of it the memory plan's probe passes and the
+// two steps. --quick: the same vocabulary at a toy depth, width and context (the suite's smoke test;
+// figures not for quoting). The time to the plan is the page's status as polled (every pollMs).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { connectBrowser, ensureBuilt, openPage, repoRoot } from '@tabfleet/headless';
