@@ -190,16 +190,21 @@ export class WebRtcTransport extends BaseTransport {
     const onConnection = p._onConnectionStateChange?.bind(p);
     if (!onIce || !onConnection || !p._pc || !p.negotiate) return;
     const openAndCurrent = () => conn.open && this.conns.get(peer) === conn;
+    // simple-peer destroys the peer on 'failed' (ICE's or the connection's); an open link's restart has
+    // until the bound. Its handlers read the state again, and a native getter (wrtc) can have moved on
+    // to 'failed' since the read here: so an open link never reaches them, except to close. Once open
+    // they have nothing else to do (the link is connected; a restart's 'connected' only ends the watch).
     p._onIceStateChange = () => {
       const state = p._pc?.iceConnectionState ?? 'closed';
-      if (openAndCurrent()) conn.ice.state(state);
-      // simple-peer destroys the peer on 'failed' (ICE's or the connection's); an open link's restart has until the bound.
-      if (state === 'failed' && openAndCurrent()) return;
+      if (openAndCurrent()) {
+        conn.ice.state(state);
+        if (state !== 'closed') return;
+      }
       onIce();
     };
     p._onConnectionStateChange = () => {
-      if (p._pc?.connectionState === 'failed' && openAndCurrent()) return conn.ice.state('failed');
-      onConnection();
+      if (!openAndCurrent()) return onConnection();
+      if (p._pc?.connectionState === 'failed') conn.ice.state('failed');
     };
   }
 
