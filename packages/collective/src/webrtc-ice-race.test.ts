@@ -13,16 +13,20 @@ import { WebRtcTransport, type SimplePeerLike } from './webrtc';
 /** The state reads of a connection whose ICE moves on between two reads, and simple-peer's handlers over it. */
 class RacyPeer extends EventEmitter {
   destroyed = false;
+  /** What the next reads of iceConnectionState give, one each; the last one stays. */
   reads: string[] = [];
   _channel = { bufferedAmount: 0 };
-  _pc = {
-    getStats: async () => new Map(),
-    restartIce: () => {},
-    get iceConnectionState(): string {
-      return racy.reads.length > 1 ? racy.reads.shift()! : racy.reads[0] ?? 'connected';
-    },
-    connectionState: 'connected',
-  };
+  _pc = (() => {
+    const reads = () => this.reads;
+    return {
+      getStats: async () => new Map(),
+      restartIce: () => {},
+      get iceConnectionState(): string {
+        return reads().length > 1 ? reads().shift()! : reads()[0] ?? 'connected';
+      },
+      connectionState: 'connected',
+    };
+  })();
   signal(): void {}
   send(): void {}
   negotiate(): void {}
@@ -40,7 +44,7 @@ class RacyPeer extends EventEmitter {
     if (this._pc.connectionState === 'failed') this.destroy(new Error('Connection failed.'));
   }
 }
-let racy: RacyPeer;
+let racy: RacyPeer; // the peer the transport made last
 
 test('an open link whose ICE goes from checking to failed between two reads is restarted, not lost', () => {
   const clock = new FakeClock();
