@@ -2,6 +2,8 @@
 // directory, HTTP helpers with the researcher token, and simulated volunteers.
 import type { JobSpecInput, JobSummary } from '@tabfleet/protocol';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type RunningServer, type ServerOptions } from '../app';
@@ -38,6 +40,36 @@ export function skippableClock(): { clock: Clock; skip(ms: number): void } {
   };
 }
 
+/** The JSON body of a response, when it is JSON (else null: CSV, safetensors, plain text). */
+function withBody(r: { status: number; text: string }): { status: number; body: any; text: string } {
+  let body: unknown = null;
+  try {
+    body = JSON.parse(r.text);
+  } catch {
+    /* not JSON */
+  }
+  return { ...r, body };
+}
+
+/** One request on a new connection (no keep-alive socket the server may be closing as it is reused). */
+function requestOnFreshConnection(url: string, method: string, headers: Record<string, string>, body: RequestInit['body']): Promise<{ status: number; text: string }> {
+  if (body != null && typeof body !== 'string' && !ArrayBuffer.isView(body) && !(body instanceof ArrayBuffer)) {
+    throw new Error(`${method} ${url}: the test helper sends string or byte bodies only`);
+  }
+  const bytes = body == null ? null : typeof body === 'string' ? Buffer.from(body) : ArrayBuffer.isView(body) ? Buffer.from(body.buffer, body.byteOffset, body.byteLength) : Buffer.from(body);
+  return new Promise((resolve, reject) => {
+    const send = url.startsWith('https:') ? httpsRequest : httpRequest;
+    const req = send(url, { method, headers: bytes ? { ...headers, 'content-length': String(bytes.byteLength) } : headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', (e) => reject(new Error(`${method} ${url}: ${e.message}`)));
+    req.end(bytes ?? undefined);
+  });
+}
+
 export async function startTestServer(opts: ServerOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tabfleet-test-'));
   const logLines: string[] = [];
@@ -53,30 +85,24 @@ export async function startTestServer(opts: ServerOptions = {}): Promise<TestSer
   const api: TestServer['api'] = async (path, init = {}) => {
     const headers: Record<string, string> = { authorization: 'Bearer test-token', ...(init.headers as Record<string, string>) };
     if (init.json !== undefined) headers['content-type'] = 'application/json';
-    const request = () => fetch(`${server.url}${path}`, { ...init, headers, body: init.json !== undefined ? JSON.stringify(init.json) : init.body });
+    const body = init.json !== undefined ? JSON.stringify(init.json) : init.body;
+    const method = init.method ?? 'GET';
     // Volunteers on the CPU backend in this process can block its event loop for seconds (three
     // evaluate at once); the server then drops an idle keep-alive socket as a request reuses it,
     // which undici reports as ECONNRESET or "other side closed" by turns. A read is safe to send
-    // again; a write is not.
-    const isRead = (init.method ?? 'GET') === 'GET';
+    // again, so it is retried; a write is not, so it goes on a connection of its own.
+    if (method !== 'GET') return withBody(await requestOnFreshConnection(`${server.url}${path}`, method, headers, body));
     let res: Response;
     for (let attempt = 1; ; attempt++) {
       try {
-        res = await request();
+        res = await fetch(`${server.url}${path}`, { ...init, headers, body });
         break;
       } catch (e) {
-        if (!isRead || attempt >= 3) throw new Error(`${init.method ?? 'GET'} ${path}: ${(e as Error).message} (${String((e as { cause?: unknown }).cause)})`);
+        if (attempt >= 3) throw new Error(`GET ${path}: ${(e as Error).message} (${String((e as { cause?: unknown }).cause)})`);
         await new Promise((r) => setTimeout(r, 100 * attempt));
       }
     }
-    const text = await res.text();
-    let body: unknown = null;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      /* CSV, safetensors or plain text */
-    }
-    return { status: res.status, body, text };
+    return withBody({ status: res.status, text: await res.text() });
   };
   return {
     ...server,
