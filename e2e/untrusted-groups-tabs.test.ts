@@ -2,8 +2,9 @@
 // untrusted job in checked Moshpit groups of 4, drawn at random by the server every sync, one tab
 // multiplying every value it sends to the owners of other parts by 100 on its way out (its data
 // channel's send is rewritten in the page). The attacker is removed (its own end reason), no honest
-// tab is, the job reaches the accuracy the same job reached without the attacker, and the dashboard,
-// a real page in the same browser, shows the groups and the fault.
+// tab is, the job reaches the accuracy of the same job without the attacker (its seven honest tabs,
+// run first) within a point, and the dashboard, a real page in the same browser, shows the groups
+// and the fault.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { MetricPoint, WorkerRow } from '@tabfleet/protocol';
@@ -18,20 +19,17 @@ const SCALE = 100;
 const REACHED_FROM_STEP = 160;
 /** A group's checks name it: its owners' screening ("its contributions to round N were refused by most owners") or the digests ("round N: …"). */
 const REMOVED_FOR_WHAT_IT_SENT = /^(round \d+: |its contributions to round \d+ were refused)/;
-// Fixed H: 30 syncs of 8 steps (40 before the suite had to fit 30 minutes). The last sync is evaluated
-// (a multiple of evalEverySteps) on the whole test set, 10,000 images. Each sync's groups come from the
-// server's own randomness and the evaluated model is one group's, so the accuracy a job reaches is the
-// mean of its evaluations from step 160 on (every 5 syncs: 3 of them), not one sync's.
-/**
- * The accuracy the attacked job must reach. Until this bar was fixed the test also ran the job without
- * the attacker (its seven honest tabs) first, and asked for the attacked one within a point of it: on
- * record the clean job reached 83.58, 83.95, 84.29 and 84.55% (mean 84.09) and the attacked one 83.80,
- * 83.44, 83.95 and 84.83% (CI and fresh-clone runs). That clean run was 330 s of the suite's CPU, so the
- * bar is now fixed from those four clean runs, before the runs that use it: 1.6 points under their mean,
- * 1.1 under their lowest (the attacked runs' spread was 0.6 points). An attacker that got through
- * (values ×100 averaged into a group's model) leaves that group's model far below any of these.
- */
-const ACCURACY_BAR = 0.825;
+// Fixed H, so both runs take the same syncs: 30 of 8 steps (40 before the suite had to fit 30 minutes;
+// the two runs were 13 of its 55). The last sync is evaluated (a multiple
+// of evalEverySteps) on the whole test set, 10,000 images. Accuracy follows the syncs more than the
+// steps (H 20: 82.7% at 200 steps, H 32: 83.2% at 320, H 8: 84.1-84.6% at 200), and at 25 syncs the
+// attacked run (7 members; the attacker's group fails each sync it comes back to) ended 0.1-0.9
+// points below the clean one: 40 take both further up the curve, where a sync lost counts for less
+// (clean with 8 tabs 84.72, 85.69, 85.19%; attacked 84.75, 85.22, 84.31% in three runs: 0.03, 0.47,
+// 0.88 below). Clean runs alone differed by up to a point: each sync's groups come from the server's
+// own randomness, and the evaluated model is one group's. So the job without the attacker is its
+// seven honest tabs (the attacked job is seven once the attacker is out), and the accuracy a job
+// reaches is the mean of its evaluations from step 160 on (every 5 syncs: 3 of them), not one sync's.
 const JOB = {
   preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 8, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 32 },
   trust: 'untrusted', groupSize: GROUP_SIZE, seed: 7, targetSteps: 240, evalEverySteps: 40, checkpointEvery: 5,
@@ -123,8 +121,14 @@ async function closeTabs(run: Run): Promise<void> {
   for (const t of run.tabs) await t.close();
 }
 
-test('eight tabs in groups of 4, one scaling what it sends by 100: it is removed, the job reaches the clean runs\' bar, the dashboard shows groups and faults',
+test('eight tabs in groups of 4, one scaling what it sends by 100: it is removed, the job reaches the clean run\'s accuracy, the dashboard shows groups and faults',
   { timeout: 30 * 60_000 }, async () => {
+    const clean = await runJob('without the attacker', TABS - 1, false);
+    const cleanRows = await workersOf(clean.jobId);
+    assert.deepEqual(cleanRows.filter((w) => w.faults).map((w) => `${w.volunteerId}: ${w.lastFault}`), [], 'nobody is removed from the clean run');
+    for (const t of clean.tabs) assert.deepEqual(t.errors, []);
+    await closeTabs(clean);
+
     // The dashboard, signed in by the link's token, watches the attacked job from its start.
     const dash = await session.open(`${session.server.url}/apps/dashboard/#token=test-token`);
     const d = dash.page;
@@ -155,9 +159,9 @@ test('eight tabs in groups of 4, one scaling what it sends by 100: it is removed
     for (const [i, reasons] of attacked.ended.entries()) if (i > 0) assert.ok(reasons.every((r) => /reached \d+ steps/.test(r)), `tab ${i}: ${reasons.join(' | ')}`);
     for (const t of attacked.tabs.slice(1)) assert.deepEqual(t.errors, []);
 
-    // The accuracy the same job reached without the attacker (ACCURACY_BAR).
-    console.log(`accuracy reached: attacked ${(100 * attacked.accuracy).toFixed(2)}% (the bar: ${100 * ACCURACY_BAR}%)`);
-    assert.ok(attacked.accuracy >= ACCURACY_BAR, `attacked ${attacked.accuracy}, below ${ACCURACY_BAR}`);
+    // The same job without the attacker reached this accuracy: within a point.
+    console.log(`accuracy reached: without the attacker ${(100 * clean.accuracy).toFixed(2)}%, attacked ${(100 * attacked.accuracy).toFixed(2)}%`);
+    assert.ok(Math.abs(attacked.accuracy - clean.accuracy) <= 0.01, `clean ${clean.accuracy}, attacked ${attacked.accuracy}`);
 
     // The dashboard: the last sync's groups (at most 4 honest members each), and the attacker's fault with its reason.
     await waitFor('the dashboard shows the fault', async () => (await d.$(`#faults li[data-fault="${attackerId}"]`)) !== null, 30_000, 250);
