@@ -62,7 +62,7 @@ test('a joiner loads the model from a member over WebRTC; members that send a wr
   const fail = (e: Error, v: ReturnType<typeof volunteer>) => {
     throw new Error(`${e.message}\n${JSON.stringify(v.runtime.status)}\n${logs[vols.indexOf(v)].join('\n')}\nserver:\n${server.logTail(40)}`);
   };
-  const loadsBy = async (source: string) => sampleValue(parseSamples(await (await fetch(`${server.url}/metrics`)).text()), 'tabfleet_job_model_loads_total', { job_id: created.id, source });
+  const loadsBy = async (source: string) => sampleValue(parseSamples((await server.api('/metrics')).text), 'tabfleet_job_model_loads_total', { job_id: created.id, source });
   try {
     vols.push(volunteer(created.id, logs[0], () => lying), volunteer(created.id, logs[1], () => lying));
     await waitFor('two syncs and their checkpoint', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.latestCheckpoint?.seq >= 2, 120_000, 200);

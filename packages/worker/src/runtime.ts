@@ -92,6 +92,8 @@ export interface RuntimeOptions {
   workRetryMs?: number;
   /** Pacing, deadlines, retries and the heartbeat run on it (default realClock; tests pass a FakeClock). */
   clock?: Clock;
+  /** How long a join probe may take, links included (default JOIN_PROBE_TIMEOUT_MS). */
+  joinProbeTimeoutMs?: number;
 }
 
 /** Margin kept before the server's deadline so the failure report arrives in time. */
@@ -340,7 +342,7 @@ export class VolunteerRuntime {
   /** Measures the members the assignment named and reports them (join-probe.ts); never fails the join. */
   private async probe(jobId: string, peers: string[]): Promise<void> {
     try {
-      const rttMs = await measurePeers(this.transport!, peers, undefined, this.clock);
+      const rttMs = await measurePeers(this.transport!, peers, this.opts.joinProbeTimeoutMs, this.clock);
       const ack = await this.emit('peers:rtt', { jobId, rttMs });
       this.log(ack.ok ? `measured ${Object.keys(rttMs).length} of ${peers.length} members at join: ${JSON.stringify(rttMs)}` : `join probe report refused: ${ack.error.message}`);
     } catch (e) {

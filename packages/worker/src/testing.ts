@@ -21,12 +21,12 @@ export const NODE_CAPABILITIES = {
 export function nodeVolunteer(
   serverUrl: string,
   links: MemoryNetwork | ((volunteerId: string, signaler: Signaler, iceServers: () => IceServer[]) => Transport),
-  opts: { jobId?: string; log?: (l: string) => void; slowdown?: number; clock?: Clock; onStatus?: (s: RuntimeStatus) => void } = {},
+  opts: { jobId?: string; log?: (l: string) => void; slowdown?: number; clock?: Clock; onStatus?: (s: RuntimeStatus) => void; joinProbeTimeoutMs?: number } = {},
 ) {
   const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES }, transports: ['websocket'], reconnection: false });
   const engine = new JobEngine(new CpuBackend('f32'), { slowdown: opts.slowdown, clock: opts.clock });
   const runtime = new VolunteerRuntime({
-    socket, serverUrl, engine, jobId: opts.jobId, log: opts.log, clock: opts.clock, onStatus: opts.onStatus,
+    socket, serverUrl, engine, jobId: opts.jobId, log: opts.log, clock: opts.clock, onStatus: opts.onStatus, joinProbeTimeoutMs: opts.joinProbeTimeoutMs,
     createTransport: (id, signaler, iceServers) => (links instanceof MemoryNetwork ? links.endpoint(id) : links(id, signaler, iceServers)),
   });
   return { socket, engine, runtime };
