@@ -154,9 +154,15 @@ test('eight volunteers behind one address join at once: those past the server\'s
   // again, the refused ones sat in "loading" with the error, and a job that needed them never started.)
   const created = await server.createJob({ ...job, dataset: 'fashion-mnist', H: 2, minWorkers: 8, maxWorkers: 8, targetSteps: 4, evalEverySteps: 1_000, checkpointEvery: 1_000 });
   const net = new MemoryNetwork();
-  const vols = Array.from({ length: 8 }, () => nodeVolunteer(server.url, net));
+  const logs: string[][] = Array.from({ length: 8 }, () => []);
+  const vols = logs.map((lines) => nodeVolunteer(server.url, net, { log: (l) => lines.push(l) }));
   try {
-    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
+    // Twice (beside a CPU-bound job) this waited out 150 s with nothing to say where the job stood.
+    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200).catch(async (e: Error) => {
+      const { job: j, workers } = (await server.api(`/api/jobs/${created.id}`)).body;
+      const states = vols.map((v, i) => `${JSON.stringify(v.runtime.status)}\n  ${logs[i].slice(-12).join('\n  ')}`);
+      throw new Error(`${e.message}\njob: ${JSON.stringify(j)}\nworkers: ${JSON.stringify(workers)}\n${states.join('\n')}\nserver:\n${server.logTail(60)}`);
+    });
     const rounds = (await server.api(`/api/jobs/${created.id}/rounds`)).body.rounds as { outcome: string; members: string[] }[];
     assert.deepEqual(rounds.filter((r) => r.outcome === 'committed').map((r) => r.members.length), [8, 8]);
     for (const v of vols) assertNoError(v);
