@@ -436,6 +436,7 @@ export class VolunteerRuntime {
     // Work that stopped at a budget says how many steps it took: its weight in the sync.
     const took = this.nextBudgetMs !== undefined && !own ? { steps: work.steps } : {};
     const ack = await this.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step, ...took });
+    if (this.assignment !== assignment) return; // held or left while the answer was on its way: the status says so
     // not_member: the job ended (target reached, stopped) while this tab trained; job:end follows.
     if (!ack.ok && ack.error.code !== 'not_member') throw new Error(`round:ready refused: ${ack.error.code}: ${ack.error.message}`);
     // Syncs went on without this tab while it trained: its work is dropped and the server sends the job's model.
