@@ -6,23 +6,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { IceServer } from '@tabfleet/protocol';
 import { FakeClock } from '@tabfleet/protocol/testing';
-import type { Socket } from 'socket.io-client';
 import { VolunteerRuntime } from './runtime';
+import { fakeVolunteerSocket } from './testing/fake-socket';
 
-function fakeSocket() {
-  const handlers = new Map<string, (payload: unknown) => void>();
-  const socket = {
-    connected: true,
-    on(name: string, fn: (payload: unknown) => void) {
-      handlers.set(name, fn);
-      return socket;
-    },
-    emit: () => socket,
-    disconnect: () => socket,
-    timeout: () => ({ emitWithAck: async () => ({ ok: true, assigned: true }) }),
-  };
-  return { socket: socket as unknown as Socket, deliver: (name: string, payload: unknown) => handlers.get(name)!(payload) };
-}
+const fakeSocket = () => fakeVolunteerSocket(async () => ({ ok: true, assigned: true }));
 
 const turn = (username: string): IceServer[] => [{ urls: ['stun:127.0.0.1:3478'] }, { urls: ['turn:127.0.0.1:3478'], username, credential: `pw-${username}` }];
 const MEMORY = { passes: 1, microBatch: 32, recompute: false, reason: 'test' };

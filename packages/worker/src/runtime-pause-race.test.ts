@@ -7,44 +7,23 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Assignment } from '@tabfleet/protocol';
 import { FakeClock } from '@tabfleet/protocol/testing';
-import type { Socket } from 'socket.io-client';
 import { VolunteerRuntime, type EngineLike } from './runtime';
+import { fakeVolunteerSocket } from './testing/fake-socket';
 
 function fakeSocket() {
-  const handlers = new Map<string, (payload: unknown) => void>();
   let answerReady: ((ack: object) => void) | null = null;
   let readySent: () => void = () => {};
-  const socket = {
-    connected: true,
-    on(name: string, fn: (payload: unknown) => void) {
-      handlers.set(name, fn);
-      return socket;
-    },
-    emit() {
-      return socket;
-    },
-    disconnect() {
-      socket.connected = false;
-      return socket;
-    },
-    timeout() {
-      return {
-        emitWithAck: (name: string) => {
-          if (name === 'work:request') return new Promise(() => {}); // the assignment is sent by the test
-          if (name === 'model:loaded') return Promise.resolve({ ok: true, admitted: true });
-          if (name === 'round:ready') {
-            readySent();
-            return new Promise((r) => (answerReady = r));
-          }
-          return Promise.resolve({ ok: true });
-        },
-      };
-    },
-  };
+  const { socket, deliver } = fakeVolunteerSocket((name) => {
+    if (name === 'work:request') return new Promise(() => {}); // the assignment is sent by the test
+    if (name === 'model:loaded') return Promise.resolve({ ok: true, admitted: true });
+    if (name !== 'round:ready') return Promise.resolve({ ok: true });
+    readySent();
+    return new Promise((r) => (answerReady = r));
+  });
   return {
-    socket: socket as unknown as Socket,
+    socket,
     readySent: new Promise<void>((resolve) => (readySent = resolve)),
-    send: (name: string, payload: unknown) => handlers.get(name)!(payload),
+    send: deliver,
     answerReady: (ack: object) => answerReady!(ack),
   };
 }

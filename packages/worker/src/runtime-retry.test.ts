@@ -8,37 +8,19 @@ import { test } from 'node:test';
 import { FakeClock } from '@tabfleet/protocol/testing';
 import type { Socket } from 'socket.io-client';
 import { VolunteerRuntime } from './runtime';
+import { fakeVolunteerSocket } from './testing/fake-socket';
 
 function fakeSocket(clock: FakeClock, answers: object[]) {
-  const handlers = new Map<string, (payload: unknown) => void>();
   const requests: number[] = [];
-  const socket = {
-    connected: true,
-    on(name: string, fn: (payload: unknown) => void) {
-      handlers.set(name, fn);
-      return socket;
-    },
-    emit() {
-      return socket;
-    },
-    disconnect() {
-      socket.connected = false;
-      return socket;
-    },
-    timeout() {
-      return {
-        emitWithAck: async (name: string) => {
-          if (name !== 'work:request') return { ok: true };
-          requests.push(clock.now());
-          const answer = answers.shift();
-          if (!answer) return new Promise(() => {}); // never answers
-          return answer;
-        },
-      };
-    },
-  };
-  const welcome = () => handlers.get('welcome')!({ volunteerId: 'v-1', protocol: 1, serverTime: clock.now(), displayName: null });
-  return { socket: socket as unknown as Socket, requests, welcome };
+  const { socket, deliver } = fakeVolunteerSocket(async (name) => {
+    if (name !== 'work:request') return { ok: true };
+    requests.push(clock.now());
+    const answer = answers.shift();
+    if (!answer) return new Promise(() => {}); // never answers
+    return answer;
+  });
+  const welcome = () => deliver('welcome', { volunteerId: 'v-1', protocol: 1, serverTime: clock.now(), displayName: null });
+  return { socket, requests, welcome };
 }
 
 const RETRY_MS = 300;
