@@ -11,7 +11,11 @@ import { nodeVolunteer } from '@tabfleet/worker/testing';
 let server: TestServer;
 before(async () => {
   // Every sync replicates a unit (redundant recompute), so its path runs in every LocalSGD job here.
-  server = await startTestServer({ timing: { roundTimeoutMs: 20_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 30_000 }, replicationRate: { probation: 1, trusted: 1 } });
+  // Loads get the production default, 120 s: a load is timed from the assignment, so it includes the
+  // shard download (and the wait for a download slot), and eight volunteers set up in this one process.
+  // At 30 s the eight-volunteer test failed twice beside a CPU-bound job; at 2.5 s every volunteer is
+  // evicted for a slow load again and again and that job never starts.
+  server = await startTestServer({ timing: { roundTimeoutMs: 20_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 120_000 }, replicationRate: { probation: 1, trusted: 1 } });
 });
 after(() => server.stop());
 
