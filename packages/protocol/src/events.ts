@@ -224,6 +224,11 @@ export const VOLUNTEER_EVENTS = {
     samplesPerSec: finite.min(0),
     bytesSent: z.number().int().min(0),
     bytesReceived: z.number().int().min(0),
+    /**
+     * Bytes the tab has downloaded for its job so far (its shard, the model), counted up, never back. While
+     * it loads, growth shows the load is moving: the server then holds its load deadline from the report.
+     */
+    downloadedBytes: z.number().int().min(0).max(2 ** 52).optional(),
   }),
   /** Sets or clears the display name kept under this connection's client id. */
   profile: profileSchema,

@@ -45,8 +45,33 @@ export async function putCheckpoint(url: string, token: string, data: Uint8Array
   }
 }
 
+/** Counts the bytes of a download as they come in (the heartbeat reports them while a tab loads). */
+export type OnBytes = (bytes: number) => void;
+
+/** A response's whole body, each piece counted as it arrives. */
+export async function readCounted(res: Response, onBytes: OnBytes): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let length = 0;
+  const reader = res.body!.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    length += value.byteLength;
+    onBytes(value.byteLength);
+  }
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
 /** A stored checkpoint (or any file served with Range), resumed from the bytes in hand when the connection drops. */
-export async function fetchModel(url: string, clock: Clock = realClock): Promise<Uint8Array> {
+export async function fetchModel(url: string, clock: Clock = realClock, onBytes: OnBytes = () => {}): Promise<Uint8Array> {
   // Filled in place as bytes arrive: one copy of the model, however many responses it took.
   let out: Uint8Array | null = null;
   let got = 0;
@@ -58,7 +83,7 @@ export async function fetchModel(url: string, clock: Clock = realClock): Promise
       if (out === null) {
         const total = Number(res.headers.get('content-length') ?? NaN);
         // No length known: one response is the whole file.
-        if (!Number.isInteger(total)) return new Uint8Array(await res.arrayBuffer());
+        if (!Number.isInteger(total)) return await readCounted(res, onBytes);
         out = new Uint8Array(total);
       }
       const reader = res.body!.getReader();
@@ -68,6 +93,7 @@ export async function fetchModel(url: string, clock: Clock = realClock): Promise
         if (got + value.byteLength > out.byteLength) throw new HttpRefusal(res.status, `GET model: more than the ${out.byteLength} bytes announced`);
         out.set(value, got);
         got += value.byteLength;
+        onBytes(value.byteLength);
         failures = 0;
       }
       if (got < out.byteLength) throw new Error(`GET model: the response ended at byte ${got} of ${out.byteLength}`);

@@ -86,6 +86,9 @@ export class EngineApi {
   loadModel(url: string | null, step: number) {
     return this.jobEngine.loadModel(url, step);
   }
+  downloadedBytes() {
+    return this.job?.downloadedBytes() ?? 0;
+  }
   loadCheckpoint(bytes: Uint8Array, step: number) {
     return this.jobEngine.loadCheckpoint(bytes, step);
   }

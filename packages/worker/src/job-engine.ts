@@ -10,7 +10,7 @@ import {
   type Assignment, type Clock, type JobSpec, type ReplicaTask, type ReplicaUnit,
 } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
-import { fetchModel } from './checkpoint-transfer';
+import { fetchModel, readCounted, type OnBytes } from './checkpoint-transfer';
 import { loadDataset } from './solo';
 
 /** What a round averages: deltas from the job's model, or (Moshpit groups) the parameters. */
@@ -34,11 +34,11 @@ const DOWNLOAD_RETRY_FOR_MS = 120_000;
  * backoff) with jitter: tabs behind one address that join at once exceed the shard downloads the
  * server serves per address, and the later ones wait their turn instead of failing their job.
  */
-async function fetchBytes(url: string, clock: Clock = realClock): Promise<Uint8Array> {
+async function fetchBytes(url: string, { clock, onBytes }: Downloads): Promise<Uint8Array> {
   const giveUpAt = clock.now() + DOWNLOAD_RETRY_FOR_MS;
   for (let attempt = 0; ; attempt++) {
     const res = await fetch(url);
-    if (res.ok) return new Uint8Array(await res.arrayBuffer());
+    if (res.ok) return readCounted(res, onBytes);
     const body = await res.text().catch(() => '');
     if ((res.status !== 429 && res.status !== 503) || clock.now() >= giveUpAt) throw new Error(`GET ${url}: HTTP ${res.status} ${body}`.trim());
     const retryAfterMs = 1000 * Number(res.headers.get('retry-after') ?? NaN);
@@ -47,16 +47,22 @@ async function fetchBytes(url: string, clock: Clock = realClock): Promise<Uint8A
   }
 }
 
+/** What a tab's downloads are waited on and counted with. */
+interface Downloads {
+  clock: Clock;
+  onBytes: OnBytes;
+}
+
 /** This worker's training shard and the test set, as the job's dataset says. */
-async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: string, preset: ModelPreset, clock: Clock = realClock): Promise<{ train: Dataset; test: Dataset; indices: Int32Array }> {
+async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: string, preset: ModelPreset, net: Downloads): Promise<{ train: Dataset; test: Dataset; indices: Int32Array }> {
   const shard = assignment.shard;
   if (spec.dataset === 'fashion-mnist') {
     const base = `${serverUrl}/datasets/fashion-mnist`;
     // The assignment's URL carries the ticket the server asks for (and may be relative to the server).
     const shardUrl = assignment.dataUrl ? new URL(assignment.dataUrl, serverUrl).href : `${base}/shards/${shard.index}/${shard.count}?seed=${spec.seed}`;
     const [train, test] = await Promise.all([
-      fetchBytes(shardUrl, clock).then(decodeFashionShard),
-      loadFashionMnistTest((name) => fetchBytes(`${base}/${name}`, clock)),
+      fetchBytes(shardUrl, net).then(decodeFashionShard),
+      loadFashionMnistTest((name) => fetchBytes(`${base}/${name}`, net)),
     ]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }
@@ -70,7 +76,7 @@ async function loadJobData(spec: JobSpec, assignment: Assignment, serverUrl: str
     validationUrl.searchParams.set('shard', `${shard.index}/${shard.count}`);
     const vocab = spec.tokenizer ? TOKENIZER_VOCAB[spec.tokenizer] : 0;
     const decode = spec.dataset === 'image-upload' ? decodeFashionShard : (b: Uint8Array) => decodeTextShard(b, vocab);
-    const [train, test] = await Promise.all([fetchBytes(shardUrl.href, clock).then(decode), fetchBytes(validationUrl.href, clock).then(decode)]);
+    const [train, test] = await Promise.all([fetchBytes(shardUrl.href, net).then(decode), fetchBytes(validationUrl.href, net).then(decode)]);
     return { train, test, indices: Int32Array.from({ length: train.count }, (_, i) => i) };
   }
   if (spec.dataset === 'synthetic-blobs') {
@@ -104,12 +110,17 @@ export class JobEngine {
   private serverUrl = '';
   /** Odd while a commit or load changes the model, bumped again after: servedCheckpoint sees a change under it. */
   private modelVersion = 0;
+  /** Bytes downloaded for the job so far (shards, models): the runtime's heartbeat shows a load moving. */
+  private downloaded = 0;
+  private readonly downloads: Downloads;
 
   /**
    * `slowdown`: this tab pretends to be that many times slower (tests and benchmarks of unequal
    * volunteers); `clock`: what local work and its budget are timed on (default realClock).
    */
-  constructor(private readonly backend: Backend, private readonly opts: { slowdown?: number; clock?: Clock } = {}) {}
+  constructor(private readonly backend: Backend, private readonly opts: { slowdown?: number; clock?: Clock } = {}) {
+    this.downloads = { clock: opts.clock ?? realClock, onBytes: (n) => void (this.downloaded += n) };
+  }
 
   private get ready(): { engine: ModelEngine; strategy: SyncStrategy; spec: JobSpec } {
     if (!this.engine || !this.strategy || !this.spec) throw new Error('no job set up: call setup() first');
@@ -120,7 +131,7 @@ export class JobEngine {
     const spec = assignment.job.spec;
     const preset = presetOf(spec);
     this.serverUrl = serverUrl;
-    const data = await loadJobData(spec, assignment, serverUrl, preset, this.opts.clock);
+    const data = await loadJobData(spec, assignment, serverUrl, preset, this.downloads);
     const engine = new ModelEngine(this.backend, {
       preset, seed: spec.seed, optimizer: innerOptimizer(spec), batchSize: spec.hyperparameters.batchSize,
       train: data.train, test: data.test, shard: data.indices, dataSeed: spec.seed * 7919 + assignment.shard.index, slowdown: this.opts.slowdown, clock: this.opts.clock,
@@ -162,7 +173,12 @@ export class JobEngine {
    * Returns the loaded parameters' digest (the server checks it against the checkpoint's).
    */
   async loadModel(url: string | null, step: number): Promise<{ digest: string }> {
-    return this.load(url ? await fetchModel(new URL(url, this.serverUrl).href, this.opts.clock) : null, step);
+    return this.load(url ? await fetchModel(new URL(url, this.serverUrl).href, this.downloads.clock, this.downloads.onBytes) : null, step);
+  }
+
+  /** Bytes downloaded for this job so far, counted up as they arrive (a load in progress moves it). */
+  downloadedBytes(): number {
+    return this.downloaded;
   }
 
   /** Loads a checkpoint in hand (a member sent it: the caller checked its digest), as loadModel does. */
@@ -276,7 +292,7 @@ export class JobEngine {
     if (this.replicaData?.index === index) return this.replicaData;
     const spec = this.ready.spec;
     const assignment: Assignment = { ...this.assignment!, shard: { index, count }, dataUrl: task.dataUrl };
-    const data = await loadJobData(spec, assignment, this.serverUrl, presetOf(spec), this.opts.clock);
+    const data = await loadJobData(spec, assignment, this.serverUrl, presetOf(spec), this.downloads);
     this.replicaData = { index, train: data.train, shard: data.indices };
     return this.replicaData;
   }

@@ -23,6 +23,8 @@ const PROBE_LINK_MS = 60_000;
 export interface EngineLike {
   setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo>;
   loadModel(url: string | null, step: number): Promise<{ digest: string }>;
+  /** Bytes downloaded for the job so far (the heartbeat shows the server a load that is moving). */
+  downloadedBytes?(): number | Promise<number>;
   /** A checkpoint a member sent (its digest checked first), loaded as loadModel does. */
   loadCheckpoint(bytes: Uint8Array, step: number): Promise<{ digest: string }>;
   /** The model of the last commit as a checkpoint, for a joiner that asked this member (throws while it changes). */
@@ -114,10 +116,7 @@ export class VolunteerRuntime {
   private chain: Promise<unknown> = Promise.resolve();
   /** The ring or group of the round in flight. */
   private ring: Ring | Group | HomeRing | null = null;
-  /**
-   * The group of the last group round, open until the round commits or aborts: the server may name
-   * validators, who need this member's contribution as it went on the wire, or ask for it as evidence.
-   */
+  /** The last group round's group, open until it commits or aborts: validators (or evidence) need this member's contribution as it went on the wire. */
   private openGroup: { group: Group; roundId: number; contribution: Float32Array; wire: GroupAverageOptions } | null = null;
   /** Redundant recompute tasks the server gave, until their starting model is this member's. */
   private replicaTasks: ReplicaTask[] = [];
@@ -274,9 +273,12 @@ export class VolunteerRuntime {
     if (!this.opts.socket.connected || !this.status.jobId) return;
     const s = this.status;
     const state = s.state === 'connecting' || s.state === 'stopped' ? 'idle' : s.state === 'recovering' ? 'paused' : s.state;
-    // No ack asked: nothing here waits for one, and each would be one more write for the server per tab every
-    // heartbeat (a refusal still comes back, as a `protocol:error` event).
-    this.opts.socket.emit('status', { state, hidden: s.hidden, step: s.step, samplesPerSec: s.samplesPerSec, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived });
+    // No ack asked: nothing waits for one, and each is one more write per tab every heartbeat (a refusal still comes
+    // back, as `protocol:error`). While it loads, the bytes downloaded so far show the server the load is moving.
+    const { hidden, step, samplesPerSec, bytesSent, bytesReceived } = s;
+    const send = (downloadedBytes?: number) => void this.opts.socket.emit('status', { state, hidden, step, samplesPerSec, bytesSent, bytesReceived, downloadedBytes });
+    if (state === 'loading' && this.opts.engine.downloadedBytes) void Promise.resolve(this.opts.engine.downloadedBytes()).then(send, () => send());
+    else send();
   }
 
   private requestWork(): void {

@@ -11,6 +11,7 @@ import type { JobRecord } from '../store/store';
 import { SIM_CAPABILITIES, checkpointOf, initialParams } from '../testing/sim-volunteer';
 import { PROBE_PEERS } from './join-probes';
 import { JobCoordinator } from './job-coordinator';
+import { LOAD_PROGRESS_CEILING } from './model-loads';
 import type { Clock, CoordinatorDeps } from './types';
 
 class FakeClock implements Clock {
@@ -228,6 +229,42 @@ test('a joiner that never loads its model is evicted after the load timeout and 
   t.clock.advance(3_000);
   assert.match(t.last('late', 'job:end').reason, /load timed out/);
   assert.equal(t.last('a', 'round:begin').seq, 3);
+  await t.cleanup();
+});
+
+test('a joiner whose heartbeats say its download is moving keeps loading past the load timeout, from its last progress, up to a ceiling', async () => {
+  const { t } = await joinerAtSyncTwo();
+  await t.c.flushed();
+  assert.equal(t.last('late', 'model:load').seq, 2);
+  const beat = (downloadedBytes?: number) => t.c.status('late', { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0, downloadedBytes });
+  const evicted = () => t.sent.some((s) => s.to === 'late' && s.event === 'job:end');
+  // A report every 2 s with more bytes: 12 s in, four times the 3 s load timeout, it is still loading.
+  for (let bytes = 1; bytes <= 6; bytes++) {
+    t.clock.advance(2_000);
+    beat(bytes * 65_536);
+  }
+  assert.equal(evicted(), false, 'still loading while bytes come in');
+  // Heartbeats whose count does not grow (or carries none) give no time: evicted 3 s after the last growth.
+  t.clock.advance(2_000);
+  beat(6 * 65_536);
+  beat();
+  t.clock.advance(999);
+  assert.equal(evicted(), false);
+  t.clock.advance(1);
+  assert.match(t.last('late', 'job:end').reason, /load timed out/);
+  await t.cleanup();
+});
+
+test('a load that trickles bytes is evicted at LOAD_PROGRESS_CEILING load timeouts after it was sent', async () => {
+  const { t } = await joinerAtSyncTwo();
+  await t.c.flushed();
+  let bytes = 0;
+  for (let s = 0; s < LOAD_PROGRESS_CEILING * 3 + 3 && !t.sent.some((x) => x.to === 'late' && x.event === 'job:end'); s++) {
+    t.clock.advance(1_000);
+    t.c.status('late', { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0, downloadedBytes: ++bytes });
+  }
+  assert.match(t.last('late', 'job:end').reason, /load timed out/);
+  assert.equal(bytes, LOAD_PROGRESS_CEILING * 3, `evicted at the ceiling: ${LOAD_PROGRESS_CEILING} load timeouts of 3 s, one byte a second`);
   await t.cleanup();
 });
 

@@ -366,7 +366,9 @@ export class JobCoordinator {
   status(volunteerId: string, status: Member['status']): void {
     const m = this.members.get(volunteerId);
     if (!m) return;
+    const loadMoved = m.phase === 'loading' && (status.downloadedBytes ?? 0) > (m.status.downloadedBytes ?? 0);
     m.status = status;
+    if (loadMoved) this.loads.progressed(m);
     this.contributors.reported(m.identity, volunteerId, status);
     this.changedWorkers();
   }

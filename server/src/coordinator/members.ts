@@ -15,6 +15,8 @@ export interface MemberStatus {
   samplesPerSec: number;
   bytesSent: number;
   bytesReceived: number;
+  /** What it has downloaded for the job so far, as its last heartbeat said (model-loads.ts). */
+  downloadedBytes?: number;
 }
 
 export interface Member extends VolunteerInfo {

@@ -29,6 +29,12 @@ export interface LoadsHost extends JobHost {
 
 /** Members named to a joiner as the model's sources besides the server. */
 export const LOAD_PEERS = 2;
+/**
+ * A load that keeps reporting progress is given at most this many load timeouts in all: 10 min at the
+ * default 120 s, the lifetime of the checkpoint ticket it was sent (auth.ts), past which a resumed
+ * download would be refused anyway.
+ */
+export const LOAD_PROGRESS_CEILING = 5;
 
 export class ModelLoads {
   constructor(private readonly host: LoadsHost) {}
@@ -37,15 +43,31 @@ export class ModelLoads {
   send(m: Member, seq: number): void {
     const { job, deps } = this.host;
     this.host.members.setLoadSeq(m, seq);
-    m.cancelLoadTimer?.();
     m.loadSince = deps.clock.now();
-    m.cancelLoadTimer = deps.clock.after(this.host.deadlines.bound('load', deps.timing.loadTimeoutMs), () => {
-      this.host.evict(m.volunteerId, 'model load timed out');
-      this.host.tryBegin();
-    });
+    this.loadDeadline(m, this.host.deadlines.bound('load', deps.timing.loadTimeoutMs));
     this.host.checkpoints.loadSent(seq);
     const url = seq === 0 && this.host.checkpoints.latest === null ? null : deps.checkpointUrl(job.id, seq);
     deps.toVolunteer(m.volunteerId, 'model:load', { jobId: job.id, seq, step: job.step, url, ...this.fromPeers(m, seq, url) });
+  }
+
+  /**
+   * `m`'s heartbeat says more bytes came in for its load: a slow link, not a stuck tab. Its deadline is
+   * the configured load timeout from now, never past LOAD_PROGRESS_CEILING of them after it was sent
+   * (a tab that trickles bytes holds its seat that long at most; it never holds a sync: barrier.ts).
+   */
+  progressed(m: Member): void {
+    if (!m.cancelLoadTimer) return; // not loading on a deadline (waiting for a checkpoint to exist)
+    const cap = this.host.deps.timing.loadTimeoutMs;
+    const ms = Math.min(cap, m.loadSince + LOAD_PROGRESS_CEILING * cap - this.host.deps.clock.now());
+    if (ms > 0) this.loadDeadline(m, ms);
+  }
+
+  private loadDeadline(m: Member, ms: number): void {
+    m.cancelLoadTimer?.();
+    m.cancelLoadTimer = this.host.deps.clock.after(ms, () => {
+      this.host.evict(m.volunteerId, 'model load timed out');
+      this.host.tryBegin();
+    });
   }
 
   /**
