@@ -1,6 +1,7 @@
 // A joiner on a slow link (issue 38's thinner links): loading the job's model takes it longer than the
 // server's load timeout, but its heartbeats carry the bytes downloaded so far, so the server holds its
-// deadline while they grow, admits it when the load is in and the job goes on with it. Through the real
+// deadline while they grow (and the worker table shows them), admits it when the load is in and the job
+// goes on with it. Through the real
 // server, Socket.IO, HTTP and the worker runtime with its CPU engine: between the joiner and the server
 // is a TCP proxy that passes the server's bytes at BYTES_PER_SEC. (Before, the load timed out, the tab
 // was evicted and kept out, and every load it tried again timed out the same way.)
@@ -9,6 +10,7 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
+import type { WorkerRow } from '@tabfleet/protocol';
 import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
 import { nodeVolunteer } from '@tabfleet/worker/testing';
 
@@ -97,6 +99,15 @@ test('a joiner whose model load outlasts the load timeout is admitted while its 
       }
     };
     const v = joiner;
+    // The researcher's worker table shows the joiner's download growing while it loads.
+    const seen: number[] = [];
+    await waitFor('the worker table shows the download twice, growing', async () => {
+      const rows = (await server.api(`/api/jobs/${created.id}`)).body.workers as WorkerRow[];
+      const row = rows.find((r) => r.volunteerId === v.runtime.status.volunteerId);
+      if (row?.downloadedBytes && row.downloadedBytes !== seen.at(-1)) seen.push(row.downloadedBytes);
+      return seen.length >= 2;
+    }, 60_000, 250);
+    assert.ok(seen[1] > seen[0], `downloaded ${seen.join(', ')} bytes`);
     await waitFor('the joiner commits a sync', () => v.runtime.status.syncs >= 1, 120_000, 200).catch((e: Error) => {
       throw new Error(`${e.message}\n${JSON.stringify(v.runtime.status)}\n${logs.slice(-20).join('\n')}\nserver:\n${server.logTail(30)}`);
     });
@@ -104,6 +115,8 @@ test('a joiner whose model load outlasts the load timeout is admitted while its 
     assert.ok(loads[0].url !== null && loads[0].ms > LOAD_TIMEOUT_MS, `the load took ${loads[0].ms} ms, more than the ${LOAD_TIMEOUT_MS} ms load timeout`);
     assert.ok(engine.downloadedBytes() >= 300_000, `${engine.downloadedBytes()} bytes downloaded`);
     assert.doesNotMatch(server.logTail(200), /model load timed out/);
+    const rows = (await server.api(`/api/jobs/${created.id}`)).body.workers as WorkerRow[];
+    assert.equal(rows.find((r) => r.volunteerId === v.runtime.status.volunteerId)?.downloadedBytes, null, 'admitted: no download shown');
   } finally {
     await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});
     for (const v of [first, joiner]) {

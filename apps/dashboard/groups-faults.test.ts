@@ -5,7 +5,7 @@ import { faultRows, latestGroups } from './groups-faults';
 
 const row = (id: string, patch: Partial<WorkerRow> = {}): WorkerRow => ({
   volunteerId: id, jobId: 'j', state: 'training', hidden: false, contributor: `volunteer ${id}`, syncs: 3, adapter: 'a', backend: 'webgpu', step: 24,
-  samplesPerSec: 100, bytesSent: 0, bytesReceived: 0, lastRound: null, lastRoundMs: null, lastRoundMode: 'group', admitted: true, faults: 0,
+  samplesPerSec: 100, bytesSent: 0, bytesReceived: 0, downloadedBytes: null, lastRound: null, lastRoundMs: null, lastRoundMode: 'group', admitted: true, faults: 0,
   reputation: null, pace: null, links: null, group: null, lastFault: null, leftReason: null, ...patch,
 });
 

@@ -301,8 +301,10 @@ function renderWorkers(): void {
   const rows = current.workers.map((w) => {
     const left = w.state === 'left';
     const reverse = (peer: string) => byId.get(peer)?.links?.find((l) => l.peer === w.volunteerId);
+    // A joiner's load on a slow link can take minutes: what it has downloaded so far shows it moving.
+    const joining = w.admitted || left ? '' : ` (joining${w.downloadedBytes ? `, ${formatBytes(w.downloadedBytes)} downloaded` : ''})`;
     return `<tr class="${left ? 'left' : ''}" data-state="${esc(w.state)}"><td>${esc(w.contributor)}<br><span class="muted">${esc(w.volunteerId)}</span></td><td>${esc(w.adapter)}</td>
-    <td>${esc(w.state)}${w.admitted || left ? '' : ' (joining)'}${w.hidden && !left ? ' · background tab' : ''}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
+    <td>${esc(w.state)}${joining}${w.hidden && !left ? ' · background tab' : ''}</td><td class="num">${w.step}</td><td class="num">${w.syncs}</td>
     <td class="num">${left ? '—' : w.samplesPerSec.toFixed(0)}</td><td data-pace>${pace(w.pace)}</td>`
       + `<td class="num" data-sent>${formatBytes(w.bytesSent)}</td><td class="num">${formatBytes(w.bytesReceived)}</td>
     <td data-round-mode="${w.lastRoundMode ?? ''}">${w.lastRound ?? '—'}${roundMode(w.lastRoundMode)}</td><td>${w.lastRoundMs === null ? '—' : `${w.lastRoundMs} ms/round`}</td>`

@@ -17,7 +17,7 @@ export function departedRow(c: ContributorRecord, displayName: string | null | u
   lastFault: string | null = null): WorkerRow {
   return {
     volunteerId: c.volunteerId, jobId: c.jobId, state: 'left', hidden: false, contributor: contributorName(c.clientId, displayName), syncs: c.syncs,
-    adapter: c.adapter, backend: c.backend, step: c.step, samplesPerSec: 0, bytesSent: c.bytesSent, bytesReceived: c.bytesReceived,
+    adapter: c.adapter, backend: c.backend, step: c.step, samplesPerSec: 0, bytesSent: c.bytesSent, bytesReceived: c.bytesReceived, downloadedBytes: null,
     lastRound: null, lastRoundMs: null, lastRoundMode: null, admitted: false, faults, reputation, pace: null, links: null,
     group: null, lastFault, leftReason: c.leftReason ?? null,
   };

@@ -398,6 +398,8 @@ export interface WorkerRow {
   samplesPerSec: number;
   bytesSent: number;
   bytesReceived: number;
+  /** While it loads (not admitted yet): the bytes its heartbeat says it has downloaded for the job so far; null otherwise. */
+  downloadedBytes: number | null;
   /** Last round this worker finished, and its wall time (a proxy for link quality). */
   lastRound: number | null;
   lastRoundMs: number | null;

@@ -129,6 +129,7 @@ export class ContributorLedger {
       volunteerId: m.volunteerId, jobId: this.jobId, state: m.status.state, hidden: m.status.hidden, contributor: contributorName(m.identity, this.name(m.identity)),
       syncs: this.syncs(m.identity), adapter: describeAdapter(m), backend: m.capabilities.backend,
       step: m.status.step, samplesPerSec: m.status.samplesPerSec, bytesSent: m.status.bytesSent, bytesReceived: m.status.bytesReceived,
+      downloadedBytes: m.phase === 'loading' ? (m.status.downloadedBytes ?? null) : null,
       lastRound: m.lastRound, lastRoundMs: m.lastRoundMs, lastRoundMode: m.lastRoundMode, admitted: m.phase !== 'loading', faults: faults.offences(m.identity), reputation: reputation(m.identity),
       pace: paced ? { msPerStep: m.msPerStep === null ? null : Math.round(m.msPerStep * 10) / 10, steps: m.steps, share: m.share } : null,
       links: links.of(m.volunteerId), group: m.group, lastFault: faults.lastFault(m.identity), leftReason: null,

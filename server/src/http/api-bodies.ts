@@ -96,6 +96,7 @@ export const workerRowBody = matches<WorkerRow>()(z.strictObject({
   samplesPerSec: z.number(),
   bytesSent: z.number(),
   bytesReceived: z.number(),
+  downloadedBytes: z.number().nullable().describe('while it loads (not admitted yet): the bytes its heartbeat says it has downloaded for the job so far; null otherwise'),
   lastRound: int.nullable(),
   lastRoundMs: z.number().nullable(),
   lastRoundMode: z.enum(['ring', 'group', 'star']).nullable(),
