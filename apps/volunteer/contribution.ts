@@ -34,6 +34,8 @@ export function statusRows(s: RuntimeStatus, job: PublicJob | undefined): [strin
   ];
   if (s.lastAccuracy !== null) rows.push(['test accuracy (last check)', `${(100 * s.lastAccuracy).toFixed(2)}%`]);
   if (s.memoryPlan) rows.push(['step plan', s.memoryPlan]);
+  // A load over a slow link can take minutes: what has come in so far shows it moving.
+  if (s.state === 'loading' && s.downloadedBytes) rows.push(['downloaded so far', formatBytes(s.downloadedBytes)]);
   if (s.hidden) rows.push(['tab', 'in the background: the browser may slow it down or freeze it']);
   return rows;
 }

@@ -40,5 +40,6 @@ export function formatStatus(i: number, s: RuntimeStatus | null): string {
   if (!s) return `worker ${i}: gone`;
   const mb = (n: number) => (n / 1e6).toFixed(1);
   return `worker ${i}: ${s.state.padEnd(8)} job ${s.jobId ?? '-'}  step ${s.step}  syncs ${s.syncs}  ${s.samplesPerSec.toFixed(0)} samples/s  peers ${s.peers.length}`
-    + `  sent ${mb(s.bytesSent)} MB  recv ${mb(s.bytesReceived)} MB${s.lastError ? `  error: ${s.lastError}` : ''}`;
+    + `  sent ${mb(s.bytesSent)} MB  recv ${mb(s.bytesReceived)} MB${s.state === 'loading' && s.downloadedBytes ? `  downloaded ${mb(s.downloadedBytes)} MB` : ''}`
+    + `${s.lastError ? `  error: ${s.lastError}` : ''}`;
 }

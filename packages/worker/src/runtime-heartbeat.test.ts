@@ -82,5 +82,6 @@ test('while it loads, each heartbeat carries the bytes the engine has downloaded
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(beats, [65_536, 131_072, 131_072, 400_000].map((downloadedBytes) => ({ ...beats[0], downloadedBytes })));
   assert.equal(beats[0].state, 'loading');
+  assert.equal(runtime.status.downloadedBytes, 400_000, 'the page shows the count too');
   runtime.stop();
 });

@@ -73,6 +73,8 @@ export interface RuntimeStatus {
   lastAccuracy: number | null;
   /** How this tab runs a step of its job: examples per pass, recompute, and why. */
   memoryPlan: string | null;
+  /** While it loads: the bytes downloaded for the job so far, as the last heartbeat read them. */
+  downloadedBytes: number | null;
 }
 
 export interface RuntimeOptions {
@@ -108,7 +110,7 @@ const WORK_REQUEST_RETRY_MS = 5_000;
 export class VolunteerRuntime {
   readonly status: RuntimeStatus = {
     state: 'connecting', held: [], hidden: false, volunteerId: null, jobId: null, step: 0, seq: 0, roundId: null, peers: [], samplesPerSec: 0,
-    bytesSent: 0, bytesReceived: 0, syncs: 0, lastError: null, lastAccuracy: null, memoryPlan: null,
+    bytesSent: 0, bytesReceived: 0, syncs: 0, lastError: null, lastAccuracy: null, memoryPlan: null, downloadedBytes: null,
   };
   private transport: Transport | null = null;
   private assignment: Assignment | null = null;
@@ -277,7 +279,7 @@ export class VolunteerRuntime {
     // back, as `protocol:error`). While it loads, the bytes downloaded so far show the server the load is moving.
     const { hidden, step, samplesPerSec, bytesSent, bytesReceived } = s;
     const send = (downloadedBytes?: number) => void this.opts.socket.emit('status', { state, hidden, step, samplesPerSec, bytesSent, bytesReceived, downloadedBytes });
-    if (state === 'loading' && this.opts.engine.downloadedBytes) void Promise.resolve(this.opts.engine.downloadedBytes()).then(send, () => send());
+    if (state === 'loading' && this.opts.engine.downloadedBytes) void Promise.resolve(this.opts.engine.downloadedBytes()).then((n) => (this.setStatus({ downloadedBytes: n }), send(n)), () => send());
     else send();
   }
 
@@ -309,7 +311,7 @@ export class VolunteerRuntime {
     }
     this.assignment = a;
     this.iceServers = a.iceServers ?? [];
-    this.setStatus({ state: 'loading', jobId: a.job.id, seq: 0 });
+    this.setStatus({ state: 'loading', jobId: a.job.id, seq: 0, downloadedBytes: null });
     if (a.probePeers?.length) {
       // Links open while the model loads; the pings wait until it is loaded (a busy thread would delay the pongs it measures).
       for (const p of a.probePeers) {
