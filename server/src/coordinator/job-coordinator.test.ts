@@ -244,10 +244,12 @@ test('a joiner whose heartbeats say its download is moving keeps loading past th
     beat(bytes * 65_536);
   }
   assert.equal(evicted(), false, 'still loading while bytes come in');
-  // Heartbeats whose count does not grow (or carries none) give no time: evicted 3 s after the last growth.
+  // Heartbeats whose count does not grow (or carries none, or a lower one) give no time: evicted 3 s after the last growth.
   t.clock.advance(2_000);
   beat(6 * 65_536);
   beat();
+  beat(65_536);
+  beat(6 * 65_536);
   t.clock.advance(999);
   assert.equal(evicted(), false);
   t.clock.advance(1);

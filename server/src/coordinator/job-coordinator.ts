@@ -362,13 +362,13 @@ export class JobCoordinator {
     }
   }
 
-  /** Heartbeat status; no job state changes. */
+  /** Heartbeat status. A loading member whose download count grew gets more time (model-loads.ts); the count is kept at the highest seen. */
   status(volunteerId: string, status: Member['status']): void {
     const m = this.members.get(volunteerId);
     if (!m) return;
-    const loadMoved = m.phase === 'loading' && (status.downloadedBytes ?? 0) > (m.status.downloadedBytes ?? 0);
-    m.status = status;
-    if (loadMoved) this.loads.progressed(m);
+    const seen = m.status.downloadedBytes ?? 0, reported = status.downloadedBytes ?? 0;
+    m.status = reported >= seen ? status : { ...status, downloadedBytes: seen };
+    if (m.phase === 'loading' && reported > seen) this.loads.progressed(m);
     this.contributors.reported(m.identity, volunteerId, status);
     this.changedWorkers();
   }
