@@ -7,6 +7,7 @@ export type HubCall =
   | { op: 'leave'; jobId: string; volunteerId: string; reason: string }
   | { op: 'event'; jobId: string; volunteerId: string; name: string; payload: unknown }
   | { op: 'status'; jobId: string; volunteerId: string; status: unknown }
+  | { op: 'downloadRefused'; jobId: string; shard: number }
   | { op: 'stop'; jobId: string; reason: string }
   | { op: 'summary'; jobId: string }
   | { op: 'workers'; jobId: string };

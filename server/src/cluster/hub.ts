@@ -268,6 +268,11 @@ export class JobHub {
     return this.dispatch({ op: 'status', jobId, volunteerId, status });
   }
 
+  /** The HTTP side refused the download of shard `shard` of the job for now (its address's slots are in use). */
+  downloadRefused(jobId: string, shard: number): Promise<unknown> {
+    return this.dispatch({ op: 'downloadRefused', jobId, shard });
+  }
+
   // ---------- routing ----------
 
   private async requireJob(jobId: string): Promise<void> {
@@ -311,6 +316,7 @@ export class JobHub {
       case 'leave': return c.leave(call.volunteerId, call.reason);
       case 'event': return c.handle(call.volunteerId, call.name as VolunteerEventName, call.payload as never);
       case 'status': return c.status(call.volunteerId, call.status as never);
+      case 'downloadRefused': return c.loads.downloadRefused(call.shard);
       case 'stop': return c.stop(call.reason);
       case 'summary': return c.summary();
       case 'workers': return c.workers();

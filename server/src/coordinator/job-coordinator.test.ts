@@ -257,6 +257,25 @@ test('a joiner whose heartbeats say its download is moving keeps loading past th
   await t.cleanup();
 });
 
+test('a joiner the server keeps waiting for a shard download slot gets time as for bytes; a refusal of an admitted member\'s shard changes nothing', async () => {
+  const { t } = await joinerAtSyncTwo();
+  await t.c.flushed();
+  const shardOf = (id: string) => t.last(id, 'job:assign').shard.index as number;
+  const ended = (id: string) => t.sent.some((s) => s.to === id && s.event === 'job:end');
+  for (let i = 0; i < 4; i++) {
+    t.clock.advance(2_000);
+    t.c.loads.downloadRefused(shardOf('late'));
+    t.c.loads.downloadRefused(shardOf('a'));
+  }
+  assert.equal(ended('late'), false, '8 s in, refused every 2 s: still loading');
+  t.clock.advance(2_999);
+  assert.equal(ended('late'), false);
+  t.clock.advance(1);
+  assert.match(t.last('late', 'job:end').reason, /load timed out/);
+  assert.equal(ended('a'), false);
+  await t.cleanup();
+});
+
 test('a load that trickles bytes is evicted at LOAD_PROGRESS_CEILING load timeouts after it was sent', async () => {
   const { t } = await joinerAtSyncTwo();
   await t.c.flushed();

@@ -66,7 +66,7 @@ export class JobCoordinator {
   private readonly checkpoints: Checkpoints;
   private readonly barrier: Barrier;
   private readonly commits: SyncCommits;
-  private readonly loads: ModelLoads;
+  readonly loads: ModelLoads; // public: the HTTP side says when a member's download waits on the server (hub.ts)
   private readonly admission: Admission;
   private readonly penalties = new Penalties((records) => this.persist(() => this.deps.store.savePenalties(this.job.id, records)));
   private readonly checked: CheckedGroups;

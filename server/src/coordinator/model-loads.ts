@@ -62,6 +62,14 @@ export class ModelLoads {
     if (ms > 0) this.loadDeadline(m, ms);
   }
 
+  /**
+   * The server refused the loading member that holds shard `shard` its download for now (its address's
+   * download slots are in use: routes.ts): it waits on the server, so its deadline moves as for bytes.
+   */
+  downloadRefused(shard: number): void {
+    for (const m of this.host.members.values()) if (m.shard === shard && m.phase === 'loading') return this.progressed(m);
+  }
+
   private loadDeadline(m: Member, ms: number): void {
     m.cancelLoadTimer?.();
     m.cancelLoadTimer = this.host.deps.clock.after(ms, () => {

@@ -66,6 +66,9 @@ export function shardGrant(dataset: string, index: number, count: number, seed: 
   return `${dataset}${cut ? `:${cut.tokenizer}:${cut.context}` : ''}/${index}/${count}/${seed}`;
 }
 
+/** The shard index a grant names. */
+const shardOfGrant = (grant: string) => Number(grant.split('/').at(-3));
+
 /** The path (with its ticket) from which a member of `jobId` downloads its shard. */
 export function shardPath(secrets: Secrets, jobId: string, dataset: string, index: number, count: number, seed: number, cut?: TextCut): string {
   const ticket = secrets.shardTicket(jobId, shardGrant(dataset, index, count, seed, cut));
@@ -75,16 +78,21 @@ export function shardPath(secrets: Secrets, jobId: string, dataset: string, inde
 
 /**
  * Sends a shard to a member of an unfinished job that holds its ticket (from the assignment) or to the
- * researcher, at most SHARD_DOWNLOADS_PER_ADDRESS at once per address.
+ * researcher, at most SHARD_DOWNLOADS_PER_ADDRESS at once per address. A member refused for now waits
+ * on the server, not on its own link: its job's coordinator is told, so its load deadline waits too.
  */
 async function serveShard(ctx: RouteContext, req: IncomingMessage, res: ServerResponse, url: URL, grant: string | null, build: () => Promise<Shard>): Promise<void> {
   const jobId = url.searchParams.get('job'), ticket = url.searchParams.get('ticket');
-  if (grant !== null && jobId && ticket && ctx.secrets.shardTicketMatches(jobId, grant, ticket)) {
-    const job = await ctx.store.getJob(jobId);
-    if (!job || isEnded(job)) throw new ProtocolError('unauthorized', `job ${jobId} has ended: its shards are no longer served`);
+  const member = grant !== null && jobId && ticket && ctx.secrets.shardTicketMatches(jobId, grant, ticket) ? jobId : null;
+  if (member) {
+    const job = await ctx.store.getJob(member);
+    if (!job || isEnded(job)) throw new ProtocolError('unauthorized', `job ${member} has ended: its shards are no longer served`);
   } else if (grant !== null) requireToken(ctx, req);
   const release = ctx.shardSlots.acquire(clientAddress(req, ctx.trustedProxies));
-  if (!release) throw new ProtocolError('rate_limited', 'too many shard downloads in flight from this address');
+  if (!release) {
+    if (member) void ctx.hub.downloadRefused(member, shardOfGrant(grant!)).catch(() => {});
+    throw new ProtocolError('rate_limited', 'too many shard downloads in flight from this address');
+  }
   try {
     sendShard(req, res, await build(), release);
   } catch (e) {
