@@ -67,7 +67,7 @@ export class ModelLoads {
    * download slots are in use: routes.ts): it waits on the server, so its deadline moves as for bytes.
    */
   downloadRefused(shard: number): void {
-    for (const m of this.host.members.values()) if (m.shard === shard && m.phase === 'loading') return this.progressed(m);
+    for (const m of this.host.members.inPhase.loading) if (m.shard === shard) return this.progressed(m);
   }
 
   private loadDeadline(m: Member, ms: number): void {
