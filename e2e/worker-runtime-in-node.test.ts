@@ -13,8 +13,9 @@ before(async () => {
   // Every sync replicates a unit (redundant recompute), so its path runs in every LocalSGD job here.
   // Loads get the production default, 120 s: a load is timed from the assignment, so it includes the
   // shard download (and the wait for a download slot), and eight volunteers set up in this one process.
-  // At 30 s the eight-volunteer test failed twice beside a CPU-bound job; at 2.5 s every volunteer is
-  // evicted for a slow load again and again and that job never starts.
+  // (At 2.5 s every one of them is evicted for a slow load again and again and that job never starts.
+  // That was not why it failed beside a CPU-bound job: its diagnostics then showed all eight
+  // disconnected at once after both syncs committed, and these sockets do not reconnect.)
   server = await startTestServer({ timing: { roundTimeoutMs: 20_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 120_000 }, replicationRate: { probation: 1, trusted: 1 } });
 });
 after(() => server.stop());
