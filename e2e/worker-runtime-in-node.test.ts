@@ -11,12 +11,7 @@ import { nodeVolunteer } from '@tabfleet/worker/testing';
 let server: TestServer;
 before(async () => {
   // Every sync replicates a unit (redundant recompute), so its path runs in every LocalSGD job here.
-  // Loads get the production default, 120 s: a load is timed from the assignment, so it includes the
-  // shard download (and the wait for a download slot), and eight volunteers set up in this one process.
-  // (At 2.5 s every one of them is evicted for a slow load again and again and that job never starts.
-  // That was not why it failed beside a CPU-bound job: its diagnostics then showed all eight
-  // disconnected at once after both syncs committed, and these sockets do not reconnect.)
-  server = await startTestServer({ timing: { roundTimeoutMs: 20_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 120_000 }, replicationRate: { probation: 1, trusted: 1 } });
+  server = await startTestServer({ timing: { roundTimeoutMs: 20_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 30_000 }, replicationRate: { probation: 1, trusted: 1 } });
 });
 after(() => server.stop());
 
@@ -162,7 +157,9 @@ test('eight volunteers behind one address join at once: those past the server\'s
   const logs: string[][] = Array.from({ length: 8 }, () => []);
   const vols = logs.map((lines) => nodeVolunteer(server.url, net, { log: (l) => lines.push(l) }));
   try {
-    // Twice (beside a CPU-bound job) this waited out 150 s with nothing to say where the job stood.
+    // Beside a CPU-bound job this has waited out 150 s three times. What the output below showed the third
+    // time: both syncs committed, then all eight disconnected at once (this one process, server and eight
+    // CPU volunteers, stalled past Socket.IO's ping timeout), and these test sockets do not reconnect.
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200).catch(async (e: Error) => {
       const { job: j, workers } = (await server.api(`/api/jobs/${created.id}`)).body;
       const states = vols.map((v, i) => `${JSON.stringify(v.runtime.status)}\n  ${logs[i].slice(-12).join('\n  ')}`);
