@@ -66,9 +66,6 @@ export function shardGrant(dataset: string, index: number, count: number, seed: 
   return `${dataset}${cut ? `:${cut.tokenizer}:${cut.context}` : ''}/${index}/${count}/${seed}`;
 }
 
-/** The shard index a grant names. */
-const shardOfGrant = (grant: string) => Number(grant.split('/').at(-3));
-
 /** The path (with its ticket) from which a member of `jobId` downloads its shard. */
 export function shardPath(secrets: Secrets, jobId: string, dataset: string, index: number, count: number, seed: number, cut?: TextCut): string {
   const ticket = secrets.shardTicket(jobId, shardGrant(dataset, index, count, seed, cut));
@@ -81,16 +78,19 @@ export function shardPath(secrets: Secrets, jobId: string, dataset: string, inde
  * researcher, at most SHARD_DOWNLOADS_PER_ADDRESS at once per address. A member refused for now waits
  * on the server, not on its own link: its job's coordinator is told, so its load deadline waits too.
  */
-async function serveShard(ctx: RouteContext, req: IncomingMessage, res: ServerResponse, url: URL, grant: string | null, build: () => Promise<Shard>): Promise<void> {
+async function serveShard(
+  ctx: RouteContext, req: IncomingMessage, res: ServerResponse, url: URL, grant: string | null, shard: number, build: () => Promise<Shard>,
+): Promise<void> {
   const jobId = url.searchParams.get('job'), ticket = url.searchParams.get('ticket');
-  const member = grant !== null && jobId && ticket && ctx.secrets.shardTicketMatches(jobId, grant, ticket) ? jobId : null;
-  if (member) {
-    const job = await ctx.store.getJob(member);
-    if (!job || isEnded(job)) throw new ProtocolError('unauthorized', `job ${member} has ended: its shards are no longer served`);
+  // The job of the member whose ticket this is (null: the researcher, or a public file).
+  const memberOf = grant !== null && jobId && ticket && ctx.secrets.shardTicketMatches(jobId, grant, ticket) ? jobId : null;
+  if (memberOf) {
+    const job = await ctx.store.getJob(memberOf);
+    if (!job || isEnded(job)) throw new ProtocolError('unauthorized', `job ${memberOf} has ended: its shards are no longer served`);
   } else if (grant !== null) requireToken(ctx, req);
   const release = ctx.shardSlots.acquire(clientAddress(req, ctx.trustedProxies));
   if (!release) {
-    if (member) void ctx.hub.downloadRefused(member, shardOfGrant(grant!)).catch(() => {});
+    if (memberOf) void ctx.hub.downloadRefused(memberOf, shard).catch(() => {});
     throw new ProtocolError('rate_limited', 'too many shard downloads in flight from this address');
   }
   try {
@@ -225,7 +225,7 @@ export const ROUTES: [string, RegExp, Route][] = [
   // for members of an unfinished job that uses it (the ticket from their assignment), or the researcher.
   ['GET', /^\/datasets\/fashion-mnist\/shards\/(\d{1,4})\/(\d{1,4})$/, async (ctx, req, res, [indexText, countText], url) => {
     const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
-    await serveShard(ctx, req, res, url, shardGrant('fashion-mnist', index, count, seed), () => fashionMnistShard(ctx.shards, ctx.datasetsDir, index, count, seed));
+    await serveShard(ctx, req, res, url, shardGrant('fashion-mnist', index, count, seed), index, () => fashionMnistShard(ctx.shards, ctx.datasetsDir, index, count, seed));
   }],
   // A text's training windows for one member, cut by the job's tokenizer and context (packages/data
   // corpus.ts), or a shard of an uploaded image set's training part.
@@ -233,11 +233,12 @@ export const ROUTES: [string, RegExp, Route][] = [
     const index = Number(indexText), count = Number(countText), seed = Number(url.searchParams.get('seed') ?? 1);
     const images = await uploadedImages(ctx, dataset);
     if (images) {
-      await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed), () => imageUploadShard(ctx.shards, images, () => ctx.uploads.images(images), index, count, seed));
+      await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed), index, () => imageUploadShard(ctx.shards, images, () => ctx.uploads.images(images), index, count, seed));
       return;
     }
     const cut = textParams(url);
-    await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed, cut), () => textShard(ctx.shards, ctx.texts, dataset as ServedText, cut.tokenizer, cut.context, index, count, seed));
+    const build = () => textShard(ctx.shards, ctx.texts, dataset as ServedText, cut.tokenizer, cut.context, index, count, seed);
+    await serveShard(ctx, req, res, url, shardGrant(dataset, index, count, seed, cut), index, build);
   }],
   // The validation windows every evaluator reads, and the text's sizes (bytes per token for bits per
   // byte): public for the fortunes corpus; for an upload, a member's (the ticket of its shard, named by
@@ -247,14 +248,14 @@ export const ROUTES: [string, RegExp, Route][] = [
     const images = await uploadedImages(ctx, dataset);
     if (images) {
       await serveShard(
-        ctx, req, res, url, shardGrant(dataset, index, count, Number(url.searchParams.get('seed') ?? 1)),
+        ctx, req, res, url, shardGrant(dataset, index, count, Number(url.searchParams.get('seed') ?? 1)), index,
         () => imageUploadValidation(ctx.shards, images, () => ctx.uploads.images(images)),
       );
       return;
     }
     const cut = textParams(url);
     const grant = dataset === 'fortunes' ? null : shardGrant(dataset, index, count, Number(url.searchParams.get('seed') ?? 1), cut);
-    await serveShard(ctx, req, res, url, grant, () => validationWindows(ctx.shards, ctx.texts, dataset as ServedText, cut.tokenizer, cut.context));
+    await serveShard(ctx, req, res, url, grant, index, () => validationWindows(ctx.shards, ctx.texts, dataset as ServedText, cut.tokenizer, cut.context));
   }],
   ['GET', /^\/datasets\/(fortunes|uploads\/u-[0-9a-f]{12})\/info$/, async (ctx, req, res, [dataset], url) => {
     if (dataset !== 'fortunes') requireToken(ctx, req);
