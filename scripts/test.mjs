@@ -1,7 +1,8 @@
 // `npm test`: type-check, then every *.test.ts through Node's test runner. Browser tests inside it
 // share a headless Chromium per lane (below), launched here and reached through TABFLEET_BROWSER_WS.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { canMeasureProcessCpu, treeCpuSeconds } from './process-cpu.mjs';
 import { join, dirname, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -64,20 +65,20 @@ function printBlock(file, output, line) {
   process.stdout.write(`[test] ${line}\n`);
 }
 
-// The machine's busy CPU seconds while a file ran, shared among the files running then: what a file
-// costs the suite (its own wall time says more about its neighbour). From /proc/stat, so Linux only.
-const CLOCK_TICKS = 100;
-const busyTicks = () => {
-  const [, ...t] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
-  return t.reduce((a, b) => a + b, 0) - t[3] - t[4];
-};
+// What each file costs the machine: the CPU seconds of its test process's tree and of its lane's
+// browser while it ran (scripts/process-cpu.mjs), sampled every second (a process that exits between
+// two samples loses at most its last second).
 const cpuSeconds = new Map();
-let lastBusy = existsSync('/proc/stat') ? busyTicks() : null;
-const cpuSampler = lastBusy === null ? null : setInterval(() => {
-  const now = busyTicks();
-  for (const file of running.keys()) cpuSeconds.set(file, (cpuSeconds.get(file) ?? 0) + (now - lastBusy) / CLOCK_TICKS / running.size);
-  lastBusy = now;
-}, 1000);
+const browserPid = (browser) => browser.process().pid;
+function sampleCpu() {
+  const files = [...running.entries()];
+  const readings = treeCpuSeconds(files.flatMap(([, r]) => [r.child.pid, browserPid(r.browser)]));
+  files.forEach(([, r], i) => {
+    r.childSeconds = Math.max(r.childSeconds, readings[2 * i]);
+    r.browserSeconds = readings[2 * i + 1];
+  });
+}
+const cpuSampler = canMeasureProcessCpu() ? setInterval(sampleCpu, 1000) : null;
 
 function runFile(file, browser) {
   const child = spawn(process.execPath, ['--import', 'tsx', '--test', `--test-timeout=${TEST_TIMEOUT_MS}`, '--test-force-exit', file], {
@@ -89,9 +90,12 @@ function runFile(file, browser) {
   });
   const held = [];
   for (const stream of [child.stdout, child.stderr]) stream.on('data', (chunk) => held.push(chunk));
-  running.set(file, { child, held });
+  const browserStart = cpuSampler ? treeCpuSeconds([browserPid(browser)])[0] : 0;
+  running.set(file, { child, held, browser, childSeconds: 0, browserSeconds: browserStart });
   const started = Date.now();
   return new Promise((resolve) => child.on('exit', (c, signal) => {
+    const r = running.get(file);
+    if (cpuSampler) cpuSeconds.set(file, r.childSeconds + treeCpuSeconds([browserPid(browser)])[0] - browserStart);
     running.delete(file);
     const output = Buffer.concat(held).toString();
     const code = c ?? (signal ? 1 : 0);
@@ -100,7 +104,7 @@ function runFile(file, browser) {
     totals.pass += pass;
     totals.fail += fail;
     if (code !== 0 || fail > 0) totals.failed.push(file);
-    const cpu = cpuSeconds.has(file) ? `, ~${cpuSeconds.get(file).toFixed(0)} CPU s` : '';
+    const cpu = cpuSeconds.has(file) ? `, ${cpuSeconds.get(file).toFixed(0)} CPU s` : '';
     printBlock(file, output, `${file}: ${pass} passed, ${fail} failed in ${((Date.now() - started) / 1000).toFixed(0)} s${cpu}, exit code ${code} (${totals.files}/${files.length} files)`);
     resolve();
   }));
@@ -126,8 +130,10 @@ clearTimeout(watchdog);
 clearInterval(cpuSampler);
 const costliest = [...cpuSeconds].sort((a, b) => b[1] - a[1]).slice(0, 15);
 const costRows = costliest.map(([f, s]) => `[test]   ${s.toFixed(0).padStart(5)}  ${f}`);
-if (costliest.length) console.log(`\n[test] the costliest files, in CPU seconds shared among the files running at once:\n${costRows.join('\n')}`);
+if (costliest.length) console.log(`\n[test] the costliest files, in CPU seconds (the file's processes and its lane's browser):\n${costRows.join('\n')}`);
 const code = totals.failed.length ? 1 : 0;
+const cpuTotal = [...cpuSeconds.values()].reduce((a, b) => a + b, 0);
+if (cpuSampler) console.log(`[test] the files' CPU time in all: ${(cpuTotal / 60).toFixed(1)} min`);
 console.log(`\n[test] ${totals.files} test files, ${totals.pass} tests passed, ${totals.fail} failed, in ${((Date.now() - started) / 60_000).toFixed(1)} min, exit code ${code}`);
 if (totals.failed.length) console.log(`[test] failed: ${totals.failed.join(', ')}`);
 await Promise.all(browsers.map((b) => b.close()));
