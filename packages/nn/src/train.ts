@@ -109,11 +109,13 @@ export interface EvalResult {
 
 /**
  * Mean loss and accuracy over batches (no gradients). One readback per batch: the logits, from which
- * the host takes both the argmax and the cross-entropy.
+ * the host takes both the argmax and the cross-entropy. `betweenBatches` is awaited between two
+ * batches: where a caller lets its event loop run.
  */
-export async function evaluate(model: Model, batches: Iterable<Batch>): Promise<EvalResult> {
+export async function evaluate(model: Model, batches: Iterable<Batch>, betweenBatches?: () => Promise<void>): Promise<EvalResult> {
   let lossSum = 0, correct = 0, count = 0;
   for (const b of batches) {
+    if (count > 0) await betweenBatches?.();
     const x = tensor(model.store.backend, b.x, model.inputShape(b.size));
     const y = tensor(model.store.backend, b.y, [b.y.length]);
     // Two floats per row come back, not the logits (B·T·vocab floats for a language model).
