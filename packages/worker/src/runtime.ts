@@ -63,6 +63,8 @@ export class VolunteerRuntime {
   private readonly holds = new Set<HoldReason>();
   /** Counts memberships left (holds, lost connections): queued work of an earlier one is dropped. */
   private generation = 0;
+  /** Counts job:end events as they arrive (before their turn in the queue): see queue(). */
+  private jobsEnded = 0;
   private stopped = false;
   private signalHandlers = new Set<(from: string, data: unknown) => void>();
   /** Peers linked outside any round (a join probe, either end), whose signaling goes as PROBE_ROUND_ID: peer → job. */
@@ -116,7 +118,10 @@ export class VolunteerRuntime {
       // The link's initiator may be this end (webrtc.ts): open it now, as the joiner does.
       void this.transport?.connect(p.peer).catch(() => {});
     });
-    s.on('job:end', (e) => this.queue('job:end', () => this.onJobEnd(e)));
+    s.on('job:end', (e) => {
+      this.jobsEnded++;
+      this.queue('job:end', () => this.onJobEnd(e));
+    });
     // At once, not queued behind the engine: links opened from now on use the renewed credentials.
     s.on('ice:refresh', (r) => {
       if (r.jobId === this.assignment?.job.id) this.iceServers = r.iceServers;
@@ -141,12 +146,14 @@ export class VolunteerRuntime {
   /** Handlers that touch the engine run one at a time, in arrival order. */
   private queue(what: string, fn: () => Promise<void>): void {
     // Handlers of a membership the tab has since left (a hold, a lost connection) do not run, and
-    // their failures are expected: work cut short is not the tab's error.
-    const generation = this.generation;
+    // their failures are expected: work cut short is not the tab's error. Nor is the failure of a
+    // handler queued before the server ended the job (its last work still runs): a tab evicted while
+    // it loaded saw its shard download refused, then a model load with no job set up.
+    const generation = this.generation, jobsEnded = this.jobsEnded;
     this.chain = this.chain.then(() => (generation === this.generation ? fn() : undefined)).catch((e: unknown) => {
       const message = `${what}: ${(e as Error).message ?? e}`;
       this.log(message);
-      if (generation === this.generation && this.holds.size === 0) this.setStatus({ lastError: message });
+      if (generation === this.generation && jobsEnded === this.jobsEnded && this.holds.size === 0) this.setStatus({ lastError: message });
     });
   }
 
