@@ -2,9 +2,9 @@
 // share a headless Chromium per lane (below), launched here and reached through TABFLEET_BROWSER_WS.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { canMeasureProcessCpu, treeCpuSeconds } from './process-cpu.mjs';
 import { join, dirname, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { canMeasureProcessCpu, treeCpuSeconds } from './process-cpu.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const roots = ['packages', 'server', 'apps', 'e2e', 'bench', 'scripts'];
@@ -71,12 +71,9 @@ function printBlock(file, output, line) {
 const cpuSeconds = new Map();
 const browserPid = (browser) => browser.process().pid;
 function sampleCpu() {
-  const files = [...running.entries()];
-  const readings = treeCpuSeconds(files.flatMap(([, r]) => [r.child.pid, browserPid(r.browser)]));
-  files.forEach(([, r], i) => {
-    r.childSeconds = Math.max(r.childSeconds, readings[2 * i]);
-    r.browserSeconds = readings[2 * i + 1];
-  });
+  const files = [...running.values()];
+  const readings = treeCpuSeconds(files.map((r) => r.child.pid));
+  files.forEach((r, i) => (r.childSeconds = Math.max(r.childSeconds, readings[i])));
 }
 const cpuSampler = canMeasureProcessCpu() ? setInterval(sampleCpu, 1000) : null;
 
@@ -91,7 +88,7 @@ function runFile(file, browser) {
   const held = [];
   for (const stream of [child.stdout, child.stderr]) stream.on('data', (chunk) => held.push(chunk));
   const browserStart = cpuSampler ? treeCpuSeconds([browserPid(browser)])[0] : 0;
-  running.set(file, { child, held, browser, childSeconds: 0, browserSeconds: browserStart });
+  running.set(file, { child, held, childSeconds: 0 });
   const started = Date.now();
   return new Promise((resolve) => child.on('exit', (c, signal) => {
     const r = running.get(file);

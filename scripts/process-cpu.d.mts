@@ -1,0 +1,2 @@
+export declare function canMeasureProcessCpu(): boolean;
+export declare function treeCpuSeconds(roots: number[]): number[];
