@@ -340,6 +340,8 @@ export interface VolunteerServerEvents {
   'model:load': (m: { jobId: string; seq: number; step: number; url: string | null; peers?: string[]; digest?: string }) => void;
   'round:begin': (r: RoundBegin) => void;
   'round:abort': (r: { jobId: string; roundId: number; reason: string; lost: string[] }) => void;
+  /** An event sent without an ack was refused (one sent with an ack gets the refusal in its ack). */
+  'protocol:error': (e: { event: string; code: ErrorCode; message: string }) => void;
   /**
    * A group round's results are in and their digests agree: every member sends each named part of its
    * contribution to the part's validator (Group.validate), and validators report `round:validation`.

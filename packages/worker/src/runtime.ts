@@ -98,6 +98,8 @@ export class VolunteerRuntime {
       this.queue('round:begin', () => this.onRoundBegin(r));
     });
     s.on('round:abort', (r) => this.onRoundAbort(r));
+    // The server's answer to an event sent without an ack (`status`, `round:result`) that it refused.
+    s.on('protocol:error', (e) => this.log(`${e.event} refused: ${e.code}: ${e.message}`));
     s.on('round:commit', (c) => this.queue('round:commit', () => this.onCommit(c)));
     s.on('round:validate', (v) => this.queue('round:validate', () => this.onValidate(v)));
     // Kept until the model it starts from is the one this member holds; a tie-break's already is.
@@ -413,7 +415,9 @@ export class VolunteerRuntime {
     // As it was when this tab said it was ready (the engine may be training the next round's first steps).
     const step = this.status.step;
     const w = this.lastWork;
-    await this.emit('round:result', {
+    // No ack asked: the server answers a refusal only (`protocol:error`, logged), which spares a
+    // server that holds thousands of volunteers one frame per member and round (bench/coordinator).
+    this.opts.socket.emit('round:result', {
       jobId: r.jobId, roundId: r.roundId, checksum, step,
       metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, computeMs: w.computeMs, bytesSent: this.roundBytes.sent,
         bytesReceived: this.roundBytes.received },
