@@ -52,8 +52,8 @@
 //
 // For investigating (none is needed for a normal run): TABFLEET_BENCH_COORDINATOR_STEPS=500,2000 and
 // TABFLEET_BENCH_COORDINATOR_TWO_NODE_STEPS=2000 (other steps; 0: skip that phase),
-// TABFLEET_BENCH_COORDINATOR_ROUND_ACKS=0 (volunteers send round:ready without asking for an ack, as
-// they already send round:result), TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir> (V8 CPU profile of each server),
+// TABFLEET_BENCH_COORDINATOR_ROUND_ACKS=1 (volunteers ask for an ack on round:ready and round:result,
+// as the runtime did before it stopped), TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir> (V8 CPU profile of each server),
 // TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS=<dir> (server heap snapshots after each step),
 // TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS / _SERVER_LOG (e.g. "--trace-gc" and where its output
 // goes), TABFLEET_BENCH_COORDINATOR_SERVER_APP=<copy of server/src/app.ts> (measure a modified server).

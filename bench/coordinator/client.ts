@@ -195,8 +195,8 @@ class Volunteer {
 
   private emit(event: string, payload: unknown, then?: (a: Ack) => void): void {
     win.eventsSent++;
-    // round:result never asks for an ack, as a tab's runtime; round:ready does unless behaviour says not.
-    if (!then && (event === 'round:result' || (event === 'round:ready' && !behaviour.ackRoundEvents))) {
+    // The round events go without an ack, as a tab's runtime sends them, unless behaviour asks for one.
+    if (!then && !behaviour.ackRoundEvents && (event === 'round:ready' || event === 'round:result')) {
       this.socket.emit(event, payload);
       return;
     }

@@ -47,7 +47,7 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
   const goal = GOAL;
   const steps = stepsFromEnv('TABFLEET_BENCH_COORDINATOR_STEPS');
   const twoNodeSteps = stepsFromEnv('TABFLEET_BENCH_COORDINATOR_TWO_NODE_STEPS');
-  const ackRoundEvents = process.env.TABFLEET_BENCH_COORDINATOR_ROUND_ACKS !== '0';
+  const ackRoundEvents = process.env.TABFLEET_BENCH_COORDINATOR_ROUND_ACKS === '1';
   if (quick) {
     return {
       steps: steps ?? [40, 80], twoNodes: { nodes: 2, steps: twoNodeSteps ?? [40], budgetMs: 30_000 },

@@ -11,9 +11,9 @@ export interface ClientBehaviour {
   /** The heartbeat asks for an ack, as a tab's does (packages/worker/src/runtime.ts sendStatus): the server answers each one. */
   heartbeatAck: boolean;
   /**
-   * Ask for an ack on round:ready, as a tab's runtime does (it learns from the answer whether to
-   * reload). Without, the server answers only refusals (`protocol:error`): one frame fewer per member
-   * and round. round:result never asks for one, as the runtime.
+   * Ask for an ack on round:ready and round:result, as the runtime did before it stopped (the
+   * server then writes two frames more per member and round). Without, as the runtime now, the
+   * server answers only refusals (`protocol:error`).
    */
   ackRoundEvents: boolean;
   /** Connections a client process opens at once while ramping. */

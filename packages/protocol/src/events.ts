@@ -340,6 +340,11 @@ export interface VolunteerServerEvents {
   'model:load': (m: { jobId: string; seq: number; step: number; url: string | null; peers?: string[]; digest?: string }) => void;
   'round:begin': (r: RoundBegin) => void;
   'round:abort': (r: { jobId: string; roundId: number; reason: string; lost: string[] }) => void;
+  /**
+   * The work this member said was ready for sync `seq` is dropped: syncs went on without it. The
+   * job's model follows (`model:load`), as for a joiner.
+   */
+  'work:dropped': (w: { jobId: string; seq: number }) => void;
   /** An event sent without an ack was refused (one sent with an ack gets the refusal in its ack). */
   'protocol:error': (e: { event: string; code: ErrorCode; message: string }) => void;
   /**

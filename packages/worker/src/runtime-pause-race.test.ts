@@ -1,5 +1,5 @@
-// A pause that lands while the tab's `round:ready` is on its way: the server's answer, even one that
-// says "syncs went on without you, reload", must not move the held tab out of 'paused'. (In a fresh
+// A pause that lands after the tab's `round:ready` went: the server's word, even "syncs went on
+// without you, reload" (`work:dropped`, then `model:load`), must not move the held tab out of 'paused'. (In a fresh
 // clone's suite the embed widget's Pause left the tab 'loading' for 30 s: the answer came back as
 // `reload` after the hold and overwrote the state.) The socket and the engine are fakes that answer
 // as told; the runtime is the real one.
@@ -11,21 +11,12 @@ import { VolunteerRuntime, type EngineLike } from './runtime';
 import { fakeVolunteerSocket } from './testing/fake-socket';
 
 function fakeSocket() {
-  let answerReady: ((ack: object) => void) | null = null;
-  let readySent: () => void = () => {};
-  const { socket, deliver } = fakeVolunteerSocket((name) => {
+  const fake = fakeVolunteerSocket(async (name) => {
     if (name === 'work:request') return new Promise(() => {}); // the assignment is sent by the test
-    if (name === 'model:loaded') return Promise.resolve({ ok: true, admitted: true });
-    if (name !== 'round:ready') return Promise.resolve({ ok: true });
-    readySent();
-    return new Promise((r) => (answerReady = r));
+    if (name === 'model:loaded') return { ok: true, admitted: true };
+    return { ok: true };
   });
-  return {
-    socket,
-    readySent: new Promise<void>((resolve) => (readySent = resolve)),
-    send: deliver,
-    answerReady: (ack: object) => answerReady!(ack),
-  };
+  return { socket: fake.socket, send: fake.deliver, readySent: () => fake.sent.some((e) => e.name === 'round:ready') };
 }
 
 const engine = {
@@ -41,19 +32,21 @@ const assignment = {
   shard: { index: 0, count: 2 },
 } as unknown as Assignment;
 
-test('a pause while round:ready is answered keeps the tab paused, even when the answer says reload', async () => {
+test('a pause after round:ready keeps the tab paused, even when the server then says its work was dropped', async () => {
   const clock = new FakeClock();
   const fake = fakeSocket();
   const runtime = new VolunteerRuntime({ socket: fake.socket, serverUrl: 'http://127.0.0.1:1', engine, createTransport: () => ({ close() {} }) as never, clock });
   fake.send('welcome', { volunteerId: 'v-1', protocol: 1, serverTime: clock.now(), displayName: null });
   fake.send('job:assign', assignment);
   fake.send('model:load', { jobId: 'job-1', seq: 0, step: 0, url: null });
-  await fake.readySent;
-  assert.equal(runtime.status.state, 'syncing', 'trained and said it is ready');
+  for (let i = 0; i < 20 && !fake.readySent(); i++) await clock.advance(1);
+  assert.ok(fake.readySent(), 'trained and said it is ready');
+  assert.equal(runtime.status.state, 'syncing');
 
   await runtime.pause();
   assert.equal(runtime.status.state, 'paused');
-  fake.answerReady({ ok: true, reload: true });
+  fake.send('work:dropped', { jobId: 'job-1', seq: 1 });
+  fake.send('model:load', { jobId: 'job-1', seq: 1, step: 4, url: null });
   await clock.advance(10);
   assert.deepEqual([runtime.status.state, runtime.status.held, runtime.status.jobId], ['paused', ['paused'], null], 'still paused after the answer');
   runtime.stop();

@@ -98,8 +98,8 @@ export class VolunteerRuntime {
       this.queue('round:begin', () => this.onRoundBegin(r));
     });
     s.on('round:abort', (r) => this.onRoundAbort(r));
-    // The server's answer to an event sent without an ack (`status`, `round:result`) that it refused.
-    s.on('protocol:error', (e) => this.log(`${e.event} refused: ${e.code}: ${e.message}`));
+    s.on('protocol:error', (e) => this.onProtocolError(e));
+    s.on('work:dropped', (w) => this.onWorkDropped(w));
     s.on('round:commit', (c) => this.queue('round:commit', () => this.onCommit(c)));
     s.on('round:validate', (v) => this.queue('round:validate', () => this.onValidate(v)));
     // Kept until the model it starts from is the one this member holds; a tie-break's already is.
@@ -370,17 +370,28 @@ export class VolunteerRuntime {
     this.setStatus({ step, samplesPerSec: wallMs > 0 ? (work.samples * 1000) / wallMs : 0, state: 'syncing' });
     // Work that stopped at a budget says how many steps it took: its weight in the sync.
     const took = this.nextBudgetMs !== undefined && !own ? { steps: work.steps } : {};
-    const ack = await this.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step, ...took });
-    if (this.assignment !== assignment) return; // held or left while the answer was on its way: the status says so
-    // not_member: the job ended (target reached, stopped) while this tab trained; job:end follows.
-    if (!ack.ok && ack.error.code !== 'not_member') throw new Error(`round:ready refused: ${ack.error.code}: ${ack.error.message}`);
-    // Syncs went on without this tab while it trained: its work is dropped and the server sends the job's model.
-    if (ack.ok && ack.reload) {
-      this.log(`sync ${this.status.seq + 1} went on without this tab: reloading the job's model`);
-      this.setStatus({ state: 'loading' });
-    } else if (ack.ok && assignment.job.spec.overlapSteps > 0 && step < (this.info?.targetSteps ?? Infinity)) {
+    // No ack asked, as for round:result: a refusal comes back as `protocol:error`, dropped work as
+    // `work:dropped` then `model:load` (which also discards steps taken ahead).
+    this.opts.socket.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step, ...took });
+    if (assignment.job.spec.overlapSteps > 0 && step < (this.info?.targetSteps ?? Infinity)) {
       this.overlap.start(assignment.job.spec.overlapSteps, (steps) => this.opts.engine.local(steps));
     }
+  }
+
+  /** The server's answer to an event sent without an ack (`status`, `round:ready`, `round:result`) that it refused. */
+  private onProtocolError(e: Parameters<VolunteerServerEvents['protocol:error']>[0]): void {
+    this.log(`${e.event} refused: ${e.code}: ${e.message}`);
+    // not_member: the job ended (target reached, stopped) while this tab trained; job:end follows.
+    if (e.event === 'round:ready' && e.code !== 'not_member' && this.assignment && this.holds.size === 0) {
+      this.setStatus({ lastError: `round:ready refused: ${e.code}: ${e.message}` });
+    }
+  }
+
+  /** Syncs went on without this tab while it trained: its work is dropped and the job's model follows. */
+  private onWorkDropped(w: Parameters<VolunteerServerEvents['work:dropped']>[0]): void {
+    if (this.holds.size || this.assignment?.job.id !== w.jobId) return; // held or left meanwhile: the status says so
+    this.log(`sync ${w.seq} went on without this tab: reloading the job's model`);
+    this.setStatus({ state: 'loading' });
   }
 
   private async onRoundBegin(r: RoundBegin): Promise<void> {

@@ -123,6 +123,7 @@ test('a member not ready when the others are is left out of the sync, not evicte
   assert.equal(t.last('a', 'round:commit').seq, 1);
   // c's work was for sync 1, which committed without it: dropped; c reloads as a joiner would.
   assert.deepEqual(t.c.handle('c', 'round:ready', { jobId: 'job-t', seq: 1, step: 1 }), { waiting: false, reload: true });
+  assert.deepEqual(t.last('c', 'work:dropped'), { jobId: 'job-t', seq: 1 }, 'said as an event too (the runtime asks no ack)');
   t.c.handle('a', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
   t.c.handle('b', 'round:ready', { jobId: 'job-t', seq: 2, step: 2 });
   const r2 = t.last('a', 'round:begin');

@@ -379,6 +379,8 @@ export class JobCoordinator {
       // Syncs went on without it: its work is dropped, and it loads the job's model as a joiner would.
       this.deps.log(`job ${this.job.id}: ${m.volunteerId} is ready with work for sync ${e.seq}, but the job is at sync ${this.job.seq}: it reloads`);
       this.loads.reload(m);
+      // Said as an event too: the runtime sends round:ready without an ack (one frame fewer a round).
+      this.deps.toVolunteer(m.volunteerId, 'work:dropped', { jobId: this.job.id, seq: e.seq });
       this.tryBegin();
       return { waiting: false, reload: true };
     }
