@@ -378,9 +378,9 @@ export class JobCoordinator {
     if (m.stale) {
       // Syncs went on without it: its work is dropped, and it loads the job's model as a joiner would.
       this.deps.log(`job ${this.job.id}: ${m.volunteerId} is ready with work for sync ${e.seq}, but the job is at sync ${this.job.seq}: it reloads`);
-      this.loads.reload(m);
-      // Said as an event too: the runtime sends round:ready without an ack (one frame fewer a round).
+      // Said as an event too, before any model:load: the runtime sends round:ready without an ack.
       this.deps.toVolunteer(m.volunteerId, 'work:dropped', { jobId: this.job.id, seq: e.seq });
+      this.loads.reload(m);
       this.tryBegin();
       return { waiting: false, reload: true };
     }
