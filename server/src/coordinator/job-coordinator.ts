@@ -376,9 +376,8 @@ export class JobCoordinator {
   private onReady(m: Member, e: VolunteerEventParsed<'round:ready'>): object {
     if (m.phase === 'loading') throw new ProtocolError('conflict', 'not admitted yet: load the global model first');
     if (m.stale) {
-      // Syncs went on without it: its work is dropped, and it loads the job's model as a joiner would.
+      // Syncs went on without it: its work is dropped (said first, as an event: the runtime asks no ack), and it loads the job's model as a joiner would.
       this.deps.log(`job ${this.job.id}: ${m.volunteerId} is ready with work for sync ${e.seq}, but the job is at sync ${this.job.seq}: it reloads`);
-      // Said as an event too, before any model:load: the runtime sends round:ready without an ack.
       this.deps.toVolunteer(m.volunteerId, 'work:dropped', { jobId: this.job.id, seq: e.seq });
       this.loads.reload(m);
       this.tryBegin();
@@ -395,8 +394,7 @@ export class JobCoordinator {
     this.members.setPhase(m, 'ready');
     // Time on the job's work as the server sees it; a member slower than the barrier is evicted anyway.
     m.workMs = Math.min(this.deps.clock.now() - m.workSince, this.deps.timing.barrierTimeoutMs);
-    // The barrier's pace is how far members run past their budgets (all their work when they have
-    // none): a paced job's budgets change from sync to sync, their overruns much less.
+    // The barrier's pace is how far members run past their budgets (all their work when they have none): budgets change from sync to sync, overruns much less.
     this.deadlines.record('overrun', Math.max(0, m.workMs - m.workBudgetMs));
     this.tryBegin();
     return { waiting: this.round === null };
