@@ -62,21 +62,17 @@ test('an owner that lies in a checked group is removed, and its group mates reru
   const net = new MemoryNetwork();
   let liarLinks: ReturnType<typeof lyingOwnerLinks> | null = null;
   const liar = nodeVolunteer(server.url, (id) => (liarLinks = lyingOwnerLinks(net.endpoint(id))).transport);
-  // Its report names the digest of what it sent as its aggregate, so every member's digests agree with it.
-  const timeout = liar.socket.timeout.bind(liar.socket);
-  liar.socket.timeout = ((ms: number) => {
-    const t = timeout(ms);
-    const emit = t.emitWithAck.bind(t) as (name: string, payload: unknown) => Promise<unknown>;
-    (t as unknown as { emitWithAck: typeof emit }).emitWithAck = (name, payload) => {
-      const p = payload as { roundId: number; group?: GroupReport };
-      if (name !== 'round:result' || !p.group || !liarLinks) return emit(name, payload);
-      const lied = modelDigest(liarLinks.sentAggregate(p.roundId));
-      const rank = p.group.digests.gathered.indexOf(p.group.digests.aggregate);
-      const gathered = p.group.digests.gathered.map((d, i) => (i === rank ? lied : d));
-      return emit(name, { ...p, group: { ...p.group, digests: { ...p.group.digests, aggregate: lied, gathered } } });
-    };
-    return t;
-  }) as typeof liar.socket.timeout;
+  // Its report names the digest of what it sent as its aggregate, so every member's digests agree with it
+  // (the runtime sends round:result without an ack: a plain emit).
+  const emit = liar.socket.emit.bind(liar.socket) as (name: string, ...args: unknown[]) => unknown;
+  liar.socket.emit = ((name: string, ...args: unknown[]) => {
+    const p = args[0] as { roundId: number; group?: GroupReport };
+    if (name !== 'round:result' || !p.group || !liarLinks) return emit(name, ...args);
+    const lied = modelDigest(liarLinks.sentAggregate(p.roundId));
+    const rank = p.group.digests.gathered.indexOf(p.group.digests.aggregate);
+    const gathered = p.group.digests.gathered.map((d, i) => (i === rank ? lied : d));
+    return emit(name, { ...p, group: { ...p.group, digests: { ...p.group.digests, aggregate: lied, gathered } } }, ...args.slice(1));
+  }) as typeof liar.socket.emit;
   const honest = [0, 1, 2, 3, 4].map(() => nodeVolunteer(server.url, net));
   const vols = [liar, ...honest];
   const begins: RoundBegin[] = [];
