@@ -1,8 +1,8 @@
 // A pause that lands after the tab's `round:ready` went: the server's word, even "syncs went on
-// without you, reload" (`work:dropped`, then `model:load`), must not move the held tab out of 'paused'. (In a fresh
-// clone's suite the embed widget's Pause left the tab 'loading' for 30 s: the answer came back as
-// `reload` after the hold and overwrote the state.) The socket and the engine are fakes that answer
-// as told; the runtime is the real one.
+// without you, reload" (`work:dropped`, then `model:load`), must not move the held tab out of
+// 'paused'. (In a fresh clone's suite the embed widget's Pause left the tab 'loading' for 30 s: the
+// ready's answer, then an ack, came back as `reload` after the hold and overwrote the state.) The
+// socket and the engine are fakes that answer as told; the runtime is the real one.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Assignment } from '@tabfleet/protocol';
