@@ -1,9 +1,17 @@
 // Worker runtimes (the tab's code, CPU backend, in-memory links) in an untrusted job in checked
 // groups of 3, one of them an owner that lies: it sends every member the negation of its part's
-// aggregate and reports that digest, so every digest agrees and only a validator's recomputation
-// shows the lie. The server removes it, and its two group mates, which kept what they sent, run
-// the group round once more among themselves under a new round id and commit that sync (the old
-// server left them out of it); the job reaches its target without the liar.
+// aggregate. Two ways to report it:
+//   - it reports the digest of what it sent, so every digest agrees and only a validator's
+//     recomputation shows the lie;
+//   - it reports the true aggregate, so both receivers contradict it; the server's recomputation says
+//     the report is the truth, and that its receivers agree with each other used to convict them (the
+//     group's majority model) while the job stalled. Now what convicts a receiver is a third member that
+//     gathered the reported part and ended with the receiver's model; two receivers against the owner
+//     convict the owner (server/src/coordinator/digest-disputes.ts).
+// Either way the server removes it, its two group mates, which kept what they sent, run the group
+// round once more among themselves under a new round id and commit that sync, and the job reaches
+// its target without the liar. The liar joins once the others have begun: six members make groups of
+// 3 and 3 (five would make one group of 2, where a pair's word against word convicts both).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork, type Transport } from '@tabfleet/collective';
@@ -53,51 +61,80 @@ function lyingOwnerLinks(inner: Transport): { transport: Transport; sentAggregat
   return { transport, sentAggregate };
 }
 
-test('an owner that lies in a checked group is removed, and its group mates rerun the round without it and commit that sync', { timeout: 300_000 }, async () => {
+type Report = 'what-it-sent' | 'the-true-aggregate';
+
+for (const report of ['what-it-sent', 'the-true-aggregate'] as const satisfies readonly Report[]) {
+  test(`an owner that lies in a checked group (reporting ${report.replaceAll('-', ' ')}) is removed, and its group mates rerun the round without it`, { timeout: 300_000 }, async () => {
+    await liarCase(report);
+  });
+}
+
+type Volunteer = ReturnType<typeof nodeVolunteer>;
+
+async function liarCase(report: Report): Promise<void> {
   const created = await server.createJob({
     dataset: 'synthetic-blobs', preset: 'mlp-fashion', strategy: 'localsgd', H: 2, pacing: 'fixed', hyperparameters: { lr: 0.05, batchSize: 32 },
-    minWorkers: 5, maxWorkers: 6, groupSize: 3, targetSteps: 10, checkpointEvery: 5, evalEverySteps: 10,
+    minWorkers: 5, maxWorkers: 6, groupSize: 3, targetSteps: 20, checkpointEvery: 5, evalEverySteps: 20,
   });
   assert.equal(created.spec.trust, 'untrusted');
   const net = new MemoryNetwork();
-  let liarLinks: ReturnType<typeof lyingOwnerLinks> | null = null;
-  const liar = nodeVolunteer(server.url, (id) => (liarLinks = lyingOwnerLinks(net.endpoint(id))).transport);
-  // Its report names the digest of what it sent as its aggregate, so every member's digests agree with it
-  // (the runtime sends round:result without an ack: a plain emit).
-  const emit = liar.socket.emit.bind(liar.socket) as (name: string, ...args: unknown[]) => unknown;
-  liar.socket.emit = ((name: string, ...args: unknown[]) => {
-    const p = args[0] as { roundId: number; group?: GroupReport };
-    if (name !== 'round:result' || !p.group || !liarLinks) return emit(name, ...args);
-    const lied = modelDigest(liarLinks.sentAggregate(p.roundId));
-    const rank = p.group.digests.gathered.indexOf(p.group.digests.aggregate);
-    const gathered = p.group.digests.gathered.map((d, i) => (i === rank ? lied : d));
-    return emit(name, { ...p, group: { ...p.group, digests: { ...p.group.digests, aggregate: lied, gathered } } }, ...args.slice(1));
-  }) as typeof liar.socket.emit;
-  const honest = [0, 1, 2, 3, 4].map(() => nodeVolunteer(server.url, net));
-  const vols = [liar, ...honest];
-  const begins: RoundBegin[] = [];
-  const commits: { to: string; roundId: number; seq: number }[] = [];
-  for (const v of vols) {
-    v.socket.on('round:begin', (r: RoundBegin) => begins.push(r));
-    v.socket.on('round:commit', (c: { roundId: number; seq: number }) => commits.push({ to: v.runtime.status.volunteerId!, ...c }));
-  }
+  const seen: Seen = { begins: [], commits: [] };
+  const watch = (v: Volunteer) => {
+    v.socket.on('round:begin', (r: RoundBegin) => seen.begins.push(r));
+    v.socket.on('round:commit', (c: { roundId: number; seq: number }) => seen.commits.push({ to: v.runtime.status.volunteerId!, ...c }));
+  };
+  const honest = [0, 1, 2, 3, 4].map(() => nodeVolunteer(server.url, net, { jobId: created.id }));
+  honest.forEach(watch);
+  const vols = [...honest];
   try {
+    await waitFor('the first sync begins', () => seen.begins.length > 0, 60_000, 50);
+    const liar = lyingVolunteer(net, created.id, report);
+    watch(liar);
+    vols.push(liar);
     await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 280_000, 200);
-    const liarId = liar.runtime.status.volunteerId!;
-    const first = begins.find((b) => b.members.includes(liarId))!;
-    const mates = first.members.filter((id) => id !== liarId);
-    const rerun = begins.find((b) => b.seq === first.seq && b.roundId !== first.roundId && b.members.every((id) => mates.includes(id)));
-    assert.ok(rerun, `the liar's group (round ${first.roundId}) began again without it: ${JSON.stringify(begins.filter((b) => b.seq === first.seq))}`);
-    assert.deepEqual([...rerun.members].sort(), [...mates].sort());
-    for (const id of mates) assert.ok(commits.some((c) => c.to === id && c.roundId === rerun.roundId && c.seq === first.seq), `${id} committed sync ${first.seq} in the rerun`);
-    const workers = (await server.api(`/api/jobs/${created.id}`)).body.workers as { volunteerId: string; faults: number; lastFault: string | null }[];
-    const faulted = workers.filter((w) => w.faults > 0).map((w) => `${w.volunteerId}: ${w.lastFault}`);
-    assert.deepEqual(faulted.filter((f) => !f.startsWith(`${liarId}:`)), [], 'no honest member has a fault');
-    assert.match(server.logTail(400), new RegExp(`runs again as ${rerun.roundId} without ${liarId}`));
-    for (const v of honest) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
-    assert.equal((await server.api(`/api/jobs/${created.id}`)).body.job.step, 10);
+    await checkOutcome(created.id, liar.runtime.status.volunteerId!, honest, seen, report);
   } finally {
     for (const v of vols) v.runtime.stop();
     await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});
   }
-});
+}
+
+/** A volunteer whose links negate its part's aggregate; with 'what-it-sent' its report names the digest of what it sent. */
+function lyingVolunteer(net: MemoryNetwork, jobId: string, report: Report): Volunteer {
+  let links: ReturnType<typeof lyingOwnerLinks> | null = null;
+  const liar = nodeVolunteer(server.url, (id) => (links = lyingOwnerLinks(net.endpoint(id))).transport, { jobId });
+  if (report === 'the-true-aggregate') return liar;
+  // Every member's digests then agree with it (the runtime sends round:result without an ack: a plain emit).
+  const emit = liar.socket.emit.bind(liar.socket) as (name: string, ...args: unknown[]) => unknown;
+  liar.socket.emit = ((name: string, ...args: unknown[]) => {
+    const p = args[0] as { roundId: number; group?: GroupReport };
+    if (name !== 'round:result' || !p.group || !links) return emit(name, ...args);
+    const lied = modelDigest(links.sentAggregate(p.roundId));
+    const rank = p.group.digests.gathered.indexOf(p.group.digests.aggregate);
+    const gathered = p.group.digests.gathered.map((d, i) => (i === rank ? lied : d));
+    return emit(name, { ...p, group: { ...p.group, digests: { ...p.group.digests, aggregate: lied, gathered } } }, ...args.slice(1));
+  }) as typeof liar.socket.emit;
+  return liar;
+}
+
+interface Seen {
+  begins: RoundBegin[];
+  commits: { to: string; roundId: number; seq: number }[];
+}
+
+/** The liar's first group ran again without it and committed; only the liar has a fault; the job reached its target. */
+async function checkOutcome(jobId: string, liarId: string, honest: Volunteer[], { begins, commits }: Seen, report: Report): Promise<void> {
+  const first = begins.find((b) => b.members.includes(liarId))!;
+  const mates = first.members.filter((id) => id !== liarId);
+  const rerun = begins.find((b) => b.seq === first.seq && b.roundId !== first.roundId && b.members.every((id) => mates.includes(id)));
+  assert.ok(rerun, `the liar's group (round ${first.roundId}) began again without it: ${JSON.stringify(begins.filter((b) => b.seq === first.seq))}`);
+  assert.deepEqual([...rerun.members].sort(), [...mates].sort());
+  for (const id of mates) assert.ok(commits.some((c) => c.to === id && c.roundId === rerun.roundId && c.seq === first.seq), `${id} committed sync ${first.seq} in the rerun`);
+  const workers = (await server.api(`/api/jobs/${jobId}`)).body.workers as { volunteerId: string; faults: number; lastFault: string | null }[];
+  const faulted = workers.filter((w) => w.faults > 0).map((w) => `${w.volunteerId}: ${w.lastFault}`);
+  assert.deepEqual(faulted.filter((f) => !f.startsWith(`${liarId}:`)), [], 'no honest member has a fault');
+  assert.match(server.logTail(400), new RegExp(`runs again as ${rerun.roundId} without ${liarId}`));
+  if (report === 'the-true-aggregate') assert.match(server.logTail(400), new RegExp(`digests settled by recomputation: .*lied: ${liarId}[;,]`));
+  for (const v of honest) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
+  assert.equal((await server.api(`/api/jobs/${jobId}`)).body.job.step, 20);
+}

@@ -10,9 +10,11 @@
 //     the truth, j aggregated exactly what i sent, so j's receipt is a lie; otherwise it is i's word
 //     against j's;
 //   - owner j → receiver k (k says it gathered another aggregate than j reports): when j's aggregate is
-//     the truth and k ended the round with the same model as the others (its result checksum), k's
-//     receipt is a lie; when j's aggregate is not the truth and no sender disputes what j received, j
-//     combined wrongly; otherwise it is word against word.
+//     the truth and k ended the round with the model (result checksum) of a third member that gathered
+//     what j reports, k's receipt is a lie; when j's aggregate is not the truth and no sender disputes
+//     what j received, j combined wrongly; otherwise it is word against word. (Not "k ended with the
+//     group's majority model": an owner that sends every receiver the same wrong part and reports the
+//     true one makes the receivers that majority, and that rule convicted them instead of it.)
 // Word against word convicts a member without standing facing one with standing, and a member that
 // more than half of the others' networks contradict (a sender that sent every owner other values than
 // it reports, as a tab scaling its frames on the wire does; two colluders of one network against one
@@ -35,15 +37,11 @@ export interface DigestVerdict {
   findings: string[];
 }
 
-/**
- * `truth` is the part's aggregate recomputed from every member's evidence (by part); `resultChecksum`
- * a member's result checksum and `majorityChecksum` the one most members reported.
- */
+/** `truth` is the part's aggregate recomputed from every member's evidence (by part); `resultChecksum` a member's result checksum. */
 export function settleDigestDisputes(
   disputes: readonly DigestDispute[],
   truth: ReadonlyMap<number, string>,
   resultChecksum: (id: string) => string | undefined,
-  majorityChecksum: string | undefined,
   hasStanding: (id: string) => boolean,
   /** The round's members and what counts as one voice among them: a network where networks count, else the member. */
   voices: { members: readonly string[]; of: (id: string) => string },
@@ -60,7 +58,7 @@ export function settleDigestDisputes(
         if (correct) liars.add(m.to);
         else pairs.push([m.from, m.to]);
       } else if (m.kind === 'aggregate') {
-        if (correct && majorityChecksum !== undefined && resultChecksum(m.to) === majorityChecksum) liars.add(m.to);
+        if (correct && endedLikeAWitness(d, m.to, voices.members, resultChecksum)) liars.add(m.to);
         else if (!correct && !contested) liars.add(m.from);
         else pairs.push([m.from, m.to]);
       }
@@ -80,6 +78,16 @@ export function settleDigestDisputes(
   for (const id of contradictedByMost(open, voices)) liars.add(id);
   const unresolved = open.filter(([a, b]) => !liars.has(a) && !liars.has(b));
   return { liars: [...liars], unresolved, findings };
+}
+
+/**
+ * Whether `receiver` ended the round with the model of a member that is neither the part's owner nor
+ * contradicts it: one that gathered the aggregate the owner reports, which the receiver then also used.
+ */
+function endedLikeAWitness(d: DigestDispute, receiver: string, members: readonly string[], resultChecksum: (id: string) => string | undefined): boolean {
+  const contradicting = new Set(d.mismatches.filter((m) => m.kind === 'aggregate').map((m) => m.to));
+  const own = resultChecksum(receiver);
+  return own !== undefined && members.some((id) => id !== d.owner && !contradicting.has(id) && resultChecksum(id) === own);
 }
 
 /** Members whose counterparts in `pairs` are more than half of the voices among the round's other members. */

@@ -130,11 +130,8 @@ export class GroupRoundChecks {
     const disputes = [...r.disputes!.values()];
     const weights = r.steps ? cappedWeights(r.members.map((id) => r.steps![id])) : undefined;
     const truth = new Map(disputes.map((d) => [d.part, partTruth(r.members.map((id) => d.evidence.get(id)!), this.host.spec, weights)]));
-    const checksums = new Map<string, number>();
-    for (const x of r.results.values()) checksums.set(x.checksum, (checksums.get(x.checksum) ?? 0) + 1);
-    const majority = [...checksums].find(([, n]) => n * 2 > r.members.length)?.[0];
     const verdict = settleDigestDisputes(disputes.map((d) => ({ part: d.part, owner: d.owner, ownerAggregate: d.ownerAggregate, mismatches: d.mismatches! })), truth,
-      (id) => r.results.get(id)?.checksum, majority, (id) => this.host.hasStanding(id), { members: r.members, of: (id) => this.host.voiceOf(id) });
+      (id) => r.results.get(id)?.checksum, (id) => this.host.hasStanding(id), { members: r.members, of: (id) => this.host.voiceOf(id) });
     const evidence = verdict.findings.join('; ').slice(0, 400);
     const unsettled = verdict.unresolved.map((p) => p.join(' vs ')).join(', ') || 'none';
     this.host.deps.log(`job ${this.host.jobId}: round ${r.roundId}: digests settled by recomputation: ${evidence}; lied: ${verdict.liars.join(', ') || 'nobody shown'}; unsettled: ${unsettled}`);
