@@ -49,3 +49,11 @@ test('a receiver that says it gathered another aggregate, yet ended with the mod
     new Map([[0, 'truth-j']]), (id) => checksums[id], noStanding, { members: group, of: (id: string) => id });
   assert.deepEqual([v.liars, v.unresolved], [['k1'], []]);
 });
+
+test('in a group of 2 a disputed part is word against word: nobody is convicted, both sit out (one voice is not most of the others)', () => {
+  const pair = ['j', 'k'];
+  const checksums: Record<string, string> = { j: 'model-from-truth', k: 'model-from-negation' };
+  const v = settleDigestDisputes([{ part: 0, owner: 'j', ownerAggregate: 'truth-j', mismatches: [{ kind: 'aggregate', from: 'j', to: 'k', part: 0 }] }],
+    new Map([[0, 'truth-j']]), (id) => checksums[id], noStanding, { members: pair, of: (id: string) => id });
+  assert.deepEqual([v.liars, v.unresolved], [[], [['j', 'k']]]);
+});

@@ -16,9 +16,9 @@
 //     group's majority model": an owner that sends every receiver the same wrong part and reports the
 //     true one makes the receivers that majority, and that rule convicted them instead of it.)
 // Word against word convicts a member without standing facing one with standing, and a member that
-// more than half of the others' networks contradict (a sender that sent every owner other values than
-// it reports, as a tab scaling its frames on the wire does; two colluders of one network against one
-// sender are not that). Otherwise nobody is convicted, the round is not applied and both sit out the
+// more than half of the others' networks contradict, at least two of them (a sender that sent every
+// owner other values than it reports, as a tab scaling its frames on the wire does; two colluders of
+// one network against one sender are not that, nor is one member against one in a group of 2). Otherwise nobody is convicted, the round is not applied and both sit out the
 // next sync (BTARD's rule for an unresolved accusation: the accuser pays as much as the accused).
 import type { DigestMismatch } from './group-check';
 
@@ -90,7 +90,11 @@ function endedLikeAWitness(d: DigestDispute, receiver: string, members: readonly
   return own !== undefined && members.some((id) => id !== d.owner && !contradicting.has(id) && resultChecksum(id) === own);
 }
 
-/** Members whose counterparts in `pairs` are more than half of the voices among the round's other members. */
+/**
+ * Members whose counterparts in `pairs` are more than half of the voices among the round's other
+ * members, and at least two: one voice against one (a group of 2, or a group whose others share one
+ * network) is word against word, and convicting both let one liar remove one honest member a round.
+ */
 function contradictedByMost(pairs: readonly [string, string][], voices: { members: readonly string[]; of: (id: string) => string }): string[] {
   const against = new Map<string, Set<string>>();
   for (const [a, b] of pairs) {
@@ -99,7 +103,7 @@ function contradictedByMost(pairs: readonly [string, string][], voices: { member
   }
   return [...against].filter(([id, by]) => {
     const others = new Set(voices.members.filter((m) => m !== id && voices.of(m) !== voices.of(id)).map(voices.of));
-    return by.size * 2 > others.size && others.size > 0;
+    return by.size * 2 > others.size && by.size >= 2;
   }).map(([id]) => id);
 }
 
