@@ -18,8 +18,9 @@
 // Word against word convicts a member without standing facing one with standing, and a member that
 // more than half of the others' networks contradict, at least two of them (a sender that sent every
 // owner other values than it reports, as a tab scaling its frames on the wire does; two colluders of
-// one network against one sender are not that, nor is one member against one in a group of 2). Otherwise nobody is convicted, the round is not applied and both sit out the
-// next sync (BTARD's rule for an unresolved accusation: the accuser pays as much as the accused).
+// one network against one sender are not that, nor is one member against one in a group of 2).
+// Otherwise nobody is convicted, the round is not applied and both sit out the next sync (BTARD's
+// rule for an unresolved accusation: the accuser pays as much as the accused).
 import type { DigestMismatch } from './group-check';
 
 export interface DigestDispute {
