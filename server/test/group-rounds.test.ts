@@ -80,3 +80,15 @@ test('one disagreeing pair is settled by the server\'s recomputation: the liar a
   await waitFor('a sync without it', () => honest[0].committed.length > before);
   assert.deepEqual(honest.map(endReason), [undefined, undefined, undefined], 'no honest member is removed with it');
 });
+
+test('in a group of 2 a disputed receipt is word against word: the round is aborted and neither member is removed', async () => {
+  // The liar says it gathered another aggregate from its one group mate, yet ends with the same model.
+  // No third member saw that part, so recomputation cannot say who lied: both sit out (with two
+  // members that leaves too few, so both take part again), and the next round is disputed the same way.
+  // Convicting both, as one voice against one did, removed the honest member with it.
+  const { id, honest, attacker } = await jobWith({ groupReport: lie((d) => ({ gathered: d.gathered.map((x) => (x === d.aggregate ? x : WRONG)) })) }, 1);
+  const disputed = async () => (await roundsOf(id)).filter((r) => r.outcome === 'aborted' && /digests disagree/.test(r.detail));
+  await waitFor('two disputed rounds', async () => (await disputed()).length >= 2);
+  assert.deepEqual([endReason(honest[0]), endReason(attacker)], [undefined, undefined], 'nobody is removed');
+  assert.match(testServer().logTail(200), /unsettled: v-[0-9a-f]+ vs v-[0-9a-f]+/);
+});
