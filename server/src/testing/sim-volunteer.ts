@@ -228,6 +228,8 @@ export class SimVolunteer {
       this.bg(this.runDueReplicas());
     });
     this.socket.on('evidence:request', (e) => this.bg(this.onEvidenceRequest(e)));
+    // Round events go without an ack, as the runtime sends them: a refusal comes back as this event.
+    this.socket.on('protocol:error', (e: { event: string; code: string; message: string }) => this.log(`${e.event} refused: ${e.code} ${e.message}`));
     this.socket.on('checkpoint:request', (r) => this.bg(this.upload(r.jobId, r.seq)));
     this.socket.on('job:end', (e: { jobId: string; reason: string }) => {
       this.ended = e.reason;
@@ -265,6 +267,11 @@ export class SimVolunteer {
 
   emit<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): Promise<Ack<Record<string, unknown>>> {
     return this.socket.timeout(10_000).emitWithAck(name, payload);
+  }
+
+  /** An event without an ack (the round events, as the runtime sends them); refusals arrive as `protocol:error`. */
+  send<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): void {
+    this.socket.emit(name, payload);
   }
 
   async request(jobId?: string): Promise<Ack<Record<string, unknown>>> {
@@ -323,8 +330,7 @@ export class SimVolunteer {
     await this.runDueReplicas();
     this.step += h;
     if (this.holdReady || this.ended) return;
-    const ack = await this.emit('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step, ...(paced?.claimed !== undefined ? { steps: paced.claimed } : {}) });
-    if (!ack.ok) this.log(`ready refused: ${ack.error.code} ${ack.error.message}`);
+    this.send('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step, ...(paced?.claimed !== undefined ? { steps: paced.claimed } : {}) });
   }
 
   /** A worker's paced work (engine trainWithin): with a budget, steps while half of one still fits, at most the ceiling, claimed in round:ready. */
@@ -452,7 +458,7 @@ export class SimVolunteer {
 
   private async report(jobId: string, roundId: number, result: Float32Array, group?: GroupReport, bytes?: { sent: number; received: number }): Promise<void> {
     this.pending = { roundId, values: result.slice() };
-    const ack = await this.emit('round:result', {
+    this.send('round:result', {
       jobId, roundId, checksum: checksumOf(result), step: this.opts.reportStep?.(this.step) ?? this.step,
       metrics: {
         loss: 1 / (1 + this.step), samples: 32, wallMs: 10, bytesSent: bytes?.sent ?? result.byteLength, bytesReceived: bytes?.received ?? result.byteLength,
@@ -460,7 +466,6 @@ export class SimVolunteer {
       },
       ...(group ? { group } : {}),
     });
-    if (!ack.ok) this.log(`round result refused: ${ack.error.message}`);
   }
 
   private async onCommit(c: { jobId: string; roundId: number; seq: number; steps?: Record<string, number>; budgetMs?: number }): Promise<void> {
