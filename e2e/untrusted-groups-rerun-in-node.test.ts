@@ -11,7 +11,7 @@
 // Either way the server removes it, its two group mates, which kept what they sent, run the group
 // round once more among themselves under a new round id and commit that sync, and the job reaches
 // its target without the liar. The liar joins once the others have begun: six members make groups of
-// 3 and 3 (five would make one group of 2, where a pair's word against word convicts both).
+// 3 and 3 (five would make one group of 2, where no third member can settle a dispute: both sit out).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork, type Transport } from '@tabfleet/collective';
