@@ -58,7 +58,7 @@ test('a Moshpit joiner sent an older checkpoint makes the next sync leave a new 
     assert.equal((await j.request(job.id)).ok, true);
     const load = await waitFor('the joiner is sent a model', () => j.events.find((e) => e.name === 'model:load')?.payload as { seq: number } | undefined, 30_000);
     const at = seqNow();
-    await waitFor('the joiner commits a group round', () => j.committed.length >= 1, 30_000);
+    await waitFor('the joiner commits a group round', () => j.committed.length >= 1, 30_000).catch((e: Error) => { throw new Error(`${e.message}\n${JSON.stringify(j.events.map((x) => x.name))}\n${server.logTail(40)}`); });
     return { loaded: load.seq, at };
   };
   try {
@@ -72,6 +72,34 @@ test('a Moshpit joiner sent an older checkpoint makes the next sync leave a new 
     for (const s of [...sims, ...joiners]) assert.deepEqual(s.errors, []);
   } finally {
     for (const s of [...sims, ...joiners]) s.close();
+    await server.stopJobs();
+  }
+});
+
+test('a Moshpit joiner the next sync needs loads the seed when no checkpoint exists yet, instead of waiting for one forever', async () => {
+  // Five members, a minimum of five; one joins while sync 1 runs, and one member leaves in it. The
+  // joiner waits for the next sync's checkpoint (none stored yet), and the next sync waits for a
+  // fifth member: before, nothing happened again (an e2e job, six runtimes beside a busy browser,
+  // sat 200 s with no log line once a member's socket timed out). Now it loads the seed.
+  const job = await server.createJob({ minWorkers: 5, maxWorkers: 6, trust: 'trusted', groupSize: 3, H: 1, targetSteps: 100_000, checkpointEvery: 100_000 });
+  const sims = Array.from({ length: 5 }, () => new SimVolunteer({ url: server.url, oracle: server.oracle }));
+  const joiner = new SimVolunteer({ url: server.url, oracle: server.oracle });
+  try {
+    for (const s of sims) (await s.connected(), (s.holdRounds = true));
+    for (const s of sims) assert.equal((await s.request(job.id)).ok, true);
+    await waitFor('sync 1 begins', () => sims.every((s) => s.events.some((e) => e.name === 'round:begin')), 10_000);
+    await joiner.connected();
+    assert.equal((await joiner.request(job.id)).ok, true);
+    const [leaver, ...stayers] = sims;
+    leaver.close();
+    for (const s of stayers) (s.holdRounds = false, s.releaseRound());
+    const load = await waitFor('the joiner is sent a model', () => joiner.events.find((e) => e.name === 'model:load')?.payload as { seq: number; url: string | null } | undefined, 30_000)
+      .catch((e: Error) => { throw new Error(`${e.message}\n${server.logTail(40)}`); });
+    assert.deepEqual([load.seq, load.url], [0, null], 'the seed');
+    await waitFor('the joiner commits a group round', () => joiner.committed.length >= 1, 30_000);
+    for (const s of [...stayers, joiner]) assert.deepEqual(s.errors, []);
+  } finally {
+    for (const s of [...sims, joiner]) s.close();
     await server.stopJobs();
   }
 });

@@ -2,7 +2,8 @@
 // Members still training are waited for up to a bound that follows their budgets and their usual
 // overrun (deadlines.ts); past it they are left out of the sync (and reload after it), and past the
 // configured barrier timeout evicted. Joiners loading the current model are waited for at the pace
-// joiners usually load; Moshpit joiners take a later sync instead of holding one of thousands.
+// joiners usually load; Moshpit joiners take a later sync instead of holding one of thousands, and
+// load the seed when the sync they would wait for cannot begin without them (model-loads.ts).
 import type { Deadlines } from './deadlines';
 import type { JobHost } from './members';
 import type { StepPlanner } from './step-planner';
@@ -17,6 +18,8 @@ export interface BarrierHost extends JobHost {
   readonly planner: StepPlanner;
   evict(volunteerId: string, why: string): void;
   tryBegin(): void;
+  /** The coming sync lacks members (fewer than the minimum ready or training): joiners waiting for a model may be sent one. */
+  quorumShort(): void;
 }
 
 export class Barrier {
@@ -42,7 +45,10 @@ export class Barrier {
     // Members left out of the coming sync are not waited for.
     const ready = members.inPhase.ready.size;
     const training = members.inPhase.admitted.size - members.leftOut.size;
-    if (ready + training < job.spec.minWorkers) return false;
+    if (ready + training < job.spec.minWorkers) {
+      this.host.quorumShort();
+      return false;
+    }
     if (training > 0) {
       if (ready > 0 && !this.cancelTimer) {
         // Counted from the first ready member, or from the latest end of a budget still running

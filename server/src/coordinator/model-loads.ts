@@ -105,6 +105,19 @@ export class ModelLoads {
     if (job.seq === 0 || latest?.seq === job.seq) this.send(m, job.seq);
   }
 
+  /**
+   * Moshpit joiners waiting for a checkpoint when none is stored yet, while the next sync cannot begin
+   * without them (the others are fewer than the job's minimum): they load the seed. The groups average
+   * an older model in like any other, and the checkpoint they waited for could only come from that sync.
+   */
+  seedWaitingJoiners(): void {
+    const { job, checkpoints, members, deps } = this.host;
+    if (job.spec.groupSize === undefined || checkpoints.latest || members.unsentLoads.size === 0) return;
+    const joiners = [...members.unsentLoads];
+    deps.log(`job ${job.id}: sync ${job.seq + 1} needs ${joiners.map((m) => m.volunteerId).join(', ')} and no checkpoint exists yet: they load the seed`);
+    for (const m of joiners) this.send(m, 0);
+  }
+
   /** A member whose work is stale goes back to loading: the job's model of the last sync, when a checkpoint of it exists. */
   reload(m: Member): void {
     this.host.members.setPhase(m, 'loading');
