@@ -43,3 +43,31 @@ test('a late joiner loads the current global model before it enters a ring', asy
   assert.equal((await fetch(other)).status, 401);
   assert.equal((await fetch(load.url!.split('?')[0])).status, 401);
 });
+
+test('a joiner that would make up the minimum after a member left: the sync begins without it and leaves the checkpoint it loads', async () => {
+  // Three members, a minimum of three, no checkpoint since the start. One leaves; a joiner is sent no
+  // model (none of the members' sync exists) and the two left may not sync below the minimum: before,
+  // each waited for the other for ever. Now that sync begins with the two and its uploader leaves one.
+  const job = await server.createJob({ minWorkers: 3, maxWorkers: 4, checkpointEvery: 100_000 });
+  const members = await Promise.all([0, 1, 2].map(() => server.volunteer({ trainMs: 20 })));
+  const joiner = await server.volunteer({ trainMs: 20 });
+  try {
+    for (const s of members) assert.equal((await s.request(job.id)).ok, true);
+    await waitFor('3 syncs', () => members.every((s) => s.committed.length >= 3), 10_000);
+    const [leaver, ...stayers] = members;
+    leaver.close();
+    assert.equal((await joiner.request(job.id)).ok, true);
+    const load = await waitFor('the joiner is sent a model', () => joiner.events.find((e) => e.name === 'model:load')?.payload as { seq: number; url: string | null } | undefined, 20_000)
+      .catch((e: Error) => { throw new Error(`${e.message}\n${server.logTail(20)}`); });
+    assert.ok(load.url, 'a checkpoint, not the seed');
+    assert.match(server.logTail(40), new RegExp(`sync ${load.seq} begins with 2 \\(minimum 3\\): joiners wait for its checkpoint`));
+    await waitFor('a sync of all three', () => joiner.committed.length >= 1, 20_000);
+    const its = joiner.events.find((e) => e.name === 'round:begin')!.payload as RoundBegin;
+    assert.equal(its.members.length, 3);
+    const seq = joiner.committed[0];
+    await waitFor('the others applied it', () => stayers.every((s) => s.applied.has(seq)));
+    assert.equal(new Set([joiner, ...stayers].map((s) => checksumOf(s.applied.get(seq)!))).size, 1, 'identical parameters after the sync');
+  } finally {
+    for (const s of [...members, joiner]) s.close();
+  }
+});

@@ -10,7 +10,8 @@ import { SimVolunteer, startTestServer, waitFor, type TestServer } from '../src/
 
 let server: TestServer;
 before(async () => {
-  server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 10_000 } });
+  // The load bound is a hang bound: at 10 s a joiner was evicted once, run beside a busy browser test.
+  server = await startTestServer({ timing: { roundTimeoutMs: 10_000, barrierTimeoutMs: 10_000, loadTimeoutMs: 30_000 } });
 });
 after(() => server.stop());
 
@@ -58,7 +59,9 @@ test('a Moshpit joiner sent an older checkpoint makes the next sync leave a new 
     assert.equal((await j.request(job.id)).ok, true);
     const load = await waitFor('the joiner is sent a model', () => j.events.find((e) => e.name === 'model:load')?.payload as { seq: number } | undefined, 30_000);
     const at = seqNow();
-    await waitFor('the joiner commits a group round', () => j.committed.length >= 1, 30_000).catch((e: Error) => { throw new Error(`${e.message}\n${JSON.stringify(j.events.map((x) => x.name))}\n${server.logTail(40)}`); });
+    await waitFor('the joiner commits a group round', () => j.committed.length >= 1, 60_000).catch((e: Error) => {
+      throw new Error(`${e.message}\nthe joiner's events: ${j.events.map((x) => x.name).join(', ')}; its errors: ${j.errors.join('; ')}\n${server.logTail(40)}`);
+    });
     return { loaded: load.seq, at };
   };
   try {

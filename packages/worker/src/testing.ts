@@ -23,7 +23,9 @@ export function nodeVolunteer(
   links: MemoryNetwork | ((volunteerId: string, signaler: Signaler, iceServers: () => IceServer[]) => Transport),
   opts: { jobId?: string; log?: (l: string) => void; slowdown?: number; clock?: Clock; onStatus?: (s: RuntimeStatus) => void; joinProbeTimeoutMs?: number } = {},
 ) {
-  const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth: { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES }, transports: ['websocket'], reconnection: false });
+  // It never reconnects, so its one handshake may take long: the client's default 20 s cut one of six off a job of five beside a busy browser test.
+  const auth = { protocol: PROTOCOL_VERSION, capabilities: NODE_CAPABILITIES };
+  const socket = io(`${serverUrl}${NAMESPACES.volunteer}`, { auth, transports: ['websocket'], reconnection: false, timeout: 120_000 });
   const engine = new JobEngine(new CpuBackend('f32'), { slowdown: opts.slowdown, clock: opts.clock });
   const runtime = new VolunteerRuntime({
     socket, serverUrl, engine, jobId: opts.jobId, log: opts.log, clock: opts.clock, onStatus: opts.onStatus, joinProbeTimeoutMs: opts.joinProbeTimeoutMs,

@@ -1,9 +1,11 @@
 // The barrier before each sync: a round begins when every admitted member not left out is ready.
 // Members still training are waited for up to a bound that follows their budgets and their usual
 // overrun (deadlines.ts); past it they are left out of the sync (and reload after it), and past the
-// configured barrier timeout evicted. Joiners loading the current model are waited for at the pace
-// joiners usually load; Moshpit joiners take a later sync instead of holding one of thousands, and
-// load the seed when the sync they would wait for cannot begin without them (model-loads.ts).
+// configured barrier timeout evicted. Fewer than the job's minimum do not sync, unless joiners that
+// wait for the checkpoint only this sync can leave would make up the minimum. Joiners loading the
+// current model are waited for at the pace joiners usually load; Moshpit joiners take a later sync
+// instead of holding one of thousands, and load the seed when the sync they would wait for cannot
+// begin without them (model-loads.ts).
 import type { Deadlines } from './deadlines';
 import type { JobHost } from './members';
 import type { StepPlanner } from './step-planner';
@@ -47,7 +49,10 @@ export class Barrier {
     const training = members.inPhase.admitted.size - members.leftOut.size;
     if (ready + training < job.spec.minWorkers) {
       this.host.quorumShort();
-      return false;
+      // Joiners waiting for a checkpoint of the members' model (none exists) that would make up the
+      // minimum: only this sync can leave one, so it begins without them (before, both waited for ever).
+      const waiting = members.unsentLoads.size;
+      if (ready + training === 0 || ready + training + waiting < job.spec.minWorkers) return false;
     }
     if (training > 0) {
       if (ready > 0 && !this.cancelTimer) {
@@ -74,6 +79,7 @@ export class Barrier {
     }
     this.cancel();
     this.joinerHoldExpired = false;
+    if (ready < job.spec.minWorkers) deps.log(`job ${job.id}: sync ${job.seq + 1} begins with ${ready} (minimum ${job.spec.minWorkers}): joiners wait for its checkpoint`);
     return true;
   }
 
