@@ -53,15 +53,15 @@ test('a joiner that would make up the minimum after a member left: the sync begi
   const joiner = await server.volunteer({ trainMs: 20 });
   try {
     for (const s of members) assert.equal((await s.request(job.id)).ok, true);
-    await waitFor('3 syncs', () => members.every((s) => s.committed.length >= 3), 10_000);
+    await waitFor('3 syncs', () => members.every((s) => s.committed.length >= 3), 30_000);
     const [leaver, ...stayers] = members;
     leaver.close();
     assert.equal((await joiner.request(job.id)).ok, true);
-    const load = await waitFor('the joiner is sent a model', () => joiner.events.find((e) => e.name === 'model:load')?.payload as { seq: number; url: string | null } | undefined, 20_000)
+    const load = await waitFor('the joiner is sent a model', () => joiner.events.find((e) => e.name === 'model:load')?.payload as { seq: number; url: string | null } | undefined, 30_000)
       .catch((e: Error) => { throw new Error(`${e.message}\n${server.logTail(20)}`); });
     assert.ok(load.url, 'a checkpoint, not the seed');
     assert.match(server.logTail(40), new RegExp(`sync ${load.seq} begins with 2 \\(minimum 3\\): joiners wait for its checkpoint`));
-    await waitFor('a sync of all three', () => joiner.committed.length >= 1, 20_000);
+    await waitFor('a sync of all three', () => joiner.committed.length >= 1, 30_000);
     const its = joiner.events.find((e) => e.name === 'round:begin')!.payload as RoundBegin;
     assert.equal(its.members.length, 3);
     const seq = joiner.committed[0];
