@@ -21,7 +21,10 @@ import { nodeVolunteer } from '@tabfleet/worker/testing';
 
 let server: TestServer;
 before(async () => {
-  server = await startTestServer({ timing: { roundTimeoutMs: 30_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 30_000 } });
+  // Deadlines at their caps: a group reruns only while as much of its sync's deadline is left as it took, and with the
+  // adaptive bound (4 × the median round + 5 s: 7.7 s) a run beside busy tests once validated too slowly and failed the group.
+  const timing = { roundTimeoutMs: 30_000, barrierTimeoutMs: 60_000, loadTimeoutMs: 30_000, deadlineFloorMs: 30_000 };
+  server = await startTestServer({ timing });
 });
 after(() => server.stop());
 
@@ -137,6 +140,7 @@ interface Seen {
 
 /** The liar's first group ran again without it and committed; only the liar has a fault; the job reached its target. */
 async function checkOutcome(jobId: string, liarId: string, honest: Volunteer[], { begins, commits }: Seen, report: Report): Promise<void> {
+  assert.deepEqual([...new Set(begins.map((b) => b.deadline - b.began))], [30_000], 'every round had its deadline at the cap');
   const first = begins.find((b) => b.members.includes(liarId));
   assert.ok(first, `the liar ${liarId} took part in a round before the job's ${TARGET_STEPS} steps were done\n${server.logTail(80)}`);
   const mates = first.members.filter((id) => id !== liarId);

@@ -9,11 +9,14 @@ export type PaceKind = 'round' | 'overrun' | 'load' | 'upload' | 'evaluate';
 const WINDOW = 16;
 /** A member may take this many times the median before it is given up on. */
 const FACTOR = 4;
-/** Never less than this (scheduling jitter, a GC pause). */
+/** Never less than this by default (scheduling jitter, a GC pause). */
 const FLOOR_MS = 5_000;
 
 export class Deadlines {
   private readonly recent = new Map<PaceKind, number[]>();
+
+  /** `floorMs`: the configured floor, read when a bound is asked (FLOOR_MS when it says none). */
+  constructor(private readonly floorMs: () => number | undefined = () => undefined) {}
 
   record(kind: PaceKind, ms: number): void {
     const xs = this.recent.get(kind) ?? [];
@@ -32,9 +35,10 @@ export class Deadlines {
   /** FACTOR × median + FLOOR, at most `capMs`; `firstGuessMs` (else `capMs`) without history. */
   bound(kind: PaceKind, capMs: number, firstGuessMs = capMs): number {
     const xs = this.recent.get(kind);
-    if (!xs?.length) return Math.min(capMs, Math.max(FLOOR_MS, firstGuessMs));
+    const floor = this.floorMs() ?? FLOOR_MS;
+    if (!xs?.length) return Math.min(capMs, Math.max(floor, firstGuessMs));
     const sorted = [...xs].sort((a, b) => a - b);
     const median = sorted[(sorted.length - 1) >> 1];
-    return Math.min(capMs, Math.round(FACTOR * median) + FLOOR_MS);
+    return Math.min(capMs, Math.round(FACTOR * median) + floor);
   }
 }

@@ -60,7 +60,7 @@ export class JobCoordinator {
   private round: ActiveRound | null = null;
   private nextRoundId: number;
   private readonly path = new PathFallback();
-  private readonly deadlines = new Deadlines();
+  private readonly deadlines = new Deadlines(() => this.deps.timing.deadlineFloorMs);
   private readonly links: PeerLinks;
   private readonly planner: StepPlanner;
   private readonly checkpoints: Checkpoints;

@@ -17,6 +17,8 @@ export interface Timing {
   roundTimeoutMs: number;
   barrierTimeoutMs: number;
   loadTimeoutMs: number;
+  /** The least an adaptive deadline gives (deadlines.ts; default 5 s): more where a machine's load jumps between syncs. */
+  deadlineFloorMs?: number;
 }
 
 /** Emits to one volunteer or, encoded once, to several. */
