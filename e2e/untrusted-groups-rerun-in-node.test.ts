@@ -94,8 +94,8 @@ async function liarCase(report: Report): Promise<void> {
   honest.forEach(watch);
   const vols = [...honest];
   try {
-    // Hang bounds, not speed bounds: six runtimes share this process, and beside a browser test of eight tabs sync 1 took
-    // over 60 s to begin. On a timeout the rounds, the job's members and both logs are printed.
+    // Hang bounds, not speed bounds: six runtimes share this process, and beside a browser test of eight tabs sync 1 had
+    // not begun after 60 s. On a timeout the rounds, the job's members and both logs are printed.
     const diagnosed = (liarId: () => string | null) => async (e: Error) => {
       const body = (await server.api(`/api/jobs/${created.id}`)).body;
       const rounds = seen.begins.map((b) => `${b.roundId}@${b.seq}: ${b.members.join(' ')}`).join('\n');
