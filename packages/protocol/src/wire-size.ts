@@ -49,65 +49,75 @@ function byteLengthOf(b: Binary): number {
   return n;
 }
 
+/** The walk's state: the counts so far, the limit, objects seen (a cycle or shared reference is refused), values still to visit. */
+interface Walk {
+  size: WireSize;
+  limit: SizeLimit;
+  seen: Set<object>;
+  todo: unknown[];
+}
+
+function addJson(w: Walk, n: number): void {
+  w.size.json += n;
+  if (w.size.json + w.size.binary > w.limit.bytes) throw OVER;
+}
+
+function addString(w: Walk, s: string): void {
+  // Escaping only lengthens a string: one already too long is not looked at.
+  if (s.length + 2 > w.limit.bytes - w.size.json - w.size.binary) throw OVER;
+  addJson(w, NEEDS_ESCAPE.test(s) ? JSON.stringify(s).length : s.length + 2);
+}
+
+function visit(w: Walk, x: unknown, top: boolean): void {
+  if (x === null || x === undefined || typeof x === 'function' || typeof x === 'symbol') return addJson(w, top && x !== null ? 0 : 4);
+  if (typeof x === 'boolean') return addJson(w, x ? 4 : 5);
+  if (typeof x === 'number') return addJson(w, Number.isFinite(x) ? String(x).length : 4);
+  if (typeof x === 'string') return addString(w, x);
+  if (typeof x !== 'object') throw OVER; // bigint: JSON.stringify throws
+  if (isBinary(x)) {
+    if (w.limit.jsonOnly) throw OVER;
+    w.size.binary += byteLengthOf(x);
+    return addJson(w, 4);
+  }
+  if (w.seen.has(x)) throw OVER;
+  w.seen.add(x);
+  if (Array.isArray(x)) {
+    addJson(w, 2 + Math.max(0, x.length - 1));
+    for (let i = x.length - 1; i >= 0; i--) w.todo.push(x[i]);
+    return;
+  }
+  if (typeof (x as { toJSON?: unknown }).toJSON === 'function') throw OVER;
+  addJson(w, 2);
+  const field = top ? w.limit.attachment?.field : undefined;
+  let entries = 0;
+  for (const k of Object.keys(x)) {
+    const v = (x as Record<string, unknown>)[k];
+    if (skipped(v)) continue;
+    if (entries++) addJson(w, 1);
+    addString(w, k);
+    addJson(w, 1);
+    if (k === field && isBinary(v)) {
+      w.size.attachment = byteLengthOf(v);
+      if (w.size.attachment > w.limit.attachment!.bytes) throw OVER;
+      addJson(w, 4);
+    } else w.todo.push(v);
+  }
+}
+
 /**
  * Measures `value` against `limit` without serializing it. Never throws: anything the walk cannot
  * measure (a throwing getter, a cycle, a bigint, an object with a toJSON method) is `over`. An object
  * reached twice is refused as a cycle would be: JSON text cannot express a shared reference.
+ * (Module-level helpers over one state object, not closures made per call: every inbound event is
+ * measured, and under tsx each closure made also names itself.)
  */
 export function measureWire(value: unknown, limit: SizeLimit): WireSize {
-  const size: WireSize = { json: 0, binary: 0, attachment: 0, over: false };
-  const room = () => limit.bytes - size.json - size.binary;
-  const add = (n: number) => {
-    size.json += n;
-    if (size.json + size.binary > limit.bytes) throw OVER;
-  };
-  const addString = (s: string) => {
-    // Escaping only lengthens a string: one already too long is not looked at.
-    if (s.length + 2 > room()) throw OVER;
-    add(NEEDS_ESCAPE.test(s) ? JSON.stringify(s).length : s.length + 2);
-  };
-  const seen = new Set<object>();
-  const todo: unknown[] = [];
-  const visit = (x: unknown, top: boolean) => {
-    if (x === null || x === undefined || typeof x === 'function' || typeof x === 'symbol') return add(top && x !== null ? 0 : 4);
-    if (typeof x === 'boolean') return add(x ? 4 : 5);
-    if (typeof x === 'number') return add(Number.isFinite(x) ? String(x).length : 4);
-    if (typeof x === 'string') return addString(x);
-    if (typeof x !== 'object') throw OVER; // bigint: JSON.stringify throws
-    if (isBinary(x)) {
-      if (limit.jsonOnly) throw OVER;
-      size.binary += byteLengthOf(x);
-      return add(4);
-    }
-    if (seen.has(x)) throw OVER;
-    seen.add(x);
-    if (Array.isArray(x)) {
-      add(2 + Math.max(0, x.length - 1));
-      for (let i = x.length - 1; i >= 0; i--) todo.push(x[i]);
-      return;
-    }
-    if (typeof (x as { toJSON?: unknown }).toJSON === 'function') throw OVER;
-    add(2);
-    const field = top ? limit.attachment?.field : undefined;
-    let entries = 0;
-    for (const k of Object.keys(x)) {
-      const v = (x as Record<string, unknown>)[k];
-      if (skipped(v)) continue;
-      if (entries++) add(1);
-      addString(k);
-      add(1);
-      if (k === field && isBinary(v)) {
-        size.attachment = byteLengthOf(v);
-        if (size.attachment > limit.attachment!.bytes) throw OVER;
-        add(4);
-      } else todo.push(v);
-    }
-  };
+  const w: Walk = { size: { json: 0, binary: 0, attachment: 0, over: false }, limit, seen: new Set(), todo: [] };
   try {
-    visit(value, true);
-    while (todo.length) visit(todo.pop(), false);
+    visit(w, value, true);
+    while (w.todo.length) visit(w, w.todo.pop(), false);
   } catch {
-    size.over = true;
+    w.size.over = true;
   }
-  return size;
+  return w.size;
 }

@@ -1,5 +1,6 @@
-// The contributor ledger's writes: credit within a second, heartbeat reports at most every 30 s or
-// with the next credit, so a job of thousands of heartbeating tabs does not rewrite its rows each second.
+// The contributor ledger's writes: joins within a second, credit within 10 s, heartbeat reports at most
+// every 30 s or with the next credit, so a job of thousands of heartbeating tabs does not rewrite its
+// rows each second, nor a job of fast rounds each sync.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { capabilitiesSchema } from '@tabfleet/protocol';
@@ -10,7 +11,7 @@ import { ContributorLedger } from './contributors';
 
 const capabilities = capabilitiesSchema.parse(SIM_CAPABILITIES);
 
-test('a heartbeat is written within 30 s or with the next credit; a credit within a second', async () => {
+test('a heartbeat is written within 30 s or with the next credit; a credit within 10 s, batched', async () => {
   const clock = new FakeClock();
   const writes: ContributorRecord[][] = [];
   const ledger = new ContributorLedger('job-t', clock, (records) => writes.push(records));
@@ -28,9 +29,13 @@ test('a heartbeat is written within 30 s or with the next credit; a credit withi
   ledger.reported('a', 'v-a', { step: 9, bytesSent: 30, bytesReceived: 40 });
   await clock.advance(2_000);
   ledger.credit('a', 32, 100, clock.now());
+  await clock.advance(5_000);
+  ledger.credit('a', 32, 100, clock.now());
+  await clock.advance(4_000);
+  assert.equal(writes.length, 2, 'credits wait');
   await clock.advance(1_000);
-  assert.equal(writes.length, 3, 'a credit brings the write forward');
-  assert.deepEqual([writes[2][0].syncs, writes[2][0].step, writes[2][0].bytesSent], [1, 9, 30], 'with the heartbeat in it');
+  assert.equal(writes.length, 3, 'a credit brings the write forward: both syncs in one write, 10 s after the first');
+  assert.deepEqual([writes[2][0].syncs, writes[2][0].step, writes[2][0].bytesSent], [2, 9, 30], 'with the heartbeat in it');
   await clock.advance(60_000);
   assert.equal(writes.length, 3, 'nothing left to write');
 });

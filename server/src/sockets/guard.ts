@@ -59,48 +59,64 @@ export interface GuardOptions {
  */
 export function guardSocket(socket: Socket, opts: GuardOptions): void {
   const bucket = new TokenBucket(LIMITS.eventsPerSecond, LIMITS.eventBurst, opts.now ?? Date.now);
-  socket.onAny((event: unknown, ...args: unknown[]) => {
-    const ack = typeof args[args.length - 1] === 'function' ? (args.pop() as (a: Ack) => void) : null;
-    // Only a string names an event: anything else (a Buffer, an object) is never turned into text here.
-    const name = typeof event === 'string' ? event : '';
-    const shownName = typeof event === 'string' ? event.slice(0, 80) : `(a ${typeof event}, not an event name)`;
-    const reply = (a: Ack) => {
-      if (ack) ack(a);
-      else if (!a.ok) socket.emit('protocol:error', { event: shownName, ...a.error });
-    };
-    const refuse = (e: ProtocolError) => {
-      opts.count('events_rejected', { code: e.code });
-      reply({ ok: false, error: e.toBody() });
-    };
-    if (!bucket.take()) {
-      refuse(new ProtocolError('rate_limited', `more than ${LIMITS.eventsPerSecond} events/s`));
-      if (bucket.refusedInWindow >= LIMITS.floodDisconnectAfter) {
-        opts.log(`disconnecting ${socket.id}: event flood`);
-        socket.emit('protocol:error', { event: shownName, code: 'rate_limited', message: 'event flood: disconnecting' });
-        socket.disconnect(true);
-      }
-      return;
+  socket.onAny((event: unknown, ...args: unknown[]) => guardEvent(socket, bucket, opts, event, args));
+}
+
+/** The ack the client asked for, if any (the last argument when it is a function). */
+type AckFn = ((a: Ack) => void) | null;
+
+/**
+ * One inbound event. Plain functions, not closures made per event (every event passes here, and under
+ * tsx each closure made also names itself); the handler runs at once, and a client that asked for no
+ * ack costs nothing more once it succeeded.
+ */
+function guardEvent(socket: Socket, bucket: TokenBucket, opts: GuardOptions, event: unknown, args: unknown[]): void {
+  const ack = typeof args[args.length - 1] === 'function' ? (args.pop() as (a: Ack) => void) : null;
+  // Only a string names an event: anything else (a Buffer, an object) is never turned into text here.
+  const name = typeof event === 'string' ? event : '';
+  if (!bucket.take()) {
+    refuse(socket, opts, ack, event, new ProtocolError('rate_limited', `more than ${LIMITS.eventsPerSecond} events/s`));
+    if (bucket.refusedInWindow >= LIMITS.floodDisconnectAfter) {
+      opts.log(`disconnecting ${socket.id}: event flood`);
+      socket.emit('protocol:error', { event: shownName(event), code: 'rate_limited', message: 'event flood: disconnecting' });
+      socket.disconnect(true);
     }
-    const schema = Object.hasOwn(opts.schemas, name) ? opts.schemas[name] : undefined;
-    if (!schema) return refuse(new ProtocolError('unknown_event', `unknown event ${JSON.stringify(shownName)}`));
-    if (args.length !== 1) return refuse(new ProtocolError('bad_request', `${name}: expected one argument and an ack, got ${args.length} arguments`));
-    const limit = eventSizeLimit(name);
-    if (measureWire(args[0], limit).over) return refuse(new ProtocolError('too_large', tooLarge(name, limit)));
-    let payload: unknown;
-    try {
-      payload = parseEvent(schema, args[0], name);
-    } catch (e) {
-      return refuse(e as ProtocolError);
-    }
-    Promise.resolve()
-      .then(() => opts.handlers[name](payload as never, socket))
-      .then((result) => reply({ ok: true, ...(result ?? {}) }))
-      .catch((e: unknown) => {
-        if (e instanceof ProtocolError) return refuse(e);
-        opts.log(`${name} from ${socket.id} failed: ${(e as Error).stack ?? e}`);
-        refuse(new ProtocolError('internal', 'internal error'));
-      });
-  });
+    return;
+  }
+  const schema = Object.hasOwn(opts.schemas, name) ? opts.schemas[name] : undefined;
+  if (!schema) return refuse(socket, opts, ack, event, new ProtocolError('unknown_event', `unknown event ${JSON.stringify(shownName(event))}`));
+  if (args.length !== 1) return refuse(socket, opts, ack, event, new ProtocolError('bad_request', `${name}: expected one argument and an ack, got ${args.length} arguments`));
+  const limit = eventSizeLimit(name);
+  if (measureWire(args[0], limit).over) return refuse(socket, opts, ack, event, new ProtocolError('too_large', tooLarge(name, limit)));
+  let result: ReturnType<Handler>;
+  try {
+    result = opts.handlers[name](parseEvent(schema, args[0], name) as never, socket);
+  } catch (e) {
+    return failed(socket, opts, ack, event, e);
+  }
+  if (result instanceof Promise) result.then((r) => answered(ack, r), (e: unknown) => failed(socket, opts, ack, event, e));
+  else answered(ack, result);
+}
+
+function shownName(event: unknown): string {
+  return typeof event === 'string' ? event.slice(0, 80) : `(a ${typeof event}, not an event name)`;
+}
+
+function answered(ack: AckFn, result: object | void): void {
+  if (ack) ack({ ok: true, ...(result ?? {}) });
+}
+
+/** A refusal: the ack's error, or a `protocol:error` event when the client asked for no ack. */
+function refuse(socket: Socket, opts: GuardOptions, ack: AckFn, event: unknown, e: ProtocolError): void {
+  opts.count('events_rejected', { code: e.code });
+  if (ack) ack({ ok: false, error: e.toBody() });
+  else socket.emit('protocol:error', { event: shownName(event), ...e.toBody() });
+}
+
+function failed(socket: Socket, opts: GuardOptions, ack: AckFn, event: unknown, e: unknown): void {
+  if (e instanceof ProtocolError) return refuse(socket, opts, ack, event, e);
+  opts.log(`${typeof event === 'string' ? event : '?'} from ${socket.id} failed: ${(e as Error).stack ?? e}`);
+  refuse(socket, opts, ack, event, new ProtocolError('internal', 'internal error'));
 }
 
 function tooLarge(name: string, limit: SizeLimit): string {
