@@ -133,4 +133,20 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
   const topTwo = two.steps.filter((s: Json) => s.held && s.round.whole.p99 < 250).at(-1);
   assert.equal(r.summary.max_volunteers_two_nodes, topTwo?.volunteers ?? 0);
   assert.equal(two.summary.max_volunteers, r.summary.max_volunteers_two_nodes);
+
+  // The library floor in the same run: bare Socket.IO with the same rounds, and plain ws, each holding every connection.
+  for (const kind of ['socketio', 'ws']) {
+    const f: Json = r.floor[kind];
+    assert.equal(f.error, undefined, `${kind} floor: ${f.error}`);
+    assert.equal(f.connections, cfg.floorConnections, `${kind} floor: every connection held`);
+    assert.ok(Number.isFinite(f.kbPerConnection) && f.heapKbPerConnection > 0 && f.heapKbPerConnection < 256, `${kind} floor: ${JSON.stringify(f)}`);
+  }
+  // Its rounds ran: members' ready and result events (and heartbeats) reached the bare server, which spent CPU on them.
+  assert.ok(r.floor.socketio.eventsPerSec > 0 && r.floor.socketio.cpuUsPerEvent > 0, JSON.stringify(r.floor.socketio));
+  assert.equal(r.floor.ws.cpuUsPerEvent, null, 'the ws floor only holds connections');
+  assert.equal(r.summary.socketio_floor_kb_per_connection, r.floor.socketio.kbPerConnection);
+  assert.equal(r.summary.socketio_floor_cpu_us_per_event, r.floor.socketio.cpuUsPerEvent);
+  assert.equal(r.summary.ws_floor_kb_per_connection, r.floor.ws.kbPerConnection);
+  assert.equal(r.summary.largest_held_volunteers, last.volunteers);
+  assert.equal(r.summary.server_cpu_us_per_event_largest_held, last.server.cpuUsPerEvent);
 });

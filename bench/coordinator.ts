@@ -47,11 +47,17 @@
 //   round's pooled p99 is under 250 ms; max_volunteers_two_nodes the same on two nodes. Issue 35's goal:
 //   10,000 on one node and 20,000 on two, at most 16 KiB of RSS per volunteer.
 //
+// - the library floor (coordinator/floor.ts), after both phases: the goal's count of connections on a
+//   bare Socket.IO server with the real server's options and the same round traffic, and on a plain
+//   `ws` server (idle), memory and CPU per connection measured the same way, so the real server's
+//   figures read against what the library costs by itself here.
+//
 // Bounded: every wait has a time limit, the whole run a budget (it stops ramping and reports what it
 // measured), and all processes are killed at the end, on failure too. Loopback only.
 //
 // For investigating (none is needed for a normal run): TABFLEET_BENCH_COORDINATOR_STEPS=500,2000 and
-// TABFLEET_BENCH_COORDINATOR_TWO_NODE_STEPS=2000 (other steps; 0: skip that phase),
+// TABFLEET_BENCH_COORDINATOR_TWO_NODE_STEPS=2000 (other steps; 0: skip that phase), TABFLEET_BENCH_COORDINATOR_FLOOR=N
+// (the library floor's connections; 0: none),
 // TABFLEET_BENCH_COORDINATOR_ROUND_ACKS=1 (volunteers ask for an ack on round:ready and round:result,
 // as the runtime did before it stopped), TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir> (V8 CPU profile of each server),
 // TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS=<dir> (server heap snapshots after each step),
@@ -66,6 +72,7 @@ import { Child, type ClientChild } from './coordinator/child';
 import { benchJobSpec, coordinatorConfig, type CoordinatorBenchConfig } from './coordinator/config';
 import type { FromClient, ServerStats, ToClient } from './coordinator/messages';
 import { ServerNodes } from './coordinator/nodes';
+import { floorSummary, measureFloor, type FloorKind, type FloorReport } from './coordinator/floor';
 import { DEFINITIONS, summarize, twoNodeSummary, type StepReport } from './coordinator/report';
 import { runStep, sleep, type BenchState } from './coordinator/step';
 import { runRecord } from './machine';
@@ -206,8 +213,16 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
       }));
       log(`${cfg.twoNodes.nodes} nodes: ${two.stopReason}`);
     }
+    // The library floor at the goal's count, after the real phases (their processes are gone).
+    const floor: Partial<Record<FloorKind, FloorReport | { error: string }>> = {};
+    for (const kind of cfg.floorConnections ? (['socketio', 'ws'] as const) : []) {
+      const floorOptions = {
+        kind, connections: cfg.floorConnections, jobSize: cfg.jobSize, perProcess: cfg.perProcess, behaviour: cfg.behaviour, windows: cfg.windows, windowMs: cfg.windowMs, settleMs: cfg.settleMs,
+      };
+      floor[kind] = await measureFloor(floorOptions, log).catch((e: Error) => ({ error: e.message.slice(0, 2000) }));
+    }
     const record = runRecord(t0);
-    const summary = summarize(single.steps, cfg, two?.steps ?? []);
+    const summary = { ...summarize(single.steps, cfg, two?.steps ?? []), ...floorSummary(floor, single.steps) };
     const report = {
       benchmark: 'coordinator',
       quick: opts.quick,
@@ -231,6 +246,7 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
         nodes: two.nodes, store: two.store, stopReason: two.stopReason, failure: two.failure, server: { baseline: baselineOf(two.baseline) },
         steps: two.steps, summary: twoNodeSummary(two.steps, cfg),
       },
+      floor,
       summary,
     };
     mkdirSync(dirname(file), { recursive: true });
@@ -241,6 +257,7 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
       `round_p50_ms ${s.round_p50_ms}, kb_per_volunteer ${s.kb_per_volunteer}; max_volunteers_two_nodes ${s.max_volunteers_two_nodes} (round_p99_ms ${s.two_nodes_round_p99_ms})`,
       `(goal ${cfg.goal.volunteers} / ${cfg.goal.twoNodeVolunteers}, <${cfg.goal.p99Ms} ms, ≤${cfg.goal.kbPerVolunteer} KiB); ${(record.durationMs / 60_000).toFixed(1)} min`,
     ].join(' '));
+    log(`library floor at ${cfg.floorConnections}: Socket.IO ${s.socketio_floor_kb_per_connection} KiB (${s.socketio_floor_cpu_us_per_event} µs/event), ws ${s.ws_floor_kb_per_connection} KiB`);
     log(`wrote ${relative(process.cwd(), file) || file}`);
     return { file, report };
   } finally {

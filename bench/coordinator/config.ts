@@ -30,6 +30,8 @@ export interface CoordinatorBenchConfig {
   behaviour: ClientBehaviour;
   /** Issue 35: one node holds `volunteers` at a whole-round p99 under p99Ms and at most kbPerVolunteer of RSS each; two nodes `twoNodeVolunteers`. */
   goal: { volunteers: number; twoNodeVolunteers: number; p99Ms: number; kbPerVolunteer: number };
+  /** Connections of the library floor (floor.ts: bare Socket.IO with the same rounds, plain ws), measured after the real phases; 0: none. */
+  floorConnections: number;
 }
 
 /** What server-process.ts passes as maxActiveJobs: 20,000 volunteers in jobs of 100 need 200. */
@@ -48,10 +50,13 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
   const steps = stepsFromEnv('TABFLEET_BENCH_COORDINATOR_STEPS');
   const twoNodeSteps = stepsFromEnv('TABFLEET_BENCH_COORDINATOR_TWO_NODE_STEPS');
   const ackRoundEvents = process.env.TABFLEET_BENCH_COORDINATOR_ROUND_ACKS === '1';
+  const floorEnv = process.env.TABFLEET_BENCH_COORDINATOR_FLOOR;
+  const floor = (fallback: number) => (floorEnv !== undefined && Number.isInteger(Number(floorEnv)) && Number(floorEnv) >= 0 ? Number(floorEnv) : fallback);
   if (quick) {
     return {
       steps: steps ?? [40, 80], twoNodes: { nodes: 2, steps: twoNodeSteps ?? [40], budgetMs: 30_000 },
       jobSize: 20, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 40, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, stopOverGoalFactor: Infinity, goal,
+      floorConnections: floor(40),
       behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatAck: false, ackRoundEvents, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
     };
   }
@@ -59,6 +64,8 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
     steps: steps ?? [500, 1000, 2000, 3000, 4000, 5000, 7500, 10_000],
     twoNodes: { nodes: 2, steps: twoNodeSteps ?? [2000, 4000, 6000, 8000, 10_000, 15_000, 20_000], budgetMs: 6 * 60_000 },
     jobSize: 100, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 1000, windows: runs, windowMs: 6000, settleMs: 4000, budgetMs: 9 * 60_000, stopOverGoalFactor: 4, goal,
+    // The floor at the goal's count: does the library alone hold 10,000 within the goal's memory on this machine?
+    floorConnections: floor(goal.volunteers),
     // A tab's heartbeat: at the period the server names (protocol's heartbeat.ts), without an ack since the
     // runtime stopped asking for one it never used (its acks were a third of the server's writes at 7,500).
     behaviour: {

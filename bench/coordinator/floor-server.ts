@@ -1,0 +1,104 @@
+// The library floor beside the real server (bench/coordinator/floor.ts forks this): what Socket.IO
+// itself, or the `ws` package alone, costs for the coordinator bench's connections and round traffic,
+// with none of tabfleet's server code. `socketio`: a bare Socket.IO server with the options
+// server/src/app.ts gives its own (no deflate, no HTTP compression, the same ping interval and message
+// bound, the handshake request let go), a room per job of `size` members, and the round pattern of the
+// coordinator: when every member of a job sent `round:ready` it emits `round:begin` (its members named,
+// as a ring round's does) to the job's room; when every member sent `round:result`, `round:commit`.
+// `status` heartbeats are received and dropped. `ws`: a plain WebSocket server holding connections
+// (memory only). Stats over IPC as server-process.ts gives them (after a forced GC when asked).
+import { createServer } from 'node:http';
+import { LIMITS } from '@tabfleet/protocol';
+import { Server } from 'socket.io';
+import { WebSocketServer } from 'ws';
+
+type Msg = { type: 'stats'; gc: boolean } | { type: 'exit' };
+
+const kind = process.argv[2];
+const size = Number(process.argv[3]);
+if (!process.send || (kind !== 'socketio' && kind !== 'ws') || !(size >= 1)) {
+  console.error('usage: forked by bench/coordinator/floor.ts with <socketio|ws> <jobSize>');
+  process.exit(2);
+}
+process.on('disconnect', () => process.exit(0));
+const send = (m: object) => process.send?.(m);
+
+const http = createServer();
+let connections = 0;
+let events = 0;
+
+interface JobRound { members: string[]; ready: number; results: number; seq: number; roundId: number }
+
+if (kind === 'socketio') {
+  const io = new Server(http, {
+    maxHttpBufferSize: LIMITS.maxSocketMessageBytes, serveClient: false, perMessageDeflate: false, httpCompression: false,
+    pingInterval: 10_000, pingTimeout: 20_000, transports: ['websocket'],
+  });
+  io.engine.on('connection', (raw: { request: unknown }) => {
+    raw.request = null;
+  });
+  const jobs = new Map<string, JobRound>();
+  io.on('connection', (socket) => {
+    connections++;
+    const jobId = String((socket.handshake.auth as { jobId?: unknown }).jobId);
+    let job = jobs.get(jobId);
+    if (!job) jobs.set(jobId, (job = { members: [], ready: 0, results: 0, seq: 0, roundId: 0 }));
+    job.members.push(socket.id);
+    void socket.join(jobId);
+    socket.on('status', () => void events++);
+    socket.on('round:ready', () => {
+      events++;
+      if (++job.ready < size) return;
+      job.ready = 0;
+      job.seq++;
+      job.roundId++;
+      const began = Date.now();
+      io.to(jobId).emit('round:begin', {
+        jobId, roundId: job.roundId, seq: job.seq, members: job.members, mode: 'ring', began, deadline: began + 60_000, uploader: null, quorum: size, evaluators: [],
+      });
+    });
+    socket.on('round:result', () => {
+      events++;
+      if (++job.results < size) return;
+      job.results = 0;
+      io.to(jobId).emit('round:commit', { jobId, roundId: job.roundId, seq: job.seq, step: job.seq });
+    });
+    socket.on('disconnect', () => void connections--);
+  });
+} else {
+  const wss = new WebSocketServer({ server: http, perMessageDeflate: false, maxPayload: LIMITS.maxSocketMessageBytes });
+  wss.on('connection', (ws) => {
+    connections++;
+    ws.on('message', () => void events++);
+    ws.on('close', () => void connections--);
+  });
+}
+
+let lastCpu = process.cpuUsage();
+let lastWall = performance.now();
+let lastEvents = 0;
+process.on('message', (m: Msg) => {
+  if (m.type === 'exit') process.exit(0);
+  if (m.type !== 'stats') return;
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (m.gc && gc) {
+    gc();
+    gc();
+  }
+  const mem = process.memoryUsage();
+  const cpu = process.cpuUsage(lastCpu);
+  const wall = performance.now();
+  send({
+    type: 'stats', rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, connections, events: events - lastEvents,
+    cpuMs: (cpu.user + cpu.system) / 1000, wallMs: wall - lastWall, gc: m.gc && !!gc,
+  });
+  lastCpu = process.cpuUsage();
+  lastWall = wall;
+  lastEvents = events;
+});
+
+http.listen(0, '127.0.0.1', () => {
+  const address = http.address();
+  if (address === null || typeof address === 'string') throw new Error('no TCP address');
+  send({ type: 'ready', url: `http://127.0.0.1:${address.port}` });
+});
