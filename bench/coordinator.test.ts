@@ -144,6 +144,8 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
   // Its rounds ran: members' ready and result events (and heartbeats) reached the bare server, which spent CPU on them.
   assert.ok(r.floor.socketio.eventsPerSec > 0 && r.floor.socketio.cpuUsPerEvent > 0, JSON.stringify(r.floor.socketio));
   assert.equal(r.floor.ws.cpuUsPerEvent, null, 'the ws floor only holds connections');
+  checkDistribution(r.floor.socketio.roundMs, 'socketio floor roundMs');
+  assert.equal(r.summary.socketio_floor_round_p99_ms, r.floor.socketio.roundMs.p99);
   assert.equal(r.summary.socketio_floor_kb_per_connection, r.floor.socketio.kbPerConnection);
   assert.equal(r.summary.socketio_floor_cpu_us_per_event, r.floor.socketio.cpuUsPerEvent);
   assert.equal(r.summary.ws_floor_kb_per_connection, r.floor.ws.kbPerConnection);

@@ -4,13 +4,16 @@
 // round:ready, round:begin, allreduce, round:result, round:commit, train …) and beats `status` at the
 // period protocol's heartbeat.ts names for the node's volunteers; or, for the `ws` floor, plain
 // WebSocket connections that stay idle. The payloads are the size of the real ones (a ready, a result
-// with its metrics, a status), so the floor's server parses what the real one does.
+// with its metrics, a status), so the floor's server parses what the real one does. Every member of a
+// job is in this process, so it times the round as the real bench's clients do (client.ts): begin =
+// the job's last round:ready sent → this member received round:begin, commit = the last round:result
+// sent → round:commit received, whole = both, per member and round.
 import { heartbeatPeriodMs } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { WebSocket } from 'ws';
 import type { ClientBehaviour } from './messages';
 
-type Msg = { type: 'open'; kind: 'socketio' | 'ws'; url: string; jobs: string[]; jobSize: number; nodeVolunteers: number } | { type: 'exit' };
+type Msg = { type: 'open'; kind: 'socketio' | 'ws'; url: string; jobs: string[]; jobSize: number; nodeVolunteers: number } | { type: 'window' } | { type: 'collect' } | { type: 'exit' };
 
 if (!process.send) {
   console.error('forked by bench/coordinator/floor.ts only');
@@ -21,19 +24,38 @@ process.on('disconnect', () => process.exit(0));
 const send = (m: object) => process.send?.(m);
 const uniform = ([lo, hi]: [number, number]) => lo + Math.random() * (hi - lo);
 const held: { close(): void }[] = [];
+/** Epoch milliseconds with sub-millisecond resolution. */
+const now = () => performance.timeOrigin + performance.now();
 
-function member(url: string, jobId: string, heartbeatMs: number): Promise<void> {
+/** Per job: how many members sent ready and result in the current round, and when the last did. */
+interface JobClock { size: number; ready: number; lastReady: number; results: number; lastResult: number; commits: number }
+/** Whole-round samples (ms) since the window began; null outside a window. */
+let samples: number[] | null = null;
+
+function member(url: string, jobId: string, heartbeatMs: number, job: JobClock): Promise<void> {
   const socket: Socket = io(url, { transports: ['websocket'], forceNew: true, reconnection: false, auth: { jobId } });
   held.push(socket);
   let step = 0;
-  const ready = () => setTimeout(() => socket.emit('round:ready', { jobId, seq: step + 1, step }), uniform(behaviour.trainMs));
+  let beginMs: number | null = null;
+  const ready = () => setTimeout(() => {
+    socket.emit('round:ready', { jobId, seq: step + 1, step });
+    if (++job.ready === job.size) job.lastReady = now();
+  }, uniform(behaviour.trainMs));
   socket.on('round:begin', (b: { roundId: number; seq: number }) => {
-    setTimeout(() => socket.emit('round:result', {
-      jobId, roundId: b.roundId, seq: b.seq, checksum: '00c0ffee00c0ffee', step: step + 1,
-      metrics: { loss: 0.42, samples: 32, wallMs: 1500, computeMs: 1200, bytesSent: 1_000_000, bytesReceived: 1_000_000 },
-    }), uniform(behaviour.allreduceMs));
+    beginMs = job.ready === job.size ? now() - job.lastReady : null;
+    setTimeout(() => {
+      socket.emit('round:result', {
+        jobId, roundId: b.roundId, seq: b.seq, checksum: '00c0ffee00c0ffee', step: step + 1,
+        metrics: { loss: 0.42, samples: 32, wallMs: 1500, computeMs: 1200, bytesSent: 1_000_000, bytesReceived: 1_000_000 },
+      });
+      if (++job.results === job.size) job.lastResult = now();
+    }, uniform(behaviour.allreduceMs));
   });
   socket.on('round:commit', (c: { step: number }) => {
+    if (beginMs !== null && job.results === job.size) samples?.push(beginMs + now() - job.lastResult);
+    beginMs = null;
+    // The round's counts start over once its last member has its commit.
+    if (++job.commits === job.size) Object.assign(job, { ready: 0, results: 0, commits: 0 });
     step = c.step;
     ready();
   });
@@ -61,9 +83,17 @@ process.on('message', (m: Msg) => {
     for (const c of held) c.close();
     process.exit(0);
   }
+  if (m.type === 'window') samples = [];
+  if (m.type === 'collect') {
+    send({ type: 'samples', roundMs: samples ?? [] });
+    samples = null;
+  }
   if (m.type !== 'open') return;
   const heartbeatMs = heartbeatPeriodMs(m.nodeVolunteers);
-  const opens = m.jobs.flatMap((jobId) => Array.from({ length: m.jobSize }, () => () => (m.kind === 'socketio' ? member(m.url, jobId, heartbeatMs) : plainConnection(m.url))));
+  const opens = m.jobs.flatMap((jobId) => {
+    const job: JobClock = { size: m.jobSize, ready: 0, lastReady: 0, results: 0, lastResult: 0, commits: 0 };
+    return Array.from({ length: m.jobSize }, () => () => (m.kind === 'socketio' ? member(m.url, jobId, heartbeatMs, job) : plainConnection(m.url)));
+  });
   const t0 = performance.now();
   void (async () => {
     try {

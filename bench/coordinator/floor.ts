@@ -4,6 +4,7 @@
 // beneath it, costs by itself on this machine and Node. Memory as the real phases measure it (RSS
 // after a forced GC at N connections − the same at none, ÷ N); CPU as server CPU ÷ events the
 // clients sent (`cpuUsPerEvent`), pooled over the windows.
+import { distribution, type Distribution } from '../stats';
 import { Child } from './child';
 import type { ClientBehaviour } from './messages';
 import { sleep } from './step';
@@ -20,14 +21,16 @@ export interface FloorReport {
   cpuUsPerEvent: number | null;
   cpuPercent: number | null;
   eventsPerSec: number | null;
+  /** Socket.IO only: the whole round as members see it (as the real phases' round_ms), every window's samples pooled; ws: null. */
+  roundMs: Distribution | null;
   openMs: number;
 }
 
 interface FloorStats { type: 'stats'; rssBytes: number; heapUsedBytes: number; connections: number; events: number; cpuMs: number; wallMs: number }
 type FromFloorServer = { type: 'ready'; url: string } | FloorStats | { type: 'fatal'; message: string };
 type ToFloorServer = { type: 'stats'; gc: boolean } | { type: 'exit' };
-type FromFloorClient = { type: 'started' } | { type: 'opened'; count: number; ms: number } | { type: 'fatal'; message: string };
-type ToFloorClient = { type: 'open'; kind: FloorKind; url: string; jobs: string[]; jobSize: number; nodeVolunteers: number } | { type: 'exit' };
+type FromFloorClient = { type: 'started' } | { type: 'opened'; count: number; ms: number } | { type: 'samples'; roundMs: number[] } | { type: 'fatal'; message: string };
+type ToFloorClient = { type: 'open'; kind: FloorKind; url: string; jobs: string[]; jobSize: number; nodeVolunteers: number } | { type: 'window' } | { type: 'collect' } | { type: 'exit' };
 
 export interface FloorOptions {
   kind: FloorKind;
@@ -70,8 +73,10 @@ export async function measureFloor(o: FloorOptions, log: (line: string) => void)
     const kbPerConnection = (held.rssBytes - baseline.rssBytes) / n / 1024;
     const heapKbPerConnection = (held.heapUsedBytes - baseline.heapUsedBytes) / n / 1024;
     let cpuMs = 0, wallMs = 0, events = 0;
+    const roundMs: number[] = [];
     if (o.kind === 'socketio') {
       await stats(false);
+      for (const c of clients) c.send({ type: 'window' });
       for (let w = 0; w < o.windows; w++) {
         await sleep(o.windowMs);
         const s = await stats(false);
@@ -79,14 +84,17 @@ export async function measureFloor(o: FloorOptions, log: (line: string) => void)
         wallMs += s.wallMs;
         events += s.events;
       }
+      for (const c of clients) c.send({ type: 'collect' });
+      for (const c of clients) roundMs.push(...(await c.next('samples', 60_000)).roundMs);
     }
     const report: FloorReport = {
       kind: o.kind, connections: n, kbPerConnection: round2(kbPerConnection), heapKbPerConnection: round2(heapKbPerConnection),
       cpuUsPerEvent: events ? round2((cpuMs * 1000) / events) : null, cpuPercent: wallMs ? round2((100 * cpuMs) / wallMs) : null,
-      eventsPerSec: wallMs ? round2((1000 * events) / wallMs) : null, openMs: Math.round(openMs),
+      eventsPerSec: wallMs ? round2((1000 * events) / wallMs) : null, roundMs: roundMs.length ? distribution(roundMs) : null, openMs: Math.round(openMs),
     };
     log(`${o.kind} floor: ${n} connections opened in ${(openMs / 1000).toFixed(1)} s; ${report.kbPerConnection} KiB each (RSS after GC), heap ${report.heapKbPerConnection} KiB`
-      + (report.cpuUsPerEvent === null ? '' : `; server CPU ${report.cpuPercent}% (${report.cpuUsPerEvent} µs/event, ${report.eventsPerSec} events/s)`));
+      + (report.cpuUsPerEvent === null ? '' : `; server CPU ${report.cpuPercent}% (${report.cpuUsPerEvent} µs/event, ${report.eventsPerSec} events/s)`)
+      + (report.roundMs ? `; whole round p50 ${report.roundMs.p50} p99 ${report.roundMs.p99} ms over ${report.roundMs.count} samples` : ''));
     return report;
   } finally {
     for (const c of clients) c.send({ type: 'exit' });
@@ -111,6 +119,8 @@ export function floorSummary(floor: Partial<Record<FloorKind, FloorReport | { er
     socketio_floor_heap_kb_per_connection: sio?.heapKbPerConnection ?? null,
     /** Bare Socket.IO's CPU per client event for the same round traffic (µs). */
     socketio_floor_cpu_us_per_event: sio?.cpuUsPerEvent ?? null,
+    /** Bare Socket.IO's whole round at floorConnections, pooled over its windows: does the library alone hold the goal's p99 here? */
+    socketio_floor_round_p99_ms: sio?.roundMs?.p99 ?? null,
     /** Plain ws connections, idle: RSS per connection after GC, KiB. */
     ws_floor_kb_per_connection: ws?.kbPerConnection ?? null,
     /** The real server's CPU per client event at its largest step held, and that step (to read beside the floor's). */
