@@ -45,7 +45,7 @@ export class JobHub {
     /** Unfinished jobs at once, across the cluster (default LIMITS.maxActiveJobs). */
     private readonly maxActiveJobs: number = LIMITS.maxActiveJobs,
   ) {
-    cluster.serve((call) => this.serveLocal(call));
+    cluster.serve(async (call) => this.serveLocal(call));
   }
 
   /** Loads unfinished jobs this node can own and keeps leases fresh. */
@@ -283,7 +283,7 @@ export class JobHub {
     if (this.closed) throw new ProtocolError('internal', `node ${this.cluster.nodeId} is shutting down`);
     let reply: HubReply;
     if (this.coordinators.has(call.jobId)) {
-      reply = await this.serveLocal(call);
+      reply = this.serveLocal(call);
     } else {
       let owner = await this.cluster.ownerOf(call.jobId);
       if (owner === null || owner === this.cluster.nodeId) {
@@ -291,14 +291,15 @@ export class JobHub {
         owner = this.coordinators.has(call.jobId) ? this.cluster.nodeId : await this.cluster.ownerOf(call.jobId);
       }
       if (owner === null) throw new ProtocolError('unknown_job', `job ${call.jobId} is not running`);
-      reply = owner === this.cluster.nodeId ? await this.serveLocal(call) : await this.cluster.call(owner, call);
+      reply = owner === this.cluster.nodeId ? this.serveLocal(call) : await this.cluster.call(owner, call);
     }
     if (!reply.ok) throw new ProtocolError(reply.error.code as ErrorCode, reply.error.message);
     return reply.value;
   }
 
   /** Runs a call against a coordinator on this node. */
-  private async serveLocal(call: HubCall): Promise<HubReply> {
+  /** A call on a job this node runs, answered at once (every volunteer event of a local job comes through here). */
+  private serveLocal(call: HubCall): HubReply {
     const c = this.coordinators.get(call.jobId);
     try {
       if (!c) throw new ProtocolError('unknown_job', `job ${call.jobId} is not run by node ${this.cluster.nodeId}`);

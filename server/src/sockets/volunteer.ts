@@ -176,12 +176,16 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
   // One set of handlers for every socket (each takes the socket it serves): a closure per event and
   // socket would cost every connection about 2 KiB of heap.
   const dataOf = (socket: Socket) => socket.data as VolunteerData;
-  const toJob = <E extends VolunteerEventName>(name: E) => async (p: VolunteerEventParsed<E>, socket: Socket) => {
+  // A member's event goes straight to the hub; one for a job it is being assigned to waits for that first.
+  const toJob = <E extends VolunteerEventName>(name: E) => (p: VolunteerEventParsed<E>, socket: Socket) => {
     const d = dataOf(socket);
     const jobId = (p as { jobId: string }).jobId;
-    if (d.jobId !== jobId && d.assigning) await d.assigning.catch(() => {});
+    if (d.jobId === jobId) return hub.event(jobId, d.volunteerId, name, p);
+    return afterAssigning(d, jobId).then(() => hub.event(jobId, d.volunteerId, name, p));
+  };
+  const afterAssigning = async (d: VolunteerData, jobId: string) => {
+    if (d.assigning) await d.assigning.catch(() => {});
     if (d.jobId !== jobId) throw new ProtocolError(d.jobId ? 'not_member' : 'unknown_job', `this volunteer is not in job ${jobId}`);
-    return hub.event(jobId, d.volunteerId, name, p);
   };
   const handlers: Record<VolunteerEventName, Handler> = {
     'work:request': async (p: VolunteerEventParsed<'work:request'>, socket: Socket) => {
