@@ -11,6 +11,7 @@ import { createServer } from 'node:http';
 import { LIMITS } from '@tabfleet/protocol';
 import { Server } from 'socket.io';
 import { WebSocketServer } from 'ws';
+import { sampleProcess } from './process-sample';
 
 type Msg = { type: 'stats'; gc: boolean } | { type: 'exit' };
 
@@ -74,26 +75,12 @@ if (kind === 'socketio') {
   });
 }
 
-let lastCpu = process.cpuUsage();
-let lastWall = performance.now();
 let lastEvents = 0;
 process.on('message', (m: Msg) => {
   if (m.type === 'exit') process.exit(0);
   if (m.type !== 'stats') return;
-  const gc = (globalThis as { gc?: () => void }).gc;
-  if (m.gc && gc) {
-    gc();
-    gc();
-  }
-  const mem = process.memoryUsage();
-  const cpu = process.cpuUsage(lastCpu);
-  const wall = performance.now();
-  send({
-    type: 'stats', rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, connections, events: events - lastEvents,
-    cpuMs: (cpu.user + cpu.system) / 1000, wallMs: wall - lastWall, gc: m.gc && !!gc,
-  });
-  lastCpu = process.cpuUsage();
-  lastWall = wall;
+  const { mem, cpuMs, wallMs, gc } = sampleProcess(m.gc);
+  send({ type: 'stats', rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, connections, events: events - lastEvents, cpuMs, wallMs, gc });
   lastEvents = events;
 });
 

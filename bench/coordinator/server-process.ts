@@ -9,6 +9,7 @@ import { writeHeapSnapshot } from 'node:v8';
 import { pathToFileURL } from 'node:url';
 import type { startServer as StartServer } from '@tabfleet/server';
 import { BENCH_MAX_ACTIVE_JOBS } from './config';
+import { sampleProcess } from './process-sample';
 import type { FromServer, ToServer } from './messages';
 
 // With a Redis URL and a node id: one of several nodes sharing that Redis (as `main.ts --redis URL --node ID`).
@@ -23,8 +24,6 @@ process.on('disconnect', () => process.exit(0));
 
 const loop = monitorEventLoopDelay({ resolution: 10 });
 loop.enable();
-let lastCpu = process.cpuUsage();
-let lastWall = performance.now();
 
 try {
   // TABFLEET_BENCH_COORDINATOR_SERVER_APP=<app.ts>: a modified copy of server/src/app.ts, to measure
@@ -45,21 +44,11 @@ try {
     if (m.type === 'exit') process.exit(0);
     if (m.type === 'snapshot') send({ type: 'snapshot', file: writeHeapSnapshot(m.file) });
     if (m.type === 'stats') {
-      const gc = (globalThis as { gc?: () => void }).gc;
-      if (m.gc && gc) {
-        gc();
-        gc();
-      }
-      const mem = process.memoryUsage();
-      const cpu = process.cpuUsage(lastCpu);
-      const now = performance.now();
+      const { mem, cpuMs, wallMs, gc } = sampleProcess(m.gc);
       send({
         type: 'stats', rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, heapTotalBytes: mem.heapTotal, externalBytes: mem.external, arrayBuffersBytes: mem.arrayBuffers,
-        cpuMs: (cpu.user + cpu.system) / 1000, wallMs: now - lastWall,
-        loopDelayP50Ms: loop.percentile(50) / 1e6, loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6, gc: m.gc && !!gc,
+        cpuMs, wallMs, loopDelayP50Ms: loop.percentile(50) / 1e6, loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6, gc,
       });
-      lastCpu = process.cpuUsage();
-      lastWall = now;
       loop.reset();
     }
   });
