@@ -49,8 +49,8 @@
 //
 // - the library floor (coordinator/floor.ts), after both phases: the goal's count of connections on a
 //   bare Socket.IO server with the real server's options and the same round traffic, and on a plain
-//   `ws` server (idle), memory and CPU per connection measured the same way, so the real server's
-//   figures read against what the library costs by itself here.
+//   `ws` server (idle), memory per connection, CPU per event and the whole round measured the same
+//   way, so the real server's figures read against what the library costs by itself here.
 //
 // Bounded: every wait has a time limit, the whole run a budget (it stops ramping and reports what it
 // measured), and all processes are killed at the end, on failure too. Loopback only.

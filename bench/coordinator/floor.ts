@@ -3,7 +3,8 @@
 // the real server's memory and CPU per volunteer read against what Socket.IO, or the `ws` package
 // beneath it, costs by itself on this machine and Node. Memory as the real phases measure it (RSS
 // after a forced GC at N connections − the same at none, ÷ N); CPU as server CPU ÷ events the
-// clients sent (`cpuUsPerEvent`), pooled over the windows.
+// clients sent (`cpuUsPerEvent`), pooled over the windows; the whole round as the members see it
+// (floor-client.ts), every window's samples pooled.
 import { distribution, type Distribution } from '../stats';
 import { Child } from './child';
 import type { ClientBehaviour } from './messages';

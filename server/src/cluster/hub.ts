@@ -297,8 +297,7 @@ export class JobHub {
     return reply.value;
   }
 
-  /** Runs a call against a coordinator on this node. */
-  /** A call on a job this node runs, answered at once (every volunteer event of a local job comes through here). */
+  /** Runs a call against a coordinator on this node, answered at once (every volunteer event of a local job comes through here). */
   private serveLocal(call: HubCall): HubReply {
     const c = this.coordinators.get(call.jobId);
     try {
