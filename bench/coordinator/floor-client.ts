@@ -3,7 +3,7 @@
 // server's job size that follows the coordinator bench's round pattern with its behaviour (train,
 // round:ready, round:begin, allreduce, round:result, round:commit, train …) and beats `status` at the
 // period protocol's heartbeat.ts names for the node's volunteers; or, for the `ws` floor, plain
-// WebSocket connections that stay idle. The payloads are the size of the real ones (a ready, a result
+// WebSocket connections that stay idle. The payloads are about the size of the real ones (a ready, a result
 // with its metrics, a status), so the floor's server parses what the real one does. Every member of a
 // job is in this process, so it times the round as the real bench's clients do (client.ts): begin =
 // the job's last round:ready sent → this member received round:begin, commit = the last round:result
