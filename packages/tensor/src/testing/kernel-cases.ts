@@ -259,6 +259,12 @@ export function kernelCases(): KernelCase[] {
       fn: ([a, b]) => ops.matmul(a, b),
     },
     {
+      // One tile wide: the workgroup is fitted to 1 × 16 lanes (attention's per-head products).
+      name: 'batched matmul one tile wide [3,72,16]·[3,16,16] and Bᵀ',
+      inputs: [{ shape: [3, 72, 16] }, { shape: [3, 16, 16] }],
+      fn: ([a, b]) => ops.add(ops.matmul(a, b), ops.matmul(a, b, { transB: true })),
+    },
+    {
       name: 'batched matmul Bᵀ [2,9,6]·[2,9,6]ᵀ',
       inputs: [{ shape: [2, 9, 6] }, { shape: [2, 9, 6] }],
       fn: ([a, b]) => ops.matmul(a, b, { transB: true }),
