@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { RoundBegin } from '@tabfleet/protocol';
+import { FakeClock } from '@tabfleet/protocol/testing';
 import { waitFor } from '../src/testing/sim-volunteer';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
 
@@ -53,17 +54,25 @@ test('losing a member mid-round aborts it and re-forms the round with the surviv
 });
 
 test('a member that misses the round deadline is evicted and the others go on', async () => {
-  // Short enough to keep the test quick, long enough that the honest members (which answer at once)
-  // never miss it on a loaded 2-core machine: at 300 ms they sometimes did, and were evicted too.
-  const fast = await startTestServer({ timing: { roundTimeoutMs: 1_500, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 } });
+  // The deadline runs on a fake clock, moved past it once the round is under way: the honest members
+  // (which answer at once) can never miss it however slowly a loaded machine runs them. On the real
+  // clock (a 1.5 s deadline) a fresh clone's suite beside a CPU-bound process failed here.
+  const clock = new FakeClock(Date.now());
+  const roundTimeoutMs = 1_500;
+  const fast = await startTestServer({ clock, timing: { roundTimeoutMs, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 } });
   try {
     const job = await fast.createJob({ minWorkers: 2, maxWorkers: 3 });
     const sims = await Promise.all([0, 1, 2].map(() => fast.volunteer()));
     sims[2].holdRounds = true; // never answers
     for (const s of sims) await s.request(job.id);
+    await waitFor('the round of all three begins', () => sims.every((s) => s.events.some((e) => e.name === 'round:begin')));
+    assert.equal(sims[2].ended, null, 'nobody is evicted before the deadline');
+    await clock.advance(roundTimeoutMs);
     await waitFor('eviction', () => sims[2].ended);
     assert.match(sims[2].ended!, /deadline/);
     await waitFor('the others commit without it', () => sims[0].committed.length >= 2 && sims[1].committed.length >= 2);
+    assert.equal(sims[0].ended, null);
+    assert.equal(sims[1].ended, null);
   } finally {
     await fast.stop();
   }
