@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { modelDigest, PROBE_ROUND_ID } from '@tabfleet/protocol';
+import { FakeClock } from '@tabfleet/protocol/testing';
 import { parseSamples, sampleValue } from '../src/testing/exposition';
 import { waitFor, type SimVolunteer } from '../src/testing/sim-volunteer';
 import { startTestServer, type TestServer } from '../src/testing/test-server';
@@ -19,7 +20,12 @@ after(() => server.stop());
 interface Load { seq: number; url: string | null; peers?: string[]; digest?: string }
 const loadOf = (v: SimVolunteer) => waitFor('model:load', () => v.events.find((e) => e.name === 'model:load')?.payload as Load | undefined, 10_000);
 
-test('a joiner is named two members that hold its model, may signal those only, and its load from one is counted', async () => {
+test('a joiner is named two members that hold its model, may signal those only, and its load from one is counted', async (t) => {
+  // The server's timers on a fake clock: on the real one, the next sync's barrier stopped waiting for
+  // the joiner while this test still checked its links (a fresh clone's suite beside a CPU-bound
+  // process), that sync committed, and the model the joiner then reported loading was a sync old.
+  const server = await startTestServer({ clock: new FakeClock(Date.now()) });
+  t.after(() => server.stop());
   const job = await server.createJob({ minWorkers: 3, maxWorkers: 4, checkpointEvery: 1 });
   const early = await Promise.all([0, 1, 2].map(() => server.volunteer({ trainMs: 20 })));
   for (const s of early) await s.request(job.id);
