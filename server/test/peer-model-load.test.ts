@@ -21,9 +21,9 @@ interface Load { seq: number; url: string | null; peers?: string[]; digest?: str
 const loadOf = (v: SimVolunteer) => waitFor('model:load', () => v.events.find((e) => e.name === 'model:load')?.payload as Load | undefined, 10_000);
 
 test('a joiner is named two members that hold its model, may signal those only, and its load from one is counted', async (t) => {
-  // The server's timers on a fake clock: on the real one, the next sync's barrier stopped waiting for
-  // the joiner while this test still checked its links (a fresh clone's suite beside a CPU-bound
-  // process), that sync committed, and the model the joiner then reported loading was a sync old.
+  // The server's timers on a fake clock, so neither the barrier's hold for the joiner nor its load
+  // deadline can run out while this test checks its links. Beside a CPU-bound process the joiner's
+  // report was once refused as a sync old (stale_round); which event moved its load on is not known.
   const server = await startTestServer({ clock: new FakeClock(Date.now()) });
   t.after(() => server.stop());
   const job = await server.createJob({ minWorkers: 3, maxWorkers: 4, checkpointEvery: 1 });
