@@ -58,7 +58,7 @@ test('a joiner is named two members that hold its model, may signal those only, 
 
   // The joiner says it loaded the model from a named member: admitted (its digest is the agreed one), and counted.
   const ack = await late.emit('model:loaded', { jobId: job.id, seq: load.seq, checksum: load.digest!, from: { peer: named[1].volunteerId } });
-  assert.ok(ack.ok && ack.admitted, JSON.stringify(ack));
+  assert.ok(ack.ok && ack.admitted, `${JSON.stringify(ack)}\nthe server's last log lines:\n${server.logTail(40)}`);
   const samples = parseSamples(await (await fetch(`${server.url}/metrics`)).text());
   assert.equal(sampleValue(samples, 'tabfleet_job_model_loads_total', { job_id: job.id, source: 'peer' }), 1);
   assert.equal(sampleValue(samples, 'tabfleet_job_model_loads_total', { job_id: job.id, source: 'server' }), 3);
