@@ -54,9 +54,10 @@ test('losing a member mid-round aborts it and re-forms the round with the surviv
 });
 
 test('a member that misses the round deadline is evicted and the others go on', async () => {
-  // The deadline runs on a fake clock, moved past it once the round is under way: the honest members
-  // (which answer at once) can never miss it however slowly a loaded machine runs them. On the real
-  // clock (a 1.5 s deadline) a fresh clone's suite beside a CPU-bound process failed here.
+  // The server's deadline runs on a fake clock, moved past it once the honest members have given up
+  // on the silent one (their exchange does so on the real clock, 100 ms before the deadline) and said
+  // so: however slowly a loaded machine runs them, they cannot miss it. On the real clock (a 1.5 s
+  // deadline) a fresh clone's suite beside a CPU-bound process failed here.
   const clock = new FakeClock(Date.now());
   const roundTimeoutMs = 1_500;
   const fast = await startTestServer({ clock, timing: { roundTimeoutMs, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 } });
@@ -65,7 +66,8 @@ test('a member that misses the round deadline is evicted and the others go on', 
     const sims = await Promise.all([0, 1, 2].map(() => fast.volunteer()));
     sims[2].holdRounds = true; // never answers
     for (const s of sims) await s.request(job.id);
-    await waitFor('the round of all three begins', () => sims.every((s) => s.events.some((e) => e.name === 'round:begin')));
+    const first = await waitFor('the round of all three begins', () => sims[2].events.find((e) => e.name === 'round:begin')?.payload as RoundBegin | undefined);
+    await waitFor('the honest two report the failed exchange', () => sims.slice(0, 2).every((s) => s.failedRounds.includes(first.roundId)));
     assert.equal(sims[2].ended, null, 'nobody is evicted before the deadline');
     await clock.advance(roundTimeoutMs);
     await waitFor('eviction', () => sims[2].ended);

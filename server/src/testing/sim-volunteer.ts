@@ -151,6 +151,8 @@ export class SimVolunteer {
   readonly endings: string[] = [];
   /** Called when the round begins; return a failure code to report `round:failed` instead of a result. */
   failRound: ((r: RoundBegin) => 'peer_lost' | 'unreachable' | null) | null = null;
+  /** The rounds it reported `round:failed` for (its exchange failed or `failRound` said so). */
+  readonly failedRounds: number[] = [];
   /** When set, the volunteer stops at the barrier (never reports ready). */
   holdReady = false;
   /** When set, it never reports `model:loaded` (a joiner that never loads). */
@@ -363,6 +365,7 @@ export class SimVolunteer {
   private async participate(r: RoundBegin): Promise<void> {
     const failure = this.failRound?.(r) ?? null;
     if (failure) {
+      this.failedRounds.push(r.roundId);
       await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code: failure, message: 'simulated' });
       return;
     }
@@ -389,6 +392,7 @@ export class SimVolunteer {
       // any other failure is reported while the round is still the current one.
       const code = failureCodeOf(e);
       if (code === 'aborted' || this.lastBeginId !== r.roundId || this.closed) return;
+      this.failedRounds.push(r.roundId);
       const ack = await this.emit('round:failed', { jobId: r.jobId, roundId: r.roundId, code, message: (e as Error).message.slice(0, 500) });
       if (!ack.ok) this.log(`round failure refused: ${ack.error.message}`);
       return;
