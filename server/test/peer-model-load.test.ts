@@ -22,8 +22,12 @@ const loadOf = (v: SimVolunteer) => waitFor('model:load', () => v.events.find((e
 
 test('a joiner is named two members that hold its model, may signal those only, and its load from one is counted', async (t) => {
   // The server's timers on a fake clock, so neither the barrier's hold for the joiner nor its load
-  // deadline can run out while this test checks its links. Beside a CPU-bound process the joiner's
-  // report was once refused as a sync old (stale_round); which event moved its load on is not known.
+  // deadline can run out while this test checks its links; and the members stop at the barrier before
+  // the joiner comes, so no sync commits while it loads (a commit moves a joiner's load on). Beside a
+  // CPU-bound process its report was once refused (stale_round: was not asked to load the model of
+  // sync 3); which event moved its load then was not seen (the server defers a joiner's load while a
+  // round runs, so it was not simply a round in flight), but with neither timers nor commits left
+  // only a reload could.
   const server = await startTestServer({ clock: new FakeClock(Date.now()) });
   t.after(() => server.stop());
   const job = await server.createJob({ minWorkers: 3, maxWorkers: 4, checkpointEvery: 1 });
@@ -32,6 +36,7 @@ test('a joiner is named two members that hold its model, may signal those only, 
   // The first members load the seed: there is no member to load it from.
   for (const s of early) assert.deepEqual(Object.keys(await loadOf(s)).sort(), ['jobId', 'seq', 'step', 'url']);
   await waitFor('2 syncs and their checkpoint', async () => early.every((s) => s.committed.length >= 2) && (await server.api(`/api/jobs/${job.id}`)).body.job.latestCheckpoint?.seq >= 2);
+  await quiesce(server, job.id, early);
 
   const late = await server.volunteer({ trainMs: 20 });
   late.holdLoad = true;
@@ -64,6 +69,19 @@ test('a joiner is named two members that hold its model, may signal those only, 
   assert.equal(sampleValue(samples, 'tabfleet_job_model_loads_total', { job_id: job.id, source: 'server' }), 3);
   await server.api(`/api/jobs/${job.id}/stop`, { method: 'POST' });
 });
+
+/**
+ * Stops `members` at the barrier and waits until no round of the job is running: none can begin after
+ * (a ready sent before the hold reaches the server before each member's acknowledged emit below).
+ */
+async function quiesce(server: TestServer, jobId: string, members: SimVolunteer[]): Promise<void> {
+  for (const s of members) s.holdReady = true;
+  for (const s of members) await s.emit('signal', { jobId, roundId: PROBE_ROUND_ID, to: s.volunteerId, data: {} });
+  await waitFor('no round running', async () => {
+    const rounds = (await server.api(`/api/jobs/${jobId}/rounds`)).body.rounds as { outcome: string }[];
+    return rounds.every((r) => r.outcome !== 'running');
+  });
+}
 
 test('a Moshpit joiner is named no members to load from: their groups\' models differ', async () => {
   const job = await server.createJob({ minWorkers: 2, maxWorkers: 3, checkpointEvery: 1, groupSize: 2, H: 2 });
