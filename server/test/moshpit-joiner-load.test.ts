@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { RoundBegin } from '@tabfleet/protocol';
+import { FakeClock } from '@tabfleet/protocol/testing';
 import { SimVolunteer, startTestServer, waitFor, type TestServer } from '../src/testing';
 
 let server: TestServer;
@@ -42,9 +43,14 @@ test('a Moshpit joiner loads the newest checkpoint though syncs outrun checkpoin
   }
 });
 
-test('a Moshpit joiner sent an older checkpoint makes the next sync leave a new one, so later joiners load a fresher model', async () => {
+test('a Moshpit joiner sent an older checkpoint makes the next sync leave a new one, so later joiners load a fresher model', async (t) => {
   // checkpointEvery far off: only joiners ask for checkpoints. Before, a joiner was sent the newest
   // checkpoint at once, so none waited for one and every later joiner loaded the same ever older model.
+  // Its own server, timed on a fake clock: nothing here waits on a server timer, and the load deadline
+  // (4× the median load + 5 s, the loads here take milliseconds) evicted a joiner whose load took
+  // longer in a fresh clone's suite beside a CPU-bound process.
+  const server = await startTestServer({ clock: new FakeClock(Date.now()) });
+  t.after(() => server.stop());
   const job = await server.createJob({ minWorkers: 8, maxWorkers: 11, trust: 'trusted', groupSize: 4, H: 1, targetSteps: 100_000, checkpointEvery: 100_000 });
   const sims = Array.from({ length: 8 }, () => new SimVolunteer({ url: server.url, oracle: server.oracle }));
   const joiners: SimVolunteer[] = [];
