@@ -21,11 +21,9 @@
 import {
   CollectiveError, FrameRouter, Group, MemoryNetwork, Ring, type GroupAverageOptions, type MemoryNetworkOptions, type MemoryTransport, type RingCounters,
 } from '@tabfleet/collective';
-import type { PartCheck, PartValidationReport } from '@tabfleet/protocol';
+import { ROUND_DEADLINE_MARGIN_MS, type PartCheck, type PartValidationReport } from '@tabfleet/protocol';
 import { ExchangeFailure, failureCodeOf, type Exchanger, type ExchangeResult, type ExchangeRound, type MemberExchange } from '@tabfleet/server/testing';
 
-/** runtime.ts: margin kept before the server's deadline so the failure report arrives in time. */
-const DEADLINE_MARGIN_MS = 1_000;
 /** runtime.ts: how long a ring link may take to open before the member reports itself unreachable. */
 const CONNECT_TIMEOUT_MS = 15_000;
 /** Rounds each member remembers having completed through the collective (the soak asks about the last commit). */
@@ -162,7 +160,7 @@ class CollectiveMember implements MemberExchange {
   /** runtime.ts peerExchange: a Ring allreduce of the mean, or a Group average by the job's rule. */
   private async peerExchange(r: ExchangeRound, values: Float32Array): Promise<ExchangeResult> {
     if (this.closed) throw new CollectiveError('aborted', `${this.id} is closed`);
-    const deadlineMs = Math.max(1_000, r.deadline - Date.now() - DEADLINE_MARGIN_MS);
+    const deadlineMs = Math.max(1_000, r.deadline - Date.now() - ROUND_DEADLINE_MARGIN_MS);
     for (const peer of this.neighbours) if (!r.members.includes(peer)) this.transport.closeLink(peer, 'no longer in the round');
     this.closeGroup();
     const opts = { transport: this.transport, members: r.members, self: this.id, jobId: r.jobId, round: r.roundId, deadlineMs };

@@ -90,7 +90,9 @@ test('a silent ring member is evicted at the round pace, not after the configure
   const ms = await evictedAndKeptOut(silent, job.id, /missed the deadline of round/, CAP_MS - 5_000);
   assert.ok(ms < CAP_MS / 2, `${ms} ms`);
   const before = honest[0].committed.length;
-  await waitFor('syncs commit again', () => honest[0].committed.length >= before + 2);
+  await waitFor('syncs commit again', () => honest[0].committed.length >= before + 2).catch((e) => {
+    throw new Error(`${e.message}; honest ends ${honest.map(ended)}; server log:\n${server.logTail(60)}`);
+  });
 });
 
 test('a store that fails to write the final checkpoint is retried, and the job still ends with it', async () => {

@@ -284,6 +284,14 @@ export interface Assignment {
   iceServers?: IceServer[];
 }
 
+/**
+ * How long before a round's deadline a member gives up on its exchange and reports `round:failed`, so
+ * the report reaches the server before the deadline passes: a member still silent then is evicted.
+ * (100 ms in the simulated volunteers was not enough beside a CPU-bound process: the honest members'
+ * reports came after the deadline and they were evicted with the silent one.)
+ */
+export const ROUND_DEADLINE_MARGIN_MS = 1_000;
+
 export interface RoundBegin {
   jobId: string;
   roundId: number;

@@ -5,7 +5,8 @@
 import { CollectiveError, FrameRouter, Group, HomeRing, ModelShare, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, homeExchange, joinWork, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import {
-  cappedWeights, HEARTBEAT_MAX_MS, HEARTBEAT_MIN_MS, jobHash, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, sleepOn, type Ack, type Clock, type Assignment,
+  cappedWeights, HEARTBEAT_MAX_MS, HEARTBEAT_MIN_MS, jobHash, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, ROUND_DEADLINE_MARGIN_MS, sleepOn,
+  type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type RoundBegin, type VolunteerEvent,
   type VolunteerEventName, type VolunteerServerEvents, type IceServer,
 } from '@tabfleet/protocol';
@@ -22,8 +23,6 @@ export type { EngineLike, HoldReason, RuntimeOptions, RuntimeStatus } from './ru
 /** A probe link is signaled as such for this long after the server names it (ms): the joiner may still be loading its model (the server allows a minute). */
 const PROBE_LINK_MS = 60_000;
 
-/** Margin kept before the server's deadline so the failure report arrives in time. */
-const DEADLINE_MARGIN_MS = 1_000;
 /** How long a ring link may take to open before the member reports itself unreachable. */
 const CONNECT_TIMEOUT_MS = 15_000;
 /** A work request that failed for a passing reason is sent again after this long. */
@@ -478,7 +477,7 @@ export class VolunteerRuntime {
 
   /** A ring round (trusted jobs: allreduce of the mean) or a group round (untrusted: robust averaging by per-part owners). */
   private async peerExchange(r: RoundBegin, payload: Payload): Promise<{ mean: Float32Array; group?: GroupReport; rttMs: Record<string, number> }> {
-    const deadlineMs = Math.max(1_000, r.deadline - this.clockOffsetMs - this.clock.now() - DEADLINE_MARGIN_MS);
+    const deadlineMs = Math.max(1_000, r.deadline - this.clockOffsetMs - this.clock.now() - ROUND_DEADLINE_MARGIN_MS);
     // Links to volunteers that left the round are closed (before the new ring or group listens for
     // lost peers); links to members are kept for reuse.
     for (const peer of this.neighbours) if (!r.members.includes(peer)) this.transport!.closeLink(peer, 'no longer in the round');

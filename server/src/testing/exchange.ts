@@ -12,7 +12,7 @@
 // frame) is not reported, a new round follows; `peer_lost`, `deadline`, `bad_frame` and
 // `unreachable` (links that never opened) are reported with `round:failed` as the worker runtime
 // reports them; anything else as `internal`.
-import { combinePart, modelDigest, partRange, type Aggregation, type GroupReport, type PartCheck, type PartValidationReport } from '@tabfleet/protocol';
+import { ROUND_DEADLINE_MARGIN_MS, combinePart, modelDigest, partRange, type Aggregation, type GroupReport, type PartCheck, type PartValidationReport } from '@tabfleet/protocol';
 
 /**
  * How a group round combines (the job's rule, and in paced rounds each member's weight, in member
@@ -115,7 +115,8 @@ interface FinishedRound {
  * Collects members' vectors per round and hands everyone the result once all have contributed: the
  * mean for a ring round; for a group round what honest group averaging gives (collective's group.ts:
  * each part screened and combined by the job's rule) with every member's honest digests. A member's
- * end gives up shortly before the server's deadline (`deadline`); it never fails otherwise.
+ * end gives up ROUND_DEADLINE_MARGIN_MS before the server's deadline (`deadline`), as the runtime's
+ * does; it never fails otherwise.
  */
 export class RingOracle implements Exchanger {
   private readonly rounds = new Map<string, OracleRound>();
@@ -128,7 +129,7 @@ export class RingOracle implements Exchanger {
       exchange: async (r, values) => {
         let timer: ReturnType<typeof setTimeout> | undefined;
         const timeout = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new ExchangeFailure('deadline', 'simulated collective timed out')), Math.max(0, r.deadline - Date.now() - 100));
+          timer = setTimeout(() => reject(new ExchangeFailure('deadline', 'simulated collective timed out')), Math.max(0, r.deadline - Date.now() - ROUND_DEADLINE_MARGIN_MS));
         });
         try {
           const out = await Promise.race([this.contribute(r.jobId, r.roundId, [...r.members], id, values, r.group, r.ownerLie), timeout]);
