@@ -4,7 +4,7 @@
 import { concatBatches, epochBatches, gather, sequentialBatches, sliceBatch, type Dataset } from '@tabfleet/data';
 import {
   createModel, createOptimizer, evaluate, planMemory, recordGradientStep, recordTrainStep,
-  type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type RecomputeMode,
+  type Batch, type MemoryPlan, type Model, type ModelPreset, type Optimizer, type OptimizerConfig, type PlanEstimate, type RecomputeMode,
 } from '@tabfleet/nn';
 import { anotherStepFits, decodeSafetensors, f32Values, mulberry32, realClock, sleepOn, type Clock } from '@tabfleet/protocol';
 import { dispose, type Backend, type Storage, type Tensor } from '@tabfleet/tensor';
@@ -162,13 +162,14 @@ export class ModelEngine {
   }
 
   /**
-   * Sizes a step to this backend's memory budget and binding limit from two probe passes (on examples
-   * of the shard), then trains that way: the micro-batch, and recompute when `mode` allows it.
+   * Sizes a step to this backend's memory budget and binding limit from probe passes on examples of the
+   * shard (one, of the batch, where `estimate` says it fits far under the budget), then trains that
+   * way: the micro-batch, and recompute when `mode` allows it.
    */
-  async planMemory(mode: RecomputeMode): Promise<MemoryPlan> {
+  async planMemory(mode: RecomputeMode, estimate?: PlanEstimate): Promise<MemoryPlan> {
     const budgetBytes = this.backend.memory?.().budgetBytes ?? Infinity;
     const { train, shard, batchSize } = this.opts;
-    const plan = await planMemory(this.model, batchSize, (n) => gather(train, shard.subarray(0, n)), { budgetBytes, mode });
+    const plan = await planMemory(this.model, batchSize, (n) => gather(train, shard.subarray(0, n)), { budgetBytes, mode, estimate });
     this.useMemoryPlan(plan);
     return plan;
   }

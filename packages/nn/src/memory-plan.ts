@@ -118,15 +118,37 @@ async function probeOwnSize(model: Model, sample: (n: number) => Batch, fit: Fit
   if (examples < Math.min(fit.examples, batchSize)) fit.examples = examples;
 }
 
+/** What the caller estimated from the model's architecture (protocol's estimateMemory), in bytes. */
+export interface PlanEstimate {
+  /** What a pass without recompute adds per example. */
+  perExample: number;
+  /** One step of the whole batch in one pass without recompute, parameters and optimizer state included. */
+  peakAtBatch: number;
+}
+
+/**
+ * A batch whose estimated step fills at most this share of the usable budget is probed once, at its
+ * own size, instead of at 1 and 2 examples first. Those probes' shapes compile matmul kernels that no
+ * step uses again (on SwiftShader about a second each: most of a small model's plan, in every tab that
+ * joins). The estimate is within 10% of measured probes for every preset (memory-estimate.test.ts),
+ * so a quarter leaves room for an estimate several times off; the one probe still has to fit.
+ */
+export const ESTIMATE_TRUSTED_SHARE = 0.25;
+
 /**
  * The plan for a job batch of `batchSize` (`sample(n)` gives n examples to probe with). Policy: the
  * whole batch in one pass without recompute if it fits; else in one pass with recompute (about one
  * more forward of compute); else micro-batches accumulated, without recompute while one example fits,
- * since several passes cost less than recompute's extra forward on every one of them.
+ * since several passes cost less than recompute's extra forward on every one of them. With an
+ * `estimate` that puts the batch far under the budget, one probe of the batch confirms it.
  */
-export async function planMemory(model: Model, batchSize: number, sample: (n: number) => Batch, opts: { budgetBytes: number; mode: RecomputeMode }): Promise<MemoryPlan> {
+export async function planMemory(
+  model: Model, batchSize: number, sample: (n: number) => Batch, opts: { budgetBytes: number; mode: RecomputeMode; estimate?: PlanEstimate },
+): Promise<MemoryPlan> {
   const be = model.store.backend;
   const binding = be.memory ? bindingLimitOf(model) : Infinity;
+  const confirmed = await confirmEstimate(model, batchSize, sample, opts, binding);
+  if (confirmed) return confirmed;
   const canRecompute = model.recompute !== undefined;
   const modes = opts.mode === 'off' || !canRecompute ? [false] : opts.mode === 'on' ? [true] : [false, true];
   const probes: MemoryProbe[] = [];
@@ -168,6 +190,30 @@ export async function planMemory(model: Model, batchSize: number, sample: (n: nu
   }
   throw new GpuOutOfMemoryError(`not one example of this model fits this tab's ${mib(opts.budgetBytes)} of GPU memory `
     + `(a pass of one example peaks at ${mib(Math.min(...probes.map((p) => p.peakBytes)))})`);
+}
+
+/**
+ * The whole batch in one pass without recompute, when the estimate puts it under ESTIMATE_TRUSTED_SHARE
+ * of the usable budget and one probe of the batch fits: the line beyond it (evaluation's batches) takes
+ * the estimate's bytes an example and, as fitOf does, the largest tensor as growing with the examples.
+ * Null: nothing to confirm, or the probe disagreed (the caller probes as without an estimate).
+ */
+async function confirmEstimate(
+  model: Model, batchSize: number, sample: (n: number) => Batch, opts: { budgetBytes: number; mode: RecomputeMode; estimate?: PlanEstimate }, binding: number,
+): Promise<MemoryPlan | null> {
+  const { estimate, budgetBytes, mode } = opts;
+  const usable = budgetBytes * HEADROOM;
+  if (!estimate || mode === 'on' || !Number.isFinite(budgetBytes) || !(estimate.peakAtBatch <= usable * ESTIMATE_TRUSTED_SHARE)) return null;
+  const probe = await probeMemory(model, sample(batchSize), false);
+  if (!probe || !(probe.peakBytes <= usable) || !(probe.largestBytes <= binding)) return null;
+  const perExample = Math.max(estimate.perExample, 1);
+  const fixed = probe.peakBytes - batchSize * perExample;
+  const largestPerExample = Math.max(probe.largestBytes / batchSize, 1);
+  const examples = Math.max(batchSize, Math.min(Math.floor((usable - fixed) / perExample), Math.floor(binding / largestPerExample)));
+  return {
+    microBatch: batchSize, recompute: false, passes: 1, predictedPeakBytes: probe.peakBytes, maxExamples: examples, budgetBytes, bindingBytes: binding,
+    reason: `the batch of ${batchSize} fits in ${(budgetBytes / 2 ** 20).toFixed(0)} MiB in one pass (as estimated; probed at ${batchSize})`, probes: [probe],
+  };
 }
 
 function wholeBatch(batchSize: number, recompute: boolean, reason: string): MemoryPlan {

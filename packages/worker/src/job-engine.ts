@@ -4,9 +4,10 @@
 // directly in Node tests.
 import { decodeFashionShard, decodeTextShard, gaussianBlobs, loadFashionMnistTest, shardIndices, type Dataset } from '@tabfleet/data';
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
-import { contextOf, presetOf, type ModelPreset, type OptimizerConfig } from '@tabfleet/nn';
+import { contextOf, presetOf, type ModelPreset, type OptimizerConfig, type PlanEstimate } from '@tabfleet/nn';
 import {
-  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, defaultOptimizer, isStreaming, layoutOf, checkpointDigest, modelFragments, pacedStepCeiling, targetStepsOf, realClock, sleepOn,
+  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, architectureOf, defaultOptimizer, estimateMemory, isStreaming, layoutOf, checkpointDigest, modelFragments,
+  pacedStepCeiling, targetStepsOf, realClock, sleepOn,
   type Assignment, type Clock, type JobSpec, type ReplicaTask, type ReplicaUnit,
 } from '@tabfleet/protocol';
 import type { Backend } from '@tabfleet/tensor';
@@ -44,6 +45,25 @@ async function fetchBytes(url: string, { clock, onBytes }: Downloads): Promise<U
     const retryAfterMs = 1000 * Number(res.headers.get('retry-after') ?? NaN);
     const waitMs = Number.isFinite(retryAfterMs) ? retryAfterMs : Math.min(4_000, 250 * 2 ** attempt);
     await sleepOn(clock, waitMs * (0.5 + Math.random()));
+  }
+}
+
+/**
+ * The step's memory as protocol's estimate replays it from the architecture, for the planner: a batch
+ * far under the budget is then probed once, not at 1 and 2 examples first. Undefined where there is
+ * nothing to estimate for (the CPU backend) or the estimate cannot be made: the planner probes.
+ */
+function planEstimateOf(spec: JobSpec, backend: Backend): PlanEstimate | undefined {
+  const gpu = backend as { convVariant?: 'direct' | 'gemm'; adapter?: { maxStorageBufferBindingSize: number; maxBufferSize: number } };
+  if (!gpu.adapter) return undefined;
+  try {
+    const e = estimateMemory(architectureOf(spec), {
+      optimizer: innerOptimizer(spec).kind, batchSize: spec.hyperparameters.batchSize, conv: gpu.convVariant,
+      bindingLimitBytes: Math.min(gpu.adapter.maxStorageBufferBindingSize, gpu.adapter.maxBufferSize),
+    });
+    return { perExample: e.perExample.plain, peakAtBatch: e.batch.plain };
+  } catch {
+    return undefined;
   }
 }
 
@@ -150,7 +170,7 @@ export class JobEngine {
         })
       : undefined;
     if (compressor && spec.strategy !== 'ddp') engine.reserveScratch();
-    const memory = await engine.planMemory(spec.recompute);
+    const memory = await engine.planMemory(spec.recompute, planEstimateOf(spec, this.backend));
     const streaming = isStreaming(spec)
       ? { fragments: modelFragments(layoutOf(spec), spec.fragments), overlapSteps: spec.overlapSteps, mixing: spec.fragmentMixing }
       : undefined;
