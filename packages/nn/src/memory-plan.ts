@@ -135,6 +135,12 @@ export interface PlanEstimate {
  */
 export const ESTIMATE_TRUSTED_SHARE = 0.25;
 
+export interface PlanOptions {
+  budgetBytes: number;
+  mode: RecomputeMode;
+  estimate?: PlanEstimate;
+}
+
 /**
  * The plan for a job batch of `batchSize` (`sample(n)` gives n examples to probe with). Policy: the
  * whole batch in one pass without recompute if it fits; else in one pass with recompute (about one
@@ -142,9 +148,7 @@ export const ESTIMATE_TRUSTED_SHARE = 0.25;
  * since several passes cost less than recompute's extra forward on every one of them. With an
  * `estimate` that puts the batch far under the budget, one probe of the batch confirms it.
  */
-export async function planMemory(
-  model: Model, batchSize: number, sample: (n: number) => Batch, opts: { budgetBytes: number; mode: RecomputeMode; estimate?: PlanEstimate },
-): Promise<MemoryPlan> {
+export async function planMemory(model: Model, batchSize: number, sample: (n: number) => Batch, opts: PlanOptions): Promise<MemoryPlan> {
   const be = model.store.backend;
   const binding = be.memory ? bindingLimitOf(model) : Infinity;
   const confirmed = await confirmEstimate(model, batchSize, sample, opts, binding);
@@ -198,9 +202,7 @@ export async function planMemory(
  * the estimate's bytes an example and, as fitOf does, the largest tensor as growing with the examples.
  * Null: nothing to confirm, or the probe disagreed (the caller probes as without an estimate).
  */
-async function confirmEstimate(
-  model: Model, batchSize: number, sample: (n: number) => Batch, opts: { budgetBytes: number; mode: RecomputeMode; estimate?: PlanEstimate }, binding: number,
-): Promise<MemoryPlan | null> {
+async function confirmEstimate(model: Model, batchSize: number, sample: (n: number) => Batch, opts: PlanOptions, binding: number): Promise<MemoryPlan | null> {
   const { estimate, budgetBytes, mode } = opts;
   const usable = budgetBytes * HEADROOM;
   if (!estimate || mode === 'on' || !Number.isFinite(budgetBytes) || !(estimate.peakAtBatch <= usable * ESTIMATE_TRUSTED_SHARE)) return null;

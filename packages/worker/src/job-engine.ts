@@ -50,17 +50,14 @@ async function fetchBytes(url: string, { clock, onBytes }: Downloads): Promise<U
 
 /**
  * The step's memory as protocol's estimate replays it from the architecture, for the planner: a batch
- * far under the budget is then probed once, not at 1 and 2 examples first. Undefined where there is
- * nothing to estimate for (the CPU backend) or the estimate cannot be made: the planner probes.
+ * far under the budget is then probed once, not at 1 and 2 examples first. Undefined where the estimate
+ * cannot be made (an architecture it refuses): the planner probes as without one. (A backend that
+ * measures no memory, the CPU's, plans the whole batch whatever it is given.)
  */
 function planEstimateOf(spec: JobSpec, backend: Backend): PlanEstimate | undefined {
-  const gpu = backend as { convVariant?: 'direct' | 'gemm'; adapter?: { maxStorageBufferBindingSize: number; maxBufferSize: number } };
-  if (!gpu.adapter) return undefined;
+  const conv = (backend as { convVariant?: 'direct' | 'gemm' }).convVariant;
   try {
-    const e = estimateMemory(architectureOf(spec), {
-      optimizer: innerOptimizer(spec).kind, batchSize: spec.hyperparameters.batchSize, conv: gpu.convVariant,
-      bindingLimitBytes: Math.min(gpu.adapter.maxStorageBufferBindingSize, gpu.adapter.maxBufferSize),
-    });
+    const e = estimateMemory(architectureOf(spec), { optimizer: innerOptimizer(spec).kind, batchSize: spec.hyperparameters.batchSize, conv });
     return { perExample: e.perExample.plain, peakAtBatch: e.batch.plain };
   } catch {
     return undefined;
