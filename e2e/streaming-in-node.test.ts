@@ -21,7 +21,7 @@ after(() => server.stop());
 const SYNCS = 6;
 const job = {
   dataset: 'synthetic-blobs' as const, preset: 'mlp-fashion' as const, strategy: 'diloco' as const, H: 2, trust: 'trusted' as const,
-  compression: 'e2m1' as const, fragments: 2, overlapSteps: 1, minWorkers: 3, maxWorkers: 3, targetSteps: 2 * SYNCS, checkpointEvery: 3,
+  compression: 'e2m1' as const, fragments: 2, overlapSteps: 1, minWorkers: 3, maxWorkers: 3, targetSteps: 2 * SYNCS, checkpointEvery: 3, evalEverySteps: 6,
   hyperparameters: { optimizer: 'adamw' as const, lr: 1e-3, batchSize: 16 },
 };
 const fragments = modelFragments(PRESET_LAYOUTS['mlp-fashion'], 2);

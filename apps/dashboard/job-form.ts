@@ -11,7 +11,7 @@ import { showUploadChoice } from './uploads';
 /** Top-level number fields, sent only when filled in. */
 const NUMBER_FIELDS = [
   'H', 'roundBudgetMs', 'sparsity', 'fragments', 'overlapSteps', 'fragmentMixing', 'minWorkers', 'maxWorkers', 'groupSize', 'targetSteps', 'targetAccuracy',
-  'evalEverySteps', 'evalExamples', 'checkpointEvery', 'seed',
+  'evalEverySteps', 'evalFromStep', 'evalExamples', 'checkpointEvery', 'seed',
 ] as const;
 /** Optional hyperparameters, sent only when filled in. */
 const OPTIONAL_HYPERPARAMETERS = ['momentum', 'weightDecay', 'outerLr', 'outerMomentum'] as const;

@@ -31,8 +31,8 @@ test('a member claiming 10,000,000 steps does not end the job: steps are the ser
 });
 
 test('accuracy needs several evaluators: a non-evaluator is refused and one lying evaluator cannot reach the target', async () => {
-  // Every sync is checkpointed, so every sync is evaluated by three members chosen at random.
-  const created = await server.createJob({ minWorkers: 3, maxWorkers: 3, H: 1, targetSteps: 1000, targetAccuracy: 0.95, checkpointEvery: 1 });
+  // Every sync is evaluated, by three members chosen at random.
+  const created = await server.createJob({ minWorkers: 3, maxWorkers: 3, H: 1, targetSteps: 1000, targetAccuracy: 0.95, checkpointEvery: 1, evalEverySteps: 1 });
   const liar = await server.volunteer({ evaluate: () => ({ accuracy: 0.999, loss: 0.001 }) });
   const sims = [liar, await server.volunteer(), await server.volunteer()];
   for (const s of sims) await s.request(created.id);

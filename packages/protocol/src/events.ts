@@ -313,6 +313,11 @@ export interface RoundBegin {
    * random by the server; empty when this sync is neither evaluated nor checkpointed).
    */
   evaluators: string[];
+  /**
+   * The evaluators report the committed model's checksum only, reading no test set: a checkpoint off
+   * the job's evaluation schedule (evalEverySteps from evalFromStep), whose upload the checksums verify.
+   */
+  checksumOnly?: true;
   /** Paced jobs: the local steps each member did for this sync; each sends N·w/W times its payload, so the mean is weighted by samples. */
   steps?: Record<string, number>;
   /** `auto` jobs' ring rounds: the precision members send their dense payloads in (absent: the job's). */

@@ -303,6 +303,12 @@ export const jobSpecFieldsSchema = z
     /** Evaluate the global model (several members, combined) whenever a sync crosses a multiple of this many steps. */
     evalEverySteps: z.number().int().min(1).max(10_000_000).default(100),
     /**
+     * No evaluation on the test set before this step (the job's last sync is always evaluated): early
+     * accuracies a researcher does not need cost every evaluator the whole test set. A checkpoint
+     * before it is verified by its evaluators' checksums alone.
+     */
+    evalFromStep: z.number().int().min(0).max(10_000_000).optional(),
+    /**
      * Examples each evaluation reads: the first this many of the test set (a text job: of its
      * validation windows); absent, all of them. A big model on a slow adapter evaluates 64 windows
      * of GPT-2 small for hours, longer than its training steps.

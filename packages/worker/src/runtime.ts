@@ -608,12 +608,17 @@ export class VolunteerRuntime {
     const me = this.status.volunteerId!;
     // The server picks several evaluators for the syncs it evaluates or checkpoints; their digests
     // of the committed model are what a checkpoint of this sync is checked against. Evaluate before
-    // uploading: the upload of the last sync ends the job.
+    // uploading: the upload of the last sync ends the job. A checkpoint off the evaluation schedule
+    // asks for the checksum alone.
     if (begin.evaluators.includes(me)) {
       const checksum = await this.opts.engine.digest();
-      const ev = await this.opts.engine.evaluate(this.assignment?.job.spec.evalExamples);
-      this.setStatus({ lastAccuracy: ev.accuracy });
-      await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });
+      if (begin.checksumOnly) {
+        await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum, accuracy: null, loss: null });
+      } else {
+        const ev = await this.opts.engine.evaluate(this.assignment?.job.spec.evalExamples);
+        this.setStatus({ lastAccuracy: ev.accuracy });
+        await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum, accuracy: ev.accuracy, loss: Number.isFinite(ev.loss) ? ev.loss : null });
+      }
     }
     if (begin.uploader === me) await this.uploadCheckpoint(c.jobId, c.seq, c.step);
     await this.trainThenReady();

@@ -46,6 +46,8 @@ interface OpenEvaluation {
   asked: number;
   since: number;
   evaluators: Set<string>;
+  /** False: a checkpoint off the evaluation schedule, whose evaluators report the model's checksum and no accuracy. */
+  measured: boolean;
   reports: Map<string, EvaluationReport>;
   cancelTimer: () => void;
 }
@@ -140,8 +142,11 @@ export class Checkpoints {
   /**
    * Who evaluates and uploads sync `seq` (at `step`) of `ring` (in a Moshpit sync, members of the
    * uploader's group, `sameGroup`). Checkpointed: when joiners wait for it or were sent an older one,
-   * at the job's end, when the last checkpoint was lost, and every checkpointEvery syncs; evaluated
-   * then and every evalEverySteps.
+   * at the job's end, when the last checkpoint was lost, and every checkpointEvery syncs. Evaluated on
+   * the test set (`measured`) at the job's end and every evalEverySteps from evalFromStep on; a
+   * checkpoint off that schedule has evaluators too, who report only the model's checksum (what its
+   * upload is verified by): checkpoints every 10 syncs of H 1 read the test set ten times as often as
+   * evalEverySteps 100 asked.
    * Seats are chosen at random, so no seat (the first joiner, shard 0) is always the one trusted;
    * members with no faults on record first; in untrusted jobs members with standing first, never two
    * seats from one network (one address was the evaluators' majority: it ended a job on a forged 0.99
@@ -151,17 +156,20 @@ export class Checkpoints {
     const spec = this.host.job.spec;
     const checkpoint = joinersWaiting || this.staleLoadSent || step >= targetStepsOf(spec) || this.finishing || this.owed || seq % spec.checkpointEvery === 0;
     if (checkpoint) this.staleLoadSent = false;
-    const evaluate = checkpoint || Math.floor(step / spec.evalEverySteps) > Math.floor(this.host.job.step / spec.evalEverySteps);
+    const last = step >= targetStepsOf(spec) || this.finishing;
+    const scheduled = step >= (spec.evalFromStep ?? 0) && Math.floor(step / spec.evalEverySteps) > Math.floor(this.host.job.step / spec.evalEverySteps);
+    const measured = last || scheduled;
+    const evaluate = checkpoint || measured;
     const ranked = shuffled(ring).sort((a, b) => this.host.offences(a.identity) - this.host.offences(b.identity));
     const inGroup = sameGroup ? ranked.filter((m) => sameGroup(m.volunteerId, ranked[0].volunteerId)) : ranked;
     const seats = this.host.networkRulesApply ? seatsFrom(inGroup, EVALUATORS, (m) => m.network, (m) => this.host.hasStanding(m.identity)) : inGroup;
-    return { uploader: checkpoint ? seats[0].volunteerId : null, evaluators: evaluate ? seats.slice(0, EVALUATORS).map((m) => m.volunteerId) : [] };
+    return { uploader: checkpoint ? seats[0].volunteerId : null, evaluators: evaluate ? seats.slice(0, EVALUATORS).map((m) => m.volunteerId) : [], measured };
   }
 
   /** A sync (or a Moshpit group of it) committed: its evaluators evaluate it and its uploader uploads it. */
-  committed(seq: number, step: number, evaluators: string[], uploader: string | null): { awaitingUpload: boolean } {
+  committed(seq: number, step: number, evaluators: string[], uploader: string | null, measured: boolean): { awaitingUpload: boolean } {
     const asked = evaluators.filter((id) => this.host.members.has(id));
-    if (asked.length) this.openEvaluation(seq, step, asked);
+    if (asked.length) this.openEvaluation(seq, step, asked, measured);
     if (!uploader || !this.host.members.has(uploader)) return { awaitingUpload: false };
     this.awaitUpload(seq, uploader, asked.includes(uploader));
     return { awaitingUpload: true };
@@ -364,8 +372,10 @@ export class Checkpoints {
     const ev = this.evaluations.get(e.seq);
     if (!ev || !ev.evaluators.has(m.volunteerId)) throw new ProtocolError('not_member', `not an evaluator of sync ${e.seq} (or its evaluation is closed)`);
     if (ev.reports.has(m.volunteerId)) return { duplicate: true };
-    ev.reports.set(m.volunteerId, { checksum: e.checksum, accuracy: e.accuracy, loss: e.loss });
-    this.host.deadlines.record('evaluate', this.host.deps.clock.now() - ev.since);
+    // A checksum-only evaluation keeps no accuracy a member sends, and its quick reports do not
+    // shorten the deadline of the evaluations that read the test set.
+    ev.reports.set(m.volunteerId, { checksum: e.checksum, accuracy: ev.measured ? e.accuracy : null, loss: ev.measured ? e.loss : null });
+    if (ev.measured) this.host.deadlines.record('evaluate', this.host.deps.clock.now() - ev.since);
     this.uploadAfterEvaluation(e.seq, m.volunteerId);
     this.evaluationProgress(ev);
     return {};
@@ -403,6 +413,10 @@ export class Checkpoints {
     }
     if (outcome.accuracy !== null) this.latestAccuracy = outcome.accuracy;
     if (this.pending?.seq === ev.seq) this.settleUpload();
+    if (!ev.measured) {
+      if (!this.host.ended) this.host.tryBegin();
+      return;
+    }
     const point: MetricPoint = {
       seq: ev.seq, step: ev.step, time: this.host.deps.clock.now(), loss: outcome.loss, accuracy: outcome.accuracy, samplesPerSec: null, bytesSent: null,
       workers: this.host.members.size, vouchers: outcome.vouchers,
@@ -508,9 +522,9 @@ export class Checkpoints {
     this.host.tryBegin();
   }
 
-  private openEvaluation(seq: number, step: number, evaluators: string[]): void {
+  private openEvaluation(seq: number, step: number, evaluators: string[], measured: boolean): void {
     const ev: OpenEvaluation = {
-      seq, step, asked: evaluators.length, since: this.host.deps.clock.now(), evaluators: new Set(evaluators), reports: new Map(),
+      seq, step, asked: evaluators.length, since: this.host.deps.clock.now(), evaluators: new Set(evaluators), measured, reports: new Map(),
       cancelTimer: this.host.deps.clock.after(this.host.deadlines.bound('evaluate', this.host.deps.timing.loadTimeoutMs), () => {
         for (const id of ev.evaluators) if (!ev.reports.has(id)) this.host.evict(id, `did not report its evaluation of sync ${seq} in time`);
         if (this.evaluations.get(seq) === ev) this.finishEvaluation(ev);

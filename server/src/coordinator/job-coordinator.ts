@@ -41,7 +41,7 @@ import { PeerLinks } from './peer-links';
 import { Penalties } from './penalties';
 import { Replication } from './replication';
 import { Reputations } from './reputation';
-import { membersWith, roundOf, unreachableClaims, type ActiveRound } from './round';
+import { evaluatorsAsked, membersWith, roundOf, unreachableClaims, type ActiveRound } from './round';
 import { starUpdate } from './star-update';
 import { StepPlanner } from './step-planner';
 import { SyncCommits } from './sync-commits';
@@ -525,7 +525,7 @@ export class JobCoordinator {
     if (this.job.state === 'waiting') this.job = { ...this.job, state: 'running', updatedAt: now };
     for (const m of ring) m.status.state = 'syncing';
     this.records.save(this.round, 'running', '');
-    const common = { jobId: this.job.id, seq, mode, began: now, deadline, uploader: this.round.uploader, evaluators: this.round.evaluators };
+    const common = { jobId: this.job.id, seq, mode, began: now, deadline, uploader: this.round.uploader, ...evaluatorsAsked(this.round) };
     if (grouped) {
       // Paced: each group weighs its members' parameters by the steps they took (the weights of its own mean only).
       grouped.announce(common, steps, (to, event, payload) => this.deps.toVolunteer(to, event, payload));

@@ -17,6 +17,8 @@ export interface ActiveRound {
   members: string[];
   uploader: string | null;
   evaluators: string[];
+  /** Whether the evaluators read the test set (else they report the model's checksum only: checkpoints.ts). */
+  measured: boolean;
   /** Steps the job will have taken once this sync commits (the server's count, never a member's claim). */
   step: number;
   startedAt: number;
@@ -76,4 +78,9 @@ export function unreachableClaims(r: ActiveRound, failed: string[]): { corrobora
 export function membersWith(r: ActiveRound, volunteerId: string): string[] {
   const g = r.groups?.groupOf(volunteerId);
   return g === undefined ? r.members : r.groups!.groups[g];
+}
+
+/** The round's evaluators as round:begin names them: off the evaluation schedule they report a checksum only. */
+export function evaluatorsAsked(r: Pick<ActiveRound, 'evaluators' | 'measured'>): Pick<RoundBegin, 'evaluators' | 'checksumOnly'> {
+  return { evaluators: r.evaluators, ...(r.evaluators.length && !r.measured ? { checksumOnly: true as const } : {}) };
 }

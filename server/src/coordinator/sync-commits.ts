@@ -85,7 +85,7 @@ export class SyncCommits {
         m.cancelLoadTimer = null;
       }
     }
-    if (this.host.checkpoints.committed(r.seq, step, r.evaluators, r.uploader).awaitingUpload) return;
+    if (this.host.checkpoints.committed(r.seq, step, r.evaluators, r.uploader, r.measured).awaitingUpload) return;
     if (step >= targetStepsOf(this.host.job.spec)) this.host.stop(`reached ${step} steps`, 'done');
     else this.host.tryBegin();
   }
@@ -134,7 +134,7 @@ export class SyncCommits {
     const next = this.host.planner.nextWork(ids, (gs.budgetMs ??= this.host.planner.stepBudget()));
     this.host.deps.toVolunteer(ids, 'round:commit', { jobId: this.host.job.id, roundId: gs.roundIdOf(g), seq: r.seq, step: r.step, ...next.order });
     this.host.deps.count('groups_committed');
-    this.host.checkpoints.committed(r.seq, r.step, r.evaluators.filter((id) => ids.includes(id)), r.uploader && ids.includes(r.uploader) ? r.uploader : null);
+    this.host.checkpoints.committed(r.seq, r.step, r.evaluators.filter((id) => ids.includes(id)), r.uploader && ids.includes(r.uploader) ? r.uploader : null, r.measured);
     this.host.changedWorkers();
     if (gs.settled()) this.finishGroupedSync(r);
   }
