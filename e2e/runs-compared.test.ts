@@ -22,7 +22,7 @@ async function trainedJob(name: string, spec: { H: number; lr: number; batchSize
   const s = session.server;
   const job = await s.createJob({
     name, H: spec.H, pacing: 'fixed', trust: 'trusted', hyperparameters: { lr: spec.lr, batchSize: spec.batchSize },
-    minWorkers: 2, maxWorkers: 2, targetSteps: 48, checkpointEvery: 1,
+    minWorkers: 2, maxWorkers: 2, targetSteps: 48, checkpointEvery: 1, evalEverySteps: spec.H, // every sync evaluated: a curve
   });
   const sims = await Promise.all([0, 1].map(() => s.volunteer({ trainMs: 10, evaluate: (seq) => ({ accuracy: accuracy(seq), loss: 1 / (1 + seq) }) })));
   for (const v of sims) await v.request(job.id);
