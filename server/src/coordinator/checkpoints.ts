@@ -154,9 +154,9 @@ export class Checkpoints {
    */
   seatsFor(ring: Member[], seq: number, step: number, joinersWaiting: boolean, sameGroup: ((a: string, b: string) => boolean) | null) {
     const spec = this.host.job.spec;
-    const checkpoint = joinersWaiting || this.staleLoadSent || step >= targetStepsOf(spec) || this.finishing || this.owed || seq % spec.checkpointEvery === 0;
-    if (checkpoint) this.staleLoadSent = false;
     const last = step >= targetStepsOf(spec) || this.finishing;
+    const checkpoint = last || joinersWaiting || this.staleLoadSent || this.owed || seq % spec.checkpointEvery === 0;
+    if (checkpoint) this.staleLoadSent = false;
     const scheduled = step >= (spec.evalFromStep ?? 0) && Math.floor(step / spec.evalEverySteps) > Math.floor(this.host.job.step / spec.evalEverySteps);
     const measured = last || scheduled;
     const evaluate = checkpoint || measured;
