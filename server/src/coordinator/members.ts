@@ -26,6 +26,8 @@ export interface Member extends VolunteerInfo {
   loadSeq: number | null;
   loadSince: number;
   cancelLoadTimer: (() => void) | null;
+  /** Syncs that began without it while it loaded (the barrier's joiner hold ran out): after one, the next waits for it longer (barrier.ts). */
+  syncsMissedLoading: number;
   status: MemberStatus;
   lastRound: number | null;
   lastRoundMs: number | null;
@@ -96,7 +98,7 @@ export class MemberBook {
     while (this.shardsHeld.has(shard)) shard++;
     this.shardsHeld.add(shard);
     const member: Member = {
-      ...v, network, shard, phase: 'loading', loadSeq: null, loadSince: now, cancelLoadTimer: null, lastRound: null, lastRoundMs: null, lastRoundMode: null, group: null,
+      ...v, network, shard, phase: 'loading', loadSeq: null, loadSince: now, cancelLoadTimer: null, syncsMissedLoading: 0, lastRound: null, lastRoundMs: null, lastRoundMode: null, group: null,
       status: { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0 }, identity: v.clientId ?? v.volunteerId,
       workSince: now, workMs: 0, workBudgetMs: 0, leftOutSince: null, stale: false, sitsOut: false, msPerStep: null, steps, share: null,
     };

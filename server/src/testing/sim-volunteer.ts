@@ -153,10 +153,13 @@ export class SimVolunteer {
   failRound: ((r: RoundBegin) => 'peer_lost' | 'unreachable' | null) | null = null;
   /** The rounds it reported `round:failed` for (its exchange failed or `failRound` said so). */
   readonly failedRounds: number[] = [];
+  /** The syncs it reported `round:ready` for, in order. */
+  readonly readied: number[] = [];
   /** When set, the volunteer stops at the barrier (never reports ready). */
   holdReady = false;
-  /** When set, it never reports `model:loaded` (a joiner that never loads). */
+  /** When set, it does not report `model:loaded` (a joiner that never loads) until `releaseLoad()`. */
   holdLoad = false;
+  private heldLoad: { jobId: string; seq: number } | null = null;
   /** When set, a round that begins is kept open until `releaseRound()`. */
   holdRounds = false;
   private heldRound: RoundBegin | null = null;
@@ -297,7 +300,22 @@ export class SimVolunteer {
     this.step = m.step;
     this.baseSeq = m.seq;
     this.loadedFrom.push({ seq: m.seq, url: m.url, checksum: checksumOf(this.params), digest: modelDigest(this.params) });
-    if (this.holdLoad) return;
+    if (this.holdLoad) {
+      this.heldLoad = m;
+      return;
+    }
+    await this.reportLoaded(m);
+  }
+
+  /** Reports the load `holdLoad` kept back (the model it downloaded last), and goes on as after any load (a later load is held too while `holdLoad` is set). */
+  async releaseLoad(): Promise<void> {
+    const m = this.heldLoad;
+    if (!m) throw new Error('no load is held');
+    this.heldLoad = null;
+    await this.reportLoaded(m);
+  }
+
+  private async reportLoaded(m: { jobId: string; seq: number }): Promise<void> {
     const honest = modelDigest(this.params);
     const ack = await this.emit('model:loaded', { jobId: m.jobId, seq: m.seq, checksum: this.opts.loadedChecksum?.(honest) ?? honest });
     if (ack.ok && ack.admitted) {
@@ -332,6 +350,7 @@ export class SimVolunteer {
     await this.runDueReplicas();
     this.step += h;
     if (this.holdReady || this.ended) return;
+    this.readied.push(this.baseSeq + 1);
     this.send('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step, ...(paced?.claimed !== undefined ? { steps: paced.claimed } : {}) });
   }
 
