@@ -62,6 +62,8 @@ export class VolunteerRuntime {
   private readonly holds = new Set<HoldReason>();
   /** Counts memberships left (holds, lost connections): queued work of an earlier one is dropped. */
   private generation = 0;
+  /** Counts model:load events as they arrive: a load the server sent a newer one after is not reported (onModelLoad). */
+  private modelLoadsSent = 0;
   /** Counts job:end events as they arrive (before their turn in the queue): see queue(). */
   private jobsEnded = 0;
   private stopped = false;
@@ -91,7 +93,10 @@ export class VolunteerRuntime {
     // From the next beat on (one already waiting keeps its time).
     s.on('heartbeat', (h) => (this.heartbeatMs = heartbeatWithin(h.ms)));
     s.on('job:assign', (a) => this.queue('job:assign', () => this.onAssign(a)));
-    s.on('model:load', (m) => this.queue('model:load', () => this.onModelLoad(m)));
+    s.on('model:load', (m) => {
+      const load = ++this.modelLoadsSent;
+      this.queue('model:load', () => this.onModelLoad(m, load));
+    });
     s.on('round:begin', (r) => {
       this.lastBegin = r;
       this.queue('round:begin', () => this.onRoundBegin(r));
@@ -286,12 +291,20 @@ export class VolunteerRuntime {
     }
   }
 
-  private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<void> {
+  /**
+   * Loads the model `model:load` names and reports it. The server sends a newer model when a sync
+   * commits during a load (a slow link): the older load, queued or done, is then not reported (the
+   * server no longer asks for it and would refuse it) and the newer one follows.
+   */
+  private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0], load: number): Promise<void> {
     if (this.holds.size) return; // sent before the server heard this tab leave: not this tab's to load
+    const superseded = () => load !== this.modelLoadsSent;
+    if (superseded()) return this.log(`the model of sync ${m.seq} is not loaded: the server sent a newer one`);
     this.setStatus({ state: 'loading' });
     this.payload = null;
     await this.overlap.take().catch(() => null); // steps ahead of a model now replaced
     const { digest, from } = await this.loadJobModel(m);
+    if (superseded()) return this.log(`loaded the model of sync ${m.seq}, now superseded: loading the newer one the server sent`);
     if (this.joinProbe) {
       const { jobId, peers } = this.joinProbe;
       this.joinProbe = null;

@@ -1,0 +1,53 @@
+// A tab on a slow link is sent a newer model while it loads one (a sync committed meanwhile). Before,
+// it finished the old load, reported it, and the server refused the report ("was not asked to load the
+// model of sync 2"): the tab showed that as its error. Now the old load is not reported, and the
+// newer one is loaded and reported.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FakeClock } from '@tabfleet/protocol/testing';
+import { VolunteerRuntime } from './runtime';
+import { fakeVolunteerSocket } from './testing/fake-socket';
+
+const assignment = { job: { id: 'job-1', spec: { preset: 'mlp-fashion', strategy: 'localsgd' } }, shard: { index: 0, count: 1 } };
+
+test('a model load the server superseded is not reported; the newer one is', async () => {
+  const clock = new FakeClock();
+  const reported: number[] = [];
+  const { socket, deliver } = fakeVolunteerSocket(async (name, payload) => {
+    if (name === 'model:loaded') {
+      const { seq } = payload as { seq: number };
+      reported.push(seq);
+      // The server's answer to a stale report (model-loads.ts).
+      if (seq !== 3) return { ok: false, error: { code: 'stale_round', message: `was not asked to load the model of sync ${seq}` } };
+      return { ok: true, admitted: false };
+    }
+    return name === 'work:request' ? { ok: true, assigned: false } : { ok: true };
+  });
+  const loads: { url: string | null; done: () => void }[] = [];
+  const engine = {
+    setup: async () => ({ memory: { passes: 1, microBatch: 32, recompute: false, reason: 'test' } }),
+    loadModel: (url: string | null) => new Promise<{ digest: string }>((resolve) => loads.push({ url, done: () => resolve({ digest: `digest of ${url}` }) })),
+    downloadedBytes: () => 0,
+  };
+  const logs: string[] = [];
+  const runtime = new VolunteerRuntime({
+    socket, serverUrl: 'http://127.0.0.1:1', engine: engine as never, createTransport: () => ({ close() {} }) as never, clock, log: (l) => logs.push(l),
+  });
+  deliver('welcome', { volunteerId: 'v-1', protocol: 1, serverTime: clock.now(), displayName: null });
+  deliver('job:assign', assignment);
+  deliver('model:load', { jobId: 'job-1', seq: 2, step: 2, url: '/checkpoints/2' });
+  await clock.advance(10);
+  assert.deepEqual(loads.map((l) => l.url), ['/checkpoints/2'], logs.join('\n'));
+  // Sync 3 commits while it loads: the server sends that model (twice over: one more is queued, then superseded too).
+  deliver('model:load', { jobId: 'job-1', seq: 3, step: 3, url: '/checkpoints/3?old' });
+  deliver('model:load', { jobId: 'job-1', seq: 3, step: 3, url: '/checkpoints/3' });
+  loads[0].done();
+  await clock.advance(10);
+  assert.deepEqual(loads.map((l) => l.url), ['/checkpoints/2', '/checkpoints/3'], 'the queued older load is skipped');
+  loads[1].done();
+  await clock.advance(10);
+  assert.deepEqual(reported, [3], 'only the newest load is reported');
+  assert.equal(runtime.status.lastError, null, logs.join('\n'));
+  assert.ok(logs.some((l) => /loaded the model of sync 2, now superseded/.test(l)), logs.join('\n'));
+  runtime.stop();
+});
