@@ -26,14 +26,16 @@ async function rejection(p: Promise<unknown>, clock: FakeClock, code: string, me
   assert.match(e.message, message);
 }
 
-test('a model of several frames arrives whole, for the job and sync asked', async () => {
+test('a model of several frames arrives whole, for the job and sync asked, its bytes counted as they come', async () => {
   const { clock, member, joiner } = await pair();
   const data = model(3 * MAX_FRAME_PAYLOAD + 17);
   const asked: [string, number, number][] = [];
   ModelShare.of(member).serve(async (from, job, seq) => (asked.push([from, job, seq]), data));
-  const got = await clock.run(ModelShare.of(joiner).fetch('member', { job: 'job-1', seq: 7, maxBytes: data.byteLength }));
+  const arrived: number[] = [];
+  const got = await clock.run(ModelShare.of(joiner).fetch('member', { job: 'job-1', seq: 7, maxBytes: data.byteLength, onBytes: (n) => arrived.push(n) }));
   assert.deepEqual(asked, [['joiner', jobHash('job-1'), 7]]);
   assert.deepEqual(got, data);
+  assert.deepEqual(arrived, [MAX_FRAME_PAYLOAD, MAX_FRAME_PAYLOAD, MAX_FRAME_PAYLOAD, 17]);
   // An empty model is one last frame.
   ModelShare.of(member).serve(async () => new Uint8Array(0));
   assert.equal((await clock.run(ModelShare.of(joiner).fetch('member', { job: 'job-1', seq: 8, maxBytes: 10 }))).byteLength, 0);

@@ -25,6 +25,8 @@ export interface ModelFetchOptions {
   maxBytes: number;
   /** No frame for this long fails it (`deadline`); default MODEL_IDLE_MS. */
   idleMs?: number;
+  /** Called with each frame's bytes as they arrive (a joiner's heartbeat shows the server its load moving). */
+  onBytes?: (n: number) => void;
 }
 
 interface Incoming {
@@ -33,6 +35,7 @@ interface Incoming {
   maxBytes: number;
   chunks: Uint8Array[];
   bytes: number;
+  onBytes?: (n: number) => void;
   resolve(data: Uint8Array): void;
   reject(e: Error): void;
   touch(): void;
@@ -85,7 +88,7 @@ export class ModelShare {
         cancelIdle = this.clock.after(idleMs, () => t.reject(new CollectiveError('deadline', `no model bytes from ${peer} for ${idleMs} ms`, peer)));
       };
       const t: Incoming = {
-        job, seq: opts.seq, maxBytes: opts.maxBytes, chunks: [], bytes: 0, touch,
+        job, seq: opts.seq, maxBytes: opts.maxBytes, chunks: [], bytes: 0, onBytes: opts.onBytes, touch,
         resolve: (data) => (done(), resolve(data)),
         reject: (e) => (done(), reject(e)),
       };
@@ -113,6 +116,7 @@ export class ModelShare {
     if (t.bytes + frame.payload.byteLength > t.maxBytes) return t.reject(new CollectiveError('bad_frame', `${from} sent more than the ${t.maxBytes} bytes a checkpoint of this model can have`, from));
     t.chunks.push(frame.payload);
     t.bytes += frame.payload.byteLength;
+    t.onBytes?.(frame.payload.byteLength);
     t.touch();
     if (frame.flags & FLAG_LAST) t.resolve(concat(t.chunks, t.bytes));
   }

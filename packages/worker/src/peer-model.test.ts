@@ -29,7 +29,7 @@ function lab(peers: Record<string, Uint8Array | 'unreachable'>) {
   }
   const log: string[] = [];
   const linked = new Set<string>();
-  const hooks = { link: (p: string) => linked.add(p), unlink: (p: string) => linked.delete(p), log: (l: string) => log.push(l), clock };
+  const hooks = { link: (p: string) => linked.add(p), unlink: (p: string) => linked.delete(p), log: (l: string) => log.push(l), onBytes: () => {}, clock };
   const load = (order: string[]) => clock.run(modelFromPeers(joiner, { jobId: 'job-1', spec, seq: 4, peers: order, digest }, hooks));
   return { clock, load, asked, log, linked };
 }

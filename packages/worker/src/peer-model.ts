@@ -23,6 +23,8 @@ export interface PeerModelHooks {
   link(peer: string): void;
   unlink(peer: string): void;
   log(line: string): void;
+  /** Each model frame's bytes as they arrive, from whichever member is sending. */
+  onBytes(n: number): void;
   clock: Clock;
 }
 
@@ -57,7 +59,7 @@ export async function modelFromPeers(transport: Transport, load: PeerModelLoad, 
         continue;
       }
       try {
-        const bytes = await ModelShare.of(transport).fetch(peer, { job: load.jobId, seq: load.seq, maxBytes: maxCheckpointBytes(load.spec) });
+        const bytes = await ModelShare.of(transport).fetch(peer, { job: load.jobId, seq: load.seq, maxBytes: maxCheckpointBytes(load.spec), onBytes: hooks.onBytes });
         const { digest } = verifyCheckpoint(load.spec, bytes);
         if (digest !== load.digest) throw new Error(`it sent a model whose digest is ${digest}, not the agreed ${load.digest}`);
         return { peer, bytes };

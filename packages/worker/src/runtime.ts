@@ -64,6 +64,8 @@ export class VolunteerRuntime {
   private generation = 0;
   /** Counts model:load events as they arrive: a load the server sent a newer one after is not reported (onModelLoad). */
   private modelLoadsSent = 0;
+  /** Bytes of models members sent this tab over their links (counted with the engine's downloads in heartbeats). */
+  private peerModelBytes = 0;
   /** Counts job:end events as they arrive (before their turn in the queue): see queue(). */
   private jobsEnded = 0;
   private stopped = false;
@@ -214,8 +216,10 @@ export class VolunteerRuntime {
     // back, as `protocol:error`). While it loads, the bytes downloaded so far show the server the load is moving.
     const { hidden, step, samplesPerSec, bytesSent, bytesReceived } = s;
     const send = (downloadedBytes?: number) => void this.opts.socket.emit('status', { state, hidden, step, samplesPerSec, bytesSent, bytesReceived, downloadedBytes });
-    if (state === 'loading' && this.opts.engine.downloadedBytes) void Promise.resolve(this.opts.engine.downloadedBytes()).then((n) => (this.setStatus({ downloadedBytes: n }), send(n)), () => send());
-    else send();
+    if (state !== 'loading') return send();
+    // The engine's downloads (shards, the server's models) and the models members sent over their links.
+    const engineBytes = Promise.resolve(this.opts.engine.downloadedBytes?.() ?? 0);
+    void engineBytes.then((n) => (this.setStatus({ downloadedBytes: n + this.peerModelBytes }), send(n + this.peerModelBytes)), () => send());
   }
 
   private requestWork(): void {
@@ -325,6 +329,7 @@ export class VolunteerRuntime {
     if (m.peers?.length && m.digest && spec && this.transport) {
       const got = await modelFromPeers(this.transport, { jobId: m.jobId, spec, seq: m.seq, peers: m.peers, digest: m.digest }, {
         link: (peer) => this.probeLinks.set(peer, m.jobId), unlink: (peer) => this.probeLinks.delete(peer), log: (l) => this.log(l), clock: this.clock,
+        onBytes: (n) => void (this.peerModelBytes += n),
       });
       const loaded = got && (await this.opts.engine.loadCheckpoint(got.bytes, m.step));
       if (got && loaded?.digest === m.digest) {
