@@ -2,7 +2,8 @@
 // joiners usually load, and when that runs out the sync goes on and the joiner must load the next
 // model (the server sends it at the commit). Before, the next sync held it just as briefly, so a joiner
 // slower than that pace chased each newer model for ever. Now the sync after one it missed waits for
-// it up to the load timeout, once: a joiner that never loads holds the job that long at most.
+// it longer, once: in a trusted job while its load is alive (its heartbeats show bytes coming in), in
+// an untrusted one up to the load timeout.
 // Timed on a fake clock: the holds are server timers; the volunteers train in real time.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
@@ -23,13 +24,13 @@ const PACE_FLOOR_MS = 20_000;
  * tab's on a slow link does, so its load deadline holds (model-loads.ts) and only the barrier's hold
  * decides whether a sync waits for it.
  */
-async function slowJoiner(t: TestContext) {
+async function slowJoiner(t: TestContext, trust: 'trusted' | 'untrusted' = 'trusted') {
   const clock = new FakeClock(Date.now());
   const server = await startTestServer({ clock, timing: {
     roundTimeoutMs: 600_000, barrierTimeoutMs: 600_000, loadTimeoutMs: LOAD_TIMEOUT_MS, deadlineFloorMs: PACE_FLOOR_MS,
   } });
   t.after(() => server.stop());
-  const job = await server.createJob({ minWorkers: 2, maxWorkers: 3, trust: 'trusted', H: 1, targetSteps: 100_000, checkpointEvery: 1 });
+  const job = await server.createJob({ minWorkers: 2, maxWorkers: 3, trust, H: 1, targetSteps: 100_000, checkpointEvery: 1 });
   const members = [0, 1].map(() => new SimVolunteer({ url: server.url, oracle: server.oracle, trainMs: 20 }));
   const joiner = new SimVolunteer({ url: server.url, oracle: server.oracle, trainMs: 20 });
   t.after(() => {
@@ -44,11 +45,11 @@ async function slowJoiner(t: TestContext) {
   let downloaded = 0;
   const began = () => members[0].events.filter((e) => e.name === 'round:begin').length;
   /** `ms` of fake time pass, 5 s at a time, once both members wait at the barrier for the sync after `seq`. */
-  const waitAtBarrier = async (seq: number, ms: number) => {
+  const waitAtBarrier = async (seq: number, ms: number, progress = true) => {
     await waitFor(`both members ready for sync ${seq + 1}`, () => members.every((s) => s.readied.includes(seq + 1)), 30_000);
     await new Promise((r) => setTimeout(r, 200)); // the server has their round:ready
     for (let spent = 0; spent < ms; spent += 5_000) {
-      joiner.send('status', { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0, downloadedBytes: (downloaded += 100_000) });
+      if (progress) joiner.send('status', { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0, downloadedBytes: (downloaded += 100_000) });
       await new Promise((r) => setTimeout(r, 20));
       await clock.advance(5_000);
       await new Promise((r) => setTimeout(r, 20));
@@ -89,10 +90,24 @@ test('a joiner that missed a sync while it loaded holds the next one until it ha
   assert.deepEqual(joiner.errors, []);
 });
 
-test('a joiner that never loads holds one sync up to the load timeout, and later ones only at the usual pace', async (t) => {
-  const { server, members, joiner, waitAtBarrier, missesSync } = await slowJoiner(t);
+test('in a trusted job it is waited for while bytes come in, past the load timeout; once they stop, its load deadline evicts it and the sync goes on', async (t) => {
+  const { server, members, joiner, began, waitAtBarrier, missesSync } = await slowJoiner(t);
   const second = await missesSync(joiner.loadedFrom[0].seq);
-  // The long hold runs out at the load timeout: that sync goes on without it too.
+  const beganBefore = began();
+  await waitAtBarrier(second, 2 * LOAD_TIMEOUT_MS);
+  await new Promise((r) => setTimeout(r, 1_500));
+  assert.equal(began(), beganBefore, `no sync began while its bytes came in\n${server.logTail(20)}`);
+  // No more bytes: the load timeout after its last report, it is evicted and the sync begins without it.
+  await waitAtBarrier(second, LOAD_TIMEOUT_MS + 5_000, false);
+  await waitFor(`sync ${second + 1} commits without the joiner`, () => members[0].committed.includes(second + 1), 30_000)
+    .catch((e: Error) => { throw new Error(`${e.message}\n${server.logTail(30)}`); });
+  assert.match(server.logTail(40), new RegExp(`${joiner.volunteerId}.*model load timed out`));
+});
+
+test('in an untrusted job a joiner that never loads holds one sync up to the load timeout, and later ones only at the usual pace', async (t) => {
+  const { server, members, joiner, waitAtBarrier, missesSync } = await slowJoiner(t, 'untrusted');
+  const second = await missesSync(joiner.loadedFrom[0].seq);
+  // The long hold runs out at the load timeout (its heartbeats still show bytes coming in): that sync goes on without it too.
   await waitAtBarrier(second, LOAD_TIMEOUT_MS + 5_000);
   await waitFor(`sync ${second + 1} commits without the joiner`, () => members[0].committed.includes(second + 1), 30_000)
     .catch((e: Error) => { throw new Error(`${e.message}\n${server.logTail(30)}`); });

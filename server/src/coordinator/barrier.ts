@@ -3,8 +3,8 @@
 // overrun (deadlines.ts); past it they are left out of the sync (and reload after it), and past the
 // configured barrier timeout evicted. Fewer than the job's minimum do not sync, unless joiners that
 // wait for the checkpoint only this sync can leave would make up the minimum. Joiners loading the
-// current model are waited for at the pace joiners usually load (one that missed a sync loading, once up
-// to the load timeout, so a slow link does not chase newer models for ever); Moshpit joiners take a later sync
+// current model are waited for at the pace joiners usually load (one that missed a sync loading, once,
+// longer: so a slow link does not chase newer models for ever); Moshpit joiners take a later sync
 // instead of holding one of thousands, and load the seed when the sync they would wait for cannot
 // begin without them (model-loads.ts).
 import type { Deadlines } from './deadlines';
@@ -68,13 +68,14 @@ export class Barrier {
       return false;
     }
     // Joiners loading the current model are waited for, at the pace joiners usually load; after that
-    // the round goes on without them and they load the next checkpoint. A joiner that missed one sync
-    // that way is slower than that pace (a thinner link), and would chase each newer model for ever: the
-    // next sync waits for it up to the configured load timeout, once (a joiner that never loads, or
-    // each fresh identity of one, holds the job that long at most). (Moshpit jobs do not wait once a
-    // sync is due: joiners take a later sync.)
+    // the round goes on without them and they load the next checkpoint. (Moshpit jobs do not wait once
+    // a sync is due: joiners take a later sync.) A joiner that missed one sync that way is slower than
+    // that pace (a thinner link), and would chase each newer model for ever, so the next sync waits
+    // for it longer, once: see joinerHoldMs.
     if (members.inPhase.loading.size > members.unsentLoads.size && !this.joinerHoldExpired && !(job.spec.groupSize !== undefined && this.joinersJoinLater())) {
-      this.cancelJoinerHold ??= deps.clock.after(this.joinerHoldMs(), () => {
+      const holdMs = this.joinerHoldMs();
+      // Without a timer the hold ends when the joiner loads, or leaves (its load deadline evicts it): both call tryBegin.
+      this.cancelJoinerHold ??= holdMs === Infinity ? () => {} : deps.clock.after(holdMs, () => {
         this.cancelJoinerHold = null;
         this.joinerHoldExpired = true;
         for (const m of this.loadsOut()) m.syncsMissedLoading++;
@@ -93,10 +94,15 @@ export class Barrier {
     return [...this.host.members.inPhase.loading].filter((m) => m.loadSeq !== null);
   }
 
-  /** How long loading joiners hold the coming sync: the usual load's bound, or the configured timeout for one that missed exactly one sync loading. */
+  /**
+   * How long loading joiners hold the coming sync: the usual loads' bound; for the sync after one a
+   * joiner missed loading, as long as its load is alive in a trusted job (its deadline follows the
+   * bytes it reports coming in, model-loads.ts), and one load timeout in an untrusted job (identities
+   * cost nothing there, and each fresh one of a joiner that trickles bytes would hold the job anew).
+   */
   private joinerHoldMs(): number {
-    const { deps, deadlines } = this.host;
-    if (this.loadsOut().some((m) => m.syncsMissedLoading === 1)) return deps.timing.loadTimeoutMs;
+    const { deps, deadlines, job } = this.host;
+    if (this.loadsOut().some((m) => m.syncsMissedLoading === 1)) return job.spec.trust === 'trusted' ? Infinity : deps.timing.loadTimeoutMs;
     return deadlines.bound('load', deps.timing.loadTimeoutMs, FIRST_LOAD_GUESS_MS);
   }
 

@@ -53,8 +53,8 @@ export class ModelLoads {
   /**
    * `m`'s heartbeat says more bytes came in for its load: a slow link, not a stuck tab. Its deadline is
    * the configured load timeout from now, never past LOAD_PROGRESS_CEILING of them after it was sent
-   * (a tab that trickles bytes holds its seat that long at most; a sync waits for it one load timeout
-   * at most, once, after it missed one loading: barrier.ts).
+   * (a tab that trickles bytes holds its seat that long at most; a sync it missed loading is followed by
+   * one that waits for it, in a trusted job as long as this deadline lasts: barrier.ts).
    */
   progressed(m: Member): void {
     if (!m.cancelLoadTimer) return; // not loading on a deadline (waiting for a checkpoint to exist)
