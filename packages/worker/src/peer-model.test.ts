@@ -1,7 +1,8 @@
 // A joiner's model from the members the server named, over an in-memory network on fake time: a member
 // whose link never opens costs no wait once another's has, a member that sends a model with another
 // digest is passed over for the next, and when none sends the agreed model the joiner gets null (it
-// then loads the server's). Every member passed over is said in the log and its link closed.
+// then loads the server's), as it does when the load is abandoned. Every member passed over is said in
+// the log and its link closed.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MemoryNetwork, ModelShare } from '@tabfleet/collective';
@@ -61,4 +62,26 @@ test('when no member sends the agreed model, nothing is taken', async () => {
   assert.equal(log.length, 3, log.join('\n'));
   assert.ok(log.some((l) => /from garbage was not taken: checkpoint is not valid safetensors/.test(l)), log.join('\n'));
   assert.ok(log.some((l) => new RegExp(`from far was not taken: no link within ${PEER_LINK_MS} ms`).test(l)), log.join('\n'));
+});
+
+test('a load abandoned mid-transfer (the server sent a newer model) takes nothing and closes the link', async () => {
+  const clock = new FakeClock();
+  const net = new MemoryNetwork({ clock, faults: { bandwidth: 100_000 } });
+  const joiner = net.endpoint('joiner');
+  ModelShare.of(net.endpoint('slow')).serve(async () => agreed);
+  const abandon = new AbortController();
+  let bytes = 0;
+  const log: string[] = [];
+  const hooks = {
+    link: () => {}, unlink: () => {}, log: (l: string) => log.push(l), clock, signal: abandon.signal,
+    onBytes: (n: number) => {
+      bytes += n;
+      if (bytes > agreed.byteLength / 4) abandon.abort();
+    },
+  };
+  const got = await clock.run(modelFromPeers(joiner, { jobId: 'job-1', spec, seq: 4, peers: ['slow'], digest }, hooks));
+  assert.equal(got, null);
+  assert.ok(bytes < agreed.byteLength / 2, `${bytes} of ${agreed.byteLength} bytes came`);
+  assert.equal(joiner.isConnected('slow'), false, 'the member stops sending');
+  assert.deepEqual(log, ['the model of sync 4 from members is abandoned: the server sent a newer one']);
 });

@@ -26,11 +26,13 @@ export interface PeerModelHooks {
   /** Each model frame's bytes as they arrive, from whichever member is sending. */
   onBytes(n: number): void;
   clock: Clock;
+  /** Aborted when the server sent a newer model: the links close (the member stops sending) and no model is taken. */
+  signal?: AbortSignal;
 }
 
 /**
  * The checkpoint of the first named member whose model is the agreed one, or null when none sent it
- * (each said why in the log). Links to all of them open at once, within PEER_LINK_MS, and members are
+ * (each said why in the log) or the load was abandoned (hooks.signal). Links to all of them open at once, within PEER_LINK_MS, and members are
  * asked in the order their links opened: a member behind a NAT it cannot cross costs no extra wait.
  */
 export async function modelFromPeers(transport: Transport, load: PeerModelLoad, hooks: PeerModelHooks): Promise<{ peer: string; bytes: Uint8Array } | null> {
@@ -43,6 +45,15 @@ export async function modelFromPeers(transport: Transport, load: PeerModelLoad, 
     hooks.log(`the model of sync ${load.seq} from ${peer} was not taken: ${why}`);
     transport.closeLink(peer, 'its model was not taken');
   };
+  // On a thin link the member's bytes for a stale model would crowd out the newer one's.
+  const abandon = () => {
+    if (done) return;
+    done = true;
+    hooks.log(`the model of sync ${load.seq} from members is abandoned: the server sent a newer one`);
+    for (const peer of load.peers) transport.closeLink(peer, 'a newer model was asked for');
+    wake();
+  };
+  hooks.signal?.addEventListener('abort', abandon, { once: true });
   for (const peer of load.peers) {
     hooks.link(peer);
     within(transport.connect(peer), PEER_LINK_MS, hooks.clock, `no link within ${PEER_LINK_MS} ms`).then(
@@ -52,6 +63,7 @@ export async function modelFromPeers(transport: Transport, load: PeerModelLoad, 
   }
   try {
     for (;;) {
+      if (hooks.signal?.aborted) return null;
       const peer = opened.shift();
       if (peer === undefined) {
         if (opening === 0) return null;
@@ -69,6 +81,7 @@ export async function modelFromPeers(transport: Transport, load: PeerModelLoad, 
     }
   } finally {
     done = true;
+    hooks.signal?.removeEventListener('abort', abandon);
     for (const peer of load.peers) hooks.unlink(peer);
   }
 }

@@ -66,6 +66,8 @@ export class VolunteerRuntime {
   private modelLoadsSent = 0;
   /** Bytes of models members sent this tab over their links (counted with the engine's downloads in heartbeats). */
   private peerModelBytes = 0;
+  /** Stops the load from members under way (a newer model:load came); the server's URL has no such stop yet. */
+  private abandonPeerLoad: (() => void) | null = null;
   /** Counts job:end events as they arrive (before their turn in the queue): see queue(). */
   private jobsEnded = 0;
   private stopped = false;
@@ -97,6 +99,7 @@ export class VolunteerRuntime {
     s.on('job:assign', (a) => this.queue('job:assign', () => this.onAssign(a)));
     s.on('model:load', (m) => {
       const load = ++this.modelLoadsSent;
+      this.abandonPeerLoad?.();
       this.queue('model:load', () => this.onModelLoad(m, load));
     });
     s.on('round:begin', (r) => {
@@ -298,7 +301,8 @@ export class VolunteerRuntime {
   /**
    * Loads the model `model:load` names and reports it. The server sends a newer model when a sync
    * commits during a load (a slow link): the older load, queued or done, is then not reported (the
-   * server no longer asks for it and would refuse it) and the newer one follows.
+   * server no longer asks for it and would refuse it), one from members is abandoned mid-way (its bytes
+   * would crowd out the newer model's), and the newer one follows.
    */
   private async onModelLoad(m: Parameters<VolunteerServerEvents['model:load']>[0], load: number): Promise<void> {
     if (this.holds.size) return; // sent before the server heard this tab leave: not this tab's to load
@@ -307,8 +311,10 @@ export class VolunteerRuntime {
     this.setStatus({ state: 'loading' });
     this.payload = null;
     await this.overlap.take().catch(() => null); // steps ahead of a model now replaced
-    const { digest, from } = await this.loadJobModel(m);
+    const got = await this.loadJobModel(m, superseded);
+    if (!got) return this.log(`the model of sync ${m.seq} is not loaded: the server sent a newer one`);
     if (superseded()) return this.log(`loaded the model of sync ${m.seq}, now superseded: loading the newer one the server sent`);
+    const { digest, from } = got;
     if (this.joinProbe) {
       const { jobId, peers } = this.joinProbe;
       this.joinProbe = null;
@@ -323,14 +329,20 @@ export class VolunteerRuntime {
     await this.trainThenReady();
   }
 
-  /** The model `model:load` names: from one of the members it names, when one sends the agreed model, else from the server. */
-  private async loadJobModel(m: Parameters<VolunteerServerEvents['model:load']>[0]): Promise<{ digest: string; from: 'server' | { peer: string } }> {
+  /**
+   * The model `model:load` names: from one of the members it names, when one sends the agreed model,
+   * else from the server; null when a newer model:load came while members sent it (not loaded).
+   */
+  private async loadJobModel(m: Parameters<VolunteerServerEvents['model:load']>[0], superseded: () => boolean): Promise<{ digest: string; from: 'server' | { peer: string } } | null> {
     const spec = this.assignment?.job.id === m.jobId ? this.assignment.job.spec : null;
     if (m.peers?.length && m.digest && spec && this.transport) {
+      const abandon = new AbortController();
+      this.abandonPeerLoad = () => abandon.abort();
       const got = await modelFromPeers(this.transport, { jobId: m.jobId, spec, seq: m.seq, peers: m.peers, digest: m.digest }, {
         link: (peer) => this.probeLinks.set(peer, m.jobId), unlink: (peer) => this.probeLinks.delete(peer), log: (l) => this.log(l), clock: this.clock,
-        onBytes: (n) => void (this.peerModelBytes += n),
-      });
+        onBytes: (n) => void (this.peerModelBytes += n), signal: abandon.signal,
+      }).finally(() => (this.abandonPeerLoad = null));
+      if (superseded()) return null;
       const loaded = got && (await this.opts.engine.loadCheckpoint(got.bytes, m.step));
       if (got && loaded?.digest === m.digest) {
         this.log(`loaded the model of sync ${m.seq} from ${got.peer} (${got.bytes.byteLength} bytes)`);
