@@ -4,7 +4,9 @@
 // goes on with it. Through the real
 // server, Socket.IO, HTTP and the worker runtime with its CPU engine: between the joiner and the server
 // is a TCP proxy that passes the server's bytes at BYTES_PER_SEC. (Before, the load timed out, the tab
-// was evicted and kept out, and every load it tried again timed out the same way.)
+// was evicted and kept out, and every load it tried again timed out the same way.) And a joiner that
+// loads from a member over a thin link while the job syncs on: it misses a sync, abandons that model,
+// and the next sync waits for it.
 import assert from 'node:assert/strict';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -16,8 +18,14 @@ import { nodeVolunteer } from '@tabfleet/worker/testing';
 
 /** The server's load timeout; heartbeats come every 2 s (HEARTBEAT_MIN_MS) on a server of few volunteers. */
 const LOAD_TIMEOUT_MS = 6_000;
-/** The joiner's downlink: the model (about 400 KB) takes it about 13 s, twice the load timeout. */
-const BYTES_PER_SEC = 32 * 1024;
+/** The joiner's downlink from the server: a checkpoint (about 800 KB, the model and its state) takes it about 13 s, twice the load timeout. */
+const BYTES_PER_SEC = 64 * 1024;
+/**
+ * A member's link to a joiner: a checkpoint takes about 20 s, so that two back to back (a stale
+ * model's, then the newer one's) end past LOAD_PROGRESS_CEILING load timeouts (30 s) of the newer
+ * one's sending, and one alone well within them.
+ */
+const PEER_BYTES_PER_SEC = 40 * 1024;
 
 let server: TestServer;
 let link: Awaited<ReturnType<typeof slowDownlink>>;
@@ -128,10 +136,8 @@ test('a joiner whose model load outlasts the load timeout is admitted while its 
 
 test('a joiner on a slow link while the job goes on misses a sync, is waited for with the next model, and joins', { timeout: 240_000 }, async () => {
   // The first member keeps syncing (every second or so) while the joiner loads: the server names the
-  // first member to send it the model (about 800 KB with its state), over a link that carries
-  // BYTES_PER_SEC towards the joiner, about 25 s a model, four load timeouts (were that to fail, the
-  // server's URL comes through the slow proxy, as slow). Its
-  // heartbeats show the model's bytes coming in. The sync is held for it at the usual loads' pace
+  // first member to send it the model, over a link that carries PEER_BYTES_PER_SEC towards the
+  // joiner (were that to fail, the server's URL comes through the slow proxy). Its heartbeats show the model's bytes coming in. The sync is held for it at the usual loads' pace
   // (about 5 s here) and goes on; the server sends the joiner the newer model (the tab abandons the old
   // one: were it to run to its end, the newer one would end past LOAD_PROGRESS_CEILING load timeouts of
   // its sending), and the sync after that waits while the bytes come in. Before, that sync too went on
@@ -153,7 +159,7 @@ test('a joiner on a slow link while the job goes on misses a sync, is waited for
     const heartbeatBytes: number[] = [];
     joiner = nodeVolunteer(link.url, (id) => {
       joinerId = id;
-      net.setFaults(firstId, id, { bandwidth: BYTES_PER_SEC }, false);
+      net.setFaults(firstId, id, { bandwidth: PEER_BYTES_PER_SEC }, false);
       return net.endpoint(id);
     }, {
       log: (l) => logs.push(l),
@@ -171,7 +177,7 @@ test('a joiner on a slow link while the job goes on misses a sync, is waited for
     assert.ok(logs.some((l) => new RegExp(`loaded the model of sync \\d+ from ${firstId}`).test(l)), `a model came from the first member: ${logs.join('\n')}`);
     assert.ok(heartbeatBytes.length >= 3 && heartbeatBytes.at(-1)! > heartbeatBytes[0], `heartbeats showed the load moving: ${heartbeatBytes.join(', ')}`);
     assert.equal(v.runtime.status.lastError, null);
-    assert.doesNotMatch(server.logTail(200), /model load timed out/);
+    assert.doesNotMatch(server.logTail(200).split('\n').filter((l) => l.includes(created.id)).join('\n'), /model load timed out/);
   } finally {
     await server.api(`/api/jobs/${created.id}/stop`, { method: 'POST' }).catch(() => {});
     for (const v of [first, joiner]) {
