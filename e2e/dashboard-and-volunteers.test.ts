@@ -82,12 +82,14 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   // under way when it was recorded may still commit and be evaluated before the final checkpoint is
   // stored, so the last figure can lie a little below it (seen once: 82.66% after the target).
   assert.match(done.endReason ?? '', /reached target accuracy 0\.82/);
-  const points = (await session.server.api(`/api/jobs/${jobId}/metrics`)).body.points as { accuracy: number | null; vouchers: number | null }[];
+  const points = (await session.server.api(`/api/jobs/${jobId}/metrics`)).body.points as { step: number; accuracy: number | null; vouchers: number | null }[];
+  const evaluations = points.filter((p) => p.accuracy !== null).map((p) => `${p.step}: ${p.accuracy} (${p.vouchers})`).join(', ');
+  console.log(`# test accuracy by step (vouchers): ${evaluations}`);
   assert.ok(points.some((p) => p.accuracy !== null && p.accuracy >= 0.82 && (p.vouchers ?? 0) >= 2), 'an evaluation at the target, vouched for by several members');
   // The dashboard's last accuracy and the final checkpoint, evaluated independently on the CPU reference.
   const figure = (await d.textContent('[data-figure="test accuracy"]')) ?? '';
   const shown = Number(/([\d.]+)%/.exec(figure)![1]) / 100;
-  assert.ok(shown >= 0.78, `the last evaluation (${shown})`);
+  assert.ok(shown >= 0.78, `the last evaluation (${shown}); by step: ${evaluations}\nserver:\n${session.server.logTail(40)}`);
   assert.match(figure, /\([2-9] members vouch\)/, 'figures are recorded on the word of several members');
   const [download] = await Promise.all([d.waitForEvent('download'), d.click('#download-checkpoint')]);
   // saveAs, not path(): the shared browser is a remote one.

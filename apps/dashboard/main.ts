@@ -8,6 +8,7 @@ import { io, type Socket } from 'socket.io-client';
 import { $, esc } from '../shared/dom';
 import { formatBytes, formatDuration, formatModel } from '../shared/format';
 import { drawLineChart } from './chart';
+import { evaluationsBySync } from './evaluations';
 import { COMPARE_LIMIT, createCompareView } from './compare';
 import { comparedIds } from './compare-data';
 import { faultRows, latestGroups } from './groups-faults';
@@ -34,6 +35,8 @@ function tokenFromAddress(): string | null {
 let token = tokenFromAddress() ?? sessionStorage.getItem(TOKEN_KEY) ?? '';
 let socket: Socket | null = null;
 const jobs = new Map<string, JobSummary>();
+/** The sync of the accuracy each job's row shows (job:metrics). */
+const accuracySeq = new Map<string, number>();
 let current: { id: string; points: MetricPoint[]; workers: WorkerRow[] } | null = null;
 
 /** Jobs ticked in the list for comparison, in the order ticked. */
@@ -91,7 +94,12 @@ function connect(): void {
   });
   socket.on('job:metrics', (m: { jobId: string; points: MetricPoint[] }) => {
     const job = jobs.get(m.jobId);
-    for (const p of m.points) if (job && p.accuracy !== null) job.latestAccuracy = p.accuracy;
+    // By sync: an evaluation recorded after a newer sync's (a slow evaluator) does not replace it.
+    for (const p of m.points) {
+      if (!job || p.accuracy === null || p.seq < (accuracySeq.get(m.jobId) ?? -1)) continue;
+      job.latestAccuracy = p.accuracy;
+      accuracySeq.set(m.jobId, p.seq);
+    }
     compare.changed(m.jobId);
     if (current?.id !== m.jobId) renderJobs();
     if (current?.id === m.jobId) {
@@ -207,7 +215,7 @@ function renderJob(): void {
   $('sample-box').hidden = !j.spec.tokenizer;
   const pts = current.points;
   const losses = pts.filter((p) => p.loss !== null && p.samplesPerSec !== null).map((p) => ({ x: p.step, y: p.loss! }));
-  const evals = pts.filter((p) => p.accuracy !== null);
+  const evals = evaluationsBySync(pts);
   drawLineChart($('loss-chart') as unknown as SVGSVGElement, losses, { yMin: 0 });
   // A language model is judged by its loss on held-out text; a classifier by its test accuracy.
   const text = !!j.spec.tokenizer;
@@ -216,7 +224,7 @@ function renderJob(): void {
     text ? { yMin: 0, color: '#3fb950' } : { yMin: 0, yMax: 1, format: (y) => `${(100 * y).toFixed(0)}%`, color: '#3fb950' });
   const last = [...pts].reverse().find((p) => p.samplesPerSec !== null);
   // Several members evaluate each evaluated sync; the figure is the lower median of those that agree.
-  const lastEval = [...pts].reverse().find((p) => p.accuracy !== null);
+  const lastEval = evals.at(-1);
   const sent = pts.reduce((s, p) => s + (p.bytesSent ?? 0), 0);
   const rows: [string, string][] = [
     ['step', `${j.step} of ${targetStepsOf(j.spec)}`], ['syncs', String(j.seq)], ['workers', String(j.workers)],

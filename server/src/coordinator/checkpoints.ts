@@ -78,6 +78,8 @@ export class Checkpoints {
   /** The latest stored checkpoint. */
   latest: CheckpointInfo | null;
   latestAccuracy: number | null = null;
+  /** The sync latestAccuracy is of: an evaluation that ends after a newer sync's (a slow evaluator) does not replace it. */
+  private latestAccuracySeq = -1;
   /** What the job holds back on and why (an unvouched target accuracy), shown on the dashboard. */
   notice: string | null = null;
   /** Stop after the next committed sync that leaves a checkpoint (target accuracy reached). */
@@ -411,7 +413,10 @@ export class Checkpoints {
       this.host.deps.count('evaluation_accuracy_disputes');
       this.host.deps.log(`job ${this.host.job.id}: no accuracy of sync ${ev.seq}: ${outcome.accuracyDisputed}`);
     }
-    if (outcome.accuracy !== null) this.latestAccuracy = outcome.accuracy;
+    if (outcome.accuracy !== null && ev.seq >= this.latestAccuracySeq) {
+      this.latestAccuracy = outcome.accuracy;
+      this.latestAccuracySeq = ev.seq;
+    }
     if (this.pending?.seq === ev.seq) this.settleUpload();
     if (!ev.measured) {
       if (!this.host.ended) this.host.tryBegin();

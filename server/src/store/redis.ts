@@ -100,12 +100,12 @@ export class RedisStore implements Store {
   }
   async latestAccuracy(jobId: string): Promise<number | null> {
     const key = `tf:metrics:${jobId}`;
+    // The newest sync's among the last chunk that holds any: an evaluation recorded late (a slow
+    // evaluator) trails newer ones by a few syncs at most, far fewer than a chunk's points.
     for (let end = -1; ; end -= METRICS_SCAN_CHUNK) {
       const chunk = await this.r.lRange(key, end - METRICS_SCAN_CHUNK + 1, end);
-      for (let i = chunk.length - 1; i >= 0; i--) {
-        const p = JSON.parse(chunk[i]) as MetricPoint;
-        if (p.accuracy !== null) return p.accuracy;
-      }
+      const evaluated = chunk.map((t) => JSON.parse(t) as MetricPoint).filter((p) => p.accuracy !== null);
+      if (evaluated.length) return evaluated.reduce((a, b) => (b.seq >= a.seq ? b : a)).accuracy;
       if (chunk.length < METRICS_SCAN_CHUNK) return null;
     }
   }

@@ -279,7 +279,7 @@ export class SqliteStore implements Store {
   }
 
   async latestAccuracy(jobId: string): Promise<number | null> {
-    const row = this.sql('SELECT accuracy FROM metrics WHERE job_id = ? AND accuracy IS NOT NULL ORDER BY rowid DESC LIMIT 1').get(jobId) as { accuracy: number } | undefined;
+    const row = this.sql('SELECT accuracy FROM metrics WHERE job_id = ? AND accuracy IS NOT NULL ORDER BY seq DESC, rowid DESC LIMIT 1').get(jobId) as { accuracy: number } | undefined;
     return row?.accuracy ?? null;
   }
 

@@ -112,7 +112,7 @@ export interface Store {
   latestCheckpoint(jobId: string): Promise<CheckpointInfo | null>;
   /** The bytes of a stored checkpoint; throws CorruptCheckpointError when they no longer match their sha256. */
   readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null>;
-  /** Test accuracy of the job's latest metric point that has one. */
+  /** Test accuracy of the latest sync evaluated (by sync, not by when its evaluation was recorded). */
   latestAccuracy(jobId: string): Promise<number | null>;
   /** Inserts or replaces by (jobId, clientId); one call is one write (a transaction in SQLite). */
   saveContributors(records: ContributorRecord[]): Promise<void>;
