@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runBench } from './child';
+import { checkQuickDgcReport } from './byzantine-dgc-checks';
 import { missingRecord } from './machine';
 
 const dir = mkdtempSync(join(tmpdir(), 'tabfleet-bench-byzantine-'));
@@ -139,6 +140,7 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   assert.equal(s.dgc_robust_sparsity, 0.98);
   assert.equal(s.dgc_validation_chosen_sparsity, r.dgc.validation.chosen);
   assert.ok(Math.abs(r.dgc.dgc_robust_accuracy_drop_pts - 100 * (r.dgc.medians.dense - r.dgc.medians.dgc)) < 1e-9);
+  checkQuickDgcReport(r.dgc, r.job);
 });
 
 /** The N = 64 section: 64 members in robust groups of 16, every planned attack at 6 and 13 attackers, and the summary keys it gives. */
