@@ -81,17 +81,23 @@ async function slowDownlink(bytesPerSec: number): Promise<{ url: string; target:
   return state;
 }
 
-test('a joiner whose model load outlasts the load timeout is admitted while its heartbeats show the bytes coming in', { timeout: 180_000 }, async () => {
+/** A job of one member (at most two) on an in-memory network, once a checkpoint of sync 2 is stored. */
+async function jobWithOneMember() {
   const created = await server.createJob({
     dataset: 'synthetic-blobs', preset: 'mlp-fashion', strategy: 'localsgd', H: 2, pacing: 'fixed', trust: 'trusted',
     hyperparameters: { lr: 0.05, batchSize: 16 }, minWorkers: 1, maxWorkers: 2, targetSteps: 100_000, checkpointEvery: 1,
   });
   const net = new MemoryNetwork();
-  const logs: string[] = [];
   const first = nodeVolunteer(server.url, net);
+  await waitFor('a checkpoint of sync 2', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.latestCheckpoint?.seq >= 2, 60_000, 100);
+  return { created, net, first };
+}
+
+test('a joiner whose model load outlasts the load timeout is admitted while its heartbeats show the bytes coming in', { timeout: 180_000 }, async () => {
+  const { created, net, first } = await jobWithOneMember();
+  const logs: string[] = [];
   let joiner: ReturnType<typeof nodeVolunteer> | null = null;
   try {
-    await waitFor('a checkpoint of sync 2', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.latestCheckpoint?.seq >= 2, 60_000, 100);
     // The first member steps out: the model stays as it is while the joiner loads it.
     await first.runtime.pause();
     joiner = nodeVolunteer(link.url, net, { log: (l) => logs.push(l) });
@@ -137,23 +143,17 @@ test('a joiner whose model load outlasts the load timeout is admitted while its 
 test('a joiner on a slow link while the job goes on misses a sync, is waited for with the next model, and joins', { timeout: 240_000 }, async () => {
   // The first member keeps syncing (every second or so) while the joiner loads: the server names the
   // first member to send it the model, over a link that carries PEER_BYTES_PER_SEC towards the
-  // joiner (were that to fail, the server's URL comes through the slow proxy). Its heartbeats show the model's bytes coming in. The sync is held for it at the usual loads' pace
-  // (about 5 s here) and goes on; the server sends the joiner the newer model (the tab abandons the old
+  // joiner (were that to fail, the server's URL comes through the slow proxy). Its heartbeats show the
+  // model's bytes coming in. The sync is held for it at the usual loads' pace (about 5 s here) and goes on; the server sends the joiner the newer model (the tab abandons the old
   // one: were it to run to its end, the newer one would end past LOAD_PROGRESS_CEILING load timeouts of
   // its sending), and the sync after that waits while the bytes come in. Before, that sync too went on
   // at the usual pace, and the joiner chased each newer model until the job ended; and bytes from a
   // member did not count as a load moving, so the load timeout evicted it. The link is slow until the
   // server admits the joiner: the syncs on a thin link are issue 38's compression, not this test's.
-  const created = await server.createJob({
-    dataset: 'synthetic-blobs', preset: 'mlp-fashion', strategy: 'localsgd', H: 2, pacing: 'fixed', trust: 'trusted',
-    hyperparameters: { lr: 0.05, batchSize: 16 }, minWorkers: 1, maxWorkers: 2, targetSteps: 100_000, checkpointEvery: 1,
-  });
-  const net = new MemoryNetwork();
+  const { created, net, first } = await jobWithOneMember();
   const logs: string[] = [];
-  const first = nodeVolunteer(server.url, net);
   let joiner: ReturnType<typeof nodeVolunteer> | null = null;
   try {
-    await waitFor('a checkpoint of sync 2', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.latestCheckpoint?.seq >= 2, 60_000, 100);
     const firstId = first.runtime.status.volunteerId!;
     let joinerId = '';
     const heartbeatBytes: number[] = [];
