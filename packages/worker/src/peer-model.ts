@@ -32,8 +32,9 @@ export interface PeerModelHooks {
 
 /**
  * The checkpoint of the first named member whose model is the agreed one, or null when none sent it
- * (each said why in the log) or the load was abandoned (hooks.signal). Links to all of them open at once, within PEER_LINK_MS, and members are
- * asked in the order their links opened: a member behind a NAT it cannot cross costs no extra wait.
+ * (each said why in the log) or the load was abandoned (hooks.signal). Links to all of them open at
+ * once, within PEER_LINK_MS, and members are asked in the order their links opened: a member behind a
+ * NAT it cannot cross costs no extra wait.
  */
 export async function modelFromPeers(transport: Transport, load: PeerModelLoad, hooks: PeerModelHooks): Promise<{ peer: string; bytes: Uint8Array } | null> {
   const opened: string[] = [];

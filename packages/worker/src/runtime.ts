@@ -64,7 +64,7 @@ export class VolunteerRuntime {
   private generation = 0;
   /** Counts model:load events as they arrive: a load the server sent a newer one after is not reported (onModelLoad). */
   private modelLoadsSent = 0;
-  /** Bytes of models members sent this tab over their links (counted with the engine's downloads in heartbeats). */
+  /** Bytes of models members sent this tab over their links for its job (counted with the engine's downloads in heartbeats). */
   private peerModelBytes = 0;
   /** Stops the load from members under way (a newer model:load came); the server's URL has no such stop yet. */
   private abandonPeerLoad: (() => void) | null = null;
@@ -253,6 +253,7 @@ export class VolunteerRuntime {
     }
     this.assignment = a;
     this.iceServers = a.iceServers ?? [];
+    this.peerModelBytes = 0; // counted for the job, as the engine's downloads are
     this.setStatus({ state: 'loading', jobId: a.job.id, seq: 0, downloadedBytes: null });
     if (a.probePeers?.length) {
       // Links open while the model loads; the pings wait until it is loaded (a busy thread would delay the pongs it measures).
