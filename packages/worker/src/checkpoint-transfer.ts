@@ -70,14 +70,17 @@ export async function readCounted(res: Response, onBytes: OnBytes): Promise<Uint
   return out;
 }
 
-/** A stored checkpoint (or any file served with Range), resumed from the bytes in hand when the connection drops. */
-export async function fetchModel(url: string, clock: Clock = realClock, onBytes: OnBytes = () => {}): Promise<Uint8Array> {
+/**
+ * A stored checkpoint (or any file served with Range), resumed from the bytes in hand when the
+ * connection drops. An aborted `signal` stops it at once (no retry): it rejects with the signal's reason.
+ */
+export async function fetchModel(url: string, clock: Clock = realClock, onBytes: OnBytes = () => {}, signal?: AbortSignal): Promise<Uint8Array> {
   // Filled in place as bytes arrive: one copy of the model, however many responses it took.
   let out: Uint8Array | null = null;
   let got = 0;
   for (let failures = 0; out === null || got < out.byteLength; ) {
     try {
-      const res = await fetch(url, got ? { headers: { range: `bytes=${got}-` } } : {});
+      const res = await fetch(url, { signal, ...(got ? { headers: { range: `bytes=${got}-` } } : {}) });
       if (!res.ok) throw await refusal(`GET model from byte ${got}`, res);
       if (got && res.status !== 206) throw new HttpRefusal(res.status, `GET model: the server ignored the range from byte ${got}`);
       if (out === null) {
@@ -98,6 +101,7 @@ export async function fetchModel(url: string, clock: Clock = realClock, onBytes:
       }
       if (got < out.byteLength) throw new Error(`GET model: the response ended at byte ${got} of ${out.byteLength}`);
     } catch (e) {
+      if (signal?.aborted) throw signal.reason;
       if (final(e) || ++failures >= ATTEMPTS) throw e;
       await sleepOn(clock, 250 * 2 ** failures);
     }

@@ -89,6 +89,9 @@ export class EngineApi {
   downloadedBytes() {
     return this.job?.downloadedBytes() ?? 0;
   }
+  abandonModelLoad() {
+    this.job?.abandonModelLoad();
+  }
   loadCheckpoint(bytes: Uint8Array, step: number) {
     return this.jobEngine.loadCheckpoint(bytes, step);
   }

@@ -129,6 +129,8 @@ export class JobEngine {
   private modelVersion = 0;
   /** Bytes downloaded for the job so far (shards, models): the runtime's heartbeat shows a load moving. */
   private downloaded = 0;
+  /** The model download under way (loadModel), which abandonModelLoad stops. */
+  private modelDownload: AbortController | null = null;
   private readonly downloads: Downloads;
 
   /**
@@ -190,7 +192,18 @@ export class JobEngine {
    * Returns the loaded parameters' digest (the server checks it against the checkpoint's).
    */
   async loadModel(url: string | null, step: number): Promise<{ digest: string }> {
-    return this.load(url ? await fetchModel(new URL(url, this.serverUrl).href, this.downloads.clock, this.downloads.onBytes) : null, step);
+    if (!url) return this.load(null, step);
+    const download = (this.modelDownload = new AbortController());
+    try {
+      return await this.load(await fetchModel(new URL(url, this.serverUrl).href, this.downloads.clock, this.downloads.onBytes, download.signal), step);
+    } finally {
+      if (this.modelDownload === download) this.modelDownload = null;
+    }
+  }
+
+  /** Stops the model download under way, if any (the server sent a newer model): its loadModel rejects, the model unchanged. */
+  abandonModelLoad(): void {
+    this.modelDownload?.abort(new Error('the model download was abandoned: the server sent a newer model'));
   }
 
   /** Bytes downloaded for this job so far, counted up as they arrive (a load in progress moves it). */

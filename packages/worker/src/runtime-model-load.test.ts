@@ -51,3 +51,39 @@ test('a model load the server superseded is not reported; the newer one is', asy
   assert.ok(logs.some((l) => /loaded the model of sync 2, now superseded/.test(l)), logs.join('\n'));
   runtime.stop();
 });
+
+test('a download from the server that a newer model:load makes stale is abandoned, not reported; the newer one is loaded', async () => {
+  const clock = new FakeClock();
+  const reported: number[] = [];
+  const { socket, deliver } = fakeVolunteerSocket(async (name, payload) => {
+    if (name === 'model:loaded') reported.push((payload as { seq: number }).seq);
+    return name === 'work:request' ? { ok: true, assigned: false } : { ok: true, admitted: false };
+  });
+  const loads: { url: string | null; done: () => void; abandon: () => void }[] = [];
+  const engine = {
+    setup: async () => ({ memory: { passes: 1, microBatch: 32, recompute: false, reason: 'test' } }),
+    loadModel: (url: string | null) => new Promise<{ digest: string }>((resolve, reject) => {
+      loads.push({ url, done: () => resolve({ digest: `digest of ${url}` }), abandon: () => reject(new Error('abandoned')) });
+    }),
+    // As JobEngine: the download under way rejects.
+    abandonModelLoad: () => loads.at(-1)?.abandon(),
+    downloadedBytes: () => 0,
+  };
+  const logs: string[] = [];
+  const runtime = new VolunteerRuntime({
+    socket, serverUrl: 'http://127.0.0.1:1', engine: engine as never, createTransport: () => ({ close() {} }) as never, clock, log: (l) => logs.push(l),
+  });
+  deliver('welcome', { volunteerId: 'v-1', protocol: 1, serverTime: clock.now(), displayName: null });
+  deliver('job:assign', assignment);
+  deliver('model:load', { jobId: 'job-1', seq: 2, step: 2, url: '/checkpoints/2' });
+  await clock.advance(10);
+  deliver('model:load', { jobId: 'job-1', seq: 3, step: 3, url: '/checkpoints/3' });
+  await clock.advance(10);
+  assert.deepEqual(loads.map((l) => l.url), ['/checkpoints/2', '/checkpoints/3'], 'the newer load begins without waiting for the older download');
+  loads[1].done();
+  await clock.advance(10);
+  assert.deepEqual(reported, [3]);
+  assert.equal(runtime.status.lastError, null, logs.join('\n'));
+  assert.ok(logs.some((l) => /the model of sync 2 is not loaded: the server sent a newer one/.test(l)), logs.join('\n'));
+  runtime.stop();
+});

@@ -10,6 +10,8 @@ import type { JobEngineInfo, SyncOf } from './job-engine';
 export interface EngineLike {
   setup(assignment: Assignment, serverUrl: string): Promise<JobEngineInfo>;
   loadModel(url: string | null, step: number): Promise<{ digest: string }>;
+  /** Stops a loadModel download under way (it rejects): the server sent a newer model. */
+  abandonModelLoad?(): void | Promise<void>;
   /** Bytes downloaded for the job so far (the heartbeat shows the server a load that is moving). */
   downloadedBytes?(): number | Promise<number>;
   /** A checkpoint a member sent (its digest checked first), loaded as loadModel does. */

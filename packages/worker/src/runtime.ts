@@ -66,7 +66,7 @@ export class VolunteerRuntime {
   private modelLoadsSent = 0;
   /** Bytes of models members sent this tab over their links for its job (counted with the engine's downloads in heartbeats). */
   private peerModelBytes = 0;
-  /** Stops the load from members under way (a newer model:load came); the server's URL has no such stop yet. */
+  /** Stops the load from members under way (a newer model:load came); the engine stops its own download. */
   private abandonPeerLoad: (() => void) | null = null;
   /** Counts job:end events as they arrive (before their turn in the queue): see queue(). */
   private jobsEnded = 0;
@@ -99,7 +99,9 @@ export class VolunteerRuntime {
     s.on('job:assign', (a) => this.queue('job:assign', () => this.onAssign(a)));
     s.on('model:load', (m) => {
       const load = ++this.modelLoadsSent;
+      // On a thin link the older model's bytes would delay the newer one's past its deadline.
       this.abandonPeerLoad?.();
+      void Promise.resolve(this.opts.engine.abandonModelLoad?.()).catch(() => {});
       this.queue('model:load', () => this.onModelLoad(m, load));
     });
     s.on('round:begin', (r) => {
@@ -351,8 +353,11 @@ export class VolunteerRuntime {
       }
       if (got) this.log(`the model from ${got.peer} loaded with digest ${loaded?.digest}, not ${m.digest}: loading the server's`);
     }
-    const { digest } = await this.opts.engine.loadModel(m.url, m.step);
-    return { digest, from: 'server' };
+    const fromServer = await this.opts.engine.loadModel(m.url, m.step).catch((e: unknown) => {
+      if (superseded()) return null; // abandoned for the newer model
+      throw e;
+    });
+    return fromServer && { digest: fromServer.digest, from: 'server' };
   }
 
   /** What this member sends a joiner that asks for the model of sync `seq` (collective's ModelShare): the last commit's, or a refusal. */
