@@ -1,7 +1,7 @@
 // A tab on a slow link is sent a newer model while it loads one (a sync committed meanwhile). Before,
 // it finished the old load, reported it, and the server refused the report ("was not asked to load the
-// model of sync 2"): the tab showed that as its error. Now the old load is not reported, and the
-// newer one is loaded and reported.
+// model of sync 2"): the tab showed that as its error. Now the old load is not reported (a download
+// under way is abandoned), and the newer one is loaded and reported.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FakeClock } from '@tabfleet/protocol/testing';
@@ -10,7 +10,12 @@ import { fakeVolunteerSocket } from './testing/fake-socket';
 
 const assignment = { job: { id: 'job-1', spec: { preset: 'mlp-fashion', strategy: 'localsgd' } }, shard: { index: 0, count: 1 } };
 
-test('a model load the server superseded is not reported; the newer one is', async () => {
+/**
+ * A runtime assigned job-1 whose engine's loads wait for the test (`done`, or `abandon` to reject);
+ * with `abandonable`, the engine's abandonModelLoad rejects the latest load as JobEngine's does.
+ * The server answers a report of sync 3's model with "not admitted", of another with a refusal.
+ */
+function joiningRuntime(abandonable: boolean) {
   const clock = new FakeClock();
   const reported: number[] = [];
   const { socket, deliver } = fakeVolunteerSocket(async (name, payload) => {
@@ -23,10 +28,13 @@ test('a model load the server superseded is not reported; the newer one is', asy
     }
     return name === 'work:request' ? { ok: true, assigned: false } : { ok: true };
   });
-  const loads: { url: string | null; done: () => void }[] = [];
+  const loads: { url: string | null; done: () => void; abandon: () => void }[] = [];
   const engine = {
     setup: async () => ({ memory: { passes: 1, microBatch: 32, recompute: false, reason: 'test' } }),
-    loadModel: (url: string | null) => new Promise<{ digest: string }>((resolve) => loads.push({ url, done: () => resolve({ digest: `digest of ${url}` }) })),
+    loadModel: (url: string | null) => new Promise<{ digest: string }>((resolve, reject) => {
+      loads.push({ url, done: () => resolve({ digest: `digest of ${url}` }), abandon: () => reject(new Error('abandoned')) });
+    }),
+    ...(abandonable ? { abandonModelLoad: () => loads.at(-1)?.abandon() } : {}),
     downloadedBytes: () => 0,
   };
   const logs: string[] = [];
@@ -35,6 +43,11 @@ test('a model load the server superseded is not reported; the newer one is', asy
   });
   deliver('welcome', { volunteerId: 'v-1', protocol: 1, serverTime: clock.now(), displayName: null });
   deliver('job:assign', assignment);
+  return { clock, deliver, reported, loads, logs, runtime };
+}
+
+test('a model load the server superseded is not reported; the newer one is', async () => {
+  const { clock, deliver, reported, loads, logs, runtime } = joiningRuntime(false);
   deliver('model:load', { jobId: 'job-1', seq: 2, step: 2, url: '/checkpoints/2' });
   await clock.advance(10);
   assert.deepEqual(loads.map((l) => l.url), ['/checkpoints/2'], logs.join('\n'));
@@ -53,28 +66,7 @@ test('a model load the server superseded is not reported; the newer one is', asy
 });
 
 test('a download from the server that a newer model:load makes stale is abandoned, not reported; the newer one is loaded', async () => {
-  const clock = new FakeClock();
-  const reported: number[] = [];
-  const { socket, deliver } = fakeVolunteerSocket(async (name, payload) => {
-    if (name === 'model:loaded') reported.push((payload as { seq: number }).seq);
-    return name === 'work:request' ? { ok: true, assigned: false } : { ok: true, admitted: false };
-  });
-  const loads: { url: string | null; done: () => void; abandon: () => void }[] = [];
-  const engine = {
-    setup: async () => ({ memory: { passes: 1, microBatch: 32, recompute: false, reason: 'test' } }),
-    loadModel: (url: string | null) => new Promise<{ digest: string }>((resolve, reject) => {
-      loads.push({ url, done: () => resolve({ digest: `digest of ${url}` }), abandon: () => reject(new Error('abandoned')) });
-    }),
-    // As JobEngine: the download under way rejects.
-    abandonModelLoad: () => loads.at(-1)?.abandon(),
-    downloadedBytes: () => 0,
-  };
-  const logs: string[] = [];
-  const runtime = new VolunteerRuntime({
-    socket, serverUrl: 'http://127.0.0.1:1', engine: engine as never, createTransport: () => ({ close() {} }) as never, clock, log: (l) => logs.push(l),
-  });
-  deliver('welcome', { volunteerId: 'v-1', protocol: 1, serverTime: clock.now(), displayName: null });
-  deliver('job:assign', assignment);
+  const { clock, deliver, reported, loads, logs, runtime } = joiningRuntime(true);
   deliver('model:load', { jobId: 'job-1', seq: 2, step: 2, url: '/checkpoints/2' });
   await clock.advance(10);
   deliver('model:load', { jobId: 'job-1', seq: 3, step: 3, url: '/checkpoints/3' });
