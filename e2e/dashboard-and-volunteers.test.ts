@@ -78,9 +78,8 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   await waitFor('the dashboard shows done', async () => (await d.textContent('#job-summary'))?.includes('done'), 10_000, 200);
   await shot(d, 'dashboard-job-done');
 
-  // What ended the job: an evaluation at the target on the word of several members. Syncs already
-  // under way when it was recorded may still commit and be evaluated before the final checkpoint is
-  // stored, so the last figure can lie a little below it (seen once: 82.66% after the target).
+  // What ended the job: an evaluation at the target on the word of several members, of the model the
+  // job ends with (a last sync measured below the target sends training on: docs/protocol.md).
   assert.match(done.endReason ?? '', /reached target accuracy 0\.82/);
   const points = (await session.server.api(`/api/jobs/${jobId}/metrics`)).body.points as { step: number; accuracy: number | null; vouchers: number | null }[];
   const evaluations = points.filter((p) => p.accuracy !== null).map((p) => `${p.step}: ${p.accuracy} (${p.vouchers})`).join(', ');
@@ -89,7 +88,7 @@ test('a researcher submits a job from the dashboard, three tabs train it, one le
   // The dashboard's last accuracy and the final checkpoint, evaluated independently on the CPU reference.
   const figure = (await d.textContent('[data-figure="test accuracy"]')) ?? '';
   const shown = Number(/([\d.]+)%/.exec(figure)![1]) / 100;
-  assert.ok(shown >= 0.78, `the last evaluation (${shown}); by step: ${evaluations}\nserver:\n${session.server.logTail(40)}`);
+  assert.ok(shown >= 0.82, `the last evaluation (${shown}); by step: ${evaluations}\nserver:\n${session.server.logTail(40)}`);
   assert.match(figure, /\([2-9] members vouch\)/, 'figures are recorded on the word of several members');
   const [download] = await Promise.all([d.waitForEvent('download'), d.click('#download-checkpoint')]);
   // saveAs, not path(): the shared browser is a remote one.

@@ -34,6 +34,7 @@ export const COUNTERS = {
   checkpoints_lost: { help: 'Checkpoints given up on (upload stalled, refused, unverifiable or not stored).', labels: [] },
   evaluation_disagreements: { help: 'Evaluations whose evaluators did not agree on the sync\'s model.', labels: [] },
   targets_unvouched: { help: 'Target accuracies reached but not vouched for by enough evaluators.', labels: [] },
+  targets_not_held: { help: 'Jobs that reached their target accuracy whose last sync measured below it, so training went on.', labels: [] },
   evaluations_unvouched: { help: 'Untrusted jobs\' evaluations without two members with standing behind the majority.', labels: [] },
   evaluation_accuracy_disputes: { help: 'Evaluations whose evaluators of one model disagreed on its accuracy, none believed (no accuracy recorded).', labels: [] },
   events_rejected: { help: 'Socket.IO events refused, by error code.', labels: ['code'] },

@@ -82,8 +82,15 @@ export class Checkpoints {
   private latestAccuracySeq = -1;
   /** What the job holds back on and why (an unvouched target accuracy), shown on the dashboard. */
   notice: string | null = null;
-  /** Stop after the next committed sync that leaves a checkpoint (target accuracy reached). */
+  /**
+   * A measured sync reached the target accuracy: the job ends once its newest sync is stored and
+   * measured at the target, so the model it leaves is one that reached it.
+   */
   finishing = false;
+  /** The sync seated last while finishing (checkpointed and measured): its evaluation decides. */
+  private finalSeq: number | null = null;
+  /** Recent measured syncs whose evaluation reached the target on enough vouchers. */
+  private readonly reachedTarget = new Set<number>();
   /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
   owed = false;
   /**
@@ -141,6 +148,11 @@ export class Checkpoints {
     return this.host.members.unsentLoads.size > 0 && this.host.job.spec.groupSize === undefined;
   }
 
+  /** While finishing, the last sync's measurement decides whether the job ends there: no sync begins past it meanwhile. */
+  get finalEvaluationHoldsBegin(): boolean {
+    return this.finishing && this.finalSeq === this.host.job.seq && !!this.evaluations.get(this.finalSeq)?.measured;
+  }
+
   /**
    * Who evaluates and uploads sync `seq` (at `step`) of `ring` (in a Moshpit sync, members of the
    * uploader's group, `sameGroup`). Checkpointed: when joiners wait for it or were sent an older one,
@@ -157,6 +169,7 @@ export class Checkpoints {
   seatsFor(ring: Member[], seq: number, step: number, joinersWaiting: boolean, sameGroup: ((a: string, b: string) => boolean) | null) {
     const spec = this.host.job.spec;
     const last = step >= targetStepsOf(spec) || this.finishing;
+    if (this.finishing) this.finalSeq = seq;
     const checkpoint = last || joinersWaiting || this.staleLoadSent || this.owed || seq % spec.checkpointEvery === 0;
     if (checkpoint) this.staleLoadSent = false;
     const scheduled = step >= (spec.evalFromStep ?? 0) && Math.floor(step / spec.evalEverySteps) > Math.floor(this.host.job.step / spec.evalEverySteps);
@@ -405,6 +418,7 @@ export class Checkpoints {
     if (!outcome.agreed) {
       this.host.deps.count('evaluation_disagreements');
       this.host.deps.log(`job ${this.host.job.id}: evaluation of sync ${ev.seq} not recorded: ${outcome.reason}`);
+      if (this.finishing && ev.seq === this.finalSeq) this.finalFellShort(ev.seq, null);
       if (this.pending?.seq === ev.seq) this.settleUpload();
       return;
     }
@@ -438,12 +452,38 @@ export class Checkpoints {
       this.host.deps.log(`job ${this.host.job.id}: ${this.notice}`);
       this.host.changed();
     }
-    if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough && !this.finishing && !this.host.ended) {
-      this.host.deps.log(`job ${this.host.job.id}: test accuracy ${outcome.accuracy} (${outcome.vouchers} members vouch) reached the target ${target}`);
-      this.finishing = true;
-      if (this.latest?.seq === this.host.job.seq && !this.pending) this.host.stop(`reached target accuracy ${target}`, 'done');
-    }
+    if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough) {
+      this.reachedTarget.add(ev.seq);
+      for (const seq of this.reachedTarget) if (seq < ev.seq - 8) this.reachedTarget.delete(seq);
+      if (!this.finishing && !this.host.ended) {
+        this.host.deps.log(`job ${this.host.job.id}: test accuracy ${outcome.accuracy} (${outcome.vouchers} members vouch) reached the target ${target}`);
+        this.finishing = true;
+      }
+      this.finishIfReached();
+    } else if (this.finishing && ev.seq === this.finalSeq) this.finalFellShort(ev.seq, outcome.accuracy);
     if (!this.host.ended) this.host.tryBegin();
+  }
+
+  /** Finishing: the job ends when its newest sync is stored and that model itself was measured at the target. */
+  private finishIfReached(): void {
+    const seq = this.host.job.seq;
+    if (!this.finishing || this.host.ended || this.pending || this.latest?.seq !== seq || !this.reachedTarget.has(seq)) return;
+    this.host.stop(`reached target accuracy ${this.host.job.spec.targetAccuracy}`, 'done');
+  }
+
+  /**
+   * The last sync's model, measured, is below the target an earlier sync reached (LocalSGD's models
+   * wander a little between syncs): the job does not end on a model that misses its target. Training
+   * goes on until a stored model is measured at the target (or the job's steps run out).
+   */
+  private finalFellShort(seq: number, accuracy: number | null): void {
+    this.finishing = false;
+    this.finalSeq = null;
+    const measured = accuracy === null ? 'has no agreed accuracy' : `measured ${accuracy}`;
+    this.notice = `sync ${seq}: the model the job would end with ${measured}, below the target ${this.host.job.spec.targetAccuracy}: training goes on`;
+    this.host.deps.count('targets_not_held');
+    this.host.deps.log(`job ${this.host.job.id}: ${this.notice}`);
+    this.host.changed();
   }
 
   /**
@@ -479,8 +519,10 @@ export class Checkpoints {
     if (!this.latest || seq >= this.latest.seq) this.latest = info;
     this.host.changed();
     if (this.host.ended) return;
-    if (seq === this.host.job.seq && (this.finishing || this.host.job.step >= targetStepsOf(this.host.job.spec))) {
-      this.host.stop(this.finishing ? `reached target accuracy ${this.host.job.spec.targetAccuracy}` : `reached ${this.host.job.step} steps`, 'done');
+    this.finishIfReached();
+    if (this.host.ended) return;
+    if (seq === this.host.job.seq && this.host.job.step >= targetStepsOf(this.host.job.spec)) {
+      this.host.stop(`reached ${this.host.job.step} steps`, 'done');
       return;
     }
     // Moshpit joiners take the newest checkpoint even when syncs went on while it was stored (model-loads.ts).

@@ -466,7 +466,7 @@ export class JobCoordinator {
   }
 
   private tryBegin(): void {
-    if (this.ended || this.round || this.checkpoints.uploadPending || this.checkpoints.storingHoldsBegin) return;
+    if (this.ended || this.round || this.checkpoints.uploadPending || this.checkpoints.storingHoldsBegin || this.checkpoints.finalEvaluationHoldsBegin) return;
     this.resumeIfOrphaned();
     this.barrier.evictSilent();
     if (this.barrier.open()) this.begin(this.admission.ringOf([...this.members.inPhase.ready].sort((a, b) => a.shard - b.shard)));

@@ -118,6 +118,8 @@ export interface SimOptions {
   checkpoint?: (seq: number, params: Float32Array) => Uint8Array | null;
   /** Waits this long after a checkpoint request before uploading (a slow link: syncs may commit meanwhile). */
   uploadDelayMs?: number;
+  /** Reports each evaluation this long after the commit, meanwhile training on (a slow evaluator reading the test set). */
+  evaluationDelayMs?: number;
   log?: (line: string) => void;
   /** The loopback address it connects from (127.0.0.x: volunteers behind different addresses). */
   localAddress?: string;
@@ -505,8 +507,13 @@ export class SimVolunteer {
     // `?.`: a server from before evaluators (the tests' check that they fail on old code) sends none.
     if (begin?.evaluators?.includes(this.volunteerId)) {
       const ev: { accuracy: number | null; loss: number | null; checksum?: string } = this.opts.evaluate?.(c.seq, this.params) ?? simEvaluation(c.seq);
-      const ack = await this.emit('metrics', { jobId: c.jobId, seq: c.seq, checksum: ev.checksum ?? modelDigest(this.params), accuracy: ev.accuracy, loss: ev.loss });
-      if (!ack.ok) this.log(`metrics refused: ${ack.error.message}`);
+      const report = { jobId: c.jobId, seq: c.seq, checksum: ev.checksum ?? modelDigest(this.params), accuracy: ev.accuracy, loss: ev.loss };
+      const send = async () => {
+        const ack = await this.emit('metrics', report);
+        if (!ack.ok) this.log(`metrics refused: ${ack.error.message}`);
+      };
+      if (this.opts.evaluationDelayMs) setTimeout(() => void send(), this.opts.evaluationDelayMs);
+      else await send();
     }
     if (begin?.uploader === this.volunteerId) await this.upload(c.jobId, c.seq);
     if (!this.ended) await this.trainThenReady();
