@@ -3,10 +3,12 @@
 // model (the server sends it at the commit). Before, the next sync held it just as briefly, so a joiner
 // slower than that pace chased each newer model for ever. Now the sync after one it missed waits for
 // it longer, once: in a trusted job while its load is alive (its heartbeats show bytes coming in), in
-// an untrusted one up to the load timeout.
+// an untrusted one up to the load timeout, and for joiners without standing at most once per 10 load
+// timeouts (before, each fresh identity that never finished loading held a sync a whole load timeout).
 // Timed on a fake clock: the holds are server timers; the volunteers train in real time.
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { PROBATION_VERIFIED } from '@tabfleet/protocol';
 import { FakeClock } from '@tabfleet/protocol/testing';
 import { SimVolunteer, startTestServer, waitFor } from '../src/testing';
 
@@ -44,29 +46,29 @@ async function slowJoiner(t: TestContext, trust: 'trusted' | 'untrusted' = 'trus
 
   let downloaded = 0;
   const began = () => members[0].events.filter((e) => e.name === 'round:begin').length;
-  /** `ms` of fake time pass, 5 s at a time, once both members wait at the barrier for the sync after `seq`. */
-  const waitAtBarrier = async (seq: number, ms: number, progress = true) => {
+  /** `ms` of fake time pass, 5 s at a time, once both members wait at the barrier for the sync after `seq` (`who` says bytes come in). */
+  const waitAtBarrier = async (seq: number, ms: number, progress = true, who = joiner) => {
     await waitFor(`both members ready for sync ${seq + 1}`, () => members.every((s) => s.readied.includes(seq + 1)), 30_000);
     await new Promise((r) => setTimeout(r, 200)); // the server has their round:ready
     for (let spent = 0; spent < ms; spent += 5_000) {
-      if (progress) joiner.send('status', { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0, downloadedBytes: (downloaded += 100_000) });
+      if (progress) who.send('status', { state: 'loading', hidden: false, step: 0, samplesPerSec: 0, bytesSent: 0, bytesReceived: 0, downloadedBytes: (downloaded += 100_000) });
       await new Promise((r) => setTimeout(r, 20));
       await clock.advance(5_000);
       await new Promise((r) => setTimeout(r, 20));
     }
   };
-  /** The usual loads' pace (the members loaded in milliseconds) runs out: the sync after `seq` commits without the joiner, which is sent a newer model. */
-  const missesSync = async (seq: number) => {
-    const loads = joiner.loadedFrom.length;
-    await waitAtBarrier(seq, PACE_FLOOR_MS + 10_000);
+  /** The usual loads' pace (the members loaded in milliseconds) runs out: the sync after `seq` commits without `who`, which is sent a newer model. */
+  const missesSync = async (seq: number, who = joiner) => {
+    const loads = who.loadedFrom.length;
+    await waitAtBarrier(seq, PACE_FLOOR_MS + 10_000, true, who);
     await waitFor(`sync ${seq + 1} commits without the joiner`, () => members[0].committed.includes(seq + 1), 30_000);
-    await waitFor('the joiner is sent the newer model', () => joiner.loadedFrom.length > loads, 30_000)
+    await waitFor('the joiner is sent the newer model', () => who.loadedFrom.length > loads, 30_000)
       .catch((e: Error) => { throw new Error(`${e.message}\n${server.logTail(30)}`); });
-    const newer = joiner.loadedFrom.at(-1)!.seq;
+    const newer = who.loadedFrom.at(-1)!.seq;
     assert.ok(newer > seq, `sent the model of sync ${newer} after sync ${seq + 1} committed`);
     return newer;
   };
-  return { server, members, joiner, began, waitAtBarrier, missesSync };
+  return { server, job, members, joiner, began, waitAtBarrier, missesSync };
 }
 
 test('a joiner that missed a sync while it loaded holds the next one until it has loaded, and joins', async (t) => {
@@ -116,4 +118,40 @@ test('in an untrusted job a joiner that never loads holds one sync up to the loa
   await missesSync(joiner.loadedFrom.at(-1)!.seq);
   assert.equal(joiner.committed.length, 0);
   assert.deepEqual(joiner.errors, []);
+});
+
+/** A first joiner without standing takes its long hold and leaves; then another identity (with standing: a record of confirmed work) joins as slowly. */
+async function secondSlowJoiner(t: TestContext, standing = false) {
+  const chase = await slowJoiner(t, 'untrusted');
+  const { server, job, members, joiner, waitAtBarrier, missesSync } = chase;
+  const second = await missesSync(joiner.loadedFrom[0].seq);
+  await waitAtBarrier(second, LOAD_TIMEOUT_MS + 5_000);
+  await waitFor(`sync ${second + 1} commits without the first joiner`, () => members[0].committed.includes(second + 1), 30_000);
+  joiner.close();
+  // A few minutes of fake time later, well within 10 load timeouts.
+  const clientId = standing ? 'standing-joiner-0123456789abcdef' : undefined;
+  if (clientId) await server.store.addReputation(clientId, { verified: PROBATION_VERIFIED + 5 });
+  const next = new SimVolunteer({ url: server.url, oracle: server.oracle, trainMs: 20, clientId });
+  t.after(() => next.close());
+  next.holdLoad = true;
+  assert.equal((await next.request(job.id)).ok, true);
+  await waitFor('the second joiner downloaded a model', () => next.loadedFrom.length >= 1, 30_000);
+  return { ...chase, next, missed: await missesSync(next.loadedFrom[0].seq, next) };
+}
+
+test('in an untrusted job a second joiner without standing soon after gets no long hold: fresh identities cannot stall every sync', async (t) => {
+  const { next, missed, missesSync } = await secondSlowJoiner(t);
+  // Before, this sync waited a whole load timeout for it, as for the first; now only the usual pace.
+  await missesSync(missed, next);
+  assert.equal(next.committed.length, 0);
+  assert.deepEqual(next.errors, []);
+});
+
+test('in an untrusted job a second joiner with standing soon after is still held for up to the load timeout', async (t) => {
+  const { server, members, next, missed, waitAtBarrier, began } = await secondSlowJoiner(t, true);
+  const beganBefore = began();
+  await waitAtBarrier(missed, LOAD_TIMEOUT_MS - 10_000, true, next);
+  await new Promise((r) => setTimeout(r, 1_500));
+  assert.equal(began(), beganBefore, `no sync began while the joiner with standing loaded\n${server.logTail(20)}`);
+  assert.ok(!members[0].committed.includes(missed + 1));
 });

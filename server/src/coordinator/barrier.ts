@@ -4,7 +4,8 @@
 // configured barrier timeout evicted. Fewer than the job's minimum do not sync, unless joiners that
 // wait for the checkpoint only this sync can leave would make up the minimum. Joiners loading the
 // current model are waited for at the pace joiners usually load (one that missed a sync loading, once,
-// longer: so a slow link does not chase newer models for ever); Moshpit joiners take a later sync
+// longer: so a slow link does not chase newer models for ever; in untrusted jobs rarely for newcomers,
+// whose identities cost nothing); Moshpit joiners take a later sync
 // instead of holding one of thousands, and load the seed when the sync they would wait for cannot
 // begin without them (model-loads.ts).
 import type { Deadlines } from './deadlines';
@@ -15,12 +16,19 @@ import type { StepPlanner } from './step-planner';
 const JOIN_GRACE_MS = 5_000;
 /** Before any joiner was timed, the round waits this long for loading joiners once the others are ready. */
 const FIRST_LOAD_GUESS_MS = 30_000;
+/**
+ * Untrusted jobs: a long hold for a joiner without standing starts at most once per this many load
+ * timeouts, so fresh identities that never finish loading stall the job a tenth of its time at most.
+ */
+const NEWCOMER_LONG_HOLD_EVERY = 10;
 
 export interface BarrierHost extends JobHost {
   readonly deadlines: Deadlines;
   readonly planner: StepPlanner;
   evict(volunteerId: string, why: string): void;
   tryBegin(): void;
+  /** Whether an identity's work was confirmed enough (standing.ts): identities without it cost nothing. */
+  hasStanding(identity: string): boolean;
   /** The coming sync lacks members (fewer than the minimum ready or training): joiners waiting for a model may be sent one. */
   quorumShort(): void;
 }
@@ -32,6 +40,8 @@ export class Barrier {
   /** Loading joiners are waited for until this fires; then the round goes on without them. */
   private cancelJoinerHold: (() => void) | null = null;
   private joinerHoldExpired = false;
+  /** When a newcomer's long hold last began (untrusted jobs). */
+  private newcomerLongHoldAt = -Infinity;
 
   constructor(private readonly host: BarrierHost) {}
 
@@ -98,11 +108,19 @@ export class Barrier {
    * How long loading joiners hold the coming sync: the usual loads' bound; for the sync after one a
    * joiner missed loading, as long as its load is alive in a trusted job (its deadline follows the
    * bytes it reports coming in, model-loads.ts), and one load timeout in an untrusted job (identities
-   * cost nothing there, and each fresh one of a joiner that trickles bytes would hold the job anew).
+   * cost nothing there, and each fresh one of a joiner that trickles bytes would hold the job anew):
+   * always for a joiner with standing, for one without at most once per NEWCOMER_LONG_HOLD_EVERY.
    */
   private joinerHoldMs(): number {
     const { deps, deadlines, job } = this.host;
-    if (this.loadsOut().some((m) => m.syncsMissedLoading === 1)) return job.spec.trust === 'trusted' ? Infinity : deps.timing.loadTimeoutMs;
+    const missed = this.loadsOut().filter((m) => m.syncsMissedLoading === 1);
+    if (missed.length && job.spec.trust === 'trusted') return Infinity;
+    if (missed.some((m) => this.host.hasStanding(m.identity))) return deps.timing.loadTimeoutMs;
+    const now = deps.clock.now();
+    if (missed.length && now - this.newcomerLongHoldAt >= NEWCOMER_LONG_HOLD_EVERY * deps.timing.loadTimeoutMs) {
+      this.newcomerLongHoldAt = now;
+      return deps.timing.loadTimeoutMs;
+    }
     return deadlines.bound('load', deps.timing.loadTimeoutMs, FIRST_LOAD_GUESS_MS);
   }
 

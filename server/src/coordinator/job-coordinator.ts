@@ -98,7 +98,7 @@ export class JobCoordinator {
     this.planner = new StepPlanner({ get job() { return current(); }, members: this.members, deadlines: this.deadlines });
     this.barrier = new Barrier({
       get job() { return current(); }, deps, members: this.members, deadlines: this.deadlines, planner: this.planner,
-      evict: (id, why) => this.evict(id, why), tryBegin: () => this.tryBegin(), quorumShort: () => this.loads.seedWaitingJoiners(),
+      evict: (id, why) => this.evict(id, why), tryBegin: () => this.tryBegin(), quorumShort: () => this.loads.seedWaitingJoiners(), hasStanding: (id) => this.hasStanding(id),
     });
     this.checkpoints = new Checkpoints({
       get job() { return current(); }, deps, members: this.members, get ended() { return self.ended; }, get networkRulesApply() { return self.networkRulesApply; }, tally: this.tally,
