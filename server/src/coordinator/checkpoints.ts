@@ -89,8 +89,8 @@ export class Checkpoints {
   finishing = false;
   /** The sync seated last while finishing (checkpointed and measured): its evaluation decides. */
   private finalSeq: number | null = null;
-  /** Recent measured syncs whose evaluation reached the target on enough vouchers. */
-  private readonly reachedTarget = new Set<number>();
+  /** The newest measured sync whose evaluation reached the target on enough vouchers. */
+  private reachedSeq = -1;
   /** The last checkpoint was lost (upload stalled, refused or not stored): the next sync is checkpointed. */
   owed = false;
   /**
@@ -453,8 +453,7 @@ export class Checkpoints {
       this.host.changed();
     }
     if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough) {
-      this.reachedTarget.add(ev.seq);
-      for (const seq of this.reachedTarget) if (seq < ev.seq - 8) this.reachedTarget.delete(seq);
+      this.reachedSeq = Math.max(this.reachedSeq, ev.seq);
       if (!this.finishing && !this.host.ended) {
         this.host.deps.log(`job ${this.host.job.id}: test accuracy ${outcome.accuracy} (${outcome.vouchers} members vouch) reached the target ${target}`);
         this.finishing = true;
@@ -467,7 +466,7 @@ export class Checkpoints {
   /** Finishing: the job ends when its newest sync is stored and that model itself was measured at the target. */
   private finishIfReached(): void {
     const seq = this.host.job.seq;
-    if (!this.finishing || this.host.ended || this.pending || this.latest?.seq !== seq || !this.reachedTarget.has(seq)) return;
+    if (!this.finishing || this.host.ended || this.pending || this.latest?.seq !== seq || this.reachedSeq !== seq) return;
     this.host.stop(`reached target accuracy ${this.host.job.spec.targetAccuracy}`, 'done');
   }
 
