@@ -9,6 +9,8 @@ import { join } from 'node:path';
 export const TILE_ROWS = 8;
 export const TILE_COLS = 16;
 export const LAYOUTS = ['nn', 'tn', 'nt', 'tt'] as const;
+/** Invocations per workgroup: SwiftShader pays tens of µs per workgroup, so not one SIMD group of 4. */
+export const LANES = 16;
 
 function entryPoint(layout: (typeof LAYOUTS)[number], TM: number, TN: number): string[] {
   const transA = layout[0] === 't', transB = layout[1] === 't';
@@ -17,14 +19,18 @@ function entryPoint(layout: (typeof LAYOUTS)[number], TM: number, TN: number): s
   const L: string[] = [];
   L.push(`
 // A ${transA ? '[K, M]' : '[M, K]'}, B ${transB ? '[N, K]' : '[K, N]'}.
-@compute @workgroup_size(WG_X, WG_Y, 1)
+@compute @workgroup_size(${LANES})
 fn main_${layout}(@builtin(global_invocation_id) gid: vec3u) {
-  let col0 = gid.x * ${TN}u;
-  let row0 = gid.y * ${TM}u;
-  if (row0 >= p.M || col0 >= p.N) { return; }
+  // Invocation i computes tile i of the whole output, batch by batch, row-major within one.
+  let i = gid.y * p.rowStride + gid.x;
+  if (i >= p.tiles * p.batch) { return; }
+  let z = i / p.tiles;
+  let tile = i % p.tiles;
+  let col0 = (tile % p.tileCols) * ${TN}u;
+  let row0 = (tile / p.tileCols) * ${TM}u;
   let K4 = p.K / 4u;
-  let aBase = gid.z * p.strideA / 4u;
-  let bBase = gid.z * p.strideB / 4u;
+  let aBase = z * p.strideA / 4u;
+  let bBase = z * p.strideB / 4u;
   // Clamped rows and columns keep every load in bounds; their results are never stored.`);
   if (transA) {
     L.push(`  let M4 = p.M / 4u;`);
@@ -62,11 +68,12 @@ fn main_${layout}(@builtin(global_invocation_id) gid: vec3u) {
     L.push(`    acc${i}_${v} = fma(vec4f(a${i}.w), b3_${v}, fma(vec4f(a${i}.z), b2_${v}, fma(vec4f(a${i}.y), b1_${v}, fma(vec4f(a${i}.x), b0_${v}, acc${i}_${v}))));`);
   }
   L.push(`  }`);
-  L.push(`  let cBase = gid.z * p.M * p.N;`);
+  L.push(`  let cBase = z * p.M * p.N;`);
+  L.push(`  let rowBiasOn = flag(HAS_BIAS) && flag(BIAS_PER_ROW);`);
   for (const v of cvecs) L.push(`  let bias${v} = columnBias(col0 + ${v * 4}u);`);
   for (const i of rows) {
     L.push(`  if (row0 + ${i}u < p.M) {`);
-    L.push(`    let rowBias = vec4f(select(0.0, bias[row0 + ${i}u], HAS_BIAS && BIAS_PER_ROW));`);
+    L.push(`    let rowBias = vec4f(select(0.0, bias[row0 + ${i}u], rowBiasOn));`);
     for (const v of cvecs) L.push(`    store(cBase + (row0 + ${i}u) * p.N, col0 + ${v * 4}u, acc${i}_${v} + bias${v} + rowBias);`);
     L.push(`  }`);
   }
@@ -85,15 +92,22 @@ export function generateMatmulUnrolled(TM = TILE_ROWS, TN = TILE_COLS): string {
 // Needs K % 4 = 0, M % 4 = 0 when A is transposed, N % 4 = 0 when B is not, batch strides % 4 = 0
 // (matmul_reg covers every other shape).
 // Bindings: 0 uniform Params, 1 A (vec4), 2 B (vec4), 3 bias [N], or [M] when BIAS_PER_ROW (conv
-// channels), any buffer when HAS_BIAS is false; 4 C.
-// Dispatch (ceil(N / ${TN} / WG_X), ceil(M / ${TM} / WG_Y), batch).
-struct Params { M: u32, N: u32, K: u32, strideA: u32, strideB: u32 }
+// channels), any buffer without HAS_BIAS; 4 C.
+// One pipeline per entry point whatever the shapes and the epilogue: the workgroup is ${LANES} lanes,
+// each invocation one ${TM}×${TN} tile of the output in order (batch, tile row, tile column), and
+// the epilogue (bias per column or per row, ReLU) is read from the uniforms. Compiling an entry point
+// costs SwiftShader 0.4–0.8 s of LLVM, which every page pays again.
+// Dispatch grid1d(tiles · batch, ${LANES}): invocation i = y·rowStride + x.
+struct Params {
+  M: u32, N: u32, K: u32, strideA: u32,
+  strideB: u32, tileCols: u32, tiles: u32, batch: u32,
+  rowStride: u32, flags: u32,
+}
 
-override WG_X: u32 = 16;
-override WG_Y: u32 = 4;
-override HAS_BIAS: bool = false;
-override BIAS_PER_ROW: bool = false;
-override RELU: bool = false;
+// Bits of p.flags.
+const HAS_BIAS = 1u;
+const BIAS_PER_ROW = 2u;
+const RELU = 4u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> A: array<vec4f>;
@@ -101,15 +115,16 @@ override RELU: bool = false;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> C: array<f32>;
 
+fn flag(bit: u32) -> bool { return (p.flags & bit) != 0u; }
+
 fn columnBias(col: u32) -> vec4f {
-  if (!HAS_BIAS || BIAS_PER_ROW) { return vec4f(0.0); }
+  if (!flag(HAS_BIAS) || flag(BIAS_PER_ROW)) { return vec4f(0.0); }
   let last = p.N - 1u;
   return vec4f(bias[min(col, last)], bias[min(col + 1u, last)], bias[min(col + 2u, last)], bias[min(col + 3u, last)]);
 }
 
 fn store(rowBase: u32, col: u32, value: vec4f) {
-  var v = value;
-  if (RELU) { v = max(v, vec4f(0.0)); }
+  let v = select(value, max(value, vec4f(0.0)), flag(RELU));
   for (var e = 0u; e < 4u; e++) {
     if (col + e < p.N) { C[rowBase + col + e] = v[e]; }
   }

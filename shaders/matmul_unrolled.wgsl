@@ -7,15 +7,22 @@
 // Needs K % 4 = 0, M % 4 = 0 when A is transposed, N % 4 = 0 when B is not, batch strides % 4 = 0
 // (matmul_reg covers every other shape).
 // Bindings: 0 uniform Params, 1 A (vec4), 2 B (vec4), 3 bias [N], or [M] when BIAS_PER_ROW (conv
-// channels), any buffer when HAS_BIAS is false; 4 C.
-// Dispatch (ceil(N / 16 / WG_X), ceil(M / 8 / WG_Y), batch).
-struct Params { M: u32, N: u32, K: u32, strideA: u32, strideB: u32 }
+// channels), any buffer without HAS_BIAS; 4 C.
+// One pipeline per entry point whatever the shapes and the epilogue: the workgroup is 16 lanes,
+// each invocation one 8×16 tile of the output in order (batch, tile row, tile column), and
+// the epilogue (bias per column or per row, ReLU) is read from the uniforms. Compiling an entry point
+// costs SwiftShader 0.4–0.8 s of LLVM, which every page pays again.
+// Dispatch grid1d(tiles · batch, 16): invocation i = y·rowStride + x.
+struct Params {
+  M: u32, N: u32, K: u32, strideA: u32,
+  strideB: u32, tileCols: u32, tiles: u32, batch: u32,
+  rowStride: u32, flags: u32,
+}
 
-override WG_X: u32 = 16;
-override WG_Y: u32 = 4;
-override HAS_BIAS: bool = false;
-override BIAS_PER_ROW: bool = false;
-override RELU: bool = false;
+// Bits of p.flags.
+const HAS_BIAS = 1u;
+const BIAS_PER_ROW = 2u;
+const RELU = 4u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> A: array<vec4f>;
@@ -23,29 +30,34 @@ override RELU: bool = false;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> C: array<f32>;
 
+fn flag(bit: u32) -> bool { return (p.flags & bit) != 0u; }
+
 fn columnBias(col: u32) -> vec4f {
-  if (!HAS_BIAS || BIAS_PER_ROW) { return vec4f(0.0); }
+  if (!flag(HAS_BIAS) || flag(BIAS_PER_ROW)) { return vec4f(0.0); }
   let last = p.N - 1u;
   return vec4f(bias[min(col, last)], bias[min(col + 1u, last)], bias[min(col + 2u, last)], bias[min(col + 3u, last)]);
 }
 
 fn store(rowBase: u32, col: u32, value: vec4f) {
-  var v = value;
-  if (RELU) { v = max(v, vec4f(0.0)); }
+  let v = select(value, max(value, vec4f(0.0)), flag(RELU));
   for (var e = 0u; e < 4u; e++) {
     if (col + e < p.N) { C[rowBase + col + e] = v[e]; }
   }
 }
 
 // A [M, K], B [K, N].
-@compute @workgroup_size(WG_X, WG_Y, 1)
+@compute @workgroup_size(16)
 fn main_nn(@builtin(global_invocation_id) gid: vec3u) {
-  let col0 = gid.x * 16u;
-  let row0 = gid.y * 8u;
-  if (row0 >= p.M || col0 >= p.N) { return; }
+  // Invocation i computes tile i of the whole output, batch by batch, row-major within one.
+  let i = gid.y * p.rowStride + gid.x;
+  if (i >= p.tiles * p.batch) { return; }
+  let z = i / p.tiles;
+  let tile = i % p.tiles;
+  let col0 = (tile % p.tileCols) * 16u;
+  let row0 = (tile / p.tileCols) * 8u;
   let K4 = p.K / 4u;
-  let aBase = gid.z * p.strideA / 4u;
-  let bBase = gid.z * p.strideB / 4u;
+  let aBase = z * p.strideA / 4u;
+  let bBase = z * p.strideB / 4u;
   // Clamped rows and columns keep every load in bounds; their results are never stored.
   let ra0 = aBase + min(row0 + 0u, p.M - 1u) * K4;
   let ra1 = aBase + min(row0 + 1u, p.M - 1u) * K4;
@@ -150,62 +162,63 @@ fn main_nn(@builtin(global_invocation_id) gid: vec3u) {
     acc7_2 = fma(vec4f(a7.w), b3_2, fma(vec4f(a7.z), b2_2, fma(vec4f(a7.y), b1_2, fma(vec4f(a7.x), b0_2, acc7_2))));
     acc7_3 = fma(vec4f(a7.w), b3_3, fma(vec4f(a7.z), b2_3, fma(vec4f(a7.y), b1_3, fma(vec4f(a7.x), b0_3, acc7_3))));
   }
-  let cBase = gid.z * p.M * p.N;
+  let cBase = z * p.M * p.N;
+  let rowBiasOn = flag(HAS_BIAS) && flag(BIAS_PER_ROW);
   let bias0 = columnBias(col0 + 0u);
   let bias1 = columnBias(col0 + 4u);
   let bias2 = columnBias(col0 + 8u);
   let bias3 = columnBias(col0 + 12u);
   if (row0 + 0u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 0u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 0u], rowBiasOn));
     store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3 + rowBias);
   }
   if (row0 + 1u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 1u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 1u], rowBiasOn));
     store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3 + rowBias);
   }
   if (row0 + 2u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 2u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 2u], rowBiasOn));
     store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3 + rowBias);
   }
   if (row0 + 3u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 3u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 3u], rowBiasOn));
     store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3 + rowBias);
   }
   if (row0 + 4u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 4u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 4u], rowBiasOn));
     store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3 + rowBias);
   }
   if (row0 + 5u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 5u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 5u], rowBiasOn));
     store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3 + rowBias);
   }
   if (row0 + 6u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 6u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 6u], rowBiasOn));
     store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3 + rowBias);
   }
   if (row0 + 7u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 7u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 7u], rowBiasOn));
     store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0 + rowBias);
     store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1 + rowBias);
     store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2 + rowBias);
@@ -214,14 +227,18 @@ fn main_nn(@builtin(global_invocation_id) gid: vec3u) {
 }
 
 // A [K, M], B [K, N].
-@compute @workgroup_size(WG_X, WG_Y, 1)
+@compute @workgroup_size(16)
 fn main_tn(@builtin(global_invocation_id) gid: vec3u) {
-  let col0 = gid.x * 16u;
-  let row0 = gid.y * 8u;
-  if (row0 >= p.M || col0 >= p.N) { return; }
+  // Invocation i computes tile i of the whole output, batch by batch, row-major within one.
+  let i = gid.y * p.rowStride + gid.x;
+  if (i >= p.tiles * p.batch) { return; }
+  let z = i / p.tiles;
+  let tile = i % p.tiles;
+  let col0 = (tile % p.tileCols) * 16u;
+  let row0 = (tile / p.tileCols) * 8u;
   let K4 = p.K / 4u;
-  let aBase = gid.z * p.strideA / 4u;
-  let bBase = gid.z * p.strideB / 4u;
+  let aBase = z * p.strideA / 4u;
+  let bBase = z * p.strideB / 4u;
   // Clamped rows and columns keep every load in bounds; their results are never stored.
   let M4 = p.M / 4u;
   let rv0 = min(row0 / 4u + 0u, M4 - 1u);
@@ -329,62 +346,63 @@ fn main_tn(@builtin(global_invocation_id) gid: vec3u) {
     acc7_2 = fma(vec4f(a7.w), b3_2, fma(vec4f(a7.z), b2_2, fma(vec4f(a7.y), b1_2, fma(vec4f(a7.x), b0_2, acc7_2))));
     acc7_3 = fma(vec4f(a7.w), b3_3, fma(vec4f(a7.z), b2_3, fma(vec4f(a7.y), b1_3, fma(vec4f(a7.x), b0_3, acc7_3))));
   }
-  let cBase = gid.z * p.M * p.N;
+  let cBase = z * p.M * p.N;
+  let rowBiasOn = flag(HAS_BIAS) && flag(BIAS_PER_ROW);
   let bias0 = columnBias(col0 + 0u);
   let bias1 = columnBias(col0 + 4u);
   let bias2 = columnBias(col0 + 8u);
   let bias3 = columnBias(col0 + 12u);
   if (row0 + 0u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 0u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 0u], rowBiasOn));
     store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3 + rowBias);
   }
   if (row0 + 1u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 1u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 1u], rowBiasOn));
     store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3 + rowBias);
   }
   if (row0 + 2u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 2u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 2u], rowBiasOn));
     store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3 + rowBias);
   }
   if (row0 + 3u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 3u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 3u], rowBiasOn));
     store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3 + rowBias);
   }
   if (row0 + 4u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 4u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 4u], rowBiasOn));
     store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3 + rowBias);
   }
   if (row0 + 5u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 5u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 5u], rowBiasOn));
     store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3 + rowBias);
   }
   if (row0 + 6u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 6u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 6u], rowBiasOn));
     store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3 + rowBias);
   }
   if (row0 + 7u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 7u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 7u], rowBiasOn));
     store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0 + rowBias);
     store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1 + rowBias);
     store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2 + rowBias);
@@ -393,14 +411,18 @@ fn main_tn(@builtin(global_invocation_id) gid: vec3u) {
 }
 
 // A [M, K], B [N, K].
-@compute @workgroup_size(WG_X, WG_Y, 1)
+@compute @workgroup_size(16)
 fn main_nt(@builtin(global_invocation_id) gid: vec3u) {
-  let col0 = gid.x * 16u;
-  let row0 = gid.y * 8u;
-  if (row0 >= p.M || col0 >= p.N) { return; }
+  // Invocation i computes tile i of the whole output, batch by batch, row-major within one.
+  let i = gid.y * p.rowStride + gid.x;
+  if (i >= p.tiles * p.batch) { return; }
+  let z = i / p.tiles;
+  let tile = i % p.tiles;
+  let col0 = (tile % p.tileCols) * 16u;
+  let row0 = (tile / p.tileCols) * 8u;
   let K4 = p.K / 4u;
-  let aBase = gid.z * p.strideA / 4u;
-  let bBase = gid.z * p.strideB / 4u;
+  let aBase = z * p.strideA / 4u;
+  let bBase = z * p.strideB / 4u;
   // Clamped rows and columns keep every load in bounds; their results are never stored.
   let ra0 = aBase + min(row0 + 0u, p.M - 1u) * K4;
   let ra1 = aBase + min(row0 + 1u, p.M - 1u) * K4;
@@ -532,62 +554,63 @@ fn main_nt(@builtin(global_invocation_id) gid: vec3u) {
     acc7_2 = fma(vec4f(a7.w), b3_2, fma(vec4f(a7.z), b2_2, fma(vec4f(a7.y), b1_2, fma(vec4f(a7.x), b0_2, acc7_2))));
     acc7_3 = fma(vec4f(a7.w), b3_3, fma(vec4f(a7.z), b2_3, fma(vec4f(a7.y), b1_3, fma(vec4f(a7.x), b0_3, acc7_3))));
   }
-  let cBase = gid.z * p.M * p.N;
+  let cBase = z * p.M * p.N;
+  let rowBiasOn = flag(HAS_BIAS) && flag(BIAS_PER_ROW);
   let bias0 = columnBias(col0 + 0u);
   let bias1 = columnBias(col0 + 4u);
   let bias2 = columnBias(col0 + 8u);
   let bias3 = columnBias(col0 + 12u);
   if (row0 + 0u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 0u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 0u], rowBiasOn));
     store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3 + rowBias);
   }
   if (row0 + 1u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 1u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 1u], rowBiasOn));
     store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3 + rowBias);
   }
   if (row0 + 2u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 2u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 2u], rowBiasOn));
     store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3 + rowBias);
   }
   if (row0 + 3u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 3u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 3u], rowBiasOn));
     store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3 + rowBias);
   }
   if (row0 + 4u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 4u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 4u], rowBiasOn));
     store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3 + rowBias);
   }
   if (row0 + 5u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 5u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 5u], rowBiasOn));
     store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3 + rowBias);
   }
   if (row0 + 6u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 6u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 6u], rowBiasOn));
     store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3 + rowBias);
   }
   if (row0 + 7u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 7u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 7u], rowBiasOn));
     store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0 + rowBias);
     store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1 + rowBias);
     store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2 + rowBias);
@@ -596,14 +619,18 @@ fn main_nt(@builtin(global_invocation_id) gid: vec3u) {
 }
 
 // A [K, M], B [N, K].
-@compute @workgroup_size(WG_X, WG_Y, 1)
+@compute @workgroup_size(16)
 fn main_tt(@builtin(global_invocation_id) gid: vec3u) {
-  let col0 = gid.x * 16u;
-  let row0 = gid.y * 8u;
-  if (row0 >= p.M || col0 >= p.N) { return; }
+  // Invocation i computes tile i of the whole output, batch by batch, row-major within one.
+  let i = gid.y * p.rowStride + gid.x;
+  if (i >= p.tiles * p.batch) { return; }
+  let z = i / p.tiles;
+  let tile = i % p.tiles;
+  let col0 = (tile % p.tileCols) * 16u;
+  let row0 = (tile / p.tileCols) * 8u;
   let K4 = p.K / 4u;
-  let aBase = gid.z * p.strideA / 4u;
-  let bBase = gid.z * p.strideB / 4u;
+  let aBase = z * p.strideA / 4u;
+  let bBase = z * p.strideB / 4u;
   // Clamped rows and columns keep every load in bounds; their results are never stored.
   let M4 = p.M / 4u;
   let rv0 = min(row0 / 4u + 0u, M4 - 1u);
@@ -738,62 +765,63 @@ fn main_tt(@builtin(global_invocation_id) gid: vec3u) {
     acc7_2 = fma(vec4f(a7.w), b3_2, fma(vec4f(a7.z), b2_2, fma(vec4f(a7.y), b1_2, fma(vec4f(a7.x), b0_2, acc7_2))));
     acc7_3 = fma(vec4f(a7.w), b3_3, fma(vec4f(a7.z), b2_3, fma(vec4f(a7.y), b1_3, fma(vec4f(a7.x), b0_3, acc7_3))));
   }
-  let cBase = gid.z * p.M * p.N;
+  let cBase = z * p.M * p.N;
+  let rowBiasOn = flag(HAS_BIAS) && flag(BIAS_PER_ROW);
   let bias0 = columnBias(col0 + 0u);
   let bias1 = columnBias(col0 + 4u);
   let bias2 = columnBias(col0 + 8u);
   let bias3 = columnBias(col0 + 12u);
   if (row0 + 0u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 0u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 0u], rowBiasOn));
     store(cBase + (row0 + 0u) * p.N, col0 + 0u, acc0_0 + bias0 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 4u, acc0_1 + bias1 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 8u, acc0_2 + bias2 + rowBias);
     store(cBase + (row0 + 0u) * p.N, col0 + 12u, acc0_3 + bias3 + rowBias);
   }
   if (row0 + 1u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 1u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 1u], rowBiasOn));
     store(cBase + (row0 + 1u) * p.N, col0 + 0u, acc1_0 + bias0 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 4u, acc1_1 + bias1 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 8u, acc1_2 + bias2 + rowBias);
     store(cBase + (row0 + 1u) * p.N, col0 + 12u, acc1_3 + bias3 + rowBias);
   }
   if (row0 + 2u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 2u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 2u], rowBiasOn));
     store(cBase + (row0 + 2u) * p.N, col0 + 0u, acc2_0 + bias0 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 4u, acc2_1 + bias1 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 8u, acc2_2 + bias2 + rowBias);
     store(cBase + (row0 + 2u) * p.N, col0 + 12u, acc2_3 + bias3 + rowBias);
   }
   if (row0 + 3u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 3u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 3u], rowBiasOn));
     store(cBase + (row0 + 3u) * p.N, col0 + 0u, acc3_0 + bias0 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 4u, acc3_1 + bias1 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 8u, acc3_2 + bias2 + rowBias);
     store(cBase + (row0 + 3u) * p.N, col0 + 12u, acc3_3 + bias3 + rowBias);
   }
   if (row0 + 4u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 4u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 4u], rowBiasOn));
     store(cBase + (row0 + 4u) * p.N, col0 + 0u, acc4_0 + bias0 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 4u, acc4_1 + bias1 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 8u, acc4_2 + bias2 + rowBias);
     store(cBase + (row0 + 4u) * p.N, col0 + 12u, acc4_3 + bias3 + rowBias);
   }
   if (row0 + 5u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 5u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 5u], rowBiasOn));
     store(cBase + (row0 + 5u) * p.N, col0 + 0u, acc5_0 + bias0 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 4u, acc5_1 + bias1 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 8u, acc5_2 + bias2 + rowBias);
     store(cBase + (row0 + 5u) * p.N, col0 + 12u, acc5_3 + bias3 + rowBias);
   }
   if (row0 + 6u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 6u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 6u], rowBiasOn));
     store(cBase + (row0 + 6u) * p.N, col0 + 0u, acc6_0 + bias0 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 4u, acc6_1 + bias1 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 8u, acc6_2 + bias2 + rowBias);
     store(cBase + (row0 + 6u) * p.N, col0 + 12u, acc6_3 + bias3 + rowBias);
   }
   if (row0 + 7u < p.M) {
-    let rowBias = vec4f(select(0.0, bias[row0 + 7u], HAS_BIAS && BIAS_PER_ROW));
+    let rowBias = vec4f(select(0.0, bias[row0 + 7u], rowBiasOn));
     store(cBase + (row0 + 7u) * p.N, col0 + 0u, acc7_0 + bias0 + rowBias);
     store(cBase + (row0 + 7u) * p.N, col0 + 4u, acc7_1 + bias1 + rowBias);
     store(cBase + (row0 + 7u) * p.N, col0 + 8u, acc7_2 + bias2 + rowBias);

@@ -251,6 +251,11 @@ export class GpuRuntime {
     return p;
   }
 
+  /** The pipelines this device compiled (shader:entryPoint|constants): each costs a CPU adapter LLVM time. */
+  compiledPipelines(): string[] {
+    return [...this.pipelines.keys()];
+  }
+
   private ensureEncoder(): GPUCommandEncoder {
     return (this.encoder ??= this.device.createCommandEncoder({ label: 'tabfleet-step' }));
   }

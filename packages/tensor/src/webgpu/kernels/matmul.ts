@@ -5,7 +5,7 @@
 // A: [batch?, M, K] (or [K, M]), B: [batch?, K, N] (or [N, K]), bias [N] → C [batch, M, N].
 import type { MatmulParams } from '../../backend';
 import type { GpuRuntime, GpuStorage } from '../runtime';
-import { packUniforms, u } from './common';
+import { grid1d, packUniforms, u } from './common';
 
 export type MatmulVariant = 'unrolled' | 'tiled';
 
@@ -18,31 +18,20 @@ export function unrolledFits(p: MatmulParams): boolean {
 }
 
 /** Must match scripts/gen-matmul-unrolled.ts (a test checks the shader is current). */
-const UNROLLED_TILE_ROWS = 8, UNROLLED_TILE_COLS = 16;
+const UNROLLED_TILE_ROWS = 8, UNROLLED_TILE_COLS = 16, UNROLLED_LANES = 16;
+const UNROLLED_FLAGS = { hasBias: 1, biasPerRow: 2, relu: 4 };
 
 /**
- * 16×4 invocations per workgroup, first fitted to the output's tiles (a narrow side gives its lanes
- * to the other; past both sides they go), then shrunk towards 4×4 until there are at least 32
- * workgroups: the MLP's [128, 256] products otherwise leave SwiftShader's 16 worker batches half
- * idle (measured 15 ms at 4×4 vs 21 ms at 16×4 for 128×256×784). Lanes past the output's edge still
- * cost SwiftShader their share of a workgroup: attention's per-head products (N = 16, one tile
- * wide) took 25–33 ms at 16×4 and 7–8 ms fitted (1×8) in Node on Dawn; the char transformer's step
- * 600 → 536 ms in Chromium (train-in-tab).
+ * matmul_unrolled's uniforms: the shapes, the output's 8×16 tiles, and the epilogue as flags, so one
+ * pipeline serves every product of a layout (an MLP tab compiled 4, the char transformer 12 and the
+ * CNN 11, each 0.4–0.8 s of SwiftShader's LLVM, before they were uniforms).
  */
-export function unrolledWorkgroup(p: Pick<MatmulParams, 'M' | 'N' | 'batch'>): [number, number] {
-  let wx = 16, wy = 4;
-  const tileCols = Math.ceil(p.N / UNROLLED_TILE_COLS), tileRows = Math.ceil(p.M / UNROLLED_TILE_ROWS);
-  while (wx > 1 && wx / 2 >= tileCols) {
-    wx /= 2;
-    wy *= 2;
-  }
-  while (wy > 1 && wy / 2 >= tileRows) wy /= 2;
-  const groups = () => Math.ceil(p.N / UNROLLED_TILE_COLS / wx) * Math.ceil(p.M / UNROLLED_TILE_ROWS / wy) * p.batch;
-  while (groups() < 32 && wx * wy > 16) {
-    if (wx > wy) wx /= 2;
-    else wy /= 2;
-  }
-  return [wx, wy];
+export function unrolledUniforms(p: MatmulParams, hasBias: boolean): { uniforms: ArrayBuffer; workgroups: [number, number] } {
+  const tileCols = Math.ceil(p.N / UNROLLED_TILE_COLS), tiles = tileCols * Math.ceil(p.M / UNROLLED_TILE_ROWS);
+  const { workgroups, rowStride } = grid1d(tiles * p.batch, UNROLLED_LANES);
+  const flags = (hasBias ? UNROLLED_FLAGS.hasBias : 0) | (p.biasPerRow ? UNROLLED_FLAGS.biasPerRow : 0) | (p.activation === 'relu' ? UNROLLED_FLAGS.relu : 0);
+  const uniforms = packUniforms([u(p.M), u(p.N), u(p.K), u(p.strideA), u(p.strideB), u(tileCols), u(tiles), u(p.batch), u(rowStride), u(flags)]);
+  return { uniforms, workgroups };
 }
 
 export function matmulKernel(rt: GpuRuntime, variant: MatmulVariant, a: GpuStorage, b: GpuStorage, bias: GpuStorage | null, out: GpuStorage, dummy: GpuStorage, p: MatmulParams): void {
@@ -56,12 +45,8 @@ export function matmulKernel(rt: GpuRuntime, variant: MatmulVariant, a: GpuStora
       workgroups: [Math.ceil(p.N / 64), Math.ceil(p.M / 64), p.batch],
     });
   } else if (unrolledFits(p)) {
-    const [WG_X, WG_Y] = unrolledWorkgroup(p);
-    rt.dispatch({
-      shader: 'matmul_unrolled', entryPoint: `main_${p.transA ? 't' : 'n'}${p.transB ? 't' : 'n'}`,
-      constants: { ...epilogue, BIAS_PER_ROW: p.biasPerRow ?? false, WG_X, WG_Y },
-      uniforms, buffers, workgroups: [Math.ceil(p.N / UNROLLED_TILE_COLS / WG_X), Math.ceil(p.M / UNROLLED_TILE_ROWS / WG_Y), p.batch],
-    });
+    const { uniforms: unrolled, workgroups } = unrolledUniforms(p, bias !== null);
+    rt.dispatch({ shader: 'matmul_unrolled', entryPoint: `main_${p.transA ? 't' : 'n'}${p.transB ? 't' : 'n'}`, uniforms: unrolled, buffers, workgroups });
   } else {
     const WG_X = 8, WG_Y = 8;
     rt.dispatch({
