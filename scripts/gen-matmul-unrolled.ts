@@ -11,6 +11,8 @@ export const TILE_COLS = 16;
 export const LAYOUTS = ['nn', 'tn', 'nt', 'tt'] as const;
 /** Invocations per workgroup: SwiftShader pays tens of µs per workgroup, so not one SIMD group of 4. */
 export const LANES = 16;
+/** Bits of the uniforms' flags word: the epilogue. */
+export const FLAGS = { hasBias: 1, biasPerRow: 2, relu: 4 };
 
 function entryPoint(layout: (typeof LAYOUTS)[number], TM: number, TN: number): string[] {
   const transA = layout[0] === 't', transB = layout[1] === 't';
@@ -105,9 +107,9 @@ struct Params {
 }
 
 // Bits of p.flags.
-const HAS_BIAS = 1u;
-const BIAS_PER_ROW = 2u;
-const RELU = 4u;
+const HAS_BIAS = ${FLAGS.hasBias}u;
+const BIAS_PER_ROW = ${FLAGS.biasPerRow}u;
+const RELU = ${FLAGS.relu}u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> A: array<vec4f>;

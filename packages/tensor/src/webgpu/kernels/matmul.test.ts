@@ -28,8 +28,9 @@ test('the unrolled matmul\'s uniforms: shapes, 8×16 tiles over the batch, 16 la
 
 test('an MLP\'s and a batched product\'s matmuls compile one unrolled pipeline per layout, and are right', async () => {
   const gpu = await createNodeGpuBackend();
-    const shapes: [number, number, number, number][] = [[32, 784, 256, 1], [256, 784, 256, 1], [32, 256, 12, 1], [3, 72, 16, 16], [5, 16, 64, 64]];
-  for (const [batch, M, K, N] of shapes.map(([m, k, n, b]) => [b, m, k, n])) {
+  // [M, K, N, batch]: the MLP's first layer at batch 32 and 256, an output 12 wide, batches of 16 and 64.
+  const shapes = [[32, 784, 256, 1], [256, 784, 256, 1], [32, 256, 12, 1], [3, 72, 16, 16], [5, 16, 64, 64]];
+  for (const [M, K, N, batch] of shapes) {
     const a = tensor(gpu, Float32Array.from({ length: batch * M * K }, (_, i) => ((i * 7) % 13) - 6), batch > 1 ? [batch, M, K] : [M, K]);
     const b = tensor(gpu, Float32Array.from({ length: batch * K * N }, (_, i) => ((i * 5) % 11) - 5), batch > 1 ? [batch, N, K] : [N, K]);
     const c = await matmul(a, b, { transB: true }).data();

@@ -19,6 +19,7 @@ export function unrolledFits(p: MatmulParams): boolean {
 
 /** Must match scripts/gen-matmul-unrolled.ts (a test checks the shader is current). */
 const UNROLLED_TILE_ROWS = 8, UNROLLED_TILE_COLS = 16, UNROLLED_LANES = 16;
+/** Bits of its uniforms' flags word, as the generator's FLAGS. */
 const UNROLLED_FLAGS = { hasBias: 1, biasPerRow: 2, relu: 4 };
 
 /**
@@ -36,17 +37,20 @@ export function unrolledUniforms(p: MatmulParams, hasBias: boolean): { uniforms:
 
 export function matmulKernel(rt: GpuRuntime, variant: MatmulVariant, a: GpuStorage, b: GpuStorage, bias: GpuStorage | null, out: GpuStorage, dummy: GpuStorage, p: MatmulParams): void {
   if (p.biasPerRow && (variant === 'tiled' || !unrolledFits(p))) throw new Error('per-row bias is only implemented by matmul_unrolled');
+  const buffers = [a, b, bias ?? dummy, out];
+  if (variant !== 'tiled' && unrolledFits(p)) {
+    const { uniforms, workgroups } = unrolledUniforms(p, bias !== null);
+    rt.dispatch({ shader: 'matmul_unrolled', entryPoint: `main_${p.transA ? 't' : 'n'}${p.transB ? 't' : 'n'}`, uniforms, buffers, workgroups });
+    return;
+  }
+  // The tiled and register kernels take the epilogue as override constants and the shapes alone as uniforms.
   const epilogue = { HAS_BIAS: bias !== null, RELU: p.activation === 'relu' };
   const uniforms = packUniforms([u(p.M), u(p.N), u(p.K), u(p.strideA), u(p.strideB)]);
-  const buffers = [a, b, bias ?? dummy, out];
   if (variant === 'tiled') {
     rt.dispatch({
       shader: 'matmul_tiled', constants: { ...epilogue, TRANS_A: p.transA, TRANS_B: p.transB }, uniforms, buffers,
       workgroups: [Math.ceil(p.N / 64), Math.ceil(p.M / 64), p.batch],
     });
-  } else if (unrolledFits(p)) {
-    const { uniforms: unrolled, workgroups } = unrolledUniforms(p, bias !== null);
-    rt.dispatch({ shader: 'matmul_unrolled', entryPoint: `main_${p.transA ? 't' : 'n'}${p.transB ? 't' : 'n'}`, uniforms: unrolled, buffers, workgroups });
   } else {
     const WG_X = 8, WG_Y = 8;
     rt.dispatch({
