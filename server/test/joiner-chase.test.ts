@@ -32,7 +32,7 @@ async function slowJoiner(t: TestContext, trust: 'trusted' | 'untrusted' = 'trus
     roundTimeoutMs: 600_000, barrierTimeoutMs: 600_000, loadTimeoutMs: LOAD_TIMEOUT_MS, deadlineFloorMs: PACE_FLOOR_MS,
   } });
   t.after(() => server.stop());
-  const job = await server.createJob({ minWorkers: 2, maxWorkers: 3, trust, H: 1, targetSteps: 100_000, checkpointEvery: 1 });
+  const job = await server.createJob({ minWorkers: 2, maxWorkers: 4, trust, H: 1, targetSteps: 100_000, checkpointEvery: 1 });
   const members = [0, 1].map(() => new SimVolunteer({ url: server.url, oracle: server.oracle, trainMs: 20 }));
   const joiner = new SimVolunteer({ url: server.url, oracle: server.oracle, trainMs: 20 });
   t.after(() => {
@@ -127,8 +127,12 @@ async function secondSlowJoiner(t: TestContext, standing = false) {
   const second = await missesSync(joiner.loadedFrom[0].seq);
   await waitAtBarrier(second, LOAD_TIMEOUT_MS + 5_000);
   await waitFor(`sync ${second + 1} commits without the first joiner`, () => members[0].committed.includes(second + 1), 30_000);
-  joiner.close();
-  // A few minutes of fake time later, well within 10 load timeouts.
+  // The members wait at the next barrier for the first joiner, which loads the model of that sync, while the
+  // second one joins: so it is admitted between syncs. (Admitted while one ran, as when the members ran on
+  // freely once the first had left, it was sent that sync's model at its commit without missing a hold, and
+  // the hold the test took for its second one was the usual pace's: CI saw that sync begin.)
+  await waitFor(`both members ready for sync ${second + 2}`, () => members.every((s) => s.readied.includes(second + 2)), 30_000);
+  // A few minutes of fake time after the first one's long hold, well within 10 load timeouts.
   const clientId = standing ? 'standing-joiner-0123456789abcdef' : undefined;
   if (clientId) await server.store.addReputation(clientId, { verified: PROBATION_VERIFIED + 5 });
   const next = new SimVolunteer({ url: server.url, oracle: server.oracle, trainMs: 20, clientId });
@@ -136,6 +140,8 @@ async function secondSlowJoiner(t: TestContext, standing = false) {
   next.holdLoad = true;
   assert.equal((await next.request(job.id)).ok, true);
   await waitFor('the second joiner downloaded a model', () => next.loadedFrom.length >= 1, 30_000);
+  assert.equal(next.loadedFrom[0].seq, second + 1);
+  joiner.close();
   return { ...chase, next, missed: await missesSync(next.loadedFrom[0].seq, next) };
 }
 
@@ -150,7 +156,9 @@ test('in an untrusted job a second joiner without standing soon after gets no lo
 test('in an untrusted job a second joiner with standing soon after is still held for up to the load timeout', async (t) => {
   const { server, members, next, missed, waitAtBarrier, began } = await secondSlowJoiner(t, true);
   const beganBefore = began();
-  await waitAtBarrier(missed, LOAD_TIMEOUT_MS - 10_000, true, next);
+  // The hold began when the members were ready, within the last 10 s of fake time missesSync let pass
+  // (the sync before went on 20 s into its 30 s): so 30 s short of the load timeout is inside it.
+  await waitAtBarrier(missed, LOAD_TIMEOUT_MS - 30_000, true, next);
   await new Promise((r) => setTimeout(r, 1_500));
   assert.equal(began(), beganBefore, `no sync began while the joiner with standing loaded\n${server.logTail(20)}`);
   assert.ok(!members[0].committed.includes(missed + 1));
