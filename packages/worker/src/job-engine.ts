@@ -6,7 +6,7 @@ import { decodeFashionShard, decodeTextShard, gaussianBlobs, loadFashionMnistTes
 import { DgcCompressor, ModelEngine, createStrategy, defaultWarmupSyncs, type Payload, type SyncStrategy } from '@tabfleet/distributed';
 import { contextOf, presetOf, type ModelPreset, type OptimizerConfig, type PlanEstimate } from '@tabfleet/nn';
 import {
-  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, architectureOf, defaultOptimizer, estimateMemory, isStreaming, layoutOf, checkpointDigest, modelFragments,
+  DATASET_TRAIN_SIZES, TOKENIZER_VOCAB, architectureOf, defaultOptimizer, estimateMemory, isStreaming, layoutOf, checkpointDigestAsync, modelFragments,
   pacedStepCeiling, targetStepsOf, realClock, sleepOn,
   type Assignment, type Clock, type JobSpec, type ReplicaTask, type ReplicaUnit,
 } from '@tabfleet/protocol';
@@ -226,7 +226,7 @@ export class JobEngine {
     } finally {
       this.modelVersion++;
     }
-    return { digest: checkpointDigest(await engine.readParams(), await strategy.globalState()) };
+    return { digest: await checkpointDigestAsync(await engine.readParams(), await strategy.globalState()) };
   }
 
   /**
@@ -335,7 +335,7 @@ export class JobEngine {
   /** checkpointDigest of the global model and state as they are now (an evaluator reports it with its accuracy). */
   async digest(): Promise<string> {
     const { engine, strategy } = this.ready;
-    return checkpointDigest(strategy.globalModel?.() ?? (await engine.readParams()), await strategy.globalState());
+    return checkpointDigestAsync(strategy.globalModel?.() ?? (await engine.readParams()), await strategy.globalState());
   }
 
   /** The global model as a checkpoint (with the strategy's global state). */

@@ -6,7 +6,7 @@
 // member did not send as that member's zero, combines the dense part, and sends back its nonzeros.
 // Quantized contributions (int8, E2M1) go as each part's block-quantized bytes, parts cut along the
 // blocks; the owner decodes them strictly before its rule sees them and sends back a dense aggregate.
-import { combinePart, decodeQuantized, encodeQuantized, modelDigest, roundToF16, type Frame } from '@tabfleet/protocol';
+import { combinePart, decodeQuantized, encodeQuantized, modelDigestAsync, roundToF16, type Frame } from '@tabfleet/protocol';
 import { CollectiveError } from '../errors';
 import type { Group, GroupAverageOptions } from '../group';
 import { GroupPartsRun, type Incoming, type PartWire } from './group-parts';
@@ -48,7 +48,15 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
   private gatherIn: Incoming[] = [];
   private aggregated = false;
   private refused: GroupAverage['refused'] = [];
-  private digests: GroupDigests = { sent: [], received: [], aggregate: '', gathered: [] };
+  /**
+   * The digests, taken as the values go out and come in (the runtime's SHA-256 reads them then, off
+   * this thread where it can: SHA-256 in script held the event loop, 2.6 MB a sync for the MLP).
+   */
+  private digests: { [K in keyof GroupDigests]: GroupDigests[K] extends string ? Promise<string> | null : Promise<string>[] } = {
+    sent: [], received: [], aggregate: null, gathered: [],
+  };
+  /** Everything arrived and went out: the op ends once the digests are in. */
+  private finishing = false;
 
   constructor(group: Group, seq: number, deadlineMs: number, private readonly data: Float32Array, private readonly opts: GroupAverageOptions & PartWire) {
     super(group, seq, deadlineMs, data.length, opts);
@@ -69,7 +77,7 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
     }
     this.result = new Float32Array(this.len);
     for (let j = 0; j < this.n; j++) {
-      this.digests.sent.push(modelDigest(this.part(this.contribution, j)));
+      this.digests.sent.push(modelDigestAsync(this.part(this.contribution, j)));
       this.parts.push(j === rank ? this.part(this.contribution, j).slice() : new Float32Array(this.partLength(rank)));
       this.scatterIn.push(this.incoming(rank, 'groupScatter', j === rank));
       this.gatherIn.push(this.incoming(j, 'groupGather', j === rank));
@@ -100,7 +108,7 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
     if (this.aggregated || this.done || !this.scatterIn.every(GroupPartsRun.complete)) return;
     this.aggregated = true;
     const { rank, members } = this.group;
-    this.digests.received = this.parts.map((p) => modelDigest(p));
+    this.digests.received = this.parts.map((p) => modelDigestAsync(p));
     const { aggregate, refused } = combinePart(this.parts, this.partLength(rank), this.opts.rule, { trimFraction: this.opts.trimFraction, weights: this.opts.weights, f16: this.dtype === 'f16' });
     this.refused = refused.map((r) => ({ member: members[r.index], reason: r.reason }));
     if (!aggregate) {
@@ -108,14 +116,19 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
       return;
     }
     this.result.set(aggregate, this.partStart(rank));
-    this.digests.aggregate = modelDigest(aggregate);
+    this.digests.aggregate = modelDigestAsync(aggregate);
     this.parts = []; // the contributions are no longer needed
     this.sendPart(this.group.peers, 'groupGather', rank, this.result, 1);
   }
 
   private maybeFinish(): void {
-    if (this.done || !this.aggregated || !this.gatherIn.every(GroupPartsRun.complete) || !this.sendsDrained()) return;
-    for (let j = 0; j < this.n; j++) this.digests.gathered.push(modelDigest(this.part(this.result, j)));
-    this.finish({ mean: this.result, refused: this.refused, digests: this.digests, contribution: this.contribution });
+    if (this.done || this.finishing || !this.aggregated || !this.gatherIn.every(GroupPartsRun.complete) || !this.sendsDrained()) return;
+    this.finishing = true;
+    for (let j = 0; j < this.n; j++) this.digests.gathered.push(modelDigestAsync(this.part(this.result, j)));
+    const { sent, received, aggregate, gathered } = this.digests;
+    Promise.all([Promise.all(sent), Promise.all(received), aggregate!, Promise.all(gathered)]).then(
+      ([s, r, a, g]) => this.finish({ mean: this.result, refused: this.refused, digests: { sent: s, received: r, aggregate: a, gathered: g }, contribution: this.contribution }),
+      (e: unknown) => this.fail(new CollectiveError('bad_argument', `could not digest the values: ${String(e)}`)),
+    );
   }
 }

@@ -3,7 +3,8 @@
 // contribution to that part, exactly as it sent it to the owner; the validator combines them with the
 // owner's code (protocol's combinePart) and reports digests of what it received and of its aggregate.
 // The server holds every member's digests of the average, so it can tell whose word is false.
-import { combinePart, modelDigest, type Frame, type PartCheck } from '@tabfleet/protocol';
+import { combinePart, modelDigestAsync, type Frame, type PartCheck } from '@tabfleet/protocol';
+import { CollectiveError } from '../errors';
 import type { Group, GroupAverageOptions } from '../group';
 import { GroupPartsRun, type Incoming, type PartWire } from './group-parts';
 
@@ -27,6 +28,8 @@ export class GroupValidateRun extends GroupPartsRun<PartValidation[]> {
   protected readonly name = 'validation';
   /** The parts this member validates, by part index. */
   private readonly mine = new Map<number, Check>();
+  /** Every contribution arrived: the op ends once their digests are in. */
+  private finishing = false;
 
   constructor(group: Group, seq: number, deadlineMs: number, private readonly contribution: Float32Array, private readonly checks: readonly PartCheck[],
     private readonly opts: GroupAverageOptions & PartWire) {
@@ -53,19 +56,19 @@ export class GroupValidateRun extends GroupPartsRun<PartValidation[]> {
   }
 
   protected progress(): void {
-    if (this.done || !this.sendsDrained()) return;
+    if (this.done || this.finishing || !this.sendsDrained()) return;
     for (const c of this.mine.values()) if (!c.incoming.every(GroupPartsRun.complete)) return;
-    this.finish([...this.mine.values()].map((c) => this.recompute(c)));
+    this.finishing = true;
+    Promise.all([...this.mine.values()].map((c) => this.recompute(c))).then(
+      (found) => this.finish(found),
+      (e: unknown) => this.fail(new CollectiveError('bad_argument', `could not digest the values: ${String(e)}`)),
+    );
   }
 
-  private recompute(c: Check): PartValidation {
+  private async recompute(c: Check): Promise<PartValidation> {
     const { aggregate, refused } = combinePart(c.contributions, this.partLength(c.part), this.opts.rule, { trimFraction: this.opts.trimFraction, weights: this.opts.weights,
       f16: this.dtype === 'f16' });
-    return {
-      part: c.part,
-      received: c.contributions.map((x) => modelDigest(x)),
-      aggregate: aggregate ? modelDigest(aggregate) : '',
-      refused: refused.map((r) => ({ member: this.group.members[r.index], reason: r.reason })),
-    };
+    const [received, aggregateDigest] = await Promise.all([Promise.all(c.contributions.map((x) => modelDigestAsync(x))), aggregate ? modelDigestAsync(aggregate) : '']);
+    return { part: c.part, received, aggregate: aggregateDigest, refused: refused.map((r) => ({ member: this.group.members[r.index], reason: r.reason })) };
   }
 }
