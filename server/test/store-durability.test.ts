@@ -1,6 +1,7 @@
 // Checkpoints and metrics through the real server and SQLite store: a corrupted checkpoint is refused,
 // a repeated metric point is stored once, downloads carry every row, old checkpoints are pruned by
-// the retention rule, and a database from before metric keys is migrated without its duplicates.
+// the retention rule, a database from before metric keys is migrated without its duplicates, and one from before
+// job notices gains them.
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -93,6 +94,25 @@ test('a database from before metric keys keeps one row per sync and kind after i
       assert.equal((await store.metricsPage('job-a', 0, 100)).points.length, 4);
       await store.close();
     });
+  } finally {
+    if (existsSync(dir)) setTimeout(() => rmSync(dir, { recursive: true, force: true }), 1_000);
+  }
+});
+
+test('a database from before job notices gains the column: its jobs load, and a notice written is read back', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tabfleet-migrate-'));
+  try {
+    const db = new Database(join(dir, 'tabfleet.sqlite'));
+    db.exec(`CREATE TABLE jobs (id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
+      created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL, end_reason TEXT)`);
+    db.prepare('INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)').run('job-old', 'old', '{"preset":"mlp-fashion"}', 'running', 1, 2, 3, 6, null);
+    db.close();
+    const store = new SqliteStore(dir);
+    const job = (await store.getJob('job-old'))!;
+    assert.deepEqual([job.seq, job.step, job.notice], [3, 6, undefined]);
+    await store.updateJob({ ...job, notice: 'sync 3: held back' });
+    assert.equal((await store.getJob('job-old'))?.notice, 'sync 3: held back');
+    await store.close();
   } finally {
     if (existsSync(dir)) setTimeout(() => rmSync(dir, { recursive: true, force: true }), 1_000);
   }

@@ -50,6 +50,25 @@ test('the sync after the target measures below it: training goes on until a stor
   assert.ok(job.latestAccuracy >= TARGET, `the job shows ${job.latestAccuracy}`);
   assert.equal(server.metrics.get('targets_not_held'), fellShort + 1);
   assert.match(server.logTail(400), /the model the job would end with measured 0\.85, below the target 0\.9: training goes on/);
+  assert.equal(job.notice, undefined, 'a job that reached its target shows no notice: what it held back on is settled');
+});
+
+test('what the job holds back on is kept with it: shown live, and from the store once the job ended', async () => {
+  // The target at sync 3, below it ever after: training goes on, and the researcher stops the job.
+  const sims: SimVolunteer[] = [];
+  for (let i = 0; i < 3; i++) sims.push(await server.volunteer({ evaluate: (seq) => ({ accuracy: seq === 3 ? 0.92 : 0.5, loss: 0.5 }) }));
+  const job = await server.createJob(SPEC);
+  for (const s of sims) assert.equal((await s.request(job.id)).ok, true);
+  const held = /^sync \d+: the model the job would end with measured 0\.5, below the target 0\.9: training goes on$/;
+  await waitFor('the notice on the live job', async () => held.test((await server.api(`/api/jobs/${job.id}`)).body.job.notice ?? ''), 60_000);
+  const live = (await server.api(`/api/jobs/${job.id}`)).body.job.notice as string;
+  assert.equal((await server.api(`/api/jobs/${job.id}/stop`, { method: 'POST' })).status, 200);
+  await server.hub.flushed();
+  // What a restarted node loads the job from, and what the API shows of an ended job.
+  assert.equal((await server.store.getJob(job.id))?.notice, live);
+  const ended = (await server.api(`/api/jobs/${job.id}`)).body.job;
+  assert.equal(ended.state, 'stopped');
+  assert.equal(ended.notice, live);
 });
 
 test('the sync after the target measures at it too: the job ends there, with that sync\'s checkpoint', async () => {

@@ -72,6 +72,8 @@ export interface CheckpointHost extends JobHost {
   sendLoad(m: Member, seq: number): void;
   /** The job's summary changed (dashboards are told). */
   changed(): void;
+  /** What the job holds back on and why, shown on the dashboard and kept with the job (past a restart and its end); undefined: nothing. */
+  notice(text: string | undefined): void;
 }
 
 export class Checkpoints {
@@ -80,8 +82,6 @@ export class Checkpoints {
   latestAccuracy: number | null = null;
   /** The sync latestAccuracy is of: an evaluation that ends after a newer sync's (a slow evaluator) does not replace it. */
   private latestAccuracySeq = -1;
-  /** What the job holds back on and why (an unvouched target accuracy), shown on the dashboard. */
-  notice: string | null = null;
   /**
    * A measured sync reached the target accuracy: the job ends once its newest sync is stored and
    * measured at the target, so the model it leaves is one that reached it.
@@ -446,11 +446,11 @@ export class Checkpoints {
     const vouchers = this.host.networkRulesApply ? this.standingVouchers(ev, outcome.checksum) : outcome.vouchers;
     const enough = vouchers >= Math.min(2, ev.asked);
     if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && !enough && !this.host.ended) {
-      this.notice = `sync ${ev.seq}: accuracy ${outcome.accuracy} reaches the target ${target}, but ${vouchers} of the ${outcome.vouchers} evaluators`
+      const notice = `sync ${ev.seq}: accuracy ${outcome.accuracy} reaches the target ${target}, but ${vouchers} of the ${outcome.vouchers} evaluators`
         + ' who vouch for it have standing (2 needed): training goes on';
       this.host.deps.count('targets_unvouched');
-      this.host.deps.log(`job ${this.host.job.id}: ${this.notice}`);
-      this.host.changed();
+      this.host.deps.log(`job ${this.host.job.id}: ${notice}`);
+      this.host.notice(notice);
     }
     if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough) {
       this.reachedSeq = Math.max(this.reachedSeq, ev.seq);
@@ -467,6 +467,7 @@ export class Checkpoints {
   private finishIfReached(): void {
     const seq = this.host.job.seq;
     if (!this.finishing || this.host.ended || this.pending || this.latest?.seq !== seq || this.reachedSeq !== seq) return;
+    if (this.host.job.notice) this.host.notice(undefined); // what it held back on is settled
     this.host.stop(`reached target accuracy ${this.host.job.spec.targetAccuracy}`, 'done');
   }
 
@@ -479,10 +480,10 @@ export class Checkpoints {
     this.finishing = false;
     this.finalSeq = null;
     const measured = accuracy === null ? 'has no agreed accuracy' : `measured ${accuracy}`;
-    this.notice = `sync ${seq}: the model the job would end with ${measured}, below the target ${this.host.job.spec.targetAccuracy}: training goes on`;
+    const notice = `sync ${seq}: the model the job would end with ${measured}, below the target ${this.host.job.spec.targetAccuracy}: training goes on`;
     this.host.deps.count('targets_not_held');
-    this.host.deps.log(`job ${this.host.job.id}: ${this.notice}`);
-    this.host.changed();
+    this.host.deps.log(`job ${this.host.job.id}: ${notice}`);
+    this.host.notice(notice);
   }
 
   /**

@@ -105,6 +105,7 @@ export class JobCoordinator {
       deadlines: this.deadlines, hasStanding: (id) => this.hasStanding(id), offences: (id) => this.penalties.offences(id), evict: (id, why, fault) => this.evict(id, why, fault),
       tryBegin: () => this.tryBegin(), stop: (reason, state) => this.stop(reason, state), persist: (write) => this.persist(write), sendLoad: (m, seq) => this.loads.send(m, seq),
       changed: () => this.deps.toDashboards(this.job.id, 'job:update', this.summary()),
+      notice: (notice) => void (this.updateJob({ notice }), this.deps.toDashboards(this.job.id, 'job:update', this.summary())), // a restart and the job's end keep it
     }, latestCheckpoint);
     this.loads = new ModelLoads({
       get job() { return current(); }, deps, members: this.members, deadlines: this.deadlines, planner: this.planner, checkpoints: this.checkpoints, barrier: this.barrier,
@@ -115,10 +116,9 @@ export class JobCoordinator {
       get job() { return current(); }, deps, members: this.members, deadlines: this.deadlines, planner: this.planner, checkpoints: this.checkpoints,
       get replication() { return self.replication; }, contributors: this.contributors,
       advance: (seq, step, now, mode) => {
-        this.job = { ...this.job, seq, step, updatedAt: now };
+        this.updateJob({ seq, step }, now);
         this.path.committed(mode);
         if (mode === 'star' && this.path.skippedAhead > 0) deps.log(`job ${this.job.id}: sync ${seq} went through the server; the next ${this.path.skippedAhead} skip the peer attempt`);
-        this.persist(() => this.deps.store.updateJob(this.job));
       },
       roundOver: (r) => {
         r.cancelDeadline();
@@ -213,7 +213,7 @@ export class JobCoordinator {
       id: this.job.id, name: this.job.name, spec: this.job.spec, state: this.job.state, createdAt: this.job.createdAt,
       updatedAt: this.job.updatedAt, seq: this.job.seq, step: this.job.step, workers: this.members.size,
       latestCheckpoint: this.checkpoints.latest, latestAccuracy: this.checkpoints.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
-      ...(this.checkpoints.notice ? { notice: this.checkpoints.notice } : {}), syncTime: this.planner.summary(), links: this.links.paths.summary(),
+      ...(this.job.notice ? { notice: this.job.notice } : {}), syncTime: this.planner.summary(), links: this.links.paths.summary(),
     };
   }
 
@@ -321,13 +321,18 @@ export class JobCoordinator {
     for (const m of this.members.values()) m.cancelLoadTimer?.();
   }
 
+  /** Changes the job's record and queues its write. */
+  private updateJob(fields: Partial<JobRecord>, now = this.deps.clock.now()): void {
+    this.job = { ...this.job, ...fields, updatedAt: now };
+    this.persist(() => this.deps.store.updateJob(this.job));
+  }
+
   stop(reason: string, state: 'stopped' | 'done' | 'failed' = 'stopped'): void {
     if (this.ended) throw new ProtocolError('conflict', `job ${this.job.id} has already ended (${this.job.state})`);
     if (this.round) this.abortRound(reason, [], 'job_ended');
     this.barrier.cancel();
     this.checkpoints.dropPendingUpload();
-    this.job = { ...this.job, state, endReason: reason, updatedAt: this.deps.clock.now() };
-    this.persist(() => this.deps.store.updateJob(this.job));
+    this.updateJob({ state, endReason: reason });
     // Evaluations still open are recorded with the reports in (the final sync's accuracy among them).
     this.checkpoints.closeEvaluations();
     for (const m of this.members.clear()) {
@@ -481,8 +486,7 @@ export class JobCoordinator {
     const seq = this.checkpoints.latest?.seq ?? 0;
     if (seq !== this.job.seq) {
       this.deps.log(`job ${this.job.id}: every member that held sync ${this.job.seq} left; going back to ${seq ? `the checkpoint of sync ${seq}` : 'the initial model'}`);
-      this.job = { ...this.job, seq, step: this.checkpoints.latest?.step ?? 0, updatedAt: this.deps.clock.now() };
-      this.persist(() => this.deps.store.updateJob(this.job));
+      this.updateJob({ seq, step: this.checkpoints.latest?.step ?? 0 });
     }
     for (const m of [...this.members.unsentLoads]) this.loads.send(m, seq);
   }

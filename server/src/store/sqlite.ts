@@ -17,7 +17,7 @@ const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
   created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL,
-  end_reason TEXT
+  end_reason TEXT, notice TEXT
 );
 CREATE TABLE IF NOT EXISTS rounds (
   job_id TEXT NOT NULL, round_id INTEGER NOT NULL, seq INTEGER NOT NULL, mode TEXT NOT NULL,
@@ -95,6 +95,7 @@ async function syncDirectory(path: string): Promise<void> {
 
 interface JobRow {
   id: string; name: string; spec: string; state: string; created_at: number; updated_at: number; seq: number; step: number; end_reason: string | null;
+  notice: string | null;
 }
 interface RoundRow {
   job_id: string; round_id: number; seq: number; mode: string; members: string; outcome: string; started_at: number; ended_at: number | null; detail: string;
@@ -113,7 +114,7 @@ interface CheckpointRow {
 
 const toJob = (r: JobRow): JobRecord => ({
   id: r.id, name: r.name, spec: JSON.parse(r.spec), state: r.state as JobRecord['state'], createdAt: r.created_at, updatedAt: r.updated_at,
-  seq: r.seq, step: r.step, ...(r.end_reason ? { endReason: r.end_reason } : {}),
+  seq: r.seq, step: r.step, ...(r.end_reason ? { endReason: r.end_reason } : {}), ...(r.notice ? { notice: r.notice } : {}),
 });
 const toRound = (r: RoundRow): RoundRecord => ({
   jobId: r.job_id, roundId: r.round_id, seq: r.seq, mode: r.mode as RoundRecord['mode'], members: JSON.parse(r.members),
@@ -161,6 +162,8 @@ export class SqliteStore implements Store {
     // Reputations stored before probation counted from the last fault start it again: the cautious side.
     const reputationColumns = this.db.prepare("SELECT name FROM pragma_table_info('reputation')").all() as { name: string }[];
     if (!reputationColumns.some((c) => c.name === 'verified_since_fault')) this.db.exec('ALTER TABLE reputation ADD COLUMN verified_since_fault INTEGER NOT NULL DEFAULT 0');
+    const jobColumns = this.db.prepare("SELECT name FROM pragma_table_info('jobs')").all() as { name: string }[];
+    if (!jobColumns.some((c) => c.name === 'notice')) this.db.exec('ALTER TABLE jobs ADD COLUMN notice TEXT');
   }
 
   /** Prepared once per SQL text: preparing costs more than most of these queries. */
@@ -172,12 +175,13 @@ export class SqliteStore implements Store {
 
   async createJob(j: JobRecord): Promise<void> {
     this
-      .sql('INSERT INTO jobs (id, name, spec, state, created_at, updated_at, seq, step, end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)')
-      .run(j.id, j.name, JSON.stringify(j.spec), j.state, j.createdAt, j.updatedAt, j.seq, j.step, j.endReason ?? null);
+      .sql('INSERT INTO jobs (id, name, spec, state, created_at, updated_at, seq, step, end_reason, notice) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)')
+      .run(j.id, j.name, JSON.stringify(j.spec), j.state, j.createdAt, j.updatedAt, j.seq, j.step, j.endReason ?? null, j.notice ?? null);
   }
 
   async updateJob(j: JobRecord): Promise<void> {
-    this.sql('UPDATE jobs SET state = ?, updated_at = ?, seq = ?, step = ?, end_reason = ? WHERE id = ?').run(j.state, j.updatedAt, j.seq, j.step, j.endReason ?? null, j.id);
+    this.sql('UPDATE jobs SET state = ?, updated_at = ?, seq = ?, step = ?, end_reason = ?, notice = ? WHERE id = ?')
+      .run(j.state, j.updatedAt, j.seq, j.step, j.endReason ?? null, j.notice ?? null, j.id);
   }
 
   async getJob(id: string): Promise<JobRecord | null> {

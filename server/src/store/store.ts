@@ -91,7 +91,7 @@ export interface RoundRecord {
 export interface Store {
   readonly kind: 'sqlite' | 'redis';
   createJob(job: JobRecord): Promise<void>;
-  /** Replaces the job's mutable fields (state, seq, step, endReason, updatedAt). */
+  /** Replaces the job's mutable fields (state, seq, step, endReason, notice, updatedAt). */
   updateJob(job: JobRecord): Promise<void>;
   getJob(id: string): Promise<JobRecord | null>;
   listJobs(): Promise<JobRecord[]>;
