@@ -7,6 +7,7 @@ import { ProtocolError, maxCheckpointBytes, targetStepsOf, verifyCheckpoint, typ
 import { createHash } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
+import type { JobRecord } from '../store/store';
 import type { Deadlines } from './deadlines';
 import type { JobTally } from './job-tally';
 import { combineEvaluations, majorityChecksum, type EvaluationReport } from './evaluations';
@@ -70,10 +71,8 @@ export interface CheckpointHost extends JobHost {
   stop(reason: string, state: 'done' | 'failed'): void;
   persist(write: () => Promise<void> | void): void;
   sendLoad(m: Member, seq: number): void;
-  /** The job's summary changed (dashboards are told). */
-  changed(): void;
-  /** What the job holds back on and why, shown on the dashboard and kept with the job (past a restart and its end); undefined: nothing. */
-  notice(text: string | undefined): void;
+  /** The job's summary changed (dashboards are told), and with it these fields of its record (kept in the store: a restart and the job's end keep them). */
+  changed(fields?: Pick<JobRecord, 'notice'>): void;
 }
 
 export class Checkpoints {
@@ -450,7 +449,7 @@ export class Checkpoints {
         + ' who vouch for it have standing (2 needed): training goes on';
       this.host.deps.count('targets_unvouched');
       this.host.deps.log(`job ${this.host.job.id}: ${notice}`);
-      this.host.notice(notice);
+      this.host.changed({ notice });
     }
     if (target !== undefined && outcome.accuracy !== null && outcome.accuracy >= target && enough) {
       this.reachedSeq = Math.max(this.reachedSeq, ev.seq);
@@ -467,7 +466,7 @@ export class Checkpoints {
   private finishIfReached(): void {
     const seq = this.host.job.seq;
     if (!this.finishing || this.host.ended || this.pending || this.latest?.seq !== seq || this.reachedSeq !== seq) return;
-    if (this.host.job.notice) this.host.notice(undefined); // what it held back on is settled
+    if (this.host.job.notice) this.host.changed({ notice: undefined }); // what it held back on is settled
     this.host.stop(`reached target accuracy ${this.host.job.spec.targetAccuracy}`, 'done');
   }
 
@@ -483,7 +482,7 @@ export class Checkpoints {
     const notice = `sync ${seq}: the model the job would end with ${measured}, below the target ${this.host.job.spec.targetAccuracy}: training goes on`;
     this.host.deps.count('targets_not_held');
     this.host.deps.log(`job ${this.host.job.id}: ${notice}`);
-    this.host.notice(notice);
+    this.host.changed({ notice });
   }
 
   /**

@@ -104,8 +104,7 @@ export class JobCoordinator {
       get job() { return current(); }, deps, members: this.members, get ended() { return self.ended; }, get networkRulesApply() { return self.networkRulesApply; }, tally: this.tally,
       deadlines: this.deadlines, hasStanding: (id) => this.hasStanding(id), offences: (id) => this.penalties.offences(id), evict: (id, why, fault) => this.evict(id, why, fault),
       tryBegin: () => this.tryBegin(), stop: (reason, state) => this.stop(reason, state), persist: (write) => this.persist(write), sendLoad: (m, seq) => this.loads.send(m, seq),
-      changed: () => this.deps.toDashboards(this.job.id, 'job:update', this.summary()),
-      notice: (notice) => void (this.updateJob({ notice }), this.deps.toDashboards(this.job.id, 'job:update', this.summary())), // a restart and the job's end keep it
+      changed: (fields) => void (fields && this.updateJob(fields), this.deps.toDashboards(this.job.id, 'job:update', this.summary())),
     }, latestCheckpoint);
     this.loads = new ModelLoads({
       get job() { return current(); }, deps, members: this.members, deadlines: this.deadlines, planner: this.planner, checkpoints: this.checkpoints, barrier: this.barrier,
@@ -210,10 +209,8 @@ export class JobCoordinator {
 
   summary(): JobSummary {
     return {
-      id: this.job.id, name: this.job.name, spec: this.job.spec, state: this.job.state, createdAt: this.job.createdAt,
-      updatedAt: this.job.updatedAt, seq: this.job.seq, step: this.job.step, workers: this.members.size,
-      latestCheckpoint: this.checkpoints.latest, latestAccuracy: this.checkpoints.latestAccuracy, ...(this.job.endReason ? { endReason: this.job.endReason } : {}),
-      ...(this.job.notice ? { notice: this.job.notice } : {}), syncTime: this.planner.summary(), links: this.links.paths.summary(),
+      ...this.job, workers: this.members.size, latestCheckpoint: this.checkpoints.latest, latestAccuracy: this.checkpoints.latestAccuracy,
+      syncTime: this.planner.summary(), links: this.links.paths.summary(),
     };
   }
 
@@ -321,7 +318,6 @@ export class JobCoordinator {
     for (const m of this.members.values()) m.cancelLoadTimer?.();
   }
 
-  /** Changes the job's record and queues its write. */
   private updateJob(fields: Partial<JobRecord>, now = this.deps.clock.now()): void {
     this.job = { ...this.job, ...fields, updatedAt: now };
     this.persist(() => this.deps.store.updateJob(this.job));
