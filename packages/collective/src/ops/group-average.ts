@@ -37,6 +37,13 @@ export interface GroupAverage {
   contribution: Float32Array;
 }
 
+/** modelDigestAsync, never an unhandled rejection when the op fails before it awaits the digest. */
+function digestOf(values: Float32Array): Promise<string> {
+  const digest = modelDigestAsync(values);
+  digest.catch(() => {});
+  return digest;
+}
+
 export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
   protected readonly name = 'average';
   /** This member's vector as it goes on the wire (rounded to f16 for an f16 wire). */
@@ -77,7 +84,7 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
     }
     this.result = new Float32Array(this.len);
     for (let j = 0; j < this.n; j++) {
-      this.digests.sent.push(modelDigestAsync(this.part(this.contribution, j)));
+      this.digests.sent.push(digestOf(this.part(this.contribution, j)));
       this.parts.push(j === rank ? this.part(this.contribution, j).slice() : new Float32Array(this.partLength(rank)));
       this.scatterIn.push(this.incoming(rank, 'groupScatter', j === rank));
       this.gatherIn.push(this.incoming(j, 'groupGather', j === rank));
@@ -108,7 +115,7 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
     if (this.aggregated || this.done || !this.scatterIn.every(GroupPartsRun.complete)) return;
     this.aggregated = true;
     const { rank, members } = this.group;
-    this.digests.received = this.parts.map((p) => modelDigestAsync(p));
+    this.digests.received = this.parts.map(digestOf);
     const { aggregate, refused } = combinePart(this.parts, this.partLength(rank), this.opts.rule, { trimFraction: this.opts.trimFraction, weights: this.opts.weights, f16: this.dtype === 'f16' });
     this.refused = refused.map((r) => ({ member: members[r.index], reason: r.reason }));
     if (!aggregate) {
@@ -116,7 +123,7 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
       return;
     }
     this.result.set(aggregate, this.partStart(rank));
-    this.digests.aggregate = modelDigestAsync(aggregate);
+    this.digests.aggregate = digestOf(aggregate);
     this.parts = []; // the contributions are no longer needed
     this.sendPart(this.group.peers, 'groupGather', rank, this.result, 1);
   }
@@ -124,7 +131,7 @@ export class GroupAverageRun extends GroupPartsRun<GroupAverage> {
   private maybeFinish(): void {
     if (this.done || this.finishing || !this.aggregated || !this.gatherIn.every(GroupPartsRun.complete) || !this.sendsDrained()) return;
     this.finishing = true;
-    for (let j = 0; j < this.n; j++) this.digests.gathered.push(modelDigestAsync(this.part(this.result, j)));
+    for (let j = 0; j < this.n; j++) this.digests.gathered.push(digestOf(this.part(this.result, j)));
     const { sent, received, aggregate, gathered } = this.digests;
     Promise.all([Promise.all(sent), Promise.all(received), aggregate!, Promise.all(gathered)]).then(
       ([s, r, a, g]) => this.finish({ mean: this.result, refused: this.refused, digests: { sent: s, received: r, aggregate: a, gathered: g }, contribution: this.contribution }),
