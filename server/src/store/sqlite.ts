@@ -155,15 +155,21 @@ export class SqliteStore implements Store {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
     this.db.exec(SCHEMA);
-    const columns = this.db.prepare("SELECT name FROM pragma_table_info('metrics')").all() as { name: string }[];
-    if (!columns.some((c) => c.name === 'kind')) this.db.transaction(() => this.db.exec(MIGRATE_METRICS))();
-    else if (!columns.some((c) => c.name === 'vouchers')) this.db.exec('ALTER TABLE metrics ADD COLUMN vouchers INTEGER');
+    if (!this.hasColumn('metrics', 'kind')) this.db.transaction(() => this.db.exec(MIGRATE_METRICS))();
+    else this.addColumnIfMissing('metrics', 'vouchers', 'INTEGER');
     this.db.exec(METRICS_KEY);
     // Reputations stored before probation counted from the last fault start it again: the cautious side.
-    const reputationColumns = this.db.prepare("SELECT name FROM pragma_table_info('reputation')").all() as { name: string }[];
-    if (!reputationColumns.some((c) => c.name === 'verified_since_fault')) this.db.exec('ALTER TABLE reputation ADD COLUMN verified_since_fault INTEGER NOT NULL DEFAULT 0');
-    const jobColumns = this.db.prepare("SELECT name FROM pragma_table_info('jobs')").all() as { name: string }[];
-    if (!jobColumns.some((c) => c.name === 'notice')) this.db.exec('ALTER TABLE jobs ADD COLUMN notice TEXT');
+    this.addColumnIfMissing('reputation', 'verified_since_fault', 'INTEGER NOT NULL DEFAULT 0');
+    this.addColumnIfMissing('jobs', 'notice', 'TEXT');
+  }
+
+  /** A database from before `column` existed gains it (tables and columns here are this file's, never input). */
+  private addColumnIfMissing(table: string, column: string, type: string): void {
+    if (!this.hasColumn(table, column)) this.db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
+  }
+
+  private hasColumn(table: string, column: string): boolean {
+    return this.db.prepare('SELECT 1 FROM pragma_table_info(?) WHERE name = ?').get(table, column) !== undefined;
   }
 
   /** Prepared once per SQL text: preparing costs more than most of these queries. */
