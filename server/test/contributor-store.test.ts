@@ -1,5 +1,5 @@
-// Both stores keep contributors, display names and reputations the same way: SQLite, and Redis (a real
-// redis-server started here), through the same Store calls.
+// Both stores keep contributors, display names, reputations and a job's record (its notice among its
+// mutable fields) the same way: SQLite, and Redis (a real redis-server started here), through the same Store calls.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +9,7 @@ import { createClient } from 'redis';
 import { RedisStore } from '../src/store/redis';
 import { startRedisServer } from '../src/testing/redis-server';
 import { SqliteStore } from '../src/store/sqlite';
-import type { ContributorRecord, Store } from '../src/store/store';
+import type { ContributorRecord, JobRecord, Store } from '../src/store/store';
 
 let redis: Awaited<ReturnType<typeof startRedisServer>>;
 let redisClient: ReturnType<typeof createClient>;
@@ -54,6 +54,22 @@ for (const kind of ['sqlite', 'redis'] as const) {
     const before = await store.digest();
     await store.saveContributors([record('job-a', 'bob', 5)]);
     assert.notEqual(await store.digest(), before, 'the digest covers contributors');
+  });
+
+  test(`${kind}: a job's mutable fields replace the stored ones: a notice is kept, and dropped once cleared`, async () => {
+    const store = stores.find((s) => s.kind === kind)!;
+    const job: JobRecord = {
+      id: `job-n-${kind}`, name: 'notice', spec: { preset: 'mlp-fashion' } as JobRecord['spec'], state: 'running', createdAt: 1, updatedAt: 1, seq: 0, step: 0,
+    };
+    await store.createJob(job);
+    assert.equal((await store.getJob(job.id))?.notice, undefined);
+    const held = { ...job, seq: 4, step: 32, updatedAt: 5, notice: 'sync 4: target accuracy held back, vouched for by members without standing' };
+    await store.updateJob(held);
+    assert.deepEqual(await store.getJob(job.id), held);
+    assert.equal((await store.listJobs()).find((j) => j.id === job.id)?.notice, held.notice);
+    const { notice: _cleared, ...ended } = { ...held, state: 'done' as const, seq: 6, step: 48, updatedAt: 9, endReason: 'target accuracy reached' };
+    await store.updateJob(ended);
+    assert.deepEqual(await store.getJob(job.id), ended, 'the notice went with the update that cleared it');
   });
 
   test(`${kind}: the latest accuracy is the newest sync's that has one, whenever it was recorded`, async () => {
