@@ -50,6 +50,8 @@ export interface ServerOptions {
   dataDir?: string;
   /** Shares state with other nodes through Redis. */
   redisUrl?: string;
+  /** Bytes per Redis value of a stored checkpoint (default 8 MiB; under the redis-server's proto-max-bulk-len). */
+  redisCheckpointChunkBytes?: number;
   /** Largest model (f32 parameters) a job may have, and checkpoint upload (default 2 GiB): uploads go to `<dataDir>/incoming`. */
   maxModelBytes?: number;
   /** Researcher token; generated and stored at the first start when absent. */
@@ -102,7 +104,7 @@ export interface ServerOptions {
   ticketLifetimeMs?: number;
   /** Unfinished jobs at once, across the cluster (default LIMITS.maxActiveJobs, 64): researchers' jobs, not volunteers, are what it bounds. */
   maxActiveJobs?: number;
-  /** Which checkpoints the SQLite store keeps (default DEFAULT_CHECKPOINT_RETENTION). */
+  /** Which checkpoints the store keeps, SQLite or Redis (default DEFAULT_CHECKPOINT_RETENTION). */
   checkpointRetention?: CheckpointRetention;
   /** STUN and TURN servers for volunteers' peer links and the TURN shared secret (ice.ts); absent: host candidates only. */
   ice?: IceOptions;
@@ -141,7 +143,7 @@ async function openStateBackends(opts: ServerOptions, nodeId: string): Promise<{
     return { store, cluster: new LocalCluster(nodeId), adapt: () => {}, close: () => store.close() };
   }
   const { openRedisBackends } = await import('./cluster/redis');
-  return openRedisBackends(opts.redisUrl, nodeId);
+  return openRedisBackends(opts.redisUrl, nodeId, { retention: opts.checkpointRetention, checkpointChunkBytes: opts.redisCheckpointChunkBytes });
 }
 
 export async function startServer(opts: ServerOptions = {}): Promise<RunningServer> {

@@ -109,7 +109,7 @@ for (const kind of ['sqlite', 'redis'] as const) {
   // (MAX_UNPROVEN_NAMES); 5 here.
   test(`${kind}: names of ids without a committed sync are kept for the 5 most recently named; ids with one keep theirs`, async () => {
     const client = createClient({ url: `${redis.url}/1` }); // its own keyspace: the other Redis store uses db 0
-    const store: Store = kind === 'sqlite' ? new SqliteStore(join(dir, 'names'), { maxUnprovenNames: 5 }) : new RedisStore(await client.connect(), undefined, 5);
+    const store: Store = kind === 'sqlite' ? new SqliteStore(join(dir, 'names'), { maxUnprovenNames: 5 }) : new RedisStore(await client.connect(), { maxUnprovenNames: 5 });
     try {
       await store.saveContributors([record('job-n', 'proven', 1), { ...record('job-n', 'joined', 1), syncs: 0 }]);
       await store.setDisplayName('proven', 'Proven'); // named first, and a member of a committed sync

@@ -6,7 +6,7 @@ import { createAdapter } from '@socket.io/redis-adapter';
 import { randomBytes } from 'node:crypto';
 import { createClient } from 'redis';
 import type { Server } from 'socket.io';
-import { RedisStore } from '../store/redis';
+import { RedisStore, type RedisStoreOptions } from '../store/redis';
 import type { Store } from '../store/store';
 import { decodeCall, encodeCall, type Cluster, type ClusterNews, type HubCall, type HubReply } from './cluster';
 import { OWNERSHIP_SWEEP_MS } from './hub';
@@ -157,7 +157,9 @@ export class RedisCluster implements Cluster {
 }
 
 /** Connects the store, the cluster and Socket.IO's adapter to the Redis at `url`. */
-export async function openRedisBackends(url: string, nodeId: string): Promise<{ store: Store; cluster: Cluster; adapt(io: Server): void; close(): Promise<void> }> {
+export async function openRedisBackends(
+  url: string, nodeId: string, storeOptions: RedisStoreOptions = {},
+): Promise<{ store: Store; cluster: Cluster; adapt(io: Server): void; close(): Promise<void> }> {
   const main = createClient({ url });
   // Leases and calls between nodes on a connection of their own: behind the store's writes (a row per
   // member per second, see contributors.ts) a lease renewal waited so long that, in the two-node
@@ -172,7 +174,7 @@ export async function openRedisBackends(url: string, nodeId: string): Promise<{ 
   const cluster = new RedisCluster(nodeId, control, sub);
   await cluster.listen();
   return {
-    store: new RedisStore(main),
+    store: new RedisStore(main, storeOptions),
     cluster,
     adapt: (io) => io.adapter(createAdapter(adapterPub, adapterSub)),
     async close() {

@@ -5,6 +5,7 @@ import { CHECKPOINT_SHA256_HEADER, CHECKPOINT_SYNC_HEADER, flatLengthOf, layoutO
 import { createHash } from 'node:crypto';
 import { createReadStream, statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { CorruptCheckpointError } from '../store/store';
 import { parseContentRange } from '../checkpoint-uploads';
@@ -52,16 +53,20 @@ async function checkedFile(jobId: string, seq: number, path: string, sha256: str
   return st.size;
 }
 
-/** A stored checkpoint, whole or the range asked, streamed from its file when the store keeps one. */
+/**
+ * A stored checkpoint, whole or the range asked: streamed from its file when the store keeps one,
+ * read by ranges when the store offers that (Redis: only the chunks asked for), else sent from its bytes.
+ */
 export async function sendCheckpoint(ctx: RouteContext, req: IncomingMessage, res: ServerResponse, jobId: string, seq: number): Promise<void> {
   const file = await ctx.store.checkpointFile?.(jobId, seq);
-  const bytes = file ? null : await ctx.store.readCheckpoint(jobId, seq);
-  if (!file && !bytes) throw new ProtocolError('unknown_job', `job ${jobId} has no checkpoint of sync ${seq}`);
-  const size = file ? await checkedFile(jobId, seq, file.path, file.info.sha256) : bytes!.byteLength;
+  const ranges = file ? null : await ctx.store.checkpointRanges?.(jobId, seq);
+  const bytes = file || ranges ? null : await ctx.store.readCheckpoint(jobId, seq);
+  if (!file && !ranges && !bytes) throw new ProtocolError('unknown_job', `job ${jobId} has no checkpoint of sync ${seq}`);
+  const size = file ? await checkedFile(jobId, seq, file.path, file.info.sha256) : ranges ? ranges.info.bytes : bytes!.byteLength;
   // The sync travels with the bytes: a client that asked for "the latest" knows which one it got.
   res.setHeader(CHECKPOINT_SYNC_HEADER, String(seq));
   // The store has checked the bytes against the digest it recorded, so their hash is that digest: a client checks its copy against it.
-  res.setHeader(CHECKPOINT_SHA256_HEADER, file ? file.info.sha256 : createHash('sha256').update(bytes!).digest('hex'));
+  res.setHeader(CHECKPOINT_SHA256_HEADER, (file ?? ranges)?.info.sha256 ?? createHash('sha256').update(bytes!).digest('hex'));
   res.setHeader('accept-ranges', 'bytes');
   res.setHeader('content-type', 'application/octet-stream');
   res.setHeader('content-disposition', `attachment; filename="${jobId}-sync${seq}.safetensors"`);
@@ -74,7 +79,7 @@ export async function sendCheckpoint(ctx: RouteContext, req: IncomingMessage, re
   res.writeHead(range ? 206 : 200, { 'content-length': end - start + 1, ...(range ? { 'content-range': `bytes ${start}-${end}/${size}` } : {}) });
   if (req.method === 'HEAD' || size === 0) return void res.end();
   if (bytes) return void res.end(bytes.subarray(start, end + 1));
-  await pipeline(createReadStream(file!.path, { start, end }), res);
+  await pipeline(ranges ? Readable.from(ranges.read(start, end)) : createReadStream(file!.path, { start, end }), res);
 }
 
 /** The upload token, only from the Authorization header (never in a URL, where logs keep it). */

@@ -1,15 +1,15 @@
 // The Store in Redis, for several server nodes sharing one: jobs, rounds, metrics, contributors,
-// checkpoints (the latest few blobs) and settings under `tf:` keys. cluster/redis.ts connects it.
+// checkpoints (the latest few, in chunks: redis-checkpoints.ts) and settings under `tf:` keys. cluster/redis.ts connects it.
 // Display names are `tf:names`; the ids among them with no committed sync yet are `tf:names-unproven`,
 // scored by `tf:names-seq` (the order they were set), and kept to `maxUnprovenNames`. A job's penalty
 // records are the hash `tf:penalties:<job>`, field `<kind>:<key>`, written by a script that keeps the newer.
 import type { CheckpointInfo, MetricPoint, VolunteerCredit } from '@tabfleet/protocol';
 import { createHash } from 'node:crypto';
-import { readFile, rm } from 'node:fs/promises';
 import { commandOptions, type createClient } from 'redis';
+import { RedisCheckpoints } from './redis-checkpoints';
 import {
-  checkpointsToPrune, DEFAULT_CHECKPOINT_RETENTION, MAX_UNPROVEN_NAMES, metricKind, verifiedCheckpoint,
-  type CheckpointRetention, type ContributorRecord, type JobRecord, type PenaltyRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
+  DEFAULT_CHECKPOINT_RETENTION, MAX_UNPROVEN_NAMES, metricKind,
+  type CheckpointRanges, type CheckpointRetention, type ContributorRecord, type JobRecord, type PenaltyRecord, type ReputationChange, type ReputationRecord, type RoundRecord, type Store,
 } from './store';
 
 type Client = ReturnType<typeof createClient>;
@@ -34,13 +34,21 @@ return 0`;
 /** Metric points read per request while looking back for the latest accuracy. */
 const METRICS_SCAN_CHUNK = 256;
 
+export interface RedisStoreOptions {
+  retention?: CheckpointRetention;
+  maxUnprovenNames?: number;
+  /** Bytes per stored value of a checkpoint (redis-checkpoints.ts; default 8 MiB). */
+  checkpointChunkBytes?: number;
+}
+
 export class RedisStore implements Store {
   readonly kind = 'redis';
-  constructor(
-    private readonly r: Client,
-    private readonly retention: CheckpointRetention = DEFAULT_CHECKPOINT_RETENTION,
-    private readonly maxUnprovenNames = MAX_UNPROVEN_NAMES,
-  ) {}
+  private readonly maxUnprovenNames: number;
+  private readonly checkpoints: RedisCheckpoints;
+  constructor(private readonly r: Client, opts: RedisStoreOptions = {}) {
+    this.maxUnprovenNames = opts.maxUnprovenNames ?? MAX_UNPROVEN_NAMES;
+    this.checkpoints = new RedisCheckpoints(r, opts.retention ?? DEFAULT_CHECKPOINT_RETENTION, opts.checkpointChunkBytes);
+  }
 
   async createJob(j: JobRecord): Promise<void> {
     await this.r.multi().set(`tf:job:${j.id}`, JSON.stringify(j)).zAdd('tf:jobs', { score: j.createdAt, value: j.id }).exec();
@@ -79,24 +87,21 @@ export class RedisStore implements Store {
   async metrics(jobId: string, limit: number): Promise<MetricPoint[]> {
     return (await this.r.lRange(`tf:metrics:${jobId}`, -limit, -1)).map((t) => JSON.parse(t));
   }
-  async putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void> {
-    await this.r.multi().set(`tf:ckpt-data:${jobId}:${info.seq}`, Buffer.from(data)).hSet(`tf:ckpt:${jobId}`, String(info.seq), JSON.stringify(info)).exec();
-    const drop = checkpointsToPrune((await this.r.hKeys(`tf:ckpt:${jobId}`)).map(Number), this.retention);
-    if (drop.length) await this.r.multi().hDel(`tf:ckpt:${jobId}`, drop.map(String)).del(drop.map((s) => `tf:ckpt-data:${jobId}:${s}`)).exec();
+  putCheckpoint(jobId: string, info: CheckpointInfo, data: Uint8Array): Promise<void> {
+    return this.checkpoints.put(jobId, info, data);
   }
-  /** Redis holds checkpoints as blobs: the file is read in once, stored, and deleted. */
-  async putCheckpointFile(jobId: string, info: CheckpointInfo, file: string): Promise<void> {
-    await this.putCheckpoint(jobId, info, new Uint8Array(await readFile(file)));
-    await rm(file, { force: true });
+  /** Stored a chunk at a time, never read in whole; the file is deleted once stored. */
+  putCheckpointFile(jobId: string, info: CheckpointInfo, file: string): Promise<void> {
+    return this.checkpoints.putFile(jobId, info, file);
   }
-  async latestCheckpoint(jobId: string): Promise<CheckpointInfo | null> {
-    const all = (await this.r.hVals(`tf:ckpt:${jobId}`)).map((t) => JSON.parse(t) as CheckpointInfo);
-    return all.reduce<CheckpointInfo | null>((best, c) => (!best || c.seq > best.seq ? c : best), null);
+  latestCheckpoint(jobId: string): Promise<CheckpointInfo | null> {
+    return this.checkpoints.latest(jobId);
   }
-  async readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null> {
-    const [b, infoText] = await Promise.all([this.r.get(commandOptions({ returnBuffers: true }), `tf:ckpt-data:${jobId}:${seq}`), this.r.hGet(`tf:ckpt:${jobId}`, String(seq))]);
-    if (!b || !infoText) return null;
-    return verifiedCheckpoint(jobId, seq, new Uint8Array(b), (JSON.parse(infoText) as CheckpointInfo).sha256);
+  readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null> {
+    return this.checkpoints.read(jobId, seq);
+  }
+  checkpointRanges(jobId: string, seq: number): Promise<CheckpointRanges | null> {
+    return this.checkpoints.ranges(jobId, seq);
   }
   async latestAccuracy(jobId: string): Promise<number | null> {
     const key = `tf:metrics:${jobId}`;

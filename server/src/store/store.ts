@@ -109,6 +109,8 @@ export interface Store {
   putCheckpointFile(jobId: string, info: CheckpointInfo, file: string): Promise<void>;
   /** Where a stored checkpoint's bytes lie on disk, for ranged downloads (absent: the store holds them elsewhere). */
   checkpointFile?(jobId: string, seq: number): Promise<{ path: string; info: CheckpointInfo } | null>;
+  /** A stored checkpoint read by ranges, never whole (a store without files: Redis); its bytes are checked against their sha256 first. */
+  checkpointRanges?(jobId: string, seq: number): Promise<CheckpointRanges | null>;
   latestCheckpoint(jobId: string): Promise<CheckpointInfo | null>;
   /** The bytes of a stored checkpoint; throws CorruptCheckpointError when they no longer match their sha256. */
   readCheckpoint(jobId: string, seq: number): Promise<Uint8Array | null>;
@@ -173,6 +175,12 @@ export const DEFAULT_CHECKPOINT_RETENTION: CheckpointRetention = { keepLatest: 5
 export function checkpointsToPrune(seqs: number[], rule: CheckpointRetention): number[] {
   const newestFirst = [...seqs].sort((a, b) => b - a);
   return newestFirst.slice(Math.max(1, rule.keepLatest)).filter((s) => !(rule.keepEvery > 0 && s % rule.keepEvery === 0));
+}
+
+/** A stored checkpoint's record and its bytes `start`–`end` (inclusive), in parts. */
+export interface CheckpointRanges {
+  info: CheckpointInfo;
+  read(start: number, end: number): AsyncIterable<Uint8Array>;
 }
 
 export class CorruptCheckpointError extends ProtocolError {

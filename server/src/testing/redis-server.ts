@@ -12,9 +12,10 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export async function startRedisServer(): Promise<{ url: string; stop(): void }> {
+/** `args`: more redis-server options, e.g. ['--proto-max-bulk-len', '1mb']. */
+export async function startRedisServer(args: string[] = []): Promise<{ url: string; stop(): void }> {
   const port = await freePort();
-  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise<void>((resolve, reject) => {
     let out = '';
     redis.stdout!.on('data', (d) => {
