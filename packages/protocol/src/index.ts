@@ -17,6 +17,7 @@ export * from './replication';
 export * from './moshpit';
 export * from './clock';
 export * from './heartbeat';
+export * from './event-pacer';
 export * from './quantize';
 export * from './streaming';
 export * from './streaming-spec';

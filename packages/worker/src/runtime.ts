@@ -5,7 +5,7 @@
 import { CollectiveError, FrameRouter, Group, HomeRing, ModelShare, Ring, type GroupAverageOptions, type Signaler, type Transport } from '@tabfleet/collective';
 import { exchange, groupExchange, groupWire, homeExchange, joinWork, payloadToDense, scalePayload, type LocalWork, type Payload } from '@tabfleet/distributed';
 import {
-  cappedWeights, HEARTBEAT_MAX_MS, HEARTBEAT_MIN_MS, jobHash, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, ROUND_DEADLINE_MARGIN_MS, sleepOn,
+  cappedWeights, HEARTBEAT_MAX_MS, HEARTBEAT_MIN_MS, jobHash, MAX_LINK_PATHS, partRange, PROBE_ROUND_ID, QUANT_BLOCK, realClock, ROUND_DEADLINE_MARGIN_MS, sleepOn, EventPacer,
   type Ack, type Clock, type Assignment,
   type GroupReport, type ReplicaTask, type RoundBegin, type VolunteerEvent,
   type VolunteerEventName, type VolunteerServerEvents, type IceServer,
@@ -89,9 +89,12 @@ export class VolunteerRuntime {
   private iceServers: IceServer[] = [];
 
   private readonly clock: Clock;
+  /** Every event goes out within the server's per-socket budget: one it refused (a `round:ready`) left this tab out of every sync. */
+  private readonly pacer: EventPacer;
 
   constructor(private readonly opts: RuntimeOptions) {
     this.clock = opts.clock ?? realClock;
+    this.pacer = new EventPacer(this.clock);
     const s = opts.socket;
     s.on('welcome', (w) => this.onWelcome(w));
     // From the next beat on (one already waiting keeps its time).
@@ -171,7 +174,7 @@ export class VolunteerRuntime {
   }
 
   private emit<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): Promise<Ack<Record<string, unknown>>> {
-    return this.opts.socket.timeout(30_000).emitWithAck(name, payload);
+    return this.pacer.sendWithAck(() => this.opts.socket.timeout(30_000).emitWithAck(name, payload));
   }
 
   private async emitOk<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): Promise<Record<string, unknown>> {
@@ -220,7 +223,7 @@ export class VolunteerRuntime {
     // No ack asked: nothing waits for one, and each is one more write per tab every heartbeat (a refusal still comes
     // back, as `protocol:error`). While it loads, the bytes downloaded so far show the server the load is moving.
     const { hidden, step, samplesPerSec, bytesSent, bytesReceived } = s;
-    const send = (downloadedBytes?: number) => void this.opts.socket.emit('status', { state, hidden, step, samplesPerSec, bytesSent, bytesReceived, downloadedBytes });
+    const send = (downloadedBytes?: number) => this.pacer.send(() => this.opts.socket.emit('status', { state, hidden, step, samplesPerSec, bytesSent, bytesReceived, downloadedBytes }));
     if (state !== 'loading') return send();
     // The engine's downloads (shards, the server's models) and the models members sent over their links.
     const engineBytes = Promise.resolve(this.opts.engine.downloadedBytes?.() ?? 0);
@@ -407,7 +410,7 @@ export class VolunteerRuntime {
     const took = this.nextBudgetMs !== undefined && !own ? { steps: work.steps } : {};
     // No ack asked, as for round:result: a refusal comes back as `protocol:error`, dropped work as
     // `work:dropped` then `model:load` (which also discards steps taken ahead).
-    this.opts.socket.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step, ...took });
+    this.pacer.send(() => this.opts.socket.emit('round:ready', { jobId: assignment.job.id, seq: this.status.seq + 1, step, ...took }));
     if (assignment.job.spec.overlapSteps > 0 && step < (this.info?.targetSteps ?? Infinity)) {
       this.overlap.start(assignment.job.spec.overlapSteps, (steps) => this.opts.engine.local(steps));
     }
@@ -463,13 +466,14 @@ export class VolunteerRuntime {
     const w = this.lastWork;
     // No ack asked: the server answers a refusal only (`protocol:error`, logged), which spares a
     // server that holds thousands of volunteers one frame per member and round (bench/coordinator).
-    this.opts.socket.emit('round:result', {
+    const result = {
       jobId: r.jobId, roundId: r.roundId, checksum, step,
       metrics: { loss: Number.isFinite(w.loss) ? w.loss : null, samples: w.samples, wallMs: w.wallMs, computeMs: w.computeMs, bytesSent: this.roundBytes.sent,
         bytesReceived: this.roundBytes.received },
       ...(group ? { group } : {}),
       ...(rttMs && Object.keys(rttMs).length ? { rttMs } : {}),
-    });
+    };
+    this.pacer.send(() => this.opts.socket.emit('round:result', result));
     if (r.mode !== 'star') this.reportLinkPaths(r.jobId);
   }
 

@@ -6,8 +6,10 @@
 // in-memory network in the soak (the collective does this over WebRTC in real workers); "evaluation"
 // is a fixed function of the sync, so honest evaluators agree.
 import {
+  EventPacer,
   NAMESPACES,
   PROTOCOL_VERSION,
+  realClock,
   layoutOf,
   type ModelRef,
   cappedWeights,
@@ -177,6 +179,8 @@ export class SimVolunteer {
   private replicaTasks: ReplicaTask[] = [];
   readonly replicated: { unitId: string; role: ReplicaTask['role'] }[] = [];
   private readonly opts: SimOptions;
+  /** As the worker runtime does: its events go out within the server's per-socket budget, none refused for rate. */
+  private readonly pacer = new EventPacer(realClock);
   private readonly exchanger: Exchanger;
   /** Its end of the exchange, under the id the server welcomed it with (a reconnection brings a new one). */
   private member: MemberExchange | null = null;
@@ -273,12 +277,12 @@ export class SimVolunteer {
   }
 
   emit<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): Promise<Ack<Record<string, unknown>>> {
-    return this.socket.timeout(10_000).emitWithAck(name, payload);
+    return this.pacer.sendWithAck(() => this.socket.timeout(10_000).emitWithAck(name, payload));
   }
 
   /** An event without an ack (the round events, as the runtime sends them); refusals arrive as `protocol:error`. */
   send<E extends VolunteerEventName>(name: E, payload: VolunteerEvent<E>): void {
-    this.socket.emit(name, payload);
+    this.pacer.send(() => this.socket.emit(name, payload));
   }
 
   async request(jobId?: string): Promise<Ack<Record<string, unknown>>> {
