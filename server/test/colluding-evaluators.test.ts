@@ -55,18 +55,24 @@ test('one colluding evaluator of three: the lower median of the reports is the h
 test('two colluding evaluators of three without standing: they no longer set the accuracy, nothing is recorded, no target', async () => {
   const sims = [await member(true), await member(false, colluder), await member(false, colluder)];
   const { job, points } = await threeEvaluators(sims, 4, { targetAccuracy: 0.9 });
-  const evaluated = points.filter((p) => p.seq >= 1 && typeof p.vouchers === 'number');
+  // Checked group rounds earn the colluders standing too: at most 3 confirmations a sync each (their own part,
+  // and as validator of the two others), so by sync 3's evaluation (its reports come before anyone is ready
+  // for sync 4) at most 9 of the PROBATION_VERIFIED (10). Later syncs may be evaluated with standing: one
+  // run of the server's tests had sync 5's forged accuracy believed, as the rule says it is (the test below).
+  assert.ok(3 * 3 < PROBATION_VERIFIED);
+  const evaluated = points.filter((p) => p.seq >= 1 && p.seq <= 3 && typeof p.vouchers === 'number');
   const forged = evaluated.filter((p) => p.accuracy === FORGED).length;
   console.log(`colluding majority without standing: ${forged} of ${evaluated.length} syncs recorded at ${FORGED}, ` +
     `${server.metrics.get('evaluation_accuracy_disputes')} disputed; state ${job.state}`);
-  assert.ok(evaluated.length >= 3, JSON.stringify(points));
+  assert.equal(evaluated.length, 3, JSON.stringify(points));
   // Before: every sync recorded at 0.99, the lower median of 0.99, 0.99 and the honest value.
   assert.equal(forged, 0, JSON.stringify(evaluated));
   assert.ok(evaluated.every((p) => p.accuracy === null), 'nobody is believed');
   assert.ok(server.metrics.get('evaluation_accuracy_disputes') >= 3);
-  assert.equal(job.state, 'running', job.endReason);
+  // No target reached on their word: the job ran on, or ended only past sync 4 (after standing was earned).
+  assert.ok(job.state === 'running' || job.seq > 4, `${job.state} at sync ${job.seq}: ${job.endReason}`);
   assert.ok(job.latestCheckpoint, 'the model itself was agreed (every evaluator reported its digest): its checkpoints are stored');
-  assert.ok(sims.every((s) => !s.ended), 'nobody is removed for an accuracy');
+  assert.ok(sims.every((s) => !s.ended || /reached target/.test(s.ended)), 'nobody is removed for an accuracy');
 });
 
 test('two colluding evaluators of three with standing: their accuracy is believed and ends the job on its target (the limit of the rule)', async () => {
