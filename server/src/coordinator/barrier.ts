@@ -63,7 +63,7 @@ export class Barrier {
       // Joiners waiting for a checkpoint of the members' model (none exists) that would make up the
       // minimum: only this sync can leave one, so it begins without them (before, both waited for ever).
       const waiting = members.unsentLoads.size;
-      if (ready + training === 0 || ready + training + waiting < job.spec.minWorkers) return false;
+      if (ready + training === 0 || ready + training + waiting < job.spec.minWorkers) return this.awaitSilentEviction();
     }
     if (training > 0) {
       if (ready > 0 && !this.cancelTimer) {
@@ -145,6 +145,23 @@ export class Barrier {
   joinersJoinLater(): boolean {
     const now = this.host.deps.clock.now();
     return this.host.job.seq > 0 || (this.cancelTimer !== null && now - (this.firstAdmittedAt ?? now) > JOIN_GRACE_MS);
+  }
+
+  /**
+   * Below the minimum with members left out: nothing else may happen (the others wait ready), so a timer
+   * evicts the first left-out member still silent at the barrier timeout. Without it such a member stayed
+   * for ever and so did the job: three members, one whose round:ready the server had refused.
+   */
+  private awaitSilentEviction(): false {
+    const { deps, members } = this.host;
+    const since = Math.min(...[...members.leftOut].map((m) => m.workSince));
+    if (this.cancelTimer || since === Infinity) return false;
+    const ms = Math.max(0, since + deps.timing.barrierTimeoutMs - deps.clock.now());
+    this.cancelTimer = deps.clock.after(ms, () => {
+      this.cancelTimer = null;
+      this.host.tryBegin();
+    });
+    return false;
   }
 
   /** Members left out of rounds that have not reported for the configured barrier timeout are evicted. */
