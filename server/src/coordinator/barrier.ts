@@ -37,6 +37,8 @@ export class Barrier {
   private cancelTimer: (() => void) | null = null;
   /** When the first member was admitted (to this coordinator): Moshpit joiners much later take sync 2. */
   private firstAdmittedAt: number | null = null;
+  /** Below the minimum with members left out: fires at the first one's barrier timeout (awaitSilentEviction). */
+  private cancelSilentEviction: (() => void) | null = null;
   /** Loading joiners are waited for until this fires; then the round goes on without them. */
   private cancelJoinerHold: (() => void) | null = null;
   private joinerHoldExpired = false;
@@ -130,6 +132,8 @@ export class Barrier {
     this.cancelTimer = null;
     this.cancelJoinerHold?.();
     this.cancelJoinerHold = null;
+    this.cancelSilentEviction?.();
+    this.cancelSilentEviction = null;
   }
 
   /**
@@ -155,10 +159,10 @@ export class Barrier {
   private awaitSilentEviction(): false {
     const { deps, members } = this.host;
     const since = Math.min(...[...members.leftOut].map((m) => m.workSince));
-    if (this.cancelTimer || since === Infinity) return false;
+    if (this.cancelSilentEviction || since === Infinity) return false;
     const ms = Math.max(0, since + deps.timing.barrierTimeoutMs - deps.clock.now());
-    this.cancelTimer = deps.clock.after(ms, () => {
-      this.cancelTimer = null;
+    this.cancelSilentEviction = deps.clock.after(ms, () => {
+      this.cancelSilentEviction = null;
       this.host.tryBegin();
     });
     return false;
