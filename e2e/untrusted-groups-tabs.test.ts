@@ -3,7 +3,7 @@
 // multiplying every value it sends to the owners of other parts by 100 on its way out (its data
 // channel's send is rewritten in the page). The attacker is removed (its own end reason), no honest
 // tab is, the job reaches the accuracy of the same job without the attacker (its seven honest tabs,
-// run first) within a point, and the dashboard, a real page in the same browser, shows the groups
+// run first) less at most a point, and the dashboard, a real page in the same browser, shows the groups
 // and the fault.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -163,9 +163,11 @@ test('eight tabs in groups of 4, one scaling what it sends by 100: it is removed
     for (const [i, reasons] of attacked.ended.entries()) if (i > 0) assert.ok(reasons.every((r) => /reached \d+ steps/.test(r)), `tab ${i}: ${reasons.join(' | ')}`);
     for (const t of attacked.tabs.slice(1)) assert.deepEqual(t.errors, []);
 
-    // The same job without the attacker reached this accuracy: within a point.
+    // The same job without the attacker reached this accuracy: the attacked run is at most a point below it.
+    // (Not above it too: the two runs' groups and timing differ, and an attacked run 1.03 points above its
+    // clean run, 84.23% against 83.20%, failed a two-sided check that is no part of what the attack could do.)
     console.log(`accuracy reached: without the attacker ${(100 * clean.accuracy).toFixed(2)}%, attacked ${(100 * attacked.accuracy).toFixed(2)}%`);
-    assert.ok(Math.abs(attacked.accuracy - clean.accuracy) <= 0.01, `clean ${clean.accuracy}, attacked ${attacked.accuracy}`);
+    assert.ok(attacked.accuracy >= clean.accuracy - 0.01, `clean ${clean.accuracy}, attacked ${attacked.accuracy}`);
 
     // The dashboard: the last sync's groups (at most 4 honest members each), and the attacker's fault with its reason.
     await waitFor('the dashboard shows the fault', async () => (await d.$(`#faults li[data-fault="${attackerId}"]`)) !== null, 30_000, 250);
