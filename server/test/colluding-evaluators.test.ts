@@ -25,12 +25,15 @@ const FORGED = 0.99;
 const colluder: Partial<SimOptions> = { evaluate: () => ({ accuracy: FORGED, loss: 0.01 }) };
 let nextHost = 20;
 let nextId = 0;
+const clientIdOf = new Map<SimVolunteer, string>();
 
 /** A volunteer on an address of its own, with standing (a record of confirmed work) when asked. */
 async function member(standing: boolean, opts: Partial<SimOptions> = {}): Promise<SimVolunteer> {
   const clientId = `evaluator-${nextId++}-0123456789abcdef`;
   if (standing) await server.store.addReputation(clientId, { verified: PROBATION_VERIFIED + 5 });
-  return server.volunteer({ clientId, localAddress: `127.0.0.${nextHost++}`, ...opts });
+  const sim = await server.volunteer({ clientId, localAddress: `127.0.0.${nextHost++}`, ...opts });
+  clientIdOf.set(sim, clientId);
+  return sim;
 }
 
 /** Three members, every sync evaluated by all three (its evaluators), and the job's metric points once `syncs` are in (evaluations carry `vouchers`). */
@@ -55,22 +58,24 @@ test('one colluding evaluator of three: the lower median of the reports is the h
 test('two colluding evaluators of three without standing: they no longer set the accuracy, nothing is recorded, no target', async () => {
   const sims = [await member(true), await member(false, colluder), await member(false, colluder)];
   const { job, points } = await threeEvaluators(sims, 4, { targetAccuracy: 0.9 });
-  // Checked group rounds earn the colluders standing too: at most 3 confirmations a sync each (their own part,
-  // and as validator of the two others), so by sync 3's evaluation (its reports come before anyone is ready
-  // for sync 4) at most 9 of the PROBATION_VERIFIED (10). Later syncs may be evaluated with standing: one
-  // run of the server's tests had sync 5's forged accuracy believed, as the rule says it is (the test below).
-  assert.ok(3 * 3 < PROBATION_VERIFIED);
-  const evaluated = points.filter((p) => p.seq >= 1 && p.seq <= 3 && typeof p.vouchers === 'number');
+  // The colluders earn standing too, by checked work (their parts validated, their checks of others' parts,
+  // replicated units): about 2 confirmations a sync each, so PROBATION_VERIFIED (10) comes around sync 5, and
+  // from then on their forged accuracy is believed, as the rule says (the test below; one run of the server's
+  // tests had sync 5 recorded at 0.99). Read after the metrics (its writes ordered after theirs): if neither has
+  // standing now, neither had it for any sync recorded; else only syncs 1-3 are judged (over 3 a sync for it).
+  const colluders = await server.store.reputations(sims.slice(1).map((s) => clientIdOf.get(s)!));
+  const earned = [...colluders.values()].some((r) => r.verifiedSinceFault >= PROBATION_VERIFIED);
+  const evaluated = points.filter((p) => p.seq >= 1 && (!earned || p.seq <= 3) && typeof p.vouchers === 'number');
   const forged = evaluated.filter((p) => p.accuracy === FORGED).length;
   console.log(`colluding majority without standing: ${forged} of ${evaluated.length} syncs recorded at ${FORGED}, ` +
-    `${server.metrics.get('evaluation_accuracy_disputes')} disputed; state ${job.state}`);
-  assert.equal(evaluated.length, 3, JSON.stringify(points));
+    `${server.metrics.get('evaluation_accuracy_disputes')} disputed; state ${job.state}; standing earned by then: ${earned}`);
+  assert.ok(evaluated.length >= 3, JSON.stringify(points));
   // Before: every sync recorded at 0.99, the lower median of 0.99, 0.99 and the honest value.
   assert.equal(forged, 0, JSON.stringify(evaluated));
   assert.ok(evaluated.every((p) => p.accuracy === null), 'nobody is believed');
   assert.ok(server.metrics.get('evaluation_accuracy_disputes') >= 3);
-  // No target reached on their word: the job ran on, or ended only past sync 4 (after standing was earned).
-  assert.ok(job.state === 'running' || job.seq > 4, `${job.state} at sync ${job.seq}: ${job.endReason}`);
+  // No target reached on their word: the job ran on, or ended once they had earned standing.
+  assert.ok(job.state === 'running' || earned, `${job.state} at sync ${job.seq}: ${job.endReason}`);
   assert.ok(job.latestCheckpoint, 'the model itself was agreed (every evaluator reported its digest): its checkpoints are stored');
   assert.ok(sims.every((s) => !s.ended || /reached target/.test(s.ended)), 'nobody is removed for an accuracy');
 });
