@@ -3,7 +3,7 @@
 // multiplying every value it sends to the owners of other parts by 100 on its way out (its data
 // channel's send is rewritten in the page). The attacker is removed (its own end reason), no honest
 // tab is, the job reaches the accuracy of the same job without the attacker (its seven honest tabs,
-// run first) less at most a point, and the dashboard, a real page in the same browser, shows the groups
+// run first), at most a point below it, and the dashboard, a real page in the same browser, shows the groups
 // and the fault.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
