@@ -6,19 +6,20 @@
 // checks the report of its quick run (measured once in the suite, not again on its own).
 import assert from 'node:assert/strict';
 import type { JobSettings } from './byzantine-config';
-import { DGC_ROBUST_GOAL_PTS, VALIDATION_SPARSITIES, type DgcRobustReport } from './byzantine-dgc';
+import { DGC_ROBUST_GOAL_PTS, DGC_SPARSITY, VALIDATION_SPARSITIES, type DgcRobustReport } from './byzantine-dgc';
 
 export function checkQuickDgcReport(r: DgcRobustReport, job: JobSettings): void {
   assert.equal(r.quick, true);
   assert.equal(r.rule, 'centered-clip');
   assert.equal(r.workers, 16);
-  // An untrusted job's default, which the test-split runs use.
-  assert.equal(r.sparsity, 0.98);
+  // The sweep's choice, which the test-split runs use.
+  const chosen = r.validation!.chosen;
+  assert.equal(r.sparsity, chosen);
   assert.deepEqual(r.runs.map((x) => `${x.split} ${x.payloads} ${x.sparsity} ${x.averaging} ${x.seed} ${x.syncs}`).sort(), [
     'test dense null centered-clip 1 2', 'test dense null centered-clip 1 4', 'test dense null mean 1 2',
-    'test dgc 0.98 centered-clip 1 2', 'test dgc 0.98 centered-clip 1 4', 'test dgc 0.98 mean 1 2',
-    'validation dense null centered-clip 1 2', 'validation dgc 0.95 centered-clip 1 2', 'validation dgc 0.98 centered-clip 1 2', 'validation dgc 0.99 centered-clip 1 2',
-  ]);
+    `test dgc ${chosen} centered-clip 1 2`, `test dgc ${chosen} centered-clip 1 4`, `test dgc ${chosen} mean 1 2`,
+    'validation dense null centered-clip 1 2', ...VALIDATION_SPARSITIES.map((s) => `validation dgc ${s} centered-clip 1 2`),
+  ].sort());
   for (const x of r.runs) {
     assert.equal(x.steps, x.syncs * job.H, `${x.payloads}: steps`);
     assert.equal(x.testCount, 1000);
@@ -42,7 +43,7 @@ export function checkQuickDgcReport(r: DgcRobustReport, job: JobSettings): void 
   const swept = (sparsity: number | null) => r.runs.find((x) => x.split === 'validation' && x.sparsity === sparsity)!.testAccuracy;
   assert.deepEqual(r.validation?.candidates.map((c) => [c.sparsity, c.drop_pts]), VALIDATION_SPARSITIES.map((s) => [s, Math.round((swept(null) - swept(s)) * 1e4) / 100]));
   assert.ok(VALIDATION_SPARSITIES.includes(r.validation!.chosen));
-  assert.equal(r.validation?.chosenIsDefault, r.validation?.chosen === 0.98);
+  assert.equal(r.validation?.chosenIsDefault, chosen === DGC_SPARSITY);
   assert.equal(r.goal, DGC_ROBUST_GOAL_PTS);
   assert.equal(r.met, r.dgc_robust_accuracy_drop_pts <= 0.5 && r.validation!.chosenIsDefault);
   assert.match(r.description, /one untrusted group of 16 by centered-clip/);

@@ -1,8 +1,8 @@
 // DGC under the robust rule (issue 37's `dgc_robust_accuracy_drop_pts`): the byzantine benchmark's
 // 16 LocalSGD workers of the Fashion-MNIST MLP, no attackers, averaged in ONE untrusted group of 16
-// by CenteredClip, once with dense f32 deltas and once with DGC-sparse ones (an untrusted job's
-// defaults: 2% of each delta sent, error feedback, the sparsity warm-up), over the same seeds. The drop is the
-// dense runs' median test accuracy less the DGC runs', in points; its goal (0.5) was set before any run.
+// by CenteredClip, once with dense f32 deltas and once with DGC-sparse ones (error feedback, the
+// sparsity warm-up, the sparsity the validation sweep below chose), over the same seeds. The drop is
+// the dense runs' median test accuracy less the DGC runs', in points; its goal (0.5) was set before any run.
 //
 // One group of 16, not Moshpit groups: protocol's jobs.ts refuses DGC with groupSize (a sparse delta
 // needs a reference every member of the group holds, and members of a new Moshpit group hold
@@ -15,11 +15,17 @@
 // summary key stays the 12-sync drop as first defined; the 48-sync drop is reported beside it
 // (chosen after the 12-sync runs missed the goal and one 48-sync probe of seed 1 gave 0.39 points).
 //
-// The sparsity is the product's default for an untrusted job (protocol's UNTRUSTED_DELTA_SPARSITY),
-// and a sweep on the validation split (the last training examples, held out) checks that default:
-// dense and DGC at each of VALIDATION_SPARSITIES, 12 syncs, the same seeds; the sweep chooses the
-// sparsest candidate whose median validation drop is within the goal, and the report says whether
-// that is the default. The test-split runs use the default either way.
+// The sparsity is chosen on the validation split (the last training examples, held out) before any
+// test-split run: dense and DGC at each of VALIDATION_SPARSITIES, 12 syncs, VALIDATION_SEEDS; the
+// sweep chooses the sparsest candidate whose median validation drop is within CHOICE_BOUND_PTS, and
+// the test-split runs use that choice. The goal is met only when it is also the product's default
+// for an untrusted job (protocol's UNTRUSTED_DELTA_SPARSITY), so the product runs what was measured.
+//
+// The rule's history: first it took the sparsest candidate within the goal itself, over seeds 1-3.
+// It chose 2% (0.46 points on validation), whose test drop was 0.82 (byzantine.json of 2026-12-03):
+// one validation accuracy on 5,000 examples has a standard error of about 0.5 points, so a choice at
+// the goal's edge can miss it on test. The bound of half the goal and five validation seeds were set
+// after that result and before the runs that replaced it.
 //
 // `measureDgcRobust` is what `npm run bench -- byzantine` calls; its runs go to child processes
 // (bench/byzantine-dgc-child.ts), one per core up to `processes`.
@@ -39,9 +45,13 @@ export const DGC_ROBUST_GOAL_PTS = 0.5;
 export const LONGER_SYNCS = 48;
 /** The final sparsity an untrusted LocalSGD job with DGC takes by default (protocol's defaultsFor). */
 export const DGC_SPARSITY = defaultsFor('localsgd', 'dgc', 'mlp-fashion', 'untrusted').sparsity;
-/** The validation sweep's candidates: a trusted job's default (what tune chose for 4 workers) and two denser. */
-export const VALIDATION_SPARSITIES = [0.99, 0.98, 0.95];
-export const CHOICE_RULE = 'the sparsest candidate whose median validation accuracy is within the goal of the dense runs\' (none: the densest)';
+/** The validation sweep's candidates: a trusted job's default (what tune chose for 4 workers) and three denser. */
+export const VALIDATION_SPARSITIES = [0.99, 0.98, 0.95, 0.9];
+/** Seeds of the validation sweep (quick: 1). */
+export const VALIDATION_SEEDS = [1, 2, 3, 4, 5];
+/** The sweep's bound on a candidate's median validation drop: half the goal, room for the split's noise. */
+export const CHOICE_BOUND_PTS = DGC_ROBUST_GOAL_PTS / 2;
+export const CHOICE_RULE = `the sparsest candidate whose median validation accuracy is within ${CHOICE_BOUND_PTS} points of the dense runs' (none: the densest)`;
 
 export type Payloads = 'dense' | 'dgc';
 /** The robust rule in one group, or the ring's plain mean (the control). */
@@ -104,6 +114,7 @@ export interface DgcRobustReport {
   quick: boolean;
   rule: typeof ROBUST_RULE;
   workers: number;
+  /** The DGC sparsity of the test-split runs: the sweep's choice (without a sweep, the product's default). */
   sparsity: number;
   job: JobSettings;
   seeds: number[];
@@ -142,12 +153,12 @@ export interface ValidationSweep {
 
 export const DESCRIPTION = `dgc_robust_accuracy_drop_pts: ${WORKERS} LocalSGD workers of the Fashion-MNIST MLP (the byzantine benchmark's job), no attackers, averaged `
   + `in one untrusted group of ${WORKERS} by ${ROBUST_RULE}; the median test accuracy over seeds with dense f32 deltas less that with DGC deltas `
-  + `(top ${Math.round((1 - DGC_SPARSITY) * 100)}% of each delta: an untrusted job's default, f16 values, error feedback, sparsity warm-up), in points. One group, not Moshpit groups: `
+  + '(at the sparsity the validation sweep chose, which must be an untrusted job\'s default; f16 values, error feedback, sparsity warm-up), in points. One group, not Moshpit groups: '
   + 'jobs.ts refuses DGC with groupSize (members of a new Moshpit group hold different models, so a sparse delta has no shared reference). Each owner reads '
   + 'a sparse contribution as dense with zeros where the member sent nothing, then screens and combines the part as any other. meanControl: the same pair '
   + 'averaged by the trusted ring\'s plain mean (sparse allgather for DGC), so the drop splits into DGC\'s own cost at this length and the rule\'s share. '
   + `validation: the robust rule's dense and DGC runs at ${VALIDATION_SPARSITIES.join(', ')} on the validation split (training examples held out), `
-  + `same seeds and length; it chooses ${CHOICE_RULE}, and says whether that is the default.`;
+  + `${VALIDATION_SEEDS.length} seeds, the same length, run first; it chooses ${CHOICE_RULE}, the test-split runs use that choice, and the report says whether it is the default.`;
 
 const CHILD = fileURLToPath(new URL('./byzantine-dgc-child.ts', import.meta.url));
 
@@ -160,15 +171,16 @@ export interface DgcRobustOptions {
   meanControl?: boolean;
   /** Also run the robust rule's pair at LONGER_SYNCS (default true). */
   longer?: boolean;
-  /** Also run the validation sweep of VALIDATION_SPARSITIES (default true). */
+  /** Run the validation sweep of VALIDATION_SPARSITIES first and use its choice (default true; false: the product's default). */
   sweep?: boolean;
   log?: (line: string) => void;
 }
 
 /**
- * Dense and DGC runs over the seeds, by the robust rule and (control) the mean, the robust rule's
- * longer pair, and the validation sweep (quick: one seed, two syncs and four, 1,000 examples
- * evaluated; full: 3 seeds, 12 syncs and 48, the whole test set and validation split).
+ * The validation sweep, then dense and DGC runs at its choice over the seeds, by the robust rule and
+ * (control) the mean, and the robust rule's longer pair (quick: one seed, two syncs and four, 1,000
+ * examples evaluated; full: 5 validation seeds and 3 test seeds, 12 syncs and 48, the whole test
+ * set and validation split).
  */
 export async function measureDgcRobust(opts: DgcRobustOptions): Promise<DgcRobustReport> {
   const t0 = performance.now();
@@ -179,28 +191,28 @@ export async function measureDgcRobust(opts: DgcRobustOptions): Promise<DgcRobus
   const pool = new ChildPool<{ run: DgcRun; job: JobSettings }, DgcRunResult>(CHILD, Math.max(1, opts.processes ?? 2));
   const averagings: Averaging[] = opts.meanControl === false ? [ROBUST_RULE] : [ROBUST_RULE, 'mean'];
   const longerSyncs = opts.quick ? 4 : LONGER_SYNCS;
-  const onTest = (payloads: Payloads, averaging: Averaging, length: number, seed: number): DgcRun => ({
-    payloads, averaging, seed, syncs: length, evalExamples, sparsity: payloads === 'dgc' ? DGC_SPARSITY : null, split: 'test',
-  });
-  // The longer pair first (the longest runs), then the robust rule's, the control's, and the sweep.
-  const plan: DgcRun[] = [
-    ...(opts.longer === false ? [] : [{ averaging: ROBUST_RULE, syncs: longerSyncs }]), ...averagings.map((averaging) => ({ averaging, syncs })),
-  ].flatMap((x) => seeds.flatMap((seed) => (['dense', 'dgc'] as const).map((p) => onTest(p, x.averaging, x.syncs, seed))));
-  if (opts.sweep !== false) {
-    for (const seed of seeds) {
-      for (const sparsity of [null, ...VALIDATION_SPARSITIES]) {
-        plan.push({ payloads: sparsity === null ? 'dense' : 'dgc', averaging: ROBUST_RULE, seed, syncs, evalExamples, sparsity, split: 'validation' });
-      }
-    }
-  }
+  const runAll = (plan: DgcRun[]) => Promise.all(plan.map(async (run) => {
+    const r = await pool.run({ run, job: opts.job });
+    log(`dgc-robust ${run.payloads}${run.sparsity === null ? '' : ` ${run.sparsity}`} by ${run.averaging} seed ${run.seed}, ${run.syncs} syncs: `
+      + `${run.split} ${(100 * r.testAccuracy).toFixed(2)}%, ${Math.round(r.bytesPerWorkerPerSync)} B/worker/sync, ${r.refusedHonest} refused, ${(r.wallMs / 1000).toFixed(1)} s`);
+    return r;
+  }));
   let runs: DgcRunResult[];
   try {
-    runs = await Promise.all(plan.map(async (run) => {
-      const r = await pool.run({ run, job: opts.job });
-      log(`dgc-robust ${run.payloads}${run.sparsity === null ? '' : ` ${run.sparsity}`} by ${run.averaging} seed ${run.seed}, ${run.syncs} syncs: `
-        + `${run.split} ${(100 * r.testAccuracy).toFixed(2)}%, ${Math.round(r.bytesPerWorkerPerSync)} B/worker/sync, ${r.refusedHonest} refused, ${(r.wallMs / 1000).toFixed(1)} s`);
-      return r;
-    }));
+    // The sweep first: its choice is the sparsity the test-split runs use.
+    const validationSeeds = opts.quick ? [1] : VALIDATION_SEEDS;
+    const swept = opts.sweep === false ? [] : await runAll(validationSeeds.flatMap((seed) => [null, ...VALIDATION_SPARSITIES].map((sparsity): DgcRun => (
+      { payloads: sparsity === null ? 'dense' : 'dgc', averaging: ROBUST_RULE, seed, syncs, evalExamples, sparsity, split: 'validation' }))));
+    const sparsity = sweepOf(syncs, swept)?.chosen ?? DGC_SPARSITY;
+    if (opts.sweep !== false) log(`dgc-robust: the validation sweep chose sparsity ${sparsity} (${CHOICE_RULE}); the product's default is ${DGC_SPARSITY}`);
+    const onTest = (payloads: Payloads, averaging: Averaging, length: number, seed: number): DgcRun => ({
+      payloads, averaging, seed, syncs: length, evalExamples, sparsity: payloads === 'dgc' ? sparsity : null, split: 'test',
+    });
+    // The longer pair first (the longest runs), then the robust rule's and the control's.
+    const tests = [
+      ...(opts.longer === false ? [] : [{ averaging: ROBUST_RULE, syncs: longerSyncs }]), ...averagings.map((averaging) => ({ averaging, syncs })),
+    ].flatMap((x) => seeds.flatMap((seed) => (['dense', 'dgc'] as const).map((p) => onTest(p, x.averaging, x.syncs, seed))));
+    runs = [...(await runAll(tests)), ...swept];
   } finally {
     pool.close();
   }
@@ -209,17 +221,18 @@ export async function measureDgcRobust(opts: DgcRobustOptions): Promise<DgcRobus
 
 const points = (dense: number, dgc: number) => Math.round((dense - dgc) * 1e4) / 100;
 
-/** The validation sweep: each candidate's median drop, and the sparsest within the goal (none: the densest). */
-export function sweepOf(seeds: number[], syncs: number, runs: DgcRunResult[]): ValidationSweep | null {
+/** The validation sweep: each candidate's median drop, and the sparsest within CHOICE_BOUND_PTS (none: the densest). */
+export function sweepOf(syncs: number, runs: DgcRunResult[]): ValidationSweep | null {
   const swept = runs.filter((r) => r.split === 'validation');
   if (!swept.length) return null;
+  const seeds = [...new Set(swept.map((r) => r.seed))].sort((a, b) => a - b);
   const accuracies = (sparsity: number | null) => seeds.map((seed) => swept.find((r) => r.seed === seed && r.sparsity === sparsity)!.testAccuracy);
   const dense = accuracies(null);
   const candidates = VALIDATION_SPARSITIES.map((sparsity) => {
     const perSeed = accuracies(sparsity);
     return { sparsity, perSeed, median: median(perSeed), drop_pts: points(median(dense), median(perSeed)) };
   });
-  const within = candidates.filter((c) => c.drop_pts <= DGC_ROBUST_GOAL_PTS).sort((a, b) => b.sparsity - a.sparsity);
+  const within = candidates.filter((c) => c.drop_pts <= CHOICE_BOUND_PTS).sort((a, b) => b.sparsity - a.sparsity);
   const chosen = within.length ? within[0].sparsity : Math.min(...VALIDATION_SPARSITIES);
   return { syncs, seeds, dense: { perSeed: dense, median: median(dense) }, candidates, rule: CHOICE_RULE, chosen, chosenIsDefault: chosen === DGC_SPARSITY };
 }
@@ -237,9 +250,9 @@ export function summarizeDgc(opts: Pick<DgcRobustOptions, 'quick' | 'job'>, seed
   const longerSyncs = runs.find((r) => r.syncs !== syncs)?.syncs;
   const longer = longerSyncs === undefined ? null : pair(ROBUST_RULE, longerSyncs);
   const bytes = (p: Payloads) => median(runs.filter((r) => r.payloads === p && r.averaging === ROBUST_RULE && r.syncs === syncs).map((r) => r.bytesPerWorkerPerSync));
-  const validation = sweepOf(seeds, syncs, all);
+  const validation = sweepOf(syncs, all);
   return {
-    description: DESCRIPTION, quick: opts.quick, rule: ROBUST_RULE, workers: WORKERS, sparsity: DGC_SPARSITY, job: opts.job, seeds, syncs, runs: all, perSeed, medians,
+    description: DESCRIPTION, quick: opts.quick, rule: ROBUST_RULE, workers: WORKERS, sparsity: runs.find((r) => r.payloads === 'dgc')?.sparsity ?? DGC_SPARSITY, job: opts.job, seeds, syncs, runs: all, perSeed, medians,
     spread: { dense: spread(perSeed.map((s) => s.dense)), dgc: spread(perSeed.map((s) => s.dgc)) },
     dgc_robust_accuracy_drop_pts: drop,
     meanControl: control && { perSeed: control.perSeed, medians: control.medians, dgc_mean_accuracy_drop_pts: control.drop },
