@@ -137,7 +137,8 @@ test('npm run bench -- byzantine --quick writes a complete and consistent byzant
   assert.ok(r.capture.rejoins > 0, 'Sybils rejoined');
   assert.equal(s.dgc_robust_accuracy_drop_pts, r.dgc.dgc_robust_accuracy_drop_pts);
   assert.equal(s.dgc_robust_accuracy_drop_goal_met, r.dgc.dgc_robust_accuracy_drop_pts <= r.dgc.goal && r.dgc.validation.chosenIsDefault);
-  assert.equal(s.dgc_robust_sparsity, 0.98);
+  // The test-split runs use the validation sweep's choice.
+  assert.equal(s.dgc_robust_sparsity, r.dgc.validation.chosen);
   assert.equal(s.dgc_validation_chosen_sparsity, r.dgc.validation.chosen);
   assert.ok(Math.abs(r.dgc.dgc_robust_accuracy_drop_pts - 100 * (r.dgc.medians.dense - r.dgc.medians.dgc)) < 1e-9);
   checkQuickDgcReport(r.dgc, r.job);

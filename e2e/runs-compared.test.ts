@@ -49,7 +49,7 @@ test('the form folds its advanced fields with their defaults; two runs compared 
   await d.click('#advanced summary');
   await d.waitForSelector('[name=sparsity]', { state: 'visible' });
   const shown = (name: string) => d.getAttribute(`[data-default-for=${name}]`, 'data-value');
-  assert.equal(await text(d, '[data-default-for=sparsity]'), 'Default: 0.98.');
+  assert.equal(await text(d, '[data-default-for=sparsity]'), 'Default: 0.95.');
   assert.equal(await shown('aggregation'), 'centered-clip');
   assert.equal(await shown('optimizer'), 'sgd');
   assert.equal(await shown('H'), '8');

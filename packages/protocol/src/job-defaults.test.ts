@@ -17,7 +17,7 @@ test('a spec that names only its model gets every section filled in', () => {
     hyperparameters: { optimizer: 'sgd', lr: 0.05, batchSize: 32, momentum: 0.9, weightDecay: 0, outerLr: 0.7, outerMomentum: 0.9 },
     minWorkers: 1, maxWorkers: 8, hierarchical: false, homeRings: true, regionalGroups: false, trust: 'untrusted', trimFraction: 0.1, seed: 1,
     checkpointEvery: 10, evalEverySteps: 100, targetEpochs: 1, targetSteps: undefined, gpt: undefined, tokenizer: undefined,
-    pacing: 'auto', sparsity: 0.98, aggregation: 'centered-clip', fragments: 1, overlapSteps: 0, fragmentMixing: 0,
+    pacing: 'auto', sparsity: 0.95, aggregation: 'centered-clip', fragments: 1, overlapSteps: 0, fragmentMixing: 0,
   });
   // One epoch of one of 8 shards: 60,000 / 8 = 7,500 examples, at batch 32.
   assert.equal(targetStepsOf(s), Math.ceil(7_500 / 32));

@@ -157,17 +157,18 @@ export function defaultsFor(
 }
 
 /**
- * The DGC sparsity of an untrusted job's deltas (LocalSGD, DiLoCo): the top 2%, not 1%. An untrusted
- * job with DGC averages in one group of up to 16 by its robust rule; there, on the validation split,
- * the 16-member group at 1% lost 1.18 points of accuracy against dense deltas after 12 syncs, at 2%
- * 0.46, at 5% 0.26. Most of that is DGC's own cost with 16 members over a short job (the plain mean
- * loses about as much, byzantine.json's mean control), not the rule's; trusted jobs keep the 1% that
- * `npm run bench -- tune` chose for 4 workers. `npm run bench -- byzantine --only dgc` repeats the
- * sweep on the validation split, takes the sparsest candidate within the goal (0.5 points) and checks
- * it is this constant; bench/results/byzantine.json records it beside the test-split drop. Measured
- * on LocalSGD; DiLoCo's untrusted deltas follow it unmeasured.
+ * The DGC sparsity of an untrusted job's deltas (LocalSGD, DiLoCo): the top 5%, not 1%. An untrusted
+ * job with DGC averages in one group of up to 16 by its robust rule; there, on the validation split
+ * after 12 syncs, the median drop against dense deltas over 5 seeds was 1.08 points at 1%, 0.40 at 2%,
+ * 0.16 at 5% and 0.12 at 10%. Most of that is DGC's own cost with 16 members over a short job (the
+ * plain mean loses about as much, byzantine.json's mean control), not the rule's; trusted jobs keep
+ * the 1% that `npm run bench -- tune` chose for 4 workers. `npm run bench -- byzantine --only dgc`
+ * repeats the sweep, takes the sparsest candidate within half its goal (0.25 of 0.5 points: one
+ * validation accuracy has a standard error of about 0.5) and checks it is this constant. It was 2%
+ * under the first rule (within the whole goal, 3 seeds), whose test drop missed the goal (0.82).
+ * Measured on LocalSGD; DiLoCo's untrusted deltas follow it unmeasured.
  */
-export const UNTRUSTED_DELTA_SPARSITY = 0.98;
+export const UNTRUSTED_DELTA_SPARSITY = 0.95;
 
 /** The inner optimizer of a job that names none: AdamW for DiLoCo (as its paper), SGD with Nesterov momentum otherwise. */
 export function defaultOptimizer(strategy: Strategy): (typeof INNER_OPTIMIZERS)[number] {
@@ -233,7 +234,7 @@ export const jobSpecFieldsSchema = z
     H: z.number().int().min(1).max(10_000).default(1),
     compression: z.enum(COMPRESSIONS).default('none'),
     /** Final DGC sparsity (fraction of entries not sent); default from `defaultsFor`. */
-    sparsity: finite.min(0).max(0.9999).optional().describe('DGC only; default 0.999 for ddp, else 0.98 in an untrusted job and 0.99 in a trusted one'),
+    sparsity: finite.min(0).max(0.9999).optional().describe('DGC only; default 0.999 for ddp, else 0.95 in an untrusted job and 0.99 in a trusted one'),
     /**
      * Streaming DiLoCo (docs/protocol.md): the model cut into this many fragments, strided across its
      * blocks; each sync carries one of them in turn, so each fragment syncs every fragments × H steps
