@@ -17,7 +17,7 @@ test('a job spec gets its defaults filled in', () => {
   assert.equal(jobSpecSchema.parse({ ...base, trust: 'trusted' }).aggregation, 'mean');
   assert.equal(jobSpecSchema.parse({ ...base, trust: 'trusted', aggregation: 'median' }).aggregation, 'median');
   assert.equal(jobSpecSchema.safeParse({ ...base, maxWorkers: 17 }).success, false);
-  // An untrusted job's deltas go at 95% (sparser, DGC cost its 16-member group more: UNTRUSTED_DELTA_SPARSITY); a trusted job's at 99%.
+  // An untrusted job's deltas go at 95% (sparser cost its 16-member group more than the validation rule allows: UNTRUSTED_DELTA_SPARSITY); a trusted job's at 99%.
   assert.equal(s.sparsity, 0.95);
   assert.equal(jobSpecSchema.parse({ ...base, trust: 'trusted', compression: 'dgc' }).sparsity, 0.99);
   // DDP sends its gradients sparser; DiLoCo with DGC deltas takes a gentler outer step.
