@@ -134,20 +134,24 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
   assert.equal(r.summary.max_volunteers_two_nodes, topTwo?.volunteers ?? 0);
   assert.equal(two.summary.max_volunteers, r.summary.max_volunteers_two_nodes);
 
-  // The library floor in the same run: bare Socket.IO with the same rounds, and plain ws, each holding every connection.
-  for (const kind of ['socketio', 'ws']) {
+  // The library floor in the same run: bare Socket.IO and the lean engine with the same rounds, and plain ws, each holding every connection.
+  for (const kind of ['socketio', 'lean', 'ws']) {
     const f: Json = r.floor[kind];
     assert.equal(f.error, undefined, `${kind} floor: ${f.error}`);
     assert.equal(f.connections, cfg.floorConnections, `${kind} floor: every connection held`);
     assert.ok(Number.isFinite(f.kbPerConnection) && f.heapKbPerConnection > 0 && f.heapKbPerConnection < 256, `${kind} floor: ${JSON.stringify(f)}`);
   }
   // Its rounds ran: members' ready and result events (and heartbeats) reached the bare server, which spent CPU on them.
-  assert.ok(r.floor.socketio.eventsPerSec > 0 && r.floor.socketio.cpuUsPerEvent > 0, JSON.stringify(r.floor.socketio));
+  for (const kind of ['socketio', 'lean']) {
+    assert.ok(r.floor[kind].eventsPerSec > 0 && r.floor[kind].cpuUsPerEvent > 0, JSON.stringify(r.floor[kind]));
+    checkDistribution(r.floor[kind].roundMs, `${kind} floor roundMs`);
+  }
   assert.equal(r.floor.ws.cpuUsPerEvent, null, 'the ws floor only holds connections');
-  checkDistribution(r.floor.socketio.roundMs, 'socketio floor roundMs');
   assert.equal(r.summary.socketio_floor_round_p99_ms, r.floor.socketio.roundMs.p99);
   assert.equal(r.summary.socketio_floor_kb_per_connection, r.floor.socketio.kbPerConnection);
   assert.equal(r.summary.socketio_floor_cpu_us_per_event, r.floor.socketio.cpuUsPerEvent);
+  assert.equal(r.summary.lean_floor_round_p99_ms, r.floor.lean.roundMs.p99);
+  assert.equal(r.summary.lean_floor_kb_per_connection, r.floor.lean.kbPerConnection);
   assert.equal(r.summary.ws_floor_kb_per_connection, r.floor.ws.kbPerConnection);
   assert.equal(r.summary.largest_held_volunteers, last.volunteers);
   assert.equal(r.summary.server_cpu_us_per_event_largest_held, last.server.cpuUsPerEvent);

@@ -215,7 +215,7 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
     }
     // The library floor at the goal's count, after the real phases (their processes are gone).
     const floor: Partial<Record<FloorKind, FloorReport | { error: string }>> = {};
-    for (const kind of cfg.floorConnections ? (['socketio', 'ws'] as const) : []) {
+    for (const kind of cfg.floorConnections ? (['socketio', 'lean', 'ws'] as const) : []) {
       const floorOptions = {
         kind, connections: cfg.floorConnections, jobSize: cfg.jobSize, perProcess: cfg.perProcess, behaviour: cfg.behaviour, windows: cfg.windows, windowMs: cfg.windowMs, settleMs: cfg.settleMs,
       };
@@ -257,7 +257,8 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
       `round_p50_ms ${s.round_p50_ms}, kb_per_volunteer ${s.kb_per_volunteer}; max_volunteers_two_nodes ${s.max_volunteers_two_nodes} (round_p99_ms ${s.two_nodes_round_p99_ms})`,
       `(goal ${cfg.goal.volunteers} / ${cfg.goal.twoNodeVolunteers}, <${cfg.goal.p99Ms} ms, ≤${cfg.goal.kbPerVolunteer} KiB); ${(record.durationMs / 60_000).toFixed(1)} min`,
     ].join(' '));
-    log(`library floor at ${cfg.floorConnections}: Socket.IO ${s.socketio_floor_kb_per_connection} KiB (${s.socketio_floor_cpu_us_per_event} µs/event), ws ${s.ws_floor_kb_per_connection} KiB`);
+    log(`library floor at ${cfg.floorConnections}: Socket.IO ${s.socketio_floor_kb_per_connection} KiB (${s.socketio_floor_cpu_us_per_event} µs/event), `
+      + `lean ${s.lean_floor_kb_per_connection} KiB (${s.lean_floor_cpu_us_per_event} µs/event), ws ${s.ws_floor_kb_per_connection} KiB`);
     log(`wrote ${relative(process.cwd(), file) || file}`);
     return { file, report };
   } finally {

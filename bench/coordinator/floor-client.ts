@@ -2,9 +2,10 @@
 // process's share of socket.io-client connections to floor-server.ts, each a member of a job of the
 // server's job size that follows the coordinator bench's round pattern with its behaviour (train,
 // round:ready, round:begin, allreduce, round:result, round:commit, train …) and beats `status` at the
-// period protocol's heartbeat.ts names for the node's volunteers; or, for the `ws` floor, plain
-// WebSocket connections that stay idle. The payloads are about the size of the real ones (a ready, a result
-// with its metrics, a status), so the floor's server parses what the real one does. Every member of a
+// period protocol's heartbeat.ts names for the node's volunteers (the Socket.IO and lean floors); or,
+// for the `ws` floor, plain WebSocket connections that stay idle. The payloads are about the size of
+// the real ones (a ready, a result with its metrics, a status), so the floor's server parses what the
+// real one does. Every member of a
 // job is in this process, so it times the round as the real bench's clients do (client.ts): begin =
 // the job's last round:ready sent → this member received round:begin, commit = the last round:result
 // sent → round:commit received, whole = both, per member and round.
@@ -13,7 +14,7 @@ import { io, type Socket } from 'socket.io-client';
 import { WebSocket } from 'ws';
 import type { ClientBehaviour } from './messages';
 
-type Msg = { type: 'open'; kind: 'socketio' | 'ws'; url: string; jobs: string[]; jobSize: number; nodeVolunteers: number } | { type: 'window' } | { type: 'collect' } | { type: 'exit' };
+type Msg = { type: 'open'; kind: 'socketio' | 'lean' | 'ws'; url: string; jobs: string[]; jobSize: number; nodeVolunteers: number } | { type: 'window' } | { type: 'collect' } | { type: 'exit' };
 
 if (!process.send) {
   console.error('forked by bench/coordinator/floor.ts only');
@@ -92,7 +93,7 @@ process.on('message', (m: Msg) => {
   const heartbeatMs = heartbeatPeriodMs(m.nodeVolunteers);
   const opens = m.jobs.flatMap((jobId) => {
     const job: JobClock = { size: m.jobSize, ready: 0, lastReady: 0, results: 0, lastResult: 0, commits: 0 };
-    return Array.from({ length: m.jobSize }, () => () => (m.kind === 'socketio' ? member(m.url, jobId, heartbeatMs, job) : plainConnection(m.url)));
+    return Array.from({ length: m.jobSize }, () => () => (m.kind === 'ws' ? plainConnection(m.url) : member(m.url, jobId, heartbeatMs, job)));
   });
   const t0 = performance.now();
   void (async () => {

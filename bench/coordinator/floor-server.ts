@@ -5,20 +5,23 @@
 // bound, the handshake request let go), a room per job of `size` members, and the round pattern of the
 // coordinator: when every member of a job sent `round:ready` it emits `round:begin` (its members named,
 // as a ring round's does) to the job's room; when every member sent `round:result`, `round:commit`.
-// `status` heartbeats are received and dropped. `ws`: a plain WebSocket server holding connections
-// (memory only). Stats over IPC as server-process.ts gives them (after a forced GC when asked).
+// `status` heartbeats are received and dropped. `lean`: the same rounds on lean-engine.ts, Socket.IO's
+// wire protocol on `ws` with a few fields per connection (what a lean volunteer server could cost).
+// `ws`: a plain WebSocket server holding connections (memory only). Stats over IPC as
+// server-process.ts gives them (after a forced GC when asked).
 import { createServer } from 'node:http';
 import { LIMITS } from '@tabfleet/protocol';
 import { Server } from 'socket.io';
 import { WebSocketServer } from 'ws';
+import { LeanEngine } from './lean-engine';
 import { sampleProcess } from './process-sample';
 
 type Msg = { type: 'stats'; gc: boolean } | { type: 'exit' };
 
 const kind = process.argv[2];
 const size = Number(process.argv[3]);
-if (!process.send || (kind !== 'socketio' && kind !== 'ws') || !(size >= 1)) {
-  console.error('usage: forked by bench/coordinator/floor.ts with <socketio|ws> <jobSize>');
+if (!process.send || !['socketio', 'lean', 'ws'].includes(kind) || !(size >= 1)) {
+  console.error('usage: forked by bench/coordinator/floor.ts with <socketio|lean|ws> <jobSize>');
   process.exit(2);
 }
 process.on('disconnect', () => process.exit(0));
@@ -30,6 +33,37 @@ let events = 0;
 
 interface JobRound { members: string[]; ready: number; results: number; seq: number; roundId: number }
 
+/** What the round logic uses of a connection: Socket.IO's socket, or the lean engine's. */
+interface RoundSocket { id: string; join(room: string): unknown; on(event: string, handler: () => void): void }
+const jobs = new Map<string, JobRound>();
+
+/** The coordinator's round pattern for one member of job `jobId`, broadcasting through `toRoom`. */
+function serveRounds(socket: RoundSocket, jobId: string, toRoom: (room: string) => { emit(event: string, body: object): unknown }): void {
+  connections++;
+  let job = jobs.get(jobId);
+  if (!job) jobs.set(jobId, (job = { members: [], ready: 0, results: 0, seq: 0, roundId: 0 }));
+  job.members.push(socket.id);
+  void socket.join(jobId);
+  socket.on('status', () => void events++);
+  socket.on('round:ready', () => {
+    events++;
+    if (++job.ready < size) return;
+    job.ready = 0;
+    job.seq++;
+    job.roundId++;
+    const began = Date.now();
+    toRoom(jobId).emit('round:begin', {
+      jobId, roundId: job.roundId, seq: job.seq, members: job.members, mode: 'ring', began, deadline: began + 60_000, uploader: null, quorum: size, evaluators: [],
+    });
+  });
+  socket.on('round:result', () => {
+    events++;
+    if (++job.results < size) return;
+    job.results = 0;
+    toRoom(jobId).emit('round:commit', { jobId, roundId: job.roundId, seq: job.seq, step: job.seq });
+  });
+}
+
 if (kind === 'socketio') {
   const io = new Server(http, {
     maxHttpBufferSize: LIMITS.maxSocketMessageBytes, serveClient: false, perMessageDeflate: false, httpCompression: false,
@@ -38,33 +72,14 @@ if (kind === 'socketio') {
   io.engine.on('connection', (raw: { request: unknown }) => {
     raw.request = null;
   });
-  const jobs = new Map<string, JobRound>();
   io.on('connection', (socket) => {
-    connections++;
-    const jobId = String((socket.handshake.auth as { jobId?: unknown }).jobId);
-    let job = jobs.get(jobId);
-    if (!job) jobs.set(jobId, (job = { members: [], ready: 0, results: 0, seq: 0, roundId: 0 }));
-    job.members.push(socket.id);
-    void socket.join(jobId);
-    socket.on('status', () => void events++);
-    socket.on('round:ready', () => {
-      events++;
-      if (++job.ready < size) return;
-      job.ready = 0;
-      job.seq++;
-      job.roundId++;
-      const began = Date.now();
-      io.to(jobId).emit('round:begin', {
-        jobId, roundId: job.roundId, seq: job.seq, members: job.members, mode: 'ring', began, deadline: began + 60_000, uploader: null, quorum: size, evaluators: [],
-      });
-    });
-    socket.on('round:result', () => {
-      events++;
-      if (++job.results < size) return;
-      job.results = 0;
-      io.to(jobId).emit('round:commit', { jobId, roundId: job.roundId, seq: job.seq, step: job.seq });
-    });
+    serveRounds(socket, String((socket.handshake.auth as { jobId?: unknown }).jobId), (room) => io.to(room));
     socket.on('disconnect', () => void connections--);
+  });
+} else if (kind === 'lean') {
+  const engine = new LeanEngine(http, { pingIntervalMs: 10_000, maxPayload: LIMITS.maxSocketMessageBytes }, (socket) => {
+    serveRounds(socket, String((socket.auth as { jobId?: unknown }).jobId), (room) => engine.to(room));
+    socket.ws.on('close', () => void connections--);
   });
 } else {
   const wss = new WebSocketServer({ server: http, perMessageDeflate: false, maxPayload: LIMITS.maxSocketMessageBytes });

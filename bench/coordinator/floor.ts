@@ -10,7 +10,8 @@ import { Child } from './child';
 import type { ClientBehaviour } from './messages';
 import { sleep } from './step';
 
-export type FloorKind = 'socketio' | 'ws';
+/** Bare Socket.IO, the lean engine on `ws` (lean-engine.ts) with the same rounds, or plain idle `ws` connections. */
+export type FloorKind = 'socketio' | 'lean' | 'ws';
 
 export interface FloorReport {
   kind: FloorKind;
@@ -18,11 +19,11 @@ export interface FloorReport {
   /** (RSS after GC at `connections` − before any) ÷ connections, KiB. */
   kbPerConnection: number;
   heapKbPerConnection: number;
-  /** Socket.IO only: server CPU ÷ events the clients sent, over the windows pooled (µs); ws: null (idle connections). */
+  /** Socket.IO and lean: server CPU ÷ events the clients sent, over the windows pooled (µs); ws: null (idle connections). */
   cpuUsPerEvent: number | null;
   cpuPercent: number | null;
   eventsPerSec: number | null;
-  /** Socket.IO only: the whole round as members see it (as the real phases' round_ms), every window's samples pooled; ws: null. */
+  /** Socket.IO and lean: the whole round as members see it (as the real phases' round_ms), every window's samples pooled; ws: null. */
   roundMs: Distribution | null;
   openMs: number;
 }
@@ -75,7 +76,7 @@ export async function measureFloor(o: FloorOptions, log: (line: string) => void)
     const heapKbPerConnection = (held.heapUsedBytes - baseline.heapUsedBytes) / n / 1024;
     let cpuMs = 0, wallMs = 0, events = 0;
     const roundMs: number[] = [];
-    if (o.kind === 'socketio') {
+    if (o.kind !== 'ws') {
       await stats(false);
       for (const c of clients) c.send({ type: 'window' });
       for (let w = 0; w < o.windows; w++) {
@@ -112,7 +113,7 @@ const round2 = (x: number) => Math.round(x * 100) / 100;
  */
 export function floorSummary(floor: Partial<Record<FloorKind, FloorReport | { error: string }>>, steps: { held: boolean; volunteers: number; server: { cpuUsPerEvent: number } }[]) {
   const ok = (f: FloorReport | { error: string } | undefined) => (f && !('error' in f) ? f : null);
-  const sio = ok(floor.socketio), ws = ok(floor.ws);
+  const sio = ok(floor.socketio), lean = ok(floor.lean), ws = ok(floor.ws);
   const held = steps.filter((s) => s.held).at(-1);
   return {
     /** Bare Socket.IO (the server's options, the same rounds) at floorConnections: RSS per connection after GC, KiB. */
@@ -122,6 +123,11 @@ export function floorSummary(floor: Partial<Record<FloorKind, FloorReport | { er
     socketio_floor_cpu_us_per_event: sio?.cpuUsPerEvent ?? null,
     /** Bare Socket.IO's whole round at floorConnections, pooled over its windows: does the library alone hold the goal's p99 here? */
     socketio_floor_round_p99_ms: sio?.roundMs?.p99 ?? null,
+    /** The lean engine (Socket.IO's wire protocol on ws, lean-engine.ts) with the same rounds: RSS per connection after GC, KiB. */
+    lean_floor_kb_per_connection: lean?.kbPerConnection ?? null,
+    lean_floor_cpu_us_per_event: lean?.cpuUsPerEvent ?? null,
+    /** The lean engine's whole round at floorConnections, pooled over its windows. */
+    lean_floor_round_p99_ms: lean?.roundMs?.p99 ?? null,
     /** Plain ws connections, idle: RSS per connection after GC, KiB. */
     ws_floor_kb_per_connection: ws?.kbPerConnection ?? null,
     /** The real server's CPU per client event at its largest step held, and that step (to read beside the floor's). */
