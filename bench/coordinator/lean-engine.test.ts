@@ -33,7 +33,10 @@ async function start(pingIntervalMs = 10_000) {
 async function client(url: string, auth: object): Promise<Socket> {
   const socket = connect(url, { transports: ['websocket'], forceNew: true, reconnection: false, auth });
   clients.push(socket);
-  await once(socket, 'connect');
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('connect_error', reject);
+  });
   return socket;
 }
 
@@ -75,9 +78,10 @@ test('pings: socket.io-client answers and stays; a connection that does not answ
   assert.match(received[0], /^0\{"sid":"[\w-]+","upgrades":\[\],"pingInterval":50,"pingTimeout":50,/);
   assert.deepEqual(received.slice(1), ['2'], 'closed at the ping after the one it left unanswered');
   // The answering client has seen pings since and is still connected.
-  let answered = 0;
-  answering.io.engine.on('ping', () => answered++);
-  while (answered < 3) await once(answering.io.engine, 'ping');
+  await new Promise<void>((resolve) => {
+    let answered = 0;
+    answering.io.engine.on('ping', () => void (++answered === 3 && resolve()));
+  });
   assert.equal(answering.connected, true);
   assert.equal(engine.connections, 1);
 });
