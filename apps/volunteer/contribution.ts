@@ -3,7 +3,7 @@
 // session and the VolunteerRuntime over WebRTC, throttled by the "how hard" setting), with the rows
 // and headline both pages show and the credit the server counted for this browser.
 import { createBrowserWebRtcTransport } from '@tabfleet/collective/webrtc-browser';
-import { NAMESPACES, PROTOCOL_VERSION, type CapabilitiesInput, type PublicInfo, type PublicJob, type VolunteerCredit } from '@tabfleet/protocol';
+import { NAMESPACES, PROTOCOL_VERSION, VOLUNTEER_SOCKET_PATH, type CapabilitiesInput, type PublicInfo, type PublicJob, type VolunteerCredit } from '@tabfleet/protocol';
 import { VolunteerRuntime, type RuntimeStatus } from '@tabfleet/worker/runtime';
 import { Comlink, type Engine } from '@tabfleet/worker/client';
 import type { BackendChoice, BackendInfo } from '@tabfleet/worker';
@@ -137,6 +137,8 @@ export interface ContributionOptions {
 export function startContribution(o: ContributionOptions): { socket: Socket; runtime: VolunteerRuntime } {
   const socket = io(`${o.serverUrl}${NAMESPACES.volunteer}`, {
     auth: { protocol: PROTOCOL_VERSION, capabilities: capabilities(o.info, o.region), clientId: o.clientId, ...(o.displayName ? { displayName: o.displayName } : {}) },
+    // The lean endpoint: the same namespace without Socket.IO's per-connection server objects.
+    path: VOLUNTEER_SOCKET_PATH,
     transports: ['websocket'],
   });
   const runtime: VolunteerRuntime = new VolunteerRuntime({

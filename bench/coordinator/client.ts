@@ -13,7 +13,7 @@
 // members see them (see WindowSamples in messages.ts).
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
-  NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, encodeSafetensors, f32Tensor, verifyCheckpoint, type Ack, type RoundBegin,
+  NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, VOLUNTEER_SOCKET_PATH, encodeSafetensors, f32Tensor, verifyCheckpoint, type Ack, type RoundBegin,
 } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
@@ -132,6 +132,7 @@ class Volunteer {
     this.socket = io(`${job.url}${NAMESPACES.volunteer}`, {
       auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES },
       transports: ['websocket'],
+      ...(behaviour.endpoint === 'lean' ? { path: VOLUNTEER_SOCKET_PATH } : {}),
       forceNew: true,
       reconnection: false,
       timeout: behaviour.joinTimeoutMs,

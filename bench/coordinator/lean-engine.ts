@@ -4,8 +4,8 @@
 // socket and their timers. It speaks to the real socket.io-client over WebSocket only (no polling),
 // namespace "/" only, text packets only (no binary attachments), events with or without acks; one
 // timer pings every connection and closes those that did not answer the last ping. Enough for the
-// floor's rounds; a product server would need the rest (binary attachments, namespaces, the guard's
-// rate checks, cross-node rooms), which is why this lives in bench.
+// floor's rounds. The product's endpoint with the rest (binary attachments, the namespace, the edge and
+// guard checks, cross-node delivery) is server/src/sockets/lean-volunteers.ts; this stays the floor.
 import { randomBytes } from 'node:crypto';
 import type { Server as HttpServer } from 'node:http';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';

@@ -16,6 +16,8 @@ export interface ClientBehaviour {
    * server answers only refusals (`protocol:error`).
    */
   ackRoundEvents: boolean;
+  /** Where the volunteers connect: the lean endpoint (the runtime's) or Socket.IO's path. */
+  endpoint: 'lean' | 'socket.io';
   /** Connections a client process opens at once while ramping. */
   connectConcurrency: number;
   /** Per-volunteer time limit from connect to admission (welcome, work:request, model:loaded). */

@@ -25,7 +25,9 @@ import { checkTls, daysLeft, type TlsFiles } from './http/tls';
 import { ServerMetrics } from './metrics';
 import { ALL_JOBS_ROOM, attachDashboardNamespace, jobRoom } from './sockets/dashboard';
 import { CONNECTION_SLACK, DEFAULT_JOIN_GRACE_MS, SocketEdge } from './sockets/edge';
-import { attachVolunteerNamespace, volunteerRoom } from './sockets/volunteer';
+import type { VolunteerBus } from './cluster/volunteer-bus';
+import { LeanVolunteers } from './sockets/lean-volunteers';
+import { attachVolunteerNamespace, socketIoEndpoint, volunteerRoom } from './sockets/volunteer';
 import { SqliteStore } from './store/sqlite';
 import { Uploads } from './uploads';
 import { textLoader, type ServedText } from './http/text-datasets';
@@ -137,10 +139,10 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-async function openStateBackends(opts: ServerOptions, nodeId: string): Promise<{ store: Store; cluster: Cluster; adapt(io: Server): void; close(): Promise<void> }> {
+async function openStateBackends(opts: ServerOptions, nodeId: string): Promise<{ store: Store; cluster: Cluster; adapt(io: Server): void; volunteerBus: VolunteerBus | null; close(): Promise<void> }> {
   if (!opts.redisUrl) {
     const store = new SqliteStore(resolve(opts.dataDir ?? 'data'), { retention: opts.checkpointRetention });
-    return { store, cluster: new LocalCluster(nodeId), adapt: () => {}, close: () => store.close() };
+    return { store, cluster: new LocalCluster(nodeId), adapt: () => {}, volunteerBus: null, close: () => store.close() };
   }
   const { openRedisBackends } = await import('./cluster/redis');
   return openRedisBackends(opts.redisUrl, nodeId, { retention: opts.checkpointRetention, checkpointChunkBytes: opts.redisCheckpointChunkBytes });
@@ -201,6 +203,22 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   // Only the named namespaces serve anyone: the default one would otherwise accept anonymous sockets and their events.
   io.of('/').use((_socket, next) => next(Object.assign(new Error('no such namespace: connect to /volunteer or /dashboard'), { data: { code: 'unknown_event' } })));
   const volunteers = io.of(NAMESPACES.volunteer);
+  // The same namespace at VOLUNTEER_SOCKET_PATH, without Socket.IO's objects.
+  const lean = new LeanVolunteers(httpServer, { edge, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS, pingIntervalMs: 10_000, log });
+  // An event for volunteers: those connected here get it directly, on whichever endpoint; the rest are
+  // on other nodes (with Redis), where it is published once for them.
+  const deliverHere = (rooms: readonly string[], event: string, args: unknown[]): string[] => {
+    const elsewhere: string[] = [];
+    const socketIoHere: string[] = [];
+    for (const room of rooms) {
+      if (lean.has(room)) continue;
+      (volunteers.adapter.rooms.has(room) ? socketIoHere : elsewhere).push(room);
+    }
+    if (lean.size) lean.emitTo(rooms, event, args);
+    if (socketIoHere.length) volunteers.local.to(socketIoHere).emit(event, ...args);
+    return elsewhere;
+  };
+  await backends.volunteerBus?.listen((d) => void deliverHere(d.rooms, d.event, d.args));
   const dashboards = io.of(NAMESPACES.dashboard);
   // Several nodes: the rooms dashboards here are in (a job's, or all jobs'), shared with the other nodes.
   const watchedHere = new Set<string>();
@@ -230,16 +248,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     clock,
     timing: { ...ROUND_TIMING, ...opts.timing },
     toVolunteer: (ids, event, ...args) => {
-      const rooms = Array.isArray(ids) ? ids.map(volunteerRoom) : [volunteerRoom(ids)];
-      if (!opts.redisUrl) return void volunteers.to(rooms).emit(event, ...args);
-      // With Redis, an emit to rooms is published to every node, which each decode it and look for the
-      // rooms. A volunteer is connected to one node: those connected here get it directly, and only an
-      // emit with members elsewhere is published (to those rooms alone).
-      const here: string[] = [];
-      const elsewhere: string[] = [];
-      for (const room of rooms) (volunteers.adapter.rooms.has(room) ? here : elsewhere).push(room);
-      if (here.length) volunteers.local.to(here).emit(event, ...args);
-      if (elsewhere.length) volunteers.to(elsewhere).emit(event, ...args);
+      const elsewhere = deliverHere(Array.isArray(ids) ? ids.map(volunteerRoom) : [volunteerRoom(ids)], event, args);
+      if (elsewhere.length) backends.volunteerBus?.publish({ rooms: elsewhere, event, args });
     },
     toDashboards: (jobId, event, ...args) => {
       const rooms = event === 'job:update' ? [jobRoom(jobId), ALL_JOBS_ROOM] : [jobRoom(jobId)];
@@ -268,13 +278,13 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   };
   const hub = new JobHub(deps, cluster, opts.maxActiveJobs);
   await hub.start();
-  const volunteerNsp = attachVolunteerNamespace(io, hub, store, {
+  const volunteerNsp = attachVolunteerNamespace([socketIoEndpoint(volunteers), lean], hub, store, {
     maxConnectionsPerAddress, count: deps.count, log, heartbeatsPerSec: opts.heartbeatsPerSec, clock: opts.clock ?? serverClock,
   });
   attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, failedToken: (address) => edge.failedAuth(address), count: deps.count, log });
 
   metrics.watch({
-    volunteersConnected: () => volunteers.sockets.size,
+    volunteersConnected: () => volunteers.sockets.size + lean.size,
     dashboardsConnected: () => dashboards.sockets.size,
     jobStates: async () => (await store.listJobs()).map((j) => j.state),
     runningJobs: () => hub.running(),
@@ -354,6 +364,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
       if (closed) return;
       closed = true;
       volunteerNsp.close();
+      lean.close();
       watch?.stop();
       await hub.close();
       const httpClosed = new Promise<void>((r) => io.close(() => r()));

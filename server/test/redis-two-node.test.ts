@@ -63,6 +63,24 @@ test('volunteers on two nodes form one ring, signal across nodes and commit roun
   for (const s of sims) s.close();
 });
 
+test('lean members on the other node: a star round\'s binary mean and the round events reach them over the volunteer bus', async () => {
+  const [a, b] = nodes;
+  const job = await a.createJob({ preset: 'cnn-fashion', minWorkers: 3, maxWorkers: 3, trust: 'trusted' });
+  const oracle = new RingOracle();
+  // Two lean members on node b, one Socket.IO member on node a, which coordinates the job.
+  const sims = [b, b, a].map((n, i) => new SimVolunteer({ url: n.url, oracle, endpoint: i < 2 ? 'lean' : 'socket.io' }));
+  for (const s of sims) await s.connected();
+  let failed = false;
+  sims[0].failRound = (r) => (r.mode === 'ring' && !failed ? ((failed = true), 'unreachable') : null);
+  for (const s of sims) assert.equal((await s.request(job.id)).ok, true);
+  const star = await waitFor('a star round', () => sims[1].events.map((e) => e.payload as RoundBegin).find((p) => p?.mode === 'star'), 15_000);
+  await waitFor('the star round commits on both nodes', () => sims.every((s) => s.applied.has(star.seq)), 20_000);
+  assert.equal(new Set(sims.map((s) => checksumOf(s.applied.get(star.seq)!))).size, 1);
+  const result = sims[0].events.find((e) => e.name === 'star:result')?.payload as { data: Uint8Array } | undefined;
+  assert.ok(result && result.data.byteLength > 0, 'the binary mean reached a lean member on the other node');
+  for (const s of sims) s.close();
+});
+
 test('a Moshpit job with members on two nodes: each sync\'s groups (a 4 × 2 grid) span the nodes, commit alone, and agree inside', async () => {
   const [a, b] = nodes;
   const job = await b.createJob({ minWorkers: 8, maxWorkers: 8, trust: 'trusted', groupSize: 4 });

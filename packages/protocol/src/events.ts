@@ -16,6 +16,14 @@ export const MAX_RTT_PEERS = 32;
 
 export const NAMESPACES = { volunteer: '/volunteer', dashboard: '/dashboard' } as const;
 
+/**
+ * The lean volunteer endpoint's path (server/src/sockets/lean-volunteers.ts): the /volunteer namespace
+ * over WebSocket only, without Socket.IO's server objects. socket.io-client connects to it with
+ * `{ path: VOLUNTEER_SOCKET_PATH, transports: ['websocket'] }`; Socket.IO's own path serves the same
+ * namespace too.
+ */
+export const VOLUNTEER_SOCKET_PATH = '/volunteers/';
+
 // ---------- errors and acks ----------
 
 export const ERROR_CODES = [

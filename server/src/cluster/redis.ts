@@ -3,6 +3,7 @@
 // (`tf:owner:<job>`, renewed by the ownership sweep); other nodes call it over pub/sub; and Socket.IO's
 // Redis adapter carries emits to volunteers and dashboards connected to any node.
 import { createAdapter } from '@socket.io/redis-adapter';
+import { VolunteerBus, type BusClients } from './volunteer-bus';
 import { randomBytes } from 'node:crypto';
 import { createClient } from 'redis';
 import type { Server } from 'socket.io';
@@ -159,7 +160,7 @@ export class RedisCluster implements Cluster {
 /** Connects the store, the cluster and Socket.IO's adapter to the Redis at `url`. */
 export async function openRedisBackends(
   url: string, nodeId: string, storeOptions: RedisStoreOptions = {},
-): Promise<{ store: Store; cluster: Cluster; adapt(io: Server): void; close(): Promise<void> }> {
+): Promise<{ store: Store; cluster: Cluster; adapt(io: Server): void; volunteerBus: VolunteerBus; close(): Promise<void> }> {
   const main = createClient({ url });
   // Leases and calls between nodes on a connection of their own: behind the store's writes (a row per
   // member per second, see contributors.ts) a lease renewal waited so long that, in the two-node
@@ -168,7 +169,8 @@ export async function openRedisBackends(
   const sub = main.duplicate();
   const adapterPub = main.duplicate();
   const adapterSub = main.duplicate();
-  const all = [main, control, sub, adapterPub, adapterSub];
+  const busSub = main.duplicate();
+  const all = [main, control, sub, adapterPub, adapterSub, busSub];
   for (const c of all) c.on('error', (e) => console.error(`[redis] ${(e as Error).message}`));
   await Promise.all(all.map((c) => c.connect()));
   const cluster = new RedisCluster(nodeId, control, sub);
@@ -177,6 +179,7 @@ export async function openRedisBackends(
     store: new RedisStore(main, storeOptions),
     cluster,
     adapt: (io) => io.adapter(createAdapter(adapterPub, adapterSub)),
+    volunteerBus: new VolunteerBus(nodeId, adapterPub as unknown as BusClients, busSub as unknown as BusClients),
     async close() {
       await cluster.close();
       await Promise.all(all.map((c) => c.quit().catch(() => {})));

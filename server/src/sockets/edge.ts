@@ -79,7 +79,7 @@ export class SocketEdge {
   constructor(private readonly opts: EdgeOptions) {
     const edge = this;
     this.onConnectionClose = function () {
-      edge.released(this.remoteAddress);
+      edge.release(this.remoteAddress);
     };
     this.onLeave = function () {
       edge.left(this.conn as unknown as EngineConnection);
@@ -100,12 +100,7 @@ export class SocketEdge {
     io.engine.on('connection', (conn: EngineConnection) => this.onConnection(conn));
     for (const name of namespaces) {
       const nsp = io.of(name);
-      nsp.use((socket, next) => {
-        const waitMs = this.opts.limiter.take(socket.handshake.address);
-        if (waitMs <= 0) return next();
-        this.opts.count('handshakes_rejected', { code: 'rate_limited' });
-        next(Object.assign(new Error(`too many handshakes and requests from your address: try again in ${Math.ceil(waitMs / 1000)} s`), { data: { code: 'rate_limited' } }));
-      });
+      nsp.use((socket, next) => next(this.namespaceHandshake(socket.handshake.address) ?? undefined));
       nsp.on('connection', (socket: Socket) => this.onJoin(socket));
     }
   }
@@ -115,10 +110,15 @@ export class SocketEdge {
     this.opts.limiter.charge(address, FAILED_AUTH_COST);
   }
 
-  private allowRequest(req: IncomingMessage, cb: (err: string | null | undefined, success: boolean) => void): void {
+  /**
+   * An engine handshake's checks (Host, Origin, the per-address bucket, the connection cap): the
+   * client's address, or why it is refused. Socket.IO's `allowRequest` and the lean volunteer
+   * endpoint's upgrade both ask here.
+   */
+  admit(req: IncomingMessage): { address: string } | { code: string; message: string } {
     const refuse = (code: string, message: string) => {
       this.opts.count('handshakes_rejected', { code });
-      cb(message, false);
+      return { code, message };
     };
     const address = clientAddress(req, this.opts.trustedProxies);
     if (!hostAllowed(req.headers.host, this.opts.hosts)) return refuse('bad_request', `Host ${JSON.stringify(req.headers.host?.slice(0, 100))} is not a name of this server`);
@@ -126,7 +126,40 @@ export class SocketEdge {
     if (this.opts.limiter.take(address) > 0) return refuse('rate_limited', 'rate_limited: too many requests from this address');
     const held = this.held.get(address) ?? 0;
     if (held >= this.opts.maxConnectionsPerAddress) return refuse('rate_limited', `rate_limited: ${held} connections from this address already (at most ${this.opts.maxConnectionsPerAddress})`);
-    cb(null, true);
+    return { address };
+  }
+
+  /**
+   * Counts an open connection of `address`; false when that passes the cap (handshakes in flight
+   * together all passed `admit` before any was counted): the caller closes it, and `release`s it
+   * once it has closed, as for every connection held.
+   */
+  hold(address: string): boolean {
+    const held = (this.held.get(address) ?? 0) + 1;
+    this.held.set(address, held);
+    if (held <= this.opts.maxConnectionsPerAddress) return true;
+    this.opts.count('handshakes_rejected', { code: 'rate_limited' });
+    return false;
+  }
+
+  release(address: string): void {
+    const n = (this.held.get(address) ?? 1) - 1;
+    if (n > 0) this.held.set(address, n);
+    else this.held.delete(address);
+  }
+
+  /** A namespace handshake from `address` takes a token too: the refusal, or null. */
+  namespaceHandshake(address: string): Error | null {
+    const waitMs = this.opts.limiter.take(address);
+    if (waitMs <= 0) return null;
+    this.opts.count('handshakes_rejected', { code: 'rate_limited' });
+    return Object.assign(new Error(`too many handshakes and requests from your address: try again in ${Math.ceil(waitMs / 1000)} s`), { data: { code: 'rate_limited' } });
+  }
+
+  private allowRequest(req: IncomingMessage, cb: (err: string | null | undefined, success: boolean) => void): void {
+    const admitted = this.admit(req);
+    if ('code' in admitted) cb(admitted.message, false);
+    else cb(null, true);
   }
 
   private onConnection(conn: EngineConnection): void {
@@ -143,20 +176,9 @@ export class SocketEdge {
     const req = conn.request as { rawHeaders: string[]; headers: object; url: string; _query?: object } | null | undefined;
     if (req) Object.assign(req, { rawHeaders: [], headers: {}, url: '', _query: {} });
     conn.request = null;
-    const held = (this.held.get(address) ?? 0) + 1;
-    this.held.set(address, held);
+    const held = this.hold(address);
     conn.on('close', this.onConnectionClose);
-    // Handshakes in flight together all passed allowRequest before any was counted: the cap holds here.
-    if (held > this.opts.maxConnectionsPerAddress) {
-      this.opts.count('handshakes_rejected', { code: 'rate_limited' });
-      conn.close();
-    }
-  }
-
-  private released(address: string): void {
-    const n = (this.held.get(address) ?? 1) - 1;
-    if (n > 0) this.held.set(address, n);
-    else this.held.delete(address);
+    if (!held) conn.close();
   }
 
   /** A namespace socket of `conn` went: a connection left with none is closed after the grace. */

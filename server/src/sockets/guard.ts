@@ -4,9 +4,12 @@
 // (`measureWire`, `eventSizeLimit`), schema validation, and a reply that is always an ack with a
 // code (or a `protocol:error` event when the client sent no ack).
 import { eventSizeLimit, LIMITS, measureWire, ProtocolError, parseEvent, type Ack, type SizeLimit } from '@tabfleet/protocol';
-import type { Socket } from 'socket.io';
 import type { z } from 'zod';
 import type { Count } from '../metrics-catalogue';
+import type { VolunteerConnection } from './connection';
+
+/** What the guard uses of a socket: Socket.IO's, or a lean volunteer connection. */
+type Socket = Pick<VolunteerConnection, 'id' | 'emit' | 'disconnect' | 'onAny'>;
 
 export class TokenBucket {
   private tokens: number;
@@ -43,7 +46,7 @@ export class TokenBucket {
 }
 
 /** An event's handler: its parsed payload, and the socket it came on (so one set of handlers serves every socket). */
-export type Handler = (payload: never, socket: Socket) => Promise<object | void> | object | void;
+export type Handler = (payload: never, socket: never) => Promise<object | void> | object | void;
 
 export interface GuardOptions {
   schemas: Record<string, z.ZodType>;
@@ -90,7 +93,7 @@ function guardEvent(socket: Socket, bucket: TokenBucket, opts: GuardOptions, eve
   if (measureWire(args[0], limit).over) return refuse(socket, opts, ack, event, new ProtocolError('too_large', tooLarge(name, limit)));
   let result: ReturnType<Handler>;
   try {
-    result = opts.handlers[name](parseEvent(schema, args[0], name) as never, socket);
+    result = opts.handlers[name](parseEvent(schema, args[0], name) as never, socket as never);
   } catch (e) {
     return failed(socket, opts, ack, event, e);
   }

@@ -13,10 +13,11 @@ import {
   type VolunteerEventName,
   type VolunteerEventParsed,
 } from '@tabfleet/protocol';
-import type { Namespace, Server, Socket } from 'socket.io';
+import type { Namespace } from 'socket.io';
 import type { JobHub } from '../cluster/hub';
 import { AddressRateLimiter, type HttpRateLimit } from '../http/security';
 import type { Store } from '../store/store';
+import type { VolunteerConnection as Socket, VolunteerEndpoint } from './connection';
 import { guardSocket, type Handler } from './guard';
 import { HeartbeatPeriod } from './heartbeat-period';
 import type { Count } from '../metrics-catalogue';
@@ -75,10 +76,30 @@ export interface VolunteerNamespaceOptions {
   clock?: Clock;
 }
 
-export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, opts: VolunteerNamespaceOptions): { namespace: Namespace; close(): void } {
-  const nsp = io.of(NAMESPACES.volunteer);
+/** Socket.IO's /volunteer namespace as a VolunteerEndpoint. */
+export function socketIoEndpoint(nsp: Namespace): VolunteerEndpoint {
+  return {
+    use: (middleware) => nsp.use(middleware),
+    onConnection: (listener) => nsp.on('connection', listener),
+    get size() {
+      return nsp.sockets.size;
+    },
+    connections: () => nsp.sockets.values(),
+    broadcast: (event, payload) => nsp.local.emit(event, payload),
+  };
+}
+
+/** The /volunteer namespace's handshake and handlers on every endpoint volunteers connect to (Socket.IO's, the lean one). */
+export function attachVolunteerNamespace(endpoints: readonly VolunteerEndpoint[], hub: JobHub, store: Store, opts: VolunteerNamespaceOptions): { close(): void } {
+  const connections = function* () {
+    for (const endpoint of endpoints) yield* endpoint.connections();
+  };
   const heartbeat = new HeartbeatPeriod({
-    volunteers: () => nsp.sockets.size, announce: (ms) => nsp.local.emit('heartbeat', { ms }), clock: opts.clock ?? serverClock, perSecond: opts.heartbeatsPerSec,
+    volunteers: () => endpoints.reduce((n, e) => n + e.size, 0),
+    announce: (ms) => {
+      for (const endpoint of endpoints) endpoint.broadcast('heartbeat', { ms });
+    },
+    clock: opts.clock ?? serverClock, perSecond: opts.heartbeatsPerSec,
   });
   const connectionsByAddress = new Map<string, number>();
   const nameWrites = new AddressRateLimiter(opts.nameWrites ?? DEFAULT_NAME_WRITES);
@@ -100,7 +121,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     release(d.address);
   };
 
-  nsp.use((socket, next) => {
+  const handshake = (socket: Socket, next: (err?: Error) => void) => {
     const auth = socket.handshake.auth as { protocol?: unknown };
     if (auth?.protocol !== PROTOCOL_VERSION) {
       opts.count('handshakes_rejected', { code: 'protocol_version' });
@@ -126,7 +147,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       jobId: null, waitingForWork: false, requestedJob: undefined, assigning: null, counted: true,
     };
     socket.data = data;
-    socket.handshake.auth = PARSED_AUTH;
+    (socket.handshake as { auth: unknown }).auth = PARSED_AUTH;
     // Released once, whichever comes first: a refused handshake, the socket's disconnect (onDisconnect),
     // or its connection closed while the name was looked up (no disconnect follows a socket that never
     // connected; Socket.IO connects it on the next tick, and nothing closes a connection in between).
@@ -151,7 +172,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
       opts.log(`handshake: display name lookup failed: ${(e as Error).message}`);
       fail(handshakeError('internal', 'internal error'));
     });
-  });
+  };
 
   const offerWork = async (socket: Socket) => {
     const d = socket.data as VolunteerData;
@@ -245,18 +266,22 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
     if (d.jobId && !hub.closing) hub.leave(d.jobId, d.volunteerId, `disconnected (${reason})`).catch((e) => opts.log(`leave after disconnect failed: ${(e as Error).message}`));
   }
 
-  nsp.on('connection', (socket) => {
+  const onConnection = (socket: Socket) => {
     const d = dataOf(socket);
     socket.join(volunteerRoom(d.volunteerId));
     socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now(), displayName: d.displayName, heartbeatMs: heartbeat.current() });
     heartbeat.changed();
     guardSocket(socket, guard);
     socket.on('disconnect', onDisconnect);
-  });
+  };
+  for (const endpoint of endpoints) {
+    endpoint.use(handshake);
+    endpoint.onConnection(onConnection);
+  }
 
   // Idle volunteers get the next job with room: at once when one is created, and periodically.
   const offerIdle = async () => {
-    for (const socket of nsp.sockets.values()) {
+    for (const socket of connections()) {
       if ((socket.data as VolunteerData).waitingForWork) await offerWork(socket).catch(() => {});
     }
   };
@@ -265,7 +290,7 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
   // this node's volunteers in it are members of nothing now. Told so, they ask for work again and
   // join as joiners do (the job's latest checkpoint).
   hub.onJobLoaded((jobId) => {
-    for (const socket of nsp.sockets.values()) {
+    for (const socket of connections()) {
       const d = socket.data as VolunteerData;
       if (d.jobId !== jobId) continue;
       d.jobId = null;
@@ -278,7 +303,6 @@ export function attachVolunteerNamespace(io: Server, hub: JobHub, store: Store, 
   const timer = setInterval(() => void offerIdle(), IDLE_OFFER_INTERVAL_MS);
   timer.unref();
   return {
-    namespace: nsp,
     close: () => {
       clearInterval(timer);
       heartbeat.close();

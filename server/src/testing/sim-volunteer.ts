@@ -8,6 +8,7 @@
 import {
   EventPacer,
   NAMESPACES,
+  VOLUNTEER_SOCKET_PATH,
   PROTOCOL_VERSION,
   realClock,
   layoutOf,
@@ -125,6 +126,8 @@ export interface SimOptions {
   log?: (line: string) => void;
   /** The loopback address it connects from (127.0.0.x: volunteers behind different addresses). */
   localAddress?: string;
+  /** Where it connects: the lean volunteer endpoint (VOLUNTEER_SOCKET_PATH, the runtime's, default) or Socket.IO's path. */
+  endpoint?: 'lean' | 'socket.io';
   /** Syncs whose parameters it keeps in `applied` (default 64); long runs keep fewer. */
   appliedKept?: number;
   /** Received events it keeps in `events`, newest (default: all); long runs bound it. */
@@ -200,6 +203,7 @@ export class SimVolunteer {
     this.socket = io(`${opts.url}${NAMESPACES.volunteer}`, {
       auth: { protocol: PROTOCOL_VERSION, capabilities: opts.capabilities ?? SIM_CAPABILITIES, clientId: opts.clientId, displayName: opts.displayName },
       transports: ['websocket'],
+      ...(opts.endpoint === 'socket.io' ? {} : { path: VOLUNTEER_SOCKET_PATH }),
       ...(opts.localAddress ? { localAddress: opts.localAddress } : {}),
       reconnection: opts.reconnect ?? false,
       reconnectionDelay: 200,

@@ -1,0 +1,32 @@
+// What the volunteer namespace and the event guard use of a connection and of the endpoint that
+// accepts them: Socket.IO's namespace and sockets fit it as they are, and so does the lean volunteer
+// endpoint (lean-volunteers.ts), so one set of handlers serves both.
+
+/** One volunteer's connection to this node. */
+export interface VolunteerConnection {
+  readonly id: string;
+  /** What the namespace's handshake kept of it (its VolunteerData). */
+  data: unknown;
+  readonly handshake: { auth: unknown; address: string };
+  readonly conn: { readonly readyState: string };
+  emit(event: string, ...args: unknown[]): unknown;
+  /** Ends the connection from the server's side. */
+  disconnect(close?: boolean): unknown;
+  /** Every event the client sends, its ack function last when it asked for one. */
+  onAny(listener: (event: unknown, ...args: unknown[]) => void): unknown;
+  join(room: string): unknown;
+  /** Called once, with the connection as `this`. */
+  on(event: 'disconnect', listener: (reason: string) => void): unknown;
+}
+
+export type Middleware = (socket: VolunteerConnection, next: (err?: Error) => void) => void;
+
+/** Where volunteers connect: Socket.IO's /volunteer namespace, or the lean endpoint. */
+export interface VolunteerEndpoint {
+  use(middleware: Middleware): void;
+  onConnection(listener: (socket: VolunteerConnection) => void): void;
+  readonly size: number;
+  connections(): Iterable<VolunteerConnection>;
+  /** The event to every volunteer connected here. */
+  broadcast(event: string, payload: unknown): void;
+}
