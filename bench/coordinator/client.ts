@@ -1,6 +1,6 @@
 // A client process of the coordinator benchmark, forked by bench/coordinator.ts: holds hundreds of
-// simulated volunteers, each a real socket.io-client connection (websocket transport) to /volunteer
-// that follows the protocol: welcome → work:request {jobId} → job:assign + model:load (the
+// simulated volunteers, each a connection to /volunteer (a light one speaking socket.io-client's frames,
+// light-socket.ts, or socket.io-client itself: behaviour.client) that follows the protocol: welcome → work:request {jobId} → job:assign + model:load (the
 // checkpoint fetched over HTTP when the event names one) → model:loaded → (simulated training) →
 // round:ready → round:begin → WebRTC signaling with new ring neighbours through the server →
 // (simulated allreduce) → round:result → round:commit (the round's uploader uploads a checkpoint of
@@ -15,8 +15,9 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
   NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, VOLUNTEER_SOCKET_PATH, encodeSafetensors, f32Tensor, verifyCheckpoint, type Ack, type RoundBegin,
 } from '@tabfleet/protocol';
-import { io, type Socket } from 'socket.io-client';
+import { io } from 'socket.io-client';
 import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
+import { LightSocket, type BenchSocket } from './light-socket';
 import type { AddResult, ClientBehaviour, FromClient, ToClient, WindowSamples } from './messages';
 import { NeighbourLinks, ringNeighbours } from './signaling';
 
@@ -108,7 +109,7 @@ function error(what: string): void {
 }
 
 class Volunteer {
-  readonly socket: Socket;
+  readonly socket: BenchSocket;
   id = '';
   seq = 0;
   step = 0;
@@ -129,14 +130,11 @@ class Volunteer {
   private timers = new Set<NodeJS.Timeout>();
 
   constructor(readonly job: JobTrack, private readonly onAdmitted: (ok: boolean, why: string) => void) {
-    this.socket = io(`${job.url}${NAMESPACES.volunteer}`, {
-      auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES },
-      transports: ['websocket'],
-      ...(behaviour.endpoint === 'lean' ? { path: VOLUNTEER_SOCKET_PATH } : {}),
-      forceNew: true,
-      reconnection: false,
-      timeout: behaviour.joinTimeoutMs,
-    });
+    const auth = { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES };
+    const path = behaviour.endpoint === 'lean' ? VOLUNTEER_SOCKET_PATH : '/socket.io/';
+    this.socket = behaviour.client === 'light'
+      ? new LightSocket({ url: job.url, path, nsp: NAMESPACES.volunteer, auth, connectTimeoutMs: behaviour.joinTimeoutMs })
+      : io(`${job.url}${NAMESPACES.volunteer}`, { auth, path, transports: ['websocket'], forceNew: true, reconnection: false, timeout: behaviour.joinTimeoutMs });
     const s = this.socket;
     s.on('connect_error', (e) => this.onAdmitted(false, `connect_error: ${e.message}`));
     s.on('welcome', (w: { volunteerId: string; heartbeatMs: number }) => {

@@ -52,6 +52,9 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
   const ackRoundEvents = process.env.TABFLEET_BENCH_COORDINATOR_ROUND_ACKS === '1';
   // The runtime's endpoint unless TABFLEET_BENCH_COORDINATOR_ENDPOINT=socket.io (for comparing the two).
   const endpoint = process.env.TABFLEET_BENCH_COORDINATOR_ENDPOINT === 'socket.io' ? 'socket.io' : 'lean';
+  // Light clients unless TABFLEET_BENCH_COORDINATOR_CLIENT=socket.io-client: the same frames, less of the
+  // 2-core machine's CPU taken from the server under test.
+  const client = process.env.TABFLEET_BENCH_COORDINATOR_CLIENT === 'socket.io-client' ? 'socket.io-client' : 'light';
   const floorEnv = process.env.TABFLEET_BENCH_COORDINATOR_FLOOR;
   const floor = (fallback: number) => (floorEnv !== undefined && Number.isInteger(Number(floorEnv)) && Number(floorEnv) >= 0 ? Number(floorEnv) : fallback);
   if (quick) {
@@ -59,7 +62,7 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
       steps: steps ?? [40, 80], twoNodes: { nodes: 2, steps: twoNodeSteps ?? [40], budgetMs: 30_000 },
       jobSize: 20, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 40, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, stopOverGoalFactor: Infinity, goal,
       floorConnections: floor(40),
-      behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatAck: false, ackRoundEvents, endpoint, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
+      behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatAck: false, ackRoundEvents, endpoint, client, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
     };
   }
   return {
@@ -71,7 +74,7 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
     // A tab's heartbeat: at the period the server names (protocol's heartbeat.ts), without an ack since the
     // runtime stopped asking for one it never used (its acks were a third of the server's writes at 7,500).
     behaviour: {
-      trainMs: [1000, 3000], allreduceMs: [20, 100], heartbeatAck: false, ackRoundEvents, endpoint, connectConcurrency: 100, joinTimeoutMs: 30_000, rampTimeoutMs: 120_000,
+      trainMs: [1000, 3000], allreduceMs: [20, 100], heartbeatAck: false, ackRoundEvents, endpoint, client, connectConcurrency: 100, joinTimeoutMs: 30_000, rampTimeoutMs: 120_000,
     },
   };
 }

@@ -18,6 +18,8 @@ export interface ClientBehaviour {
   ackRoundEvents: boolean;
   /** Where the volunteers connect: the lean endpoint (the runtime's) or Socket.IO's path. */
   endpoint: 'lean' | 'socket.io';
+  /** Each volunteer's connection: light-socket.ts (socket.io-client's frames without its machinery) or socket.io-client. */
+  client: 'light' | 'socket.io-client';
   /** Connections a client process opens at once while ramping. */
   connectConcurrency: number;
   /** Per-volunteer time limit from connect to admission (welcome, work:request, model:loaded). */

@@ -3,6 +3,7 @@ export * from './limits';
 export * from './jobs';
 export * from './pacing';
 export * from './events';
+export * from './socket-wire';
 export * from './link-paths';
 export * from './wire-size';
 export * from './frames';

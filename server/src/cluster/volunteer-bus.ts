@@ -3,7 +3,7 @@
 // volunteers' rooms it holds, on either endpoint (Socket.IO's or the lean one). One message: a
 // 4-byte length, a JSON header (the sending node, the rooms, the event, its arguments with each binary
 // replaced by a placeholder, the binaries' lengths) and the binaries after it.
-import { placeholders, withAttachments } from '../sockets/lean-wire';
+import { placeholders, withAttachments } from '@tabfleet/protocol';
 
 export interface VolunteerDelivery {
   rooms: string[];

@@ -6,14 +6,15 @@
 // the path and `transports: ['websocket']`. Every connection passes the same edge as Socket.IO's
 // (Host, Origin, the per-address bucket and cap, a token per namespace handshake, the join grace,
 // the text and attachment bounds) and the same namespace middlewares and event guard.
-import { LIMITS, NAMESPACES, VOLUNTEER_SOCKET_PATH } from '@tabfleet/protocol';
+import {
+  decodePacketText, encodePacket, LIMITS, NAMESPACES, SOCKET_PACKET, SocketWireError, VOLUNTEER_SOCKET_PATH, withAttachments, type DecodedSocketPacket,
+} from '@tabfleet/protocol';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server as HttpServer } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { Middleware, VolunteerConnection, VolunteerEndpoint } from './connection';
 import { MAX_TEXT_MESSAGE, type SocketEdge } from './edge';
-import { decodePacketText, encodePacket, PACKET, withAttachments, WireError, type DecodedPacket } from './lean-wire';
 
 export interface LeanVolunteerOptions {
   edge: SocketEdge;
@@ -37,7 +38,7 @@ export class LeanVolunteer implements VolunteerConnection {
   unanswered = 0;
   joinTimer: NodeJS.Timeout | null = null;
   /** A binary event waiting for its attachments. */
-  pending: { packet: DecodedPacket; buffers: Uint8Array[] } | null = null;
+  pending: { packet: DecodedSocketPacket; buffers: Uint8Array[] } | null = null;
   anyListener: ((event: unknown, ...args: unknown[]) => void) | null = null;
   disconnectListener: ((reason: string) => void) | null = null;
   rooms: string[] | null = null;
@@ -56,7 +57,7 @@ export class LeanVolunteer implements VolunteerConnection {
   }
 
   emit(event: string, ...args: unknown[]): boolean {
-    this.send(encodePacket(PACKET.event, NAMESPACES.volunteer, [event, ...args]));
+    this.send(encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, ...args]));
     return true;
   }
 
@@ -66,7 +67,7 @@ export class LeanVolunteer implements VolunteerConnection {
   }
 
   disconnect(): this {
-    if (this.connected) this.send(encodePacket(PACKET.disconnect, NAMESPACES.volunteer));
+    if (this.connected) this.send(encodePacket(SOCKET_PACKET.disconnect, NAMESPACES.volunteer));
     this.closeReason = 'server namespace disconnect';
     this.ws.close();
     return this;
@@ -104,7 +105,9 @@ export class LeanVolunteers implements VolunteerEndpoint {
     private readonly opts: LeanVolunteerOptions,
   ) {
     this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: LIMITS.maxSocketMessageBytes });
-    this.open = JSON.stringify({ upgrades: [], pingInterval: opts.pingIntervalMs, pingTimeout: opts.pingIntervalMs, maxPayload: LIMITS.maxSocketMessageBytes });
+    // The client closes a connection that heard no ping for pingInterval + pingTimeout: 30 s here, as
+    // Socket.IO's path (10 s + 20 s); this side closes one that left `pingsUnanswered` pings unanswered.
+    this.open = JSON.stringify({ upgrades: [], pingInterval: opts.pingIntervalMs, pingTimeout: 2 * opts.pingIntervalMs, maxPayload: LIMITS.maxSocketMessageBytes });
     this.onUpgrade = (req, socket, head) => this.upgrade(req, socket, head);
     // Before engine.io's own listener: an upgrade it does not serve it would destroy after a second
     // unless something has answered it by then.
@@ -142,7 +145,7 @@ export class LeanVolunteers implements VolunteerEndpoint {
   }
 
   broadcast(event: string, payload: unknown): void {
-    const messages = encodePacket(PACKET.event, NAMESPACES.volunteer, [event, payload]);
+    const messages = encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, payload]);
     for (const s of this.sockets) if (s.connected) s.send(messages);
   }
 
@@ -157,7 +160,7 @@ export class LeanVolunteers implements VolunteerEndpoint {
     for (const room of rooms) {
       const members = this.rooms.get(room);
       if (!members) continue;
-      messages ??= encodePacket(PACKET.event, NAMESPACES.volunteer, [event, ...args]);
+      messages ??= encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, ...args]);
       if (members instanceof LeanVolunteer) members.send(messages);
       else for (const s of members) s.send(messages);
     }
@@ -247,13 +250,15 @@ export class LeanVolunteers implements VolunteerEndpoint {
   private message(socket: LeanVolunteer, data: RawData, isBinary: boolean): void {
     try {
       if (isBinary) return this.attachment(socket, data as Buffer);
+      // Checked on the bytes before decoding (a character takes at most 4), then on the characters.
+      if ((data as Buffer).length > 4 * (MAX_TEXT_MESSAGE + 1)) throw new SocketWireError(`a text message of ${(data as Buffer).length} bytes (no event is over ${MAX_TEXT_MESSAGE} characters)`);
       const text = data.toString();
-      if (text.length > MAX_TEXT_MESSAGE + 1) throw new WireError(`a text message of ${text.length} characters (no event is over ${MAX_TEXT_MESSAGE})`);
-      if (socket.pending) throw new WireError('a text message while a binary packet waits for its attachments');
+      if (text.length > MAX_TEXT_MESSAGE + 1) throw new SocketWireError(`a text message of ${text.length} characters (no event is over ${MAX_TEXT_MESSAGE})`);
+      if (socket.pending) throw new SocketWireError('a text message while a binary packet waits for its attachments');
       if (text === '3') socket.unanswered = 0;
       else if (text === '1') socket.ws.close();
       else if (text[0] === '4') this.packet(socket, decodePacketText(text.slice(1), 1));
-      else throw new WireError(`unexpected Engine.IO packet ${JSON.stringify(text.slice(0, 8))}`);
+      else throw new SocketWireError(`unexpected Engine.IO packet ${JSON.stringify(text.slice(0, 8))}`);
     } catch (e) {
       this.opts.log(`volunteer connection ${socket.id} closed: ${(e as Error).message}`);
       socket.ws.terminate();
@@ -262,45 +267,45 @@ export class LeanVolunteers implements VolunteerEndpoint {
 
   private attachment(socket: LeanVolunteer, data: Buffer): void {
     const pending = socket.pending;
-    if (!pending) throw new WireError('a binary message no packet announced');
+    if (!pending) throw new SocketWireError('a binary message no packet announced');
     pending.buffers.push(data);
     if (pending.buffers.length < pending.packet.attachments) return;
     socket.pending = null;
     this.packet(socket, { ...pending.packet, data: withAttachments(pending.packet.data, pending.buffers), attachments: 0 });
   }
 
-  private packet(socket: LeanVolunteer, p: DecodedPacket): void {
+  private packet(socket: LeanVolunteer, p: DecodedSocketPacket): void {
     if (p.attachments > 0) {
       socket.pending = { packet: p, buffers: [] };
       return;
     }
-    if (p.type === PACKET.connect) return this.connect(socket, p);
+    if (p.type === SOCKET_PACKET.connect) return this.connect(socket, p);
     if (p.nsp !== NAMESPACES.volunteer || !socket.connected) {
-      if (p.type === PACKET.event || p.type === PACKET.binaryEvent) throw new WireError(`an event on ${JSON.stringify(p.nsp.slice(0, 40))}, which this connection has not joined`);
+      if (p.type === SOCKET_PACKET.event || p.type === SOCKET_PACKET.binaryEvent) throw new SocketWireError(`an event on ${JSON.stringify(p.nsp.slice(0, 40))}, which this connection has not joined`);
       return;
     }
-    if (p.type === PACKET.disconnect) {
+    if (p.type === SOCKET_PACKET.disconnect) {
       socket.closeReason = 'client namespace disconnect';
       socket.ws.close();
-    } else if (p.type === PACKET.event || p.type === PACKET.binaryEvent) {
-      if (!Array.isArray(p.data) || p.data.length === 0) throw new WireError('an event packet that is not an array');
+    } else if (p.type === SOCKET_PACKET.event || p.type === SOCKET_PACKET.binaryEvent) {
+      if (!Array.isArray(p.data) || p.data.length === 0) throw new SocketWireError('an event packet that is not an array');
       const args = p.data.slice(1);
       if (p.id !== null) {
         const id = p.id;
-        args.push((...reply: unknown[]) => socket.send(encodePacket(PACKET.ack, NAMESPACES.volunteer, reply, id)));
+        args.push((...reply: unknown[]) => socket.send(encodePacket(SOCKET_PACKET.ack, NAMESPACES.volunteer, reply, id)));
       }
       socket.anyListener?.(p.data[0], ...args);
     }
     // Acks from the client answer nothing: this server asks volunteers for none.
   }
 
-  private connect(socket: LeanVolunteer, p: DecodedPacket): void {
+  private connect(socket: LeanVolunteer, p: DecodedSocketPacket): void {
     const refuse = (e: Error) => {
       const data = (e as Error & { data?: unknown }).data;
-      socket.send(encodePacket(PACKET.connectError, p.nsp, { message: e.message, ...(data === undefined ? {} : { data }) }));
+      socket.send(encodePacket(SOCKET_PACKET.connectError, p.nsp, { message: e.message, ...(data === undefined ? {} : { data }) }));
     };
     if (p.nsp !== NAMESPACES.volunteer) return refuse(Object.assign(new Error(`no such namespace on this path: connect to ${NAMESPACES.volunteer}`), { data: { code: 'unknown_event' } }));
-    if (socket.connected || socket.connecting) throw new WireError('a second CONNECT on one connection');
+    if (socket.connected || socket.connecting) throw new SocketWireError('a second CONNECT on one connection');
     socket.connecting = true;
     socket.handshake.auth = p.data && typeof p.data === 'object' ? p.data : {};
     const steps = this.middlewares;
@@ -316,7 +321,7 @@ export class LeanVolunteers implements VolunteerEndpoint {
       this.joinedCount++;
       if (socket.joinTimer) clearTimeout(socket.joinTimer);
       socket.joinTimer = null;
-      socket.send(encodePacket(PACKET.connect, NAMESPACES.volunteer, { sid: socket.id }));
+      socket.send(encodePacket(SOCKET_PACKET.connect, NAMESPACES.volunteer, { sid: socket.id }));
       for (const listener of this.connectionListeners) listener(socket);
     };
     const edgeRefusal = this.opts.edge.namespaceHandshake(socket.handshake.address);

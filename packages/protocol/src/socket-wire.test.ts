@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeDelivery, encodeDelivery } from '../cluster/volunteer-bus';
-import { decodePacketText, encodePacket, PACKET, withAttachments, WireError } from './lean-wire';
+import { decodePacketText, encodePacket, SOCKET_PACKET, withAttachments, SocketWireError } from './socket-wire';
 
 test('packets as socket.io-parser writes them: namespace, ack id, attachments', () => {
   assert.deepEqual(decodePacketText('0/volunteer,{"protocol":9}', 1), { type: 0, nsp: '/volunteer', id: null, data: { protocol: 9 }, attachments: 0 });
@@ -11,8 +10,8 @@ test('packets as socket.io-parser writes them: namespace, ack id, attachments', 
   assert.deepEqual(decodePacketText('2["x"]', 1).nsp, '/');
 });
 
-test('what no client sends is a WireError: unknown types, too many attachments, bad JSON, stray placeholders', () => {
-  assert.throws(() => decodePacketText('9/volunteer,[]', 1), WireError);
+test('what no client sends is a SocketWireError: unknown types, too many attachments, bad JSON, stray placeholders', () => {
+  assert.throws(() => decodePacketText('9/volunteer,[]', 1), SocketWireError);
   assert.throws(() => decodePacketText('52-/volunteer,["a"]', 1), /2 binary attachments/);
   assert.throws(() => decodePacketText('5/volunteer,["a"]', 1), /attachment count/);
   assert.throws(() => decodePacketText('2/volunteer,["a"', 1), /not JSON/);
@@ -21,21 +20,10 @@ test('what no client sends is a WireError: unknown types, too many attachments, 
 
 test('events from the server: binary anywhere becomes a binary event with its attachments after it', () => {
   const data = new Uint8Array([1, 2, 3]);
-  const [text, ...buffers] = encodePacket(PACKET.event, '/volunteer', ['star:result', { jobId: 'j', data }]);
+  const [text, ...buffers] = encodePacket(SOCKET_PACKET.event, '/volunteer', ['star:result', { jobId: 'j', data }]);
   assert.equal(text, '451-/volunteer,["star:result",{"jobId":"j","data":{"_placeholder":true,"num":0}}]');
   assert.deepEqual(buffers, [data]);
-  assert.deepEqual(encodePacket(PACKET.ack, '/volunteer', [{ ok: true }], 7), ['43/volunteer,7[{"ok":true}]']);
+  assert.deepEqual(encodePacket(SOCKET_PACKET.ack, '/volunteer', [{ ok: true }], 7), ['43/volunteer,7[{"ok":true}]']);
   const back = decodePacketText((text as string).slice(1), 1);
   assert.deepEqual(withAttachments(back.data, buffers as Uint8Array[]), ['star:result', { jobId: 'j', data }]);
-});
-
-test('a delivery between nodes keeps its rooms, event and binaries', () => {
-  const data = new Uint8Array([9, 8, 7, 6]);
-  const got = decodeDelivery(encodeDelivery('node-a', { rooms: ['v:1', 'v:2'], event: 'star:result', args: [{ jobId: 'j', data, n: 2 }] }));
-  assert.equal(got.from, 'node-a');
-  assert.deepEqual(got.rooms, ['v:1', 'v:2']);
-  assert.equal(got.event, 'star:result');
-  const arg = got.args[0] as { data: Uint8Array; n: number };
-  assert.deepEqual([...arg.data], [9, 8, 7, 6]);
-  assert.equal(arg.n, 2);
 });

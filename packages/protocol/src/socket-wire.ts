@@ -1,12 +1,12 @@
-// Socket.IO v5 packets over Engine.IO v4 on a WebSocket, as the lean volunteer endpoint speaks them
-// (lean-volunteers.ts): the text header (type, attachment count, namespace, ack id, JSON) and binary
+// Socket.IO v5 packets over Engine.IO v4 on a WebSocket, as the server's lean volunteer endpoint
+// (server/src/sockets/lean-volunteers.ts) and the coordinator bench's light clients speak them: the text header (type, attachment count, namespace, ack id, JSON) and binary
 // attachments, each sent as a WebSocket binary message after the text that names it with a
 // placeholder. What socket.io-parser does, for the packets a volunteer connection uses and no more.
 
 /** Socket.IO packet types. */
-export const PACKET = { connect: 0, disconnect: 1, event: 2, ack: 3, connectError: 4, binaryEvent: 5, binaryAck: 6 } as const;
+export const SOCKET_PACKET = { connect: 0, disconnect: 1, event: 2, ack: 3, connectError: 4, binaryEvent: 5, binaryAck: 6 } as const;
 
-export interface DecodedPacket {
+export interface DecodedSocketPacket {
   type: number;
   nsp: string;
   /** The ack id the client asked for (events), or answers (acks). */
@@ -17,20 +17,20 @@ export interface DecodedPacket {
 }
 
 /** Thrown for a text that is not a Socket.IO packet a volunteer sends: the connection is closed. */
-export class WireError extends Error {}
+export class SocketWireError extends Error {}
 
 /** One Socket.IO packet's text (without Engine.IO's "4" message prefix), its binary parts still placeholders. */
-export function decodePacketText(text: string, maxAttachments: number): DecodedPacket {
+export function decodePacketText(text: string, maxAttachments: number): DecodedSocketPacket {
   let i = 0;
   const type = text.charCodeAt(i++) - 48;
-  if (!(type >= 0 && type <= 6)) throw new WireError(`unknown packet type ${JSON.stringify(text.slice(0, 1))}`);
+  if (!(type >= 0 && type <= 6)) throw new SocketWireError(`unknown packet type ${JSON.stringify(text.slice(0, 1))}`);
   let attachments = 0;
-  if (type === PACKET.binaryEvent || type === PACKET.binaryAck) {
+  if (type === SOCKET_PACKET.binaryEvent || type === SOCKET_PACKET.binaryAck) {
     const dash = text.indexOf('-', i);
     const count = text.slice(i, dash);
-    if (dash < 0 || !/^\d{1,3}$/.test(count)) throw new WireError('a binary packet without its attachment count');
+    if (dash < 0 || !/^\d{1,3}$/.test(count)) throw new SocketWireError('a binary packet without its attachment count');
     attachments = Number(count);
-    if (attachments > maxAttachments) throw new WireError(`a packet with ${attachments} binary attachments (at most ${maxAttachments})`);
+    if (attachments > maxAttachments) throw new SocketWireError(`a packet with ${attachments} binary attachments (at most ${maxAttachments})`);
     i = dash + 1;
   }
   let nsp = '/';
@@ -47,7 +47,7 @@ export function decodePacketText(text: string, maxAttachments: number): DecodedP
   try {
     data = rest ? JSON.parse(rest) : undefined;
   } catch {
-    throw new WireError('a packet whose payload is not JSON');
+    throw new SocketWireError('a packet whose payload is not JSON');
   }
   return { type, nsp, id, data, attachments };
 }
@@ -59,7 +59,7 @@ export function withAttachments(data: unknown, buffers: readonly Uint8Array[]): 
   const o = data as Record<string, unknown>;
   if (o._placeholder === true && typeof o.num === 'number') {
     const buffer = buffers[o.num];
-    if (!buffer) throw new WireError(`a placeholder for attachment ${o.num} of ${buffers.length}`);
+    if (!buffer) throw new SocketWireError(`a placeholder for attachment ${o.num} of ${buffers.length}`);
     return buffer;
   }
   const out: Record<string, unknown> = {};
@@ -95,15 +95,15 @@ export function placeholders(x: unknown, buffers: (Uint8Array | ArrayBuffer)[]):
  * The WebSocket messages of one packet from the server: Engine.IO's "4" and the Socket.IO text, then
  * each binary attachment as a message of its own.
  */
-type ServerPacketType = typeof PACKET.event | typeof PACKET.ack | typeof PACKET.connect | typeof PACKET.connectError | typeof PACKET.disconnect;
+type ServerPacketType = typeof SOCKET_PACKET.event | typeof SOCKET_PACKET.ack | typeof SOCKET_PACKET.connect | typeof SOCKET_PACKET.connectError | typeof SOCKET_PACKET.disconnect;
 
 export function encodePacket(type: ServerPacketType, nsp: string, data?: unknown, id?: number): (string | Uint8Array | ArrayBuffer)[] {
   const buffers: (Uint8Array | ArrayBuffer)[] = [];
   let wireType: number = type;
   let payload = data;
-  if ((type === PACKET.event || type === PACKET.ack) && hasBinary(data)) {
+  if ((type === SOCKET_PACKET.event || type === SOCKET_PACKET.ack) && hasBinary(data)) {
     payload = placeholders(data, buffers);
-    wireType = type === PACKET.event ? PACKET.binaryEvent : PACKET.binaryAck;
+    wireType = type === SOCKET_PACKET.event ? SOCKET_PACKET.binaryEvent : SOCKET_PACKET.binaryAck;
   }
   const head = `4${wireType}${buffers.length ? `${buffers.length}-` : ''}${nsp === '/' ? '' : `${nsp},`}${id ?? ''}`;
   return [payload === undefined ? head : head + JSON.stringify(payload), ...buffers];
