@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { get } from 'node:https';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { NAMESPACES, PROTOCOL_VERSION } from '@tabfleet/protocol';
+import { NAMESPACES, PROTOCOL_VERSION, VOLUNTEER_SOCKET_PATH } from '@tabfleet/protocol';
 import { io, type Socket } from 'socket.io-client';
 import { freePort } from '../src/testing/redis-server';
 import { SIM_CAPABILITIES, waitFor } from '../src/testing/sim-volunteer';
@@ -86,8 +86,8 @@ function fetchJson(path: string): Promise<{ status: number; body: any }> {
  * A volunteer through nginx, as a page of the proxy's origin connects (Origin sent): polling upgraded to
  * a WebSocket, or a WebSocket from the start from a given loopback address (the polling client cannot bind one).
  */
-function volunteer(from: string | 'polling', forwardedFor?: string): Promise<{ socket: Socket; error: string | null }> {
-  const how = from === 'polling' ? { transports: ['polling', 'websocket'] } : { transports: ['websocket'], localAddress: from };
+function volunteer(from: string | 'polling', forwardedFor?: string, path?: string): Promise<{ socket: Socket; error: string | null }> {
+  const how = from === 'polling' ? { transports: ['polling', 'websocket'] } : { transports: ['websocket'], localAddress: from, ...(path ? { path } : {}) };
   const socket = io(`${proxyUrl}${NAMESPACES.volunteer}`, {
     auth: { protocol: PROTOCOL_VERSION, capabilities: SIM_CAPABILITIES }, reconnection: false, ca: ca.ca, ...how,
     extraHeaders: { origin: proxyUrl, ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}) },
@@ -122,4 +122,16 @@ test('behind nginx with --trust-proxy each volunteer counts as the address nginx
   // nginx replaces what the client wrote: 127.0.0.3 again, not 198.51.100.8.
   assert.equal((await volunteer('127.0.0.3', '198.51.100.8')).error, 'rate_limited');
   assert.equal((await volunteer('127.0.0.2')).error, 'rate_limited');
+});
+
+test('the lean volunteer endpoint through nginx: upgraded, and each volunteer counted as the address nginx saw', async () => {
+  const first = await volunteer('127.0.0.4', undefined, VOLUNTEER_SOCKET_PATH);
+  assert.equal(first.error, null);
+  assert.equal(first.socket.io.engine.transport.name, 'websocket');
+  // One volunteer connection per address on either path: a forged header does not make 127.0.0.4 another.
+  assert.equal((await volunteer('127.0.0.4', '198.51.100.9', VOLUNTEER_SOCKET_PATH)).error, 'rate_limited');
+  assert.equal((await volunteer('127.0.0.5', undefined, VOLUNTEER_SOCKET_PATH)).error, null);
+  const upgraded = /"GET \/volunteers\/\?EIO=4&transport=websocket HTTP\/1\.1" 101 /;
+  first.socket.close();
+  await waitFor('nginx logged the lean endpoint\'s WebSocket upgrade', () => upgraded.test(readFileSync(join(ca.dir, 'nginx/logs/access.log'), 'utf8')), 10_000, 50);
 });
