@@ -210,11 +210,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const deliverHere = (rooms: readonly string[], event: string, args: unknown[]): string[] => {
     const elsewhere: string[] = [];
     const socketIoHere: string[] = [];
-    for (const room of rooms) {
-      if (lean.has(room)) continue;
-      (volunteers.adapter.rooms.has(room) ? socketIoHere : elsewhere).push(room);
-    }
-    if (lean.size) lean.emitTo(rooms, event, args);
+    for (const room of lean.emitTo(rooms, event, args)) (volunteers.adapter.rooms.has(room) ? socketIoHere : elsewhere).push(room);
     if (socketIoHere.length) volunteers.local.to(socketIoHere).emit(event, ...args);
     return elsewhere;
   };

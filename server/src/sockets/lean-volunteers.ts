@@ -149,21 +149,21 @@ export class LeanVolunteers implements VolunteerEndpoint {
     for (const s of this.sockets) if (s.connected) s.send(messages);
   }
 
-  /** Whether a connection here is in `room`. */
-  has(room: string): boolean {
-    return this.rooms.has(room);
-  }
-
-  /** The event to the connections here in `room`, encoded once. */
-  emitTo(rooms: readonly string[], event: string, args: unknown[]): void {
+  /** The event to the connections here in `rooms`, encoded once; returns the rooms none of them is in. */
+  emitTo(rooms: readonly string[], event: string, args: unknown[]): string[] {
     let messages: ReturnType<typeof encodePacket> | null = null;
+    const notHere: string[] = [];
     for (const room of rooms) {
       const members = this.rooms.get(room);
-      if (!members) continue;
+      if (!members) {
+        notHere.push(room);
+        continue;
+      }
       messages ??= encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, ...args]);
       if (members instanceof LeanVolunteer) members.send(messages);
       else for (const s of members) s.send(messages);
     }
+    return notHere;
   }
 
   joined(socket: LeanVolunteer, room: string): void {
