@@ -2,12 +2,13 @@
 // /volunteer namespace on the `ws` package alone, at its own path (VOLUNTEER_SOCKET_PATH), WebSocket
 // only. A Socket.IO connection keeps an engine socket, a client, a namespace socket, their timers and
 // listeners (about 11 KiB of heap each, bench/coordinator floor); this keeps one object and its
-// WebSocket, and one timer pings them all. The real socket.io-client speaks to it unchanged, given
-// the path and `transports: ['websocket']`. Every connection passes the same edge as Socket.IO's
-// (Host, Origin, the per-address bucket and cap, a token per namespace handshake, the join grace,
-// the text and attachment bounds) and the same namespace middlewares and event guard.
+// WebSocket, and one timer pings them all, a slice per tick (ping-wheel.ts). The real
+// socket.io-client speaks to it unchanged, given the path and `transports: ['websocket']`. Every
+// connection passes the same edge as Socket.IO's (Host, Origin, the per-address bucket and cap, a
+// token per namespace handshake, the join grace, the text and attachment bounds) and the same
+// namespace middlewares and event guard.
 import {
-  decodePacketText, encodePacket, LIMITS, NAMESPACES, SOCKET_PACKET, SocketWireError, VOLUNTEER_SOCKET_PATH, withAttachments, type DecodedSocketPacket,
+  decodePacketText, encodePacket, LIMITS, NAMESPACES, SOCKET_PACKET, SocketWireError, VOLUNTEER_SOCKET_PATH, withAttachments, type Clock, type DecodedSocketPacket,
 } from '@tabfleet/protocol';
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server as HttpServer } from 'node:http';
@@ -15,6 +16,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { Middleware, VolunteerConnection, VolunteerEndpoint } from './connection';
 import { MAX_TEXT_MESSAGE, type SocketEdge } from './edge';
+import { PingWheel } from './ping-wheel';
 
 export interface LeanVolunteerOptions {
   edge: SocketEdge;
@@ -23,6 +25,8 @@ export interface LeanVolunteerOptions {
   pingIntervalMs: number;
   /** Pings a connection may leave unanswered before it is closed (the next tick closes it). */
   pingsUnanswered?: number;
+  /** The pings' timers (serverClock unless a test fakes time). */
+  clock?: Clock;
   log(m: string): void;
 }
 
@@ -95,7 +99,7 @@ export class LeanVolunteers implements VolunteerEndpoint {
   private readonly rooms = new Map<string, LeanVolunteer | Set<LeanVolunteer>>();
   private readonly middlewares: Middleware[] = [];
   private readonly connectionListeners: ((socket: VolunteerConnection) => void)[] = [];
-  private readonly pinger: NodeJS.Timeout;
+  private readonly pinger: PingWheel<LeanVolunteer>;
   private readonly open: string;
   private readonly onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   private joinedCount = 0;
@@ -113,18 +117,15 @@ export class LeanVolunteers implements VolunteerEndpoint {
     // unless something has answered it by then.
     http.prependListener('upgrade', this.onUpgrade);
     const pingsUnanswered = opts.pingsUnanswered ?? 2;
-    this.pinger = setInterval(() => {
-      for (const s of this.sockets) {
-        if (s.unanswered >= pingsUnanswered) {
-          s.closeReason = 'ping timeout';
-          s.ws.terminate();
-          continue;
-        }
-        s.unanswered++;
-        s.send(['2']);
+    this.pinger = new PingWheel<LeanVolunteer>(opts.pingIntervalMs, (s) => {
+      if (s.unanswered >= pingsUnanswered) {
+        s.closeReason = 'ping timeout';
+        s.ws.terminate();
+        return;
       }
-    }, opts.pingIntervalMs);
-    this.pinger.unref();
+      s.unanswered++;
+      s.send(['2']);
+    }, opts.clock);
   }
 
   /** Volunteers joined here. */
@@ -178,7 +179,7 @@ export class LeanVolunteers implements VolunteerEndpoint {
 
   close(): void {
     this.http.off('upgrade', this.onUpgrade);
-    clearInterval(this.pinger);
+    this.pinger.stop();
     for (const s of this.sockets) s.ws.terminate();
     this.wss.close();
   }
@@ -208,6 +209,7 @@ export class LeanVolunteers implements VolunteerEndpoint {
       return;
     }
     this.sockets.add(socket);
+    this.pinger.add(socket);
     ws.on('message', (data, isBinary) => this.message(socket, data, isBinary));
     socket.send([`0${this.open.slice(0, 1)}"sid":"${socket.id}",${this.open.slice(1)}`]);
     this.awaitJoin(socket);
@@ -224,6 +226,7 @@ export class LeanVolunteers implements VolunteerEndpoint {
   private closed(socket: LeanVolunteer): void {
     if (socket.joinTimer) clearTimeout(socket.joinTimer);
     if (!this.sockets.delete(socket)) return;
+    this.pinger.delete(socket);
     this.opts.edge.release(socket.handshake.address);
     for (const room of socket.rooms ?? []) {
       const members = this.rooms.get(room);
