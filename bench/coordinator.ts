@@ -58,6 +58,7 @@
 // For investigating (none is needed for a normal run): TABFLEET_BENCH_COORDINATOR_STEPS=500,2000 and
 // TABFLEET_BENCH_COORDINATOR_TWO_NODE_STEPS=2000 (other steps; 0: skip that phase), TABFLEET_BENCH_COORDINATOR_FLOOR=N
 // (the library floor's connections; 0: none),
+// TABFLEET_BENCH_COORDINATOR_CLIENT_NICE=0 (clients at the servers' priority; default config.ts CLIENT_NICE),
 // TABFLEET_BENCH_COORDINATOR_ROUND_ACKS=1 (volunteers ask for an ack on round:ready and round:result,
 // as the runtime did before it stopped), TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir> (V8 CPU profile of each server),
 // TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS=<dir> (server heap snapshots after each step),
@@ -127,6 +128,7 @@ async function runPhase(
       const execArgv = clientProf ? ['--cpu-prof', `--cpu-prof-dir=${resolve(clientProf)}`] : [];
       const c = Object.assign(new Child<ToClient, FromClient>(`client ${clients.length + 1}`, 'client.ts', [JSON.stringify(cfg.behaviour)], execArgv), { load: 0 });
       children.push(c as unknown as AnyChild);
+      c.renice(cfg.clientNice);
       clients.push(c);
       await c.next('started', 60_000);
       return c;
@@ -217,7 +219,7 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
     const floor: Partial<Record<FloorKind, FloorReport | { error: string }>> = {};
     for (const kind of cfg.floorConnections ? (['socketio', 'lean', 'ws'] as const) : []) {
       const floorOptions = {
-        kind, connections: cfg.floorConnections, jobSize: cfg.jobSize, perProcess: cfg.perProcess, behaviour: cfg.behaviour, windows: cfg.windows, windowMs: cfg.windowMs, settleMs: cfg.settleMs,
+        kind, connections: cfg.floorConnections, jobSize: cfg.jobSize, perProcess: cfg.perProcess, clientNice: cfg.clientNice, behaviour: cfg.behaviour, windows: cfg.windows, windowMs: cfg.windowMs, settleMs: cfg.settleMs,
       };
       floor[kind] = await measureFloor(floorOptions, log).catch((e: Error) => ({ error: e.message.slice(0, 2000) }));
     }
@@ -237,7 +239,8 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
         ...record.machine,
         note:
           'The server (or both nodes and the redis-server), every client process and this orchestrator share these cores (and the machine is shared ' +
-          'with other work), so client CPU competes with the server: see each window\'s server/clients/other CPU and event-loop delay.',
+          'with other work), so client CPU competes with the server, less so at the clients\' niceness (definitions.client_nice): see each ' +
+          'window\'s server/clients/other CPU and event-loop delay.',
       },
       definitions: DEFINITIONS,
       server: { baseline: baselineOf(single.baseline) },

@@ -1,6 +1,7 @@
 // A forked process of the coordinator benchmark (the server node or a client of simulated
 // volunteers) with a typed IPC inbox; its output is kept (last lines) for error reports.
 import { fork, type ChildProcess } from 'node:child_process';
+import { setPriority } from 'node:os';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { FromClient, FromServer, ToClient, ToServer } from './messages';
@@ -41,6 +42,11 @@ export class Child<In, Out extends { type: string }> {
     });
     this.proc.on('exit', (code, signal) => this.fail(`${this.name} exited (code ${code}, signal ${signal})`));
     this.proc.on('error', (e) => this.fail(`${this.name}: ${e.message}`));
+  }
+
+  /** Runs this process at niceness `nice` (higher: it gets less CPU than the others while the machine is busy). */
+  renice(nice: number): void {
+    if (nice !== 0 && this.proc.pid !== undefined) setPriority(this.proc.pid, nice);
   }
 
   private fail(why: string): void {

@@ -14,6 +14,12 @@ export interface CoordinatorBenchConfig {
   maxActiveJobs: number;
   /** Most connections one client process holds. */
   perProcess: number;
+  /**
+   * Niceness of the client processes (the server nodes and the redis-server run at 0). They stand for
+   * volunteers on other machines; on this one they would otherwise take CPU from the server under
+   * test whenever both are busy. 0: equal priority.
+   */
+  clientNice: number;
   /** Measurement windows per step (the `--runs`), and their length. */
   windows: number;
   windowMs: number;
@@ -37,6 +43,9 @@ export interface CoordinatorBenchConfig {
 /** What server-process.ts passes as maxActiveJobs: 20,000 volunteers in jobs of 100 need 200. */
 export const BENCH_MAX_ACTIVE_JOBS = 256;
 
+/** The client processes' niceness unless TABFLEET_BENCH_COORDINATOR_CLIENT_NICE=0..19 says otherwise. */
+export const CLIENT_NICE = 10;
+
 export const GOAL = { volunteers: 10_000, twoNodeVolunteers: 20_000, p99Ms: 250, kbPerVolunteer: 16 };
 
 /** TABFLEET_BENCH_COORDINATOR_STEPS / _TWO_NODE_STEPS=a,b,c: other steps, for investigating. */
@@ -56,11 +65,13 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
   // 2-core machine's CPU taken from the server under test.
   const client = process.env.TABFLEET_BENCH_COORDINATOR_CLIENT === 'socket.io-client' ? 'socket.io-client' : 'light';
   const floorEnv = process.env.TABFLEET_BENCH_COORDINATOR_FLOOR;
+  const niceEnv = process.env.TABFLEET_BENCH_COORDINATOR_CLIENT_NICE;
+  const clientNice = niceEnv !== undefined && /^\d+$/.test(niceEnv) && Number(niceEnv) <= 19 ? Number(niceEnv) : CLIENT_NICE;
   const floor = (fallback: number) => (floorEnv !== undefined && Number.isInteger(Number(floorEnv)) && Number(floorEnv) >= 0 ? Number(floorEnv) : fallback);
   if (quick) {
     return {
       steps: steps ?? [40, 80], twoNodes: { nodes: 2, steps: twoNodeSteps ?? [40], budgetMs: 30_000 },
-      jobSize: 20, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 40, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, stopOverGoalFactor: Infinity, goal,
+      jobSize: 20, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 40, clientNice, windows: runs, windowMs: 1500, settleMs: 500, budgetMs: 45_000, stopOverGoalFactor: Infinity, goal,
       floorConnections: floor(40),
       behaviour: { trainMs: [200, 400], allreduceMs: [5, 20], heartbeatAck: false, ackRoundEvents, endpoint, client, connectConcurrency: 20, joinTimeoutMs: 10_000, rampTimeoutMs: 15_000 },
     };
@@ -68,7 +79,7 @@ export function coordinatorConfig(runs: number, quick: boolean): CoordinatorBenc
   return {
     steps: steps ?? [500, 1000, 2000, 3000, 4000, 5000, 7500, 10_000],
     twoNodes: { nodes: 2, steps: twoNodeSteps ?? [2000, 4000, 6000, 8000, 10_000, 15_000, 20_000], budgetMs: 6 * 60_000 },
-    jobSize: 100, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 1000, windows: runs, windowMs: 6000, settleMs: 4000, budgetMs: 9 * 60_000, stopOverGoalFactor: 4, goal,
+    jobSize: 100, maxActiveJobs: BENCH_MAX_ACTIVE_JOBS, perProcess: 1000, clientNice, windows: runs, windowMs: 6000, settleMs: 4000, budgetMs: 9 * 60_000, stopOverGoalFactor: 4, goal,
     // The floor at the goal's count: does the library alone hold 10,000 within the goal's memory on this machine?
     floorConnections: floor(goal.volunteers),
     // A tab's heartbeat: at the period the server names (protocol's heartbeat.ts), without an ack since the

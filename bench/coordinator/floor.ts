@@ -39,6 +39,8 @@ export interface FloorOptions {
   connections: number;
   jobSize: number;
   perProcess: number;
+  /** The client processes' niceness (config.ts clientNice). */
+  clientNice: number;
   behaviour: ClientBehaviour;
   windows: number;
   windowMs: number;
@@ -62,6 +64,7 @@ export async function measureFloor(o: FloorOptions, log: (line: string) => void)
     const t0 = performance.now();
     for (let i = 0; i < jobs.length; i += jobsPerProcess) {
       const c = new Child<ToFloorClient, FromFloorClient>(`${o.kind} floor client ${clients.length + 1}`, 'floor-client.ts', [JSON.stringify(o.behaviour)], []);
+      c.renice(o.clientNice);
       clients.push(c);
       await c.next('started', 60_000);
       c.send({ type: 'open', kind: o.kind, url, jobs: jobs.slice(i, i + jobsPerProcess), jobSize: o.jobSize, nodeVolunteers: o.connections });

@@ -144,6 +144,10 @@ export const DEFINITIONS = {
     "the job checkpoints at its default checkpointEvery and the round's uploader uploads the model's real size (mlp-fashion, f32); each sends the " +
     "worker table's status heartbeat at the period its server names (welcome, then heartbeat events: 2 s, doubled for each doubling of the node's " +
     'volunteers past 1,000 heartbeats a second; protocol heartbeat.ts) with an ack when behaviour.heartbeatAck, as a tab\'s runtime does (no ack).',
+  client_nice:
+    "options.clientNice: the client processes' niceness (the server nodes, the redis-server and this orchestrator run at 0). The clients stand " +
+    "for volunteers on other machines; at equal priority they took the server's CPU whenever both were busy. Their own delays (a niced client " +
+    'reads its messages later) stay in round_ms. TABFLEET_BENCH_COORDINATOR_CLIENT_NICE=0 measures without it.',
   kb_per_volunteer:
     '(server RSS after a forced full GC at N volunteers − server RSS after a forced full GC with no volunteers and no jobs) ÷ N, in KiB (1024 ' +
     'bytes). Jobs (coordinators) created for those volunteers are included.',
