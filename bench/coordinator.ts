@@ -219,7 +219,8 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
     const floor: Partial<Record<FloorKind, FloorReport | { error: string }>> = {};
     for (const kind of cfg.floorConnections ? (['socketio', 'lean', 'ws'] as const) : []) {
       const floorOptions = {
-        kind, connections: cfg.floorConnections, jobSize: cfg.jobSize, perProcess: cfg.perProcess, clientNice: cfg.clientNice, behaviour: cfg.behaviour, windows: cfg.windows, windowMs: cfg.windowMs, settleMs: cfg.settleMs,
+        kind, connections: cfg.floorConnections, jobSize: cfg.jobSize, perProcess: cfg.perProcess, clientNice: cfg.clientNice,
+        behaviour: cfg.behaviour, windows: cfg.windows, windowMs: cfg.windowMs, settleMs: cfg.settleMs,
       };
       floor[kind] = await measureFloor(floorOptions, log).catch((e: Error) => ({ error: e.message.slice(0, 2000) }));
     }
