@@ -162,6 +162,8 @@ export class SimVolunteer {
   readonly failedRounds: number[] = [];
   /** The syncs it reported `round:ready` for, in order. */
   readonly readied: number[] = [];
+  /** When it last sent `round:ready` (wall clock): the server hands it new work only after this. */
+  lastReadyAt: number | null = null;
   /** When set, the volunteer stops at the barrier (never reports ready). */
   holdReady = false;
   /** When set, it does not report `model:loaded` (a joiner that never loads) until `releaseLoad()`. */
@@ -361,6 +363,7 @@ export class SimVolunteer {
     this.step += h;
     if (this.holdReady || this.ended) return;
     this.readied.push(this.baseSeq + 1);
+    this.lastReadyAt = Date.now();
     this.send('round:ready', { jobId: this.jobId, seq: this.baseSeq + 1, step: this.step, ...(paced?.claimed !== undefined ? { steps: paced.claimed } : {}) });
   }
 
