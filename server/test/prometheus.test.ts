@@ -1,6 +1,7 @@
 // /metrics as an operator's Prometheus reads it: promtool (Debian `prometheus`) accepts a live
 // server's text, per-job series and all, and those series count what the job's API records.
 import assert from 'node:assert/strict';
+import { closeSync, openSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import type { MetricPoint } from '@tabfleet/protocol';
 import { parseSamples, sampleValue, type Sample } from '../src/testing/exposition';
@@ -84,4 +85,19 @@ test('promtool accepts a live /metrics with per-job series, which count what the
   await waitFor('the store counts the job stopped', async () => sampleValue((await scrape()).samples, 'tabfleet_jobs', { state: 'stopped' }) === 1);
   const recheck = await checkMetrics(afterEnd.text);
   assert.equal(recheck.code, 0, recheck.output);
+});
+
+test('process_open_fds counts the descriptors the process opens, and no gauge lists every handle at a scrape', async () => {
+  const before = sampleValue((await scrape()).samples, 'process_open_fds');
+  const opened = Array.from({ length: 200 }, () => openSync('/dev/null', 'r'));
+  try {
+    const { samples, text } = await scrape();
+    // Other work of the process may open or close a few meanwhile.
+    const grew = sampleValue(samples, 'process_open_fds') - before;
+    assert.ok(grew >= 195 && grew <= 205, `${grew} more descriptors counted after opening 200`);
+    assert.doesNotMatch(text, /^nodejs_active_handles\{/m, 'the handles gauge (every handle object listed on the event loop) is gone');
+    assert.ok(sampleValue(samples, 'nodejs_active_resources', { type: 'TCPServerWrap' }) >= 1, 'resources by type stand in for it');
+  } finally {
+    for (const fd of opened) closeSync(fd);
+  }
 });
