@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
 import { decodeFrame, jobSpecSchema, roundToF16, verifyCheckpoint, type FrameDTypeName, type FrameKindName } from '@tabfleet/protocol';
-import { startTestServer, waitFor, type TestServer } from '@tabfleet/server/testing';
+import { startTestServer, type TestServer } from '@tabfleet/server/testing';
 import { nodeVolunteer } from '@tabfleet/worker/testing';
 
 let server: TestServer;
@@ -38,7 +38,7 @@ test('an untrusted fp16 job trains in checked groups of two with f16 on every gr
   });
   const vols = [0, 1, 2, 3].map(() => nodeVolunteer(server.url, net));
   try {
-    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 280_000, 200);
+    await server.waitForJob(created.id, 'done', 280_000);
     const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
     assert.equal(done.step, 40);
     for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}\n${server.logTail()}`);

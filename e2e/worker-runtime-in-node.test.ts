@@ -52,7 +52,7 @@ test('three volunteers train a LocalSGD job to its target with identical paramet
   const vols = [0, 1, 2].map(() => nodeVolunteer(server.url, net));
   const agreedBefore = await counter('replicas_agreed');
   try {
-    await waitFor('the job is done', async () => (await server.api(`/api/jobs/${created.id}`)).body.job.state === 'done', 150_000, 200);
+    await server.waitForJob(created.id, 'done', 150_000);
     const done = (await server.api(`/api/jobs/${created.id}`)).body.job;
     assert.equal(done.step, 24);
     assert.equal(done.seq, 6);

@@ -25,6 +25,37 @@ describe('PingWheel', () => {
     }
   });
 
+  it('a busy event loop delays ticks, yet every member is still visited once per interval, late by one tick at most', async () => {
+    const clock = new FakeClock();
+    const visits = new Map<number, number[]>();
+    const wheel = new PingWheel<number>(10_000, (m) => visits.set(m, [...(visits.get(m) ?? []), clock.now()]), clock);
+    for (let m = 0; m < 1_000; m++) wheel.add(m);
+    // Every timer fires 150 ms late: one tick each 250 ms. Scheduled from when each ran, a turn of
+    // 100 ticks took 25 s, and under heavier load more than the clients' 30 s ping timeout.
+    for (let t = 0; t < 40_000; t += 250) {
+      clock.spend(150);
+      await clock.advance(100);
+    }
+    for (let m = 0; m < 1_000; m++) {
+      const at = visits.get(m)!;
+      assert.ok(at.length >= 3, `member ${m} visited ${at.length} times in 40 s`);
+      for (let i = 1; i < at.length; i++) assert.ok(at[i] - at[i - 1] <= 10_000 + 250, `member ${m}: ${at[i] - at[i - 1]} ms between visits`);
+    }
+  });
+
+  it('after a stall longer than the interval each member is visited once, and the wheel goes on from then', async () => {
+    const clock = new FakeClock();
+    const seen: number[] = [];
+    const wheel = new PingWheel<number>(1_000, (m) => seen.push(m), clock);
+    for (let m = 0; m < 100; m++) wheel.add(m);
+    clock.spend(5_000);
+    await clock.advance(0);
+    assert.deepEqual(seen.sort((a, b) => a - b), Array.from({ length: 100 }, (_, i) => i));
+    seen.length = 0;
+    await clock.advance(100);
+    assert.equal(seen.length, 10, 'one slice of ten per 100 ms again');
+  });
+
   it('keeps slices even as members leave and come, and stops visiting one that left', async () => {
     const clock = new FakeClock();
     const seen: number[] = [];

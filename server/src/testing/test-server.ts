@@ -19,6 +19,11 @@ export interface TestServer extends RunningServer {
   dataDir: string;
   api(path: string, init?: RequestInit & { json?: unknown }): Promise<{ status: number; body: any; text: string }>;
   createJob(spec?: Partial<JobSpecInput>): Promise<JobSummary>;
+  /**
+   * Waits for the job to reach `state`; on timeout the error says where it stood (state, step, sync,
+   * workers, its last rounds) and the server's last log lines, so a stall is diagnosed from CI's log.
+   */
+  waitForJob(jobId: string, state: JobSummary['state'], timeoutMs: number): Promise<void>;
   volunteer(opts?: Partial<SimOptions>): Promise<SimVolunteer>;
   oracle: RingOracle;
   /** The server's last log lines (kept in memory, not printed), for a failing test's message. */
@@ -74,7 +79,8 @@ export async function startTestServer(opts: ServerOptions = {}): Promise<TestSer
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'tabfleet-test-'));
   const logLines: string[] = [];
   const keepLog = (line: string) => {
-    logLines.push(line);
+    // The wall time of day (UTC) first: a stall's lines then line up with the test's own timings.
+    logLines.push(`${new Date().toISOString().slice(11, 23)} ${line}`);
     if (logLines.length > 400) logLines.splice(0, logLines.length - 200);
   };
   const server = await startServer({ port: 0, dataDir, token: 'test-token', log: keepLog, timing: { roundTimeoutMs: 5_000, barrierTimeoutMs: 5_000, loadTimeoutMs: 5_000 },
@@ -114,6 +120,20 @@ export async function startTestServer(opts: ServerOptions = {}): Promise<TestSer
       const r = await api('/api/jobs', { method: 'POST', json: { ...BASE_JOB, ...spec } });
       if (r.status !== 201) throw new Error(`create job: ${r.status} ${r.text}`);
       return r.body.job;
+    },
+    async waitForJob(jobId, state, timeoutMs) {
+      const end = Date.now() + timeoutMs;
+      for (;;) {
+        const { body } = await api(`/api/jobs/${jobId}`);
+        if (body.job.state === state) return;
+        if (Date.now() > end) {
+          const rounds = ((await api(`/api/jobs/${jobId}/rounds`)).body.rounds as unknown[]).slice(-8);
+          const { job, workers } = body as { job: JobSummary; workers: { volunteerId: string; state?: string; step?: number }[] };
+          throw new Error(`timed out after ${timeoutMs} ms waiting for job ${jobId} to be ${state}: it is ${job.state} at step ${job.step}, sync ${job.seq}\n` +
+            `workers: ${JSON.stringify(workers.map((w) => [w.volunteerId, w.state, w.step]))}\nlast rounds: ${JSON.stringify(rounds)}\nserver log:\n${logLines.slice(-60).join('\n')}`);
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
     },
     async volunteer(o = {}) {
       const v = new SimVolunteer({ url: server.url, oracle, ...o });
