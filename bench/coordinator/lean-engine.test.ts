@@ -68,19 +68,23 @@ test('socket.io-client connects with its auth, sends events with and without ack
 });
 
 test('pings: socket.io-client answers and stays; a connection that does not answer is closed', async () => {
-  const { engine, url } = await start(50);
+  // 2 s, not 50 ms: the client, in this process, must answer within an interval. Beside a busy process
+  // at 50 ms it was closed, and the wait for its pings below never ended (a 30-minute CI hang).
+  const { engine, url } = await start(2_000);
   const answering = await client(url, { jobId: 'x' });
   // A raw WebSocket that reads the open packet and never answers a ping.
   const silent = new WebSocket(`${url.replace('http', 'ws')}/socket.io/?EIO=4&transport=websocket`);
   const received: string[] = [];
   silent.on('message', (m) => void received.push(m.toString()));
   await once(silent, 'close');
-  assert.match(received[0], /^0\{"sid":"[\w-]+","upgrades":\[\],"pingInterval":50,"pingTimeout":50,/);
+  assert.match(received[0], /^0\{"sid":"[\w-]+","upgrades":\[\],"pingInterval":2000,"pingTimeout":2000,/);
   assert.deepEqual(received.slice(1), ['2'], 'closed at the ping after the one it left unanswered');
-  // The answering client has seen pings since and is still connected.
-  await new Promise<void>((resolve) => {
+  // The answering client hears three more pings and is still connected.
+  await new Promise<void>((resolve, reject) => {
     let answered = 0;
     answering.io.engine.on('ping', () => void (++answered === 3 && resolve()));
+    answering.on('disconnect', (reason) => reject(new Error(`the answering client was closed after ${answered} pings: ${reason}`)));
+    setTimeout(() => reject(new Error(`${answered} of 3 pings in 60 s`)), 60_000).unref();
   });
   assert.equal(answering.connected, true);
   assert.equal(engine.connections, 1);
