@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startServer, type RunningServer, type ServerOptions } from '../app';
 import { realClock, type Clock } from '../coordinator/types';
-import { RingOracle, SimVolunteer, type SimOptions } from './sim-volunteer';
+import { RingOracle, SimVolunteer, waitFor, type SimOptions } from './sim-volunteer';
 
 export const BASE_JOB: JobSpecInput = {
   preset: 'mlp-fashion', dataset: 'fashion-mnist', strategy: 'localsgd', H: 2,
@@ -122,17 +122,13 @@ export async function startTestServer(opts: ServerOptions = {}): Promise<TestSer
       return r.body.job;
     },
     async waitForJob(jobId, state, timeoutMs) {
-      const end = Date.now() + timeoutMs;
-      for (;;) {
-        const { body } = await api(`/api/jobs/${jobId}`);
-        if (body.job.state === state) return;
-        if (Date.now() > end) {
-          const rounds = ((await api(`/api/jobs/${jobId}/rounds`)).body.rounds as unknown[]).slice(-8);
-          const { job, workers } = body as { job: JobSummary; workers: { volunteerId: string; state?: string; step?: number }[] };
-          throw new Error(`timed out after ${timeoutMs} ms waiting for job ${jobId} to be ${state}: it is ${job.state} at step ${job.step}, sync ${job.seq}\n` +
-            `workers: ${JSON.stringify(workers.map((w) => [w.volunteerId, w.state, w.step]))}\nlast rounds: ${JSON.stringify(rounds)}\nserver log:\n${logLines.slice(-60).join('\n')}`);
-        }
-        await new Promise((r) => setTimeout(r, 200));
+      try {
+        await waitFor(`job ${jobId} to be ${state}`, async () => (await api(`/api/jobs/${jobId}`)).body.job.state === state, timeoutMs, 200);
+      } catch (e) {
+        const { job, workers } = (await api(`/api/jobs/${jobId}`)).body as { job: JobSummary; workers: { volunteerId: string; state?: string; step?: number }[] };
+        const rounds = ((await api(`/api/jobs/${jobId}/rounds`)).body.rounds as unknown[]).slice(-8);
+        throw new Error(`${(e as Error).message}: it is ${job.state} at step ${job.step}, sync ${job.seq}\n` +
+          `workers: ${JSON.stringify(workers.map((w) => [w.volunteerId, w.state, w.step]))}\nlast rounds: ${JSON.stringify(rounds)}\nserver log:\n${logLines.slice(-60).join('\n')}`);
       }
     },
     async volunteer(o = {}) {
