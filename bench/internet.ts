@@ -40,6 +40,7 @@ import { openInternetLab, type InternetLab } from './internet/lab';
 import { openVolunteerLab, type VolunteerLab } from './internet/volunteer-lab';
 import { benchCommand, commitOf, runRecord } from './machine';
 import type { BenchOptions } from './run';
+import type { IceServer } from '@tabfleet/protocol';
 import { distribution, median, type Distribution } from './stats';
 
 type NetName = keyof typeof NETS;
@@ -163,13 +164,23 @@ async function measureSetupCase(env: InternetLab, c: SetupCase, cfg: InternetBen
   };
 }
 
+/**
+ * The direct net is offered STUN only. With TURN offered too, a loaded CI machine twice left one end of one
+ * link on srflx→relay for the whole settle time (SETTLE_MS) while the other end read srflx→srflx: that link
+ * would carry part of the "direct" collectives through coturn. Whether ICE prefers direct links when both
+ * are offered is the `eim` setup case's question, which keeps TURN.
+ */
+const stunOnly = (servers: IceServer[]): IceServer[] =>
+  servers.map((s) => ({ urls: s.urls.filter((u) => /^stun:/i.test(u)) })).filter((s) => s.urls.length > 0);
+
 async function openNet(env: InternetLab, name: NetName, cfg: InternetBenchConfig, log: (l: string) => void): Promise<NetResult> {
   const spec = NETS[name];
   const members = spec.homes;
   const ch = `net-${name}`;
   const result: NetResult = { name, description: spec.description, members, openMs: {}, links: [], error: null, passed: false };
   try {
-    const answers = await Promise.all(members.map((m) => env.members.get(m)!.send({ cmd: 'open', ch, members, iceServers: env.iceFor(m), timeoutMs: cfg.setupTimeoutMs })));
+    const iceServers = (m: string) => (spec.expect === 'direct' ? stunOnly(env.iceFor(m)) : env.iceFor(m));
+    const answers = await Promise.all(members.map((m) => env.members.get(m)!.send({ cmd: 'open', ch, members, iceServers: iceServers(m), timeoutMs: cfg.setupTimeoutMs })));
     const views = new Map(members.map((m, i) => [m, answers[i].pairs as Record<string, SelectedPair>]));
     members.forEach((m, i) => (result.openMs[m] = Math.round((answers[i].ms as number) * 10) / 10));
     for (const [i, a] of members.entries()) {

@@ -49,7 +49,7 @@ export const SETUP_CASES: SetupCase[] = [
 
 /** The two four-home networks the collectives run on: every link direct, or every link relayed. */
 export const NETS: Record<'direct' | 'relayed', { homes: string[]; expect: Expectation; description: string }> = {
-  direct: { homes: ['e1', 'e2', 'e3', 'e4'], expect: 'direct', description: '4 members behind 4 EIM NATs, 10 Mbit/s uplinks: direct (srflx/prflx) links' },
+  direct: { homes: ['e1', 'e2', 'e3', 'e4'], expect: 'direct', description: '4 members behind 4 EIM NATs, 10 Mbit/s uplinks, offered STUN only: direct (srflx/prflx) links' },
   relayed: { homes: ['s1', 's2', 's3', 's4'], expect: 'relayed', description: '4 members behind 4 symmetric NATs, 10 Mbit/s uplinks: links relayed through coturn' },
 };
 
