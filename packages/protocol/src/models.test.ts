@@ -31,6 +31,21 @@ test('a checkpoint of the model reads to its flat parameters (zero padding) and 
   assert.equal(verifyCheckpoint('cnn-fashion', encodeSafetensors(tensors)).digest, modelDigest(params));
 });
 
+test('a checkpoint at any byte offset (a pooled Buffer) reads to the same parameters, and the file is left as it was', () => {
+  const file = encodeSafetensors({ ...checkpointOf('cnn-fashion', (_, i) => i * 1e-3), 'diloco.outer_momentum': f32Tensor([2], Float32Array.of(4, 5)) });
+  const odd = Buffer.concat([Buffer.from([7]), Buffer.from(file)]).subarray(1);
+  const before = Buffer.from(odd);
+  const aligned = verifyCheckpoint('cnn-fashion', file);
+  const unaligned = verifyCheckpoint('cnn-fashion', odd);
+  assert.equal(unaligned.digest, aligned.digest);
+  assert.deepEqual(unaligned.params, aligned.params);
+  assert.ok(before.equals(odd));
+  const nan = new Float32Array(PRESET_LAYOUTS['cnn-fashion'].entries[0].size).fill(0.5);
+  nan[7] = Number.NaN;
+  const bad = Buffer.concat([Buffer.from([7]), Buffer.from(encodeSafetensors({ ...checkpointOf('cnn-fashion', () => 0), 'conv1.weight': f32Tensor(PRESET_LAYOUTS['cnn-fashion'].entries[0].shape, nan) }))]).subarray(1);
+  assert.throws(() => verifyCheckpoint('cnn-fashion', bad), refused(/conv1.weight has a non-finite value at 7/));
+});
+
 test('a checkpoint that is not the job model is refused with the reason', () => {
   const good = checkpointOf('cnn-fashion', () => 0.5);
   // The reproduced attack: one tensor evil.weight = [1e30, -1e30].

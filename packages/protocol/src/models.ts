@@ -89,7 +89,7 @@ export function verifyCheckpoint(model: ModelRef, bytes: Uint8Array): { params: 
   const preset = modelName(model);
   let tensors: Record<string, NamedTensor>;
   try {
-    tensors = decodeSafetensors(bytes).tensors;
+    tensors = decodeSafetensors(bytes, { views: true }).tensors;
   } catch (e) {
     throw new ProtocolError('bad_tensor', `checkpoint is not valid safetensors: ${(e as Error).message}`);
   }
@@ -100,7 +100,9 @@ export function verifyCheckpoint(model: ModelRef, bytes: Uint8Array): { params: 
     const t = tensors[p.name];
     if (!t) throw new ProtocolError('bad_tensor', `checkpoint lacks ${p.name} of the ${preset} model`);
     if (t.dtype !== 'F32' || t.shape.join() !== p.shape.join()) throw new ProtocolError('bad_tensor', `checkpoint ${p.name} is ${t.dtype}[${t.shape}], the ${preset} model has F32[${p.shape}]`);
-    params.set(finiteValues(p.name, t), p.offset);
+    // One copy, byte for byte into the flat vector (the view may sit at any alignment), then checked there.
+    new Uint8Array(params.buffer, p.offset * 4, t.data.byteLength).set(t.data);
+    assertFinite(p.name, params.subarray(p.offset, p.offset + t.data.byteLength / 4));
   }
   const extra = Object.keys(tensors).filter((name) => !expected.has(name));
   if (extra.length > MAX_STATE_TENSORS) throw new ProtocolError('bad_tensor', `checkpoint has ${extra.length} tensors besides the parameters (at most ${MAX_STATE_TENSORS})`);
@@ -115,7 +117,10 @@ export function verifyCheckpoint(model: ModelRef, bytes: Uint8Array): { params: 
 }
 
 function finiteValues(name: string, t: NamedTensor): Float32Array {
-  const v = f32Values(t);
+  return assertFinite(name, f32Values(t));
+}
+
+function assertFinite(name: string, v: Float32Array): Float32Array {
   for (let i = 0; i < v.length; i++) if (!Number.isFinite(v[i])) throw new ProtocolError('bad_tensor', `checkpoint tensor ${name} has a non-finite value at ${i}`);
   return v;
 }

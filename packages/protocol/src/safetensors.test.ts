@@ -52,3 +52,12 @@ test('decoding a Node Buffer from a shared pool copies each tensor (a Buffer sli
   assert.equal(decoded.tensors.w.data.byteOffset, 0);
   assert.deepEqual([...f32Values(decoded.tensors.w)], [...values]);
 });
+
+test('decoding with views hands out each tensor as a view into the file, checked as strictly', () => {
+  const file = encodeSafetensors({ a: f32Tensor([2], Float32Array.of(1, 2)), b: f32Tensor([1], Float32Array.of(3)) });
+  const decoded = decodeSafetensors(file, { views: true });
+  assert.equal(decoded.tensors.b.data.buffer, file.buffer, 'no copy');
+  assert.deepEqual([...f32Values(decoded.tensors.b)], [3]);
+  const cut = file.subarray(0, file.byteLength - 4);
+  assert.throws(() => decodeSafetensors(cut, { views: true }), /data_offsets out of range/);
+});

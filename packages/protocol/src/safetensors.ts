@@ -63,9 +63,11 @@ export interface DecodedSafetensors {
 /**
  * Parses and checks a file; throws SafetensorsError on anything malformed. As the format requires,
  * the tensors' byte ranges must tile the data section (no overlap, no holes), so the copies made
- * here never exceed the input's size, whatever the header claims.
+ * here never exceed the input's size, whatever the header claims. `views`: each tensor's data is a
+ * view into `bytes` instead of a copy (the caller copies what it keeps; a server verifying a
+ * checkpoint of hundreds of MiB must not hold it twice).
  */
-export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
+export function decodeSafetensors(bytes: Uint8Array, { views = false } = {}): DecodedSafetensors {
   if (bytes.byteLength < 8) throw new SafetensorsError('file shorter than its 8-byte header length');
   const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
   if (n > MAX_SAFETENSORS_HEADER || 8 + n > bytes.byteLength) throw new SafetensorsError(`header length ${n} does not fit the file (${bytes.byteLength} bytes)`);
@@ -112,7 +114,8 @@ export function decodeSafetensors(bytes: Uint8Array): DecodedSafetensors {
     // In the header's order, as callers that re-encode expect.
     const { dtype, shape } = header[r.name] as { dtype: SafetensorsDType; shape: number[] };
     // Uint8Array's own slice copies; a Node Buffer's slice would be a view into a shared pool.
-    tensors[r.name] = { dtype, shape, data: Uint8Array.prototype.slice.call(bytes, dataStart + r.begin, dataStart + r.end) };
+    const data = views ? bytes.subarray(dataStart + r.begin, dataStart + r.end) : Uint8Array.prototype.slice.call(bytes, dataStart + r.begin, dataStart + r.end);
+    tensors[r.name] = { dtype, shape, data };
   }
   return { tensors, metadata };
 }
