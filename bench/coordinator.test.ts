@@ -129,10 +129,15 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
       assert.equal(w.server.volunteersConnected, s.volunteers, 'both nodes\' volunteers counted');
       assert.ok(w.server.redisCpuPercent !== null && w.server.redisCpuPercent >= 0, 'the redis-server\'s CPU is measured');
     }
+    // The nodes' own memory apart from the redis-server's (both in kbPerVolunteer).
+    const m = s.memory;
+    assert.ok(m.redisRssBytes > 0 && m.redisRssBytes < m.rssBytes, `two nodes, step ${s.volunteers}: redis RSS ${m.redisRssBytes} of ${m.rssBytes}`);
+    assert.ok(Number.isFinite(m.nodesKbPerVolunteer), `two nodes, step ${s.volunteers}: nodesKbPerVolunteer`);
   }
   const topTwo = two.steps.filter((s: Json) => s.held && s.round.whole.p99 < 250).at(-1);
   assert.equal(r.summary.max_volunteers_two_nodes, topTwo?.volunteers ?? 0);
   assert.equal(two.summary.max_volunteers, r.summary.max_volunteers_two_nodes);
+  assert.equal(two.summary.nodes_kb_per_volunteer, topTwo?.memory.nodesKbPerVolunteer ?? null);
 
   // The library floor in the same run: bare Socket.IO and the lean engine with the same rounds, and plain ws, each holding every connection.
   for (const kind of ['socketio', 'lean', 'ws']) {

@@ -97,7 +97,7 @@ type AnyChild = Child<unknown, { type: string }>;
 
 /** Starts `nodeCount` server nodes (several: on a fresh redis-server) and ramps them through `steps`. */
 async function runPhase(
-  cfg: CoordinatorBenchConfig, nodeCount: number, steps: number[], deadline: number, dataDir: string, token: string, children: AnyChild[], log: (line: string) => void,
+  cfg: CoordinatorBenchConfig, nodeCount: number, steps: number[], budgetMs: number, dataDir: string, token: string, children: AnyChild[], log: (line: string) => void,
 ): Promise<Phase> {
   const phase: Phase = { nodes: nodeCount, store: nodeCount > 1 ? 'redis' : 'sqlite', stopReason: 'all steps done', failure: null, baseline: null, steps: [] };
   // TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir>: a V8 CPU profile of each server, written when it exits.
@@ -121,6 +121,9 @@ async function runPhase(
     await sleep(500);
     const baseline = await nodes.stats(true);
     phase.baseline = baseline;
+    // The budget counts from here: starting the servers has its own time limits, and on a busy machine
+    // it once took so long that a quick run's two-node phase had no time left for its one step.
+    const deadline = Date.now() + budgetMs;
     log(`baseline: RSS ${(baseline.rssBytes / 2 ** 20).toFixed(1)} MiB, heap ${(baseline.heapUsedBytes / 2 ** 20).toFixed(1)} MiB${nodeCount > 1 ? ` (${nodeCount} nodes and redis-server)` : ''}`);
     const newClient = async () => {
       // TABFLEET_BENCH_COORDINATOR_CLIENT_CPU_PROF=<dir>: V8 CPU profiles of the client processes too.
@@ -201,14 +204,14 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
   process.once('exit', killAll);
   try {
     const single: Phase = cfg.steps.length
-      ? await runPhase(cfg, 1, cfg.steps, t0 + cfg.budgetMs, dataDir, token, children, log)
+      ? await runPhase(cfg, 1, cfg.steps, cfg.budgetMs, dataDir, token, children, log)
       : { nodes: 1, store: 'sqlite', stopReason: 'no steps', failure: null, baseline: null, steps: [] };
     log(`one node: ${single.stopReason}`);
     let two: Phase | null = null;
     if (cfg.twoNodes.steps.length) {
       log(`${cfg.twoNodes.nodes} nodes sharing a redis-server:`);
       const twoLog = (l: string) => log(`[${cfg.twoNodes.nodes} nodes] ${l}`);
-      two = await runPhase(cfg, cfg.twoNodes.nodes, cfg.twoNodes.steps, Date.now() + cfg.twoNodes.budgetMs, dataDir, token, children, twoLog).catch((e: Error) => ({
+      two = await runPhase(cfg, cfg.twoNodes.nodes, cfg.twoNodes.steps, cfg.twoNodes.budgetMs, dataDir, token, children, twoLog).catch((e: Error) => ({
         // No redis-server, or a node that did not start: reported, and the one-node figures still written.
         nodes: cfg.twoNodes.nodes, store: 'redis' as const, stopReason: `could not start: ${e.message.split('\n')[0]}`,
         failure: { volunteers: 0, error: e.message.slice(0, 4000) }, baseline: null, steps: [],

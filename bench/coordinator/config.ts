@@ -25,7 +25,7 @@ export interface CoordinatorBenchConfig {
   windowMs: number;
   /** Rounds run this long after a step's volunteers are admitted before measuring. */
   settleMs: number;
-  /** Stop ramping the single node (and go on to the two nodes) once this much time has passed. */
+  /** Stop ramping the single node (and go on to the two nodes) once this much time has passed since its server was up. */
   budgetMs: number;
   /**
    * Stop ramping a phase after the first step whose pooled whole-round p99 is this many times the

@@ -116,6 +116,13 @@ export interface StepReport {
     metricsRssBytes: number;
     metricsHeapUsedBytes: number;
     metricsKbPerVolunteer: number;
+    /**
+     * Several nodes: kbPerVolunteer of the server nodes alone, and the redis-server's RSS (in the sums
+     * above). Redis keeps every round's record and metric point, history that grows with the run's
+     * length rather than with the volunteers, so it is shown apart.
+     */
+    nodesKbPerVolunteer?: number;
+    redisRssBytes?: number;
   };
 }
 
@@ -280,6 +287,10 @@ export function stepReport(
       metricsRssBytes: metricsRss,
       metricsHeapUsedBytes: median(windows.flatMap((w) => (w.server.heapUsedBytes === null ? [] : [w.server.heapUsedBytes]))),
       metricsKbPerVolunteer: kib(metricsRss - baseline.rssBytes, n),
+      ...(mem.redis && baseline.redis ? {
+        nodesKbPerVolunteer: kib(mem.rssBytes - mem.redis.rssBytes - (baseline.rssBytes - baseline.redis.rssBytes), n),
+        redisRssBytes: mem.redis.rssBytes,
+      } : {}),
     },
   };
 }
@@ -337,6 +348,9 @@ export function twoNodeSummary(steps: StepReport[], cfg: CoordinatorBenchConfig)
     round_p50_ms: top?.round.whole.p50 ?? null,
     /** Both nodes' RSS and the redis-server's, after GC, baseline subtracted, per volunteer (KiB). */
     kb_per_volunteer: top?.memory.kbPerVolunteer ?? null,
+    /** The two nodes' RSS alone, after GC, baseline subtracted, per volunteer (KiB): without redis-server's history. */
+    nodes_kb_per_volunteer: top?.memory.nodesKbPerVolunteer ?? null,
+    redis_rss_mib: top?.memory.redisRssBytes === undefined ? null : r2(top.memory.redisRssBytes / 2 ** 20),
     server_cpu_percent: top?.server.cpuPercent ?? null,
     goal_volunteers: cfg.goal.twoNodeVolunteers,
   };
