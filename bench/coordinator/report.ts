@@ -164,7 +164,8 @@ export const DEFINITIONS = {
     "max_volunteers of twoNodes: two server nodes started as main.ts --redis runs them, sharing one real redis-server (store, job leases, the " +
     "Socket.IO Redis adapter). Each job is created on the nodes in turn and so owned by its node; its members connect to that node. Held, " +
     "volunteers connected (summed over the nodes) and round_ms as for one node; kb_per_volunteer there counts both nodes' RSS and the " +
-    "redis-server's.",
+    "redis-server's; nodes_kb_per_volunteer the nodes' alone (redis-server keeps every round record and metric point, history that grows " +
+    "with the run's length), redis_rss_mib the redis-server's RSS.",
   stop_over_goal:
     'A phase stops ramping after a step held whose pooled whole-round p99 is over options.stopOverGoalFactor × goal.p99Ms (stopReason says so): ' +
     'larger steps could not count, and the bench\'s time goes to the next phase.',
