@@ -42,7 +42,11 @@ test('a checkpoint at any byte offset (a pooled Buffer) reads to the same parame
   assert.ok(before.equals(odd));
   const nan = new Float32Array(PRESET_LAYOUTS['cnn-fashion'].entries[0].size).fill(0.5);
   nan[7] = Number.NaN;
-  const bad = Buffer.concat([Buffer.from([7]), Buffer.from(encodeSafetensors({ ...checkpointOf('cnn-fashion', () => 0), 'conv1.weight': f32Tensor(PRESET_LAYOUTS['cnn-fashion'].entries[0].shape, nan) }))]).subarray(1);
+  const withNan = encodeSafetensors({
+    ...checkpointOf('cnn-fashion', () => 0),
+    'conv1.weight': f32Tensor(PRESET_LAYOUTS['cnn-fashion'].entries[0].shape, nan),
+  });
+  const bad = Buffer.concat([Buffer.from([7]), Buffer.from(withNan)]).subarray(1);
   assert.throws(() => verifyCheckpoint('cnn-fashion', bad), refused(/conv1.weight has a non-finite value at 7/));
 });
 
