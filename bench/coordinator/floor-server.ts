@@ -10,7 +10,7 @@
 // `ws`: a plain WebSocket server holding connections (memory only). Stats over IPC as
 // server-process.ts gives them (after a forced GC when asked).
 import { createServer } from 'node:http';
-import { LIMITS } from '@tabfleet/protocol';
+import { LIMITS, VOLUNTEER_PING_INTERVAL_MS, VOLUNTEER_PING_TIMEOUT_MS } from '@tabfleet/protocol';
 import { Server } from 'socket.io';
 import { WebSocketServer } from 'ws';
 import { LeanEngine } from './lean-engine';
@@ -67,7 +67,7 @@ function serveRounds(socket: RoundSocket, jobId: string, toRoom: (room: string) 
 if (kind === 'socketio') {
   const io = new Server(http, {
     maxHttpBufferSize: LIMITS.maxSocketMessageBytes, serveClient: false, perMessageDeflate: false, httpCompression: false,
-    pingInterval: 10_000, pingTimeout: 20_000, transports: ['websocket'],
+    pingInterval: VOLUNTEER_PING_INTERVAL_MS, pingTimeout: VOLUNTEER_PING_TIMEOUT_MS, transports: ['websocket'],
   });
   io.engine.on('connection', (raw: { request: unknown }) => {
     raw.request = null;
@@ -77,7 +77,7 @@ if (kind === 'socketio') {
     socket.on('disconnect', () => void connections--);
   });
 } else if (kind === 'lean') {
-  const engine = new LeanEngine(http, { pingIntervalMs: 10_000, maxPayload: LIMITS.maxSocketMessageBytes }, (socket) => {
+  const engine = new LeanEngine(http, { pingIntervalMs: VOLUNTEER_PING_INTERVAL_MS, maxPayload: LIMITS.maxSocketMessageBytes }, (socket) => {
     serveRounds(socket, String((socket.auth as { jobId?: unknown }).jobId), (room) => engine.to(room));
     socket.ws.on('close', () => void connections--);
   });

@@ -1,6 +1,6 @@
 // Assembles a server node: store, secrets, cluster, job hub, HTTP routes and Socket.IO namespaces on
 // one port. `startServer` is what `server/src/main.ts`, `npm start` and the tests call.
-import { LIMITS, NAMESPACES, ROUND_TIMING, serverClock } from '@tabfleet/protocol';
+import { LIMITS, NAMESPACES, ROUND_TIMING, serverClock, VOLUNTEER_PING_INTERVAL_MS, VOLUNTEER_PING_TIMEOUT_MS } from '@tabfleet/protocol';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
@@ -193,8 +193,8 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
     // hundreds of KiB, and events are small JSON; polling bodies are not compressed either.
     perMessageDeflate: false,
     httpCompression: false,
-    pingInterval: 10_000,
-    pingTimeout: 20_000,
+    pingInterval: VOLUNTEER_PING_INTERVAL_MS,
+    pingTimeout: VOLUNTEER_PING_TIMEOUT_MS,
     ...edge.serverOptions(),
     cors: { origin: allowOrigins.includes('*') ? true : allowOrigins, credentials: false },
   });
@@ -204,7 +204,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   io.of('/').use((_socket, next) => next(Object.assign(new Error('no such namespace: connect to /volunteer or /dashboard'), { data: { code: 'unknown_event' } })));
   const volunteers = io.of(NAMESPACES.volunteer);
   // The same namespace at VOLUNTEER_SOCKET_PATH, without Socket.IO's objects.
-  const lean = new LeanVolunteers(httpServer, { edge, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS, pingIntervalMs: 10_000, log });
+  const lean = new LeanVolunteers(httpServer, { edge, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS, pingIntervalMs: VOLUNTEER_PING_INTERVAL_MS, pingTimeoutMs: VOLUNTEER_PING_TIMEOUT_MS, log });
   // An event for volunteers: those connected here get it directly, on whichever endpoint; the rest are
   // on other nodes (with Redis), where it is published once for them.
   const deliverHere = (rooms: readonly string[], event: string, args: unknown[]): string[] => {

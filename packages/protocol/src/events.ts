@@ -24,6 +24,16 @@ export const NAMESPACES = { volunteer: '/volunteer', dashboard: '/dashboard' } a
  */
 export const VOLUNTEER_SOCKET_PATH = '/volunteers/';
 
+/**
+ * How often the server pings a volunteer connection (Engine.IO's pingInterval, on both endpoints):
+ * Socket.IO's default. At 10 s a node of 10,000 volunteers sent 1,000 pings a second and read as many
+ * pongs, a fifth of its traffic besides rounds; the coordinator finds silent members by its own
+ * deadlines, and the volunteers' `status` heartbeats, not by pings.
+ */
+export const VOLUNTEER_PING_INTERVAL_MS = 25_000;
+/** How long past a due ping a volunteer's client waits before it gives the connection up (Engine.IO's pingTimeout). */
+export const VOLUNTEER_PING_TIMEOUT_MS = 20_000;
+
 // ---------- errors and acks ----------
 
 export const ERROR_CODES = [

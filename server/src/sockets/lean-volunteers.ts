@@ -23,11 +23,29 @@ export interface LeanVolunteerOptions {
   /** How long a connection may go without joining /volunteer (the edge's join grace). */
   joinGraceMs: number;
   pingIntervalMs: number;
+  /** How long past a due ping the client waits before it closes the connection (announced in the open packet). */
+  pingTimeoutMs: number;
   /** Pings a connection may leave unanswered before it is closed (the next tick closes it). */
   pingsUnanswered?: number;
   /** The pings' timers (serverClock unless a test fakes time). */
   clock?: Clock;
   log(m: string): void;
+}
+
+/** A WebSocket message as bytes, with whether it goes as text (a packet) or binary (an attachment). */
+interface Frame {
+  data: Uint8Array | ArrayBuffer;
+  options: { binary: boolean };
+}
+const TEXT = Object.freeze({ binary: false });
+const BINARY = Object.freeze({ binary: true });
+
+/**
+ * A packet's messages as bytes: a text message sent to a hundred members was turned into UTF-8 once per
+ * member by `ws` (and measured once more for its frame header).
+ */
+function toFrames(messages: (string | Uint8Array | ArrayBuffer)[]): Frame[] {
+  return messages.map((m) => (typeof m === 'string' ? { data: Buffer.from(m), options: TEXT } : { data: m, options: BINARY }));
 }
 
 /** One volunteer's connection: what VolunteerConnection asks of a socket, and its wire state. */
@@ -70,6 +88,12 @@ export class LeanVolunteer implements VolunteerConnection {
     for (const m of messages) this.ws.send(m);
   }
 
+  /** Frames encoded once for many connections (`toFrames`). */
+  sendFrames(frames: readonly Frame[]): void {
+    if (this.ws.readyState !== this.ws.OPEN) return;
+    for (const f of frames) this.ws.send(f.data, f.options);
+  }
+
   disconnect(): this {
     if (this.connected) this.send(encodePacket(SOCKET_PACKET.disconnect, NAMESPACES.volunteer));
     this.closeReason = 'server namespace disconnect';
@@ -109,9 +133,9 @@ export class LeanVolunteers implements VolunteerEndpoint {
     private readonly opts: LeanVolunteerOptions,
   ) {
     this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: LIMITS.maxSocketMessageBytes });
-    // The client closes a connection that heard no ping for pingInterval + pingTimeout: 30 s here, as
-    // Socket.IO's path (10 s + 20 s); this side closes one that left `pingsUnanswered` pings unanswered.
-    this.open = JSON.stringify({ upgrades: [], pingInterval: opts.pingIntervalMs, pingTimeout: 2 * opts.pingIntervalMs, maxPayload: LIMITS.maxSocketMessageBytes });
+    // The client closes a connection that heard no ping for pingInterval + pingTimeout, as on Socket.IO's
+    // path; this side closes one that left `pingsUnanswered` pings unanswered.
+    this.open = JSON.stringify({ upgrades: [], pingInterval: opts.pingIntervalMs, pingTimeout: opts.pingTimeoutMs, maxPayload: LIMITS.maxSocketMessageBytes });
     this.onUpgrade = (req, socket, head) => this.upgrade(req, socket, head);
     // Before engine.io's own listener: an upgrade it does not serve it would destroy after a second
     // unless something has answered it by then.
@@ -146,13 +170,13 @@ export class LeanVolunteers implements VolunteerEndpoint {
   }
 
   broadcast(event: string, payload: unknown): void {
-    const messages = encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, payload]);
-    for (const s of this.sockets) if (s.connected) s.send(messages);
+    const frames = toFrames(encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, payload]));
+    for (const s of this.sockets) if (s.connected) s.sendFrames(frames);
   }
 
   /** The event to the connections here in `rooms`, encoded once; returns the rooms none of them is in. */
   emitTo(rooms: readonly string[], event: string, args: unknown[]): string[] {
-    let messages: ReturnType<typeof encodePacket> | null = null;
+    let frames: Frame[] | null = null;
     const notHere: string[] = [];
     for (const room of rooms) {
       const members = this.rooms.get(room);
@@ -160,9 +184,9 @@ export class LeanVolunteers implements VolunteerEndpoint {
         notHere.push(room);
         continue;
       }
-      messages ??= encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, ...args]);
-      if (members instanceof LeanVolunteer) members.send(messages);
-      else for (const s of members) s.send(messages);
+      frames ??= toFrames(encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, ...args]));
+      if (members instanceof LeanVolunteer) members.sendFrames(frames);
+      else for (const s of members) s.sendFrames(frames);
     }
     return notHere;
   }
