@@ -3,8 +3,8 @@
 // light-socket.ts, or socket.io-client itself: behaviour.client) that follows the protocol: welcome → work:request {jobId} → job:assign + model:load (the
 // checkpoint fetched over HTTP when the event names one) → model:loaded → (simulated training) →
 // round:ready → round:begin → WebRTC signaling with new ring neighbours through the server →
-// (simulated allreduce) → round:result → round:commit (the round's uploader uploads a checkpoint of
-// the model's real size) → … plus a `status` heartbeat (without an ack, at the period the server names
+// (simulated allreduce) → round:result → round:commit (the round's uploader PUTs a checkpoint of the
+// model's real size over HTTP, as the runtime does) → … plus a `status` heartbeat (without an ack, at the period the server names
 // in `welcome` and `heartbeat`, as a tab's runtime sends it; one timer per process drives them all). Lighter than SimVolunteer (no event history,
 // no parameter vector, no oracle): a round's result is a fixed checksum, so a process holds ~1000.
 //
@@ -16,6 +16,7 @@ import {
   NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, VOLUNTEER_SOCKET_PATH, encodeSafetensors, f32Tensor, verifyCheckpoint, type Ack, type RoundBegin,
 } from '@tabfleet/protocol';
 import { io } from 'socket.io-client';
+import { putCheckpoint } from '@tabfleet/worker/checkpoint-transfer';
 import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
 import { LightSocket, type BenchSocket } from './light-socket';
 import type { AddResult, ClientBehaviour, FromClient, ToClient, WindowSamples } from './messages';
@@ -325,11 +326,26 @@ class Volunteer {
     // server holds the next round until the file is stored.
     // Evaluators vouch for the model's checksum (the server checks the upload against it).
     if (r.evaluators.includes(this.id)) this.emit('metrics', { jobId: r.jobId, seq: c.seq, checksum: theModel().checksum, accuracy: 0.5, loss: 1 });
-    if (r.uploader === this.id) {
-      tally('checkpointsUploaded');
-      this.emit('checkpoint:upload', { jobId: r.jobId, seq: c.seq, step: this.step, data: theModel().bytes });
-    }
+    if (r.uploader === this.id) this.uploadCheckpoint(r.jobId, c.seq);
     this.trainThenReady();
+  }
+
+  /**
+   * As the runtime uploads (packages/worker/src/runtime.ts): the event names the checkpoint's size, its
+   * ack hands back a URL and token, and the file is PUT there by the runtime's own `putCheckpoint`.
+   * (The event used to carry the model itself, a path the runtime no longer takes: the server was
+   * measured receiving 800 KiB Socket.IO attachments no tab sends.)
+   */
+  private uploadCheckpoint(jobId: string, seq: number): void {
+    const data = theModel().bytes;
+    this.emit('checkpoint:upload', { jobId, seq, step: this.step, bytes: data.byteLength }, (a) => {
+      if (!a.ok) return;
+      const { url, token } = a as { url?: unknown; token?: unknown };
+      putCheckpoint(new URL(String(url), this.job.url).href, String(token), data).then(
+        () => tally('checkpointsUploaded'),
+        (e: unknown) => error(`checkpoint upload: ${(e as Error).message}`),
+      );
+    });
   }
 
   private stopTimers(): void {
