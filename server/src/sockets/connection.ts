@@ -27,6 +27,4 @@ export interface VolunteerEndpoint {
   onConnection(listener: (socket: VolunteerConnection) => void): void;
   readonly size: number;
   connections(): Iterable<VolunteerConnection>;
-  /** The event to every volunteer connected here. */
-  broadcast(event: string, payload: unknown): void;
 }

@@ -169,11 +169,6 @@ export class LeanVolunteers implements VolunteerEndpoint {
     this.connectionListeners.push(listener);
   }
 
-  broadcast(event: string, payload: unknown): void {
-    const frames = toFrames(encodePacket(SOCKET_PACKET.event, NAMESPACES.volunteer, [event, payload]));
-    for (const s of this.sockets) if (s.connected) s.sendFrames(frames);
-  }
-
   /** The event to the connections here in `rooms`, encoded once; returns the rooms none of them is in. */
   emitTo(rooms: readonly string[], event: string, args: unknown[]): string[] {
     let frames: Frame[] | null = null;

@@ -20,6 +20,7 @@ import type { Store } from '../store/store';
 import type { VolunteerConnection as Socket, VolunteerEndpoint } from './connection';
 import { guardSocket, type Handler } from './guard';
 import { HeartbeatPeriod } from './heartbeat-period';
+import { SpreadEmit } from './spread-emit';
 import type { Count } from '../metrics-catalogue';
 
 interface VolunteerData {
@@ -85,7 +86,6 @@ export function socketIoEndpoint(nsp: Namespace): VolunteerEndpoint {
       return nsp.sockets.size;
     },
     connections: () => nsp.sockets.values(),
-    broadcast: (event, payload) => nsp.local.emit(event, payload),
   };
 }
 
@@ -94,12 +94,12 @@ export function attachVolunteerNamespace(endpoints: readonly VolunteerEndpoint[]
   const connections = function* () {
     for (const endpoint of endpoints) yield* endpoint.connections();
   };
+  const clock = opts.clock ?? serverClock;
+  const announcement = new SpreadEmit(clock);
   const heartbeat = new HeartbeatPeriod({
     volunteers: () => endpoints.reduce((n, e) => n + e.size, 0),
-    announce: (ms) => {
-      for (const endpoint of endpoints) endpoint.broadcast('heartbeat', { ms });
-    },
-    clock: opts.clock ?? serverClock, perSecond: opts.heartbeatsPerSec,
+    announce: (ms) => announcement.start(connections(), 'heartbeat', { ms }),
+    clock, perSecond: opts.heartbeatsPerSec,
   });
   const connectionsByAddress = new Map<string, number>();
   const nameWrites = new AddressRateLimiter(opts.nameWrites ?? DEFAULT_NAME_WRITES);
@@ -306,6 +306,7 @@ export function attachVolunteerNamespace(endpoints: readonly VolunteerEndpoint[]
     close: () => {
       clearInterval(timer);
       heartbeat.close();
+      announcement.stop();
     },
   };
 }
