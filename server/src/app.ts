@@ -204,7 +204,9 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   io.of('/').use((_socket, next) => next(Object.assign(new Error('no such namespace: connect to /volunteer or /dashboard'), { data: { code: 'unknown_event' } })));
   const volunteers = io.of(NAMESPACES.volunteer);
   // The same namespace at VOLUNTEER_SOCKET_PATH, without Socket.IO's objects.
-  const lean = new LeanVolunteers(httpServer, { edge, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS, pingIntervalMs: VOLUNTEER_PING_INTERVAL_MS, pingTimeoutMs: VOLUNTEER_PING_TIMEOUT_MS, log });
+  const lean = new LeanVolunteers(httpServer, {
+    edge, joinGraceMs: opts.joinGraceMs ?? DEFAULT_JOIN_GRACE_MS, pingIntervalMs: VOLUNTEER_PING_INTERVAL_MS, pingTimeoutMs: VOLUNTEER_PING_TIMEOUT_MS, log,
+  });
   // An event for volunteers: those connected here get it directly, on whichever endpoint; the rest are
   // on other nodes (with Redis), where it is published once for them.
   const deliverHere = (rooms: readonly string[], event: string, args: unknown[]): string[] => {
