@@ -157,9 +157,14 @@ test('honest members leaving cannot hand a network the majority: its surplus sit
   honestB.close();
   const upTo = honestA.committed.length + 3;
   await waitFor('three syncs after the departure', () => honestA.committed.length >= upTo, 60_000);
-  const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { roundId: number; outcome: string; members: string[] }[];
+  // The round records are written after the commit goes out: read them once the store holds all three.
+  const committedAfter = async () => {
+    const rounds = (await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { roundId: number; outcome: string; members: string[] }[];
+    return rounds.filter((r) => r.outcome === 'committed' && !r.members.includes(honestB.volunteerId)).slice(-3);
+  };
+  await waitFor('the three syncs in the round records', async () => (await committedAfter()).length >= 3, 30_000);
   const sybilIds = [sybilA.volunteerId, sybilB.volunteerId];
-  const after = rounds.filter((r) => r.outcome === 'committed' && !r.members.includes(honestB.volunteerId)).slice(-3);
+  const after = await committedAfter();
   assert.equal(after.length, 3);
   // Before: the two Sybils were two of the three members of every round after it left.
   for (const r of after) assert.ok(r.members.filter((id) => sybilIds.includes(id)).length <= 1, JSON.stringify(r));
