@@ -108,6 +108,8 @@ export class VolunteerRuntime {
       this.queue('model:load', () => this.onModelLoad(m, load));
     });
     s.on('round:begin', (r) => {
+      // Sent before the server heard this tab leave (a hold): not this tab's round to run.
+      if (this.holds.size) return;
       this.lastBegin = r;
       this.queue('round:begin', () => this.onRoundBegin(r));
     });
