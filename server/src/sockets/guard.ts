@@ -53,6 +53,7 @@ export interface GuardOptions {
   handlers: Record<string, Handler>;
   count: Count;
   log(message: string): void;
+  /** The per-socket event bucket's time in ms (Date.now unless given). */
   now?: () => number;
 }
 

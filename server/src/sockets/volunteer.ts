@@ -256,7 +256,8 @@ export function attachVolunteerNamespace(endpoints: readonly VolunteerEndpoint[]
       d.jobId = null;
     },
   };
-  const guard = { schemas: VOLUNTEER_EVENTS, handlers, count: opts.count, log: opts.log };
+  // The event bucket refills on the namespace's clock, so a test can hold time still through a flood.
+  const guard = { schemas: VOLUNTEER_EVENTS, handlers, count: opts.count, log: opts.log, now: () => clock.now() };
   function onDisconnect(this: Socket, reason: string): void {
     const d = dataOf(this);
     releaseCount(d);

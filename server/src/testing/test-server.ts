@@ -34,14 +34,22 @@ export interface TestServer extends RunningServer {
 }
 
 /**
- * A server clock for tests that must see time pass without waiting for it: real timers, and a now()
- * that `skip(ms)` moves ahead (a keep-out that has run out, without sleeping through it).
+ * A server clock for tests that must see time pass without waiting for it, or not pass while they
+ * act: real timers, and a now() that `skip(ms)` moves ahead (a keep-out that has run out, without
+ * sleeping through it) and `hold()` stops until the function it returns is called (a flood that
+ * arrives at one instant however slowly a busy machine delivers it).
  */
-export function skippableClock(): { clock: Clock; skip(ms: number): void } {
+export function skippableClock(): { clock: Clock; skip(ms: number): void; hold(): () => void } {
   let skipped = 0;
+  let heldAt: number | null = null;
+  const now = () => heldAt ?? realClock.now() + skipped;
   return {
-    clock: { now: () => realClock.now() + skipped, after: (ms, fn) => realClock.after(ms, fn) },
+    clock: { now, after: (ms, fn) => realClock.after(ms, fn) },
     skip: (ms) => void (skipped += ms),
+    hold: () => {
+      heldAt = now();
+      return () => void (heldAt = null);
+    },
   };
 }
 
