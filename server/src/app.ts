@@ -279,7 +279,7 @@ export async function startServer(opts: ServerOptions = {}): Promise<RunningServ
   const volunteerNsp = attachVolunteerNamespace([socketIoEndpoint(volunteers), lean], hub, store, {
     maxConnectionsPerAddress, count: deps.count, log, heartbeatsPerSec: opts.heartbeatsPerSec, clock: opts.clock ?? serverClock,
   });
-  attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, failedToken: (address) => edge.failedAuth(address), count: deps.count, log });
+  attachDashboardNamespace(io, hub, store, { tokenMatches: secrets.tokenMatches, failedToken: (address) => edge.failedAuth(address), count: deps.count, log, clock: opts.clock ?? serverClock });
 
   metrics.watch({
     volunteersConnected: () => volunteers.sockets.size + lean.size,

@@ -1,5 +1,5 @@
 // The /dashboard namespace: researchers (token in the handshake) subscribe to live job updates.
-import { DASHBOARD_EVENTS, LIMITS, NAMESPACES, PROTOCOL_VERSION, dashboardAuthSchema, type DashboardEventName } from '@tabfleet/protocol';
+import { DASHBOARD_EVENTS, LIMITS, NAMESPACES, PROTOCOL_VERSION, dashboardAuthSchema, type Clock, type DashboardEventName } from '@tabfleet/protocol';
 import type { Server } from 'socket.io';
 import type { JobHub } from '../cluster/hub';
 import type { Store } from '../store/store';
@@ -21,6 +21,8 @@ export function attachDashboardNamespace(
     failedToken(address: string): void;
     count: Count;
     log(m: string): void;
+    /** The event bucket's clock: the server's, as the volunteer namespace's. */
+    clock: Clock;
   },
 ): void {
   const nsp = io.of(NAMESPACES.dashboard);
@@ -53,6 +55,6 @@ export function attachDashboardNamespace(
         await socket.leave(p.jobId ? jobRoom(p.jobId) : ALL_JOBS_ROOM);
       },
     };
-    guardSocket(socket, { schemas: DASHBOARD_EVENTS, handlers, count: opts.count, log: opts.log });
+    guardSocket(socket, { schemas: DASHBOARD_EVENTS, handlers, count: opts.count, log: opts.log, now: () => opts.clock.now() });
   });
 }

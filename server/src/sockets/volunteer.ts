@@ -270,7 +270,7 @@ export function attachVolunteerNamespace(endpoints: readonly VolunteerEndpoint[]
   const onConnection = (socket: Socket) => {
     const d = dataOf(socket);
     socket.join(volunteerRoom(d.volunteerId));
-    socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: Date.now(), displayName: d.displayName, heartbeatMs: heartbeat.current() });
+    socket.emit('welcome', { volunteerId: d.volunteerId, protocol: PROTOCOL_VERSION, serverTime: clock.now(), displayName: d.displayName, heartbeatMs: heartbeat.current() });
     heartbeat.changed();
     guardSocket(socket, guard);
     socket.on('disconnect', onDisconnect);
