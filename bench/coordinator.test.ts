@@ -35,7 +35,7 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
   assert.deepEqual(r.options.steps, cfg.steps);
   assert.ok(r.machine.cores >= 1 && r.machine.cpuModel.length > 0);
   assert.equal(typeof r.machine.note, 'string');
-  const defined = ['begin_ms', 'commit_ms', 'round_ms', 'percentiles', 'barrier_server_ms', 'volunteers', 'kb_per_volunteer', 'held', 'max_volunteers', 'max_volunteers_two_nodes'];
+  const defined = ['begin_ms', 'commit_ms', 'round_ms', 'percentiles', 'barrier_server_ms', 'volunteers', 'kb_per_volunteer', 'held', 'max_volunteers', 'max_volunteers_two_nodes', 'gc_pause_ms'];
   for (const k of defined) assert.equal(typeof r.definitions[k], 'string', `definitions.${k}`);
   assert.ok(r.server.baseline.rssBytes > 0);
   assert.equal(r.failure, null, `no step broke off: ${r.stopReason}`);
@@ -68,6 +68,7 @@ test('npm run bench -- coordinator --quick writes a complete coordinator JSON', 
       assert.ok(w.heartbeatsSent > 0, `${ww}: volunteers heartbeat`);
       assert.ok(w.eventsSent >= w.heartbeatsSent);
       assert.ok(w.server.cpuPercent > 0 && w.clients.cpuPercent > 0);
+      assert.ok(w.server.gcPauseMs >= w.server.gcMaxPauseMs && w.server.gcMaxPauseMs >= 0 && Number.isInteger(w.server.gcMajor), `${ww}: GC pauses ${JSON.stringify(w.server)}`);
       // A round that took longer than its timeout would have been aborted, not sampled.
       assert.ok(w.barrier.max < r.options.roundTimeoutMs, `${ww}: barrier max ${w.barrier.max} ms`);
     }

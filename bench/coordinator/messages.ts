@@ -116,6 +116,10 @@ export interface ServerStats {
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
   gc: boolean;
+  /** Since the previous stats request: the garbage collector's pauses (summed, the longest) and its major collections. */
+  gcPauseMs: number;
+  gcMaxPauseMs: number;
+  gcMajor: number;
   /** Several nodes (summed above): each node's own figures. */
   nodes?: { rssBytes: number; heapUsedBytes: number; cpuMs: number }[];
   /** Several nodes: the redis-server's CPU since the previous stats and its RSS (both included in the sums above). */

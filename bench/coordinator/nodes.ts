@@ -90,12 +90,13 @@ export class ServerNodes {
   async stats(gc: boolean, timeoutMs = 30_000): Promise<ServerStats> {
     for (const s of this.servers) s.send({ type: 'stats', gc });
     const all = await Promise.all(this.servers.map((s) => s.next('stats', timeoutMs)));
-    const sum = (k: 'rssBytes' | 'heapUsedBytes' | 'heapTotalBytes' | 'externalBytes' | 'arrayBuffersBytes' | 'cpuMs') => all.reduce((a, x) => a + x[k], 0);
-    const max = (k: 'wallMs' | 'loopDelayP50Ms' | 'loopDelayP99Ms' | 'loopDelayMaxMs') => Math.max(...all.map((x) => x[k]));
+    const sum = (k: 'rssBytes' | 'heapUsedBytes' | 'heapTotalBytes' | 'externalBytes' | 'arrayBuffersBytes' | 'cpuMs' | 'gcPauseMs' | 'gcMajor') => all.reduce((a, x) => a + x[k], 0);
+    const max = (k: 'wallMs' | 'loopDelayP50Ms' | 'loopDelayP99Ms' | 'loopDelayMaxMs' | 'gcMaxPauseMs') => Math.max(...all.map((x) => x[k]));
     const out: ServerStats = {
       type: 'stats', rssBytes: sum('rssBytes'), heapUsedBytes: sum('heapUsedBytes'), heapTotalBytes: sum('heapTotalBytes'), externalBytes: sum('externalBytes'),
       arrayBuffersBytes: sum('arrayBuffersBytes'), cpuMs: sum('cpuMs'), wallMs: max('wallMs'), loopDelayP50Ms: max('loopDelayP50Ms'), loopDelayP99Ms: max('loopDelayP99Ms'),
       loopDelayMaxMs: max('loopDelayMaxMs'), gc: all.every((x) => x.gc),
+      gcPauseMs: sum('gcPauseMs'), gcMaxPauseMs: max('gcMaxPauseMs'), gcMajor: sum('gcMajor'),
     };
     if (this.count > 1) {
       out.nodes = all.map((x) => ({ rssBytes: x.rssBytes, heapUsedBytes: x.heapUsedBytes, cpuMs: x.cpuMs }));

@@ -58,6 +58,8 @@ export interface WindowReport {
     /** Server CPU time per event the volunteers sent (µs): its cost per unit of work, which CPU contention inflates far less than latency. */
     cpuUsPerEvent: number;
     loopDelayP50Ms: number; loopDelayP99Ms: number; loopDelayMaxMs: number; rssBytes: number | null; heapUsedBytes: number | null; volunteersConnected: number | null;
+    /** The garbage collector's pauses in the window (summed over the nodes; the longest on any), and its major collections. */
+    gcPauseMs: number; gcMaxPauseMs: number; gcMajor: number;
   };
   clients: { cpuPercent: number; loopDelayP99Ms: number; loopDelayMaxMs: number };
   /** Whole machine busy CPU (% of one core, so up to 100 × cores), and what of it was neither the server nor the clients. */
@@ -151,6 +153,9 @@ export const DEFINITIONS = {
     "the job checkpoints at its default checkpointEvery and the round's uploader uploads the model's real size (mlp-fashion, f32); each sends the " +
     "worker table's status heartbeat at the period its server names (welcome, then heartbeat events: 2 s, doubled for each doubling of the node's " +
     'volunteers past 1,000 heartbeats a second; protocol heartbeat.ts) with an ack when behaviour.heartbeatAck, as a tab\'s runtime does (no ack).',
+  gc_pause_ms:
+    "Each window's server.gcPauseMs, gcMaxPauseMs, gcMajor: the server process's garbage-collection pauses in the window (Node's 'gc' " +
+    'performance entries: their durations summed, the longest, and how many were major collections); with several nodes summed, the longest of any.',
   client_nice:
     "options.clientNice: the client processes' niceness (the server nodes, the redis-server and this orchestrator run at 0). The clients stand " +
     "for volunteers on other machines; at equal priority they took the server's CPU whenever both were busy. Their own delays (a niced client " +
@@ -221,6 +226,7 @@ export function windowReport(samples: WindowSamples[], st: ServerStats, metrics:
       redisCpuPercent: st.redis ? r2((100 * st.redis.cpuMs) / st.wallMs) : null,
       cpuPercent: serverCpu, cpuUsPerEvent: r2((1000 * st.cpuMs) / Math.max(1, sum('eventsSent'))),
       loopDelayP50Ms: r2(st.loopDelayP50Ms), loopDelayP99Ms: r2(st.loopDelayP99Ms), loopDelayMaxMs: r2(st.loopDelayMaxMs),
+      gcPauseMs: r2(st.gcPauseMs), gcMaxPauseMs: r2(st.gcMaxPauseMs), gcMajor: st.gcMajor,
       rssBytes: metrics?.rssBytes ?? null, heapUsedBytes: metrics?.heapUsedBytes ?? null, volunteersConnected: metrics?.volunteersConnected ?? null,
     },
     clients: {

@@ -4,7 +4,7 @@
 // the benchmark can ask for memory after a forced GC (`--expose-gc`), CPU time and event-loop delay
 // of this process (and heap snapshots, for TABFLEET_BENCH_COORDINATOR_HEAP_SNAPSHOTS). Nothing of
 // the server is changed; the process exits when its parent goes away.
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver, constants as perf } from 'node:perf_hooks';
 import { writeHeapSnapshot } from 'node:v8';
 import { pathToFileURL } from 'node:url';
 import type { startServer as StartServer } from '@tabfleet/server';
@@ -24,6 +24,15 @@ process.on('disconnect', () => process.exit(0));
 
 const loop = monitorEventLoopDelay({ resolution: 10 });
 loop.enable();
+// The collector's pauses since the previous stats: how much of the loop's delay is garbage collection.
+const gcPauses = { ms: 0, maxMs: 0, major: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gcPauses.ms += e.duration;
+    gcPauses.maxMs = Math.max(gcPauses.maxMs, e.duration);
+    if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === perf.NODE_PERFORMANCE_GC_MAJOR) gcPauses.major++;
+  }
+}).observe({ entryTypes: ['gc'] });
 
 try {
   // TABFLEET_BENCH_COORDINATOR_SERVER_APP=<app.ts>: a modified copy of server/src/app.ts, to measure
@@ -48,8 +57,10 @@ try {
       send({
         type: 'stats', rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, heapTotalBytes: mem.heapTotal, externalBytes: mem.external, arrayBuffersBytes: mem.arrayBuffers,
         cpuMs, wallMs, loopDelayP50Ms: loop.percentile(50) / 1e6, loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6, gc,
+        gcPauseMs: gcPauses.ms, gcMaxPauseMs: gcPauses.maxMs, gcMajor: gcPauses.major,
       });
       loop.reset();
+      Object.assign(gcPauses, { ms: 0, maxMs: 0, major: 0 });
     }
   });
   console.log(`[server] ready ${server.url}`);

@@ -103,7 +103,8 @@ async function measureWindows(st: BenchState): Promise<{ windows: WindowReport[]
       `  window ${w + 1}: round p50 ${wr.round.p50} p99 ${wr.round.p99} ms (begin half p99 ${wr.barrier.p99}: server part ${wr.barrierServer.p99},`,
       `delivery ${wr.delivery.p99}; commit half p99 ${wr.commit.p99}); ${wr.signalsSent} signals, ${wr.checkpointsUploaded} checkpoints;`,
       `${wr.roundsPerSec.toFixed(1)} rounds/s; server CPU ${wr.server.cpuPercent.toFixed(0)}% (${wr.server.cpuUsPerEvent.toFixed(0)} µs/event),`,
-      `loop p99 ${wr.server.loopDelayP99Ms.toFixed(1)} ms; clients CPU ${wr.clients.cpuPercent.toFixed(0)}%, loop p99 ${wr.clients.loopDelayP99Ms.toFixed(1)} ms;`,
+      `loop p99 ${wr.server.loopDelayP99Ms.toFixed(1)} ms, GC ${wr.server.gcPauseMs.toFixed(0)} ms (longest ${wr.server.gcMaxPauseMs.toFixed(1)}, ${wr.server.gcMajor} major);`,
+      `clients CPU ${wr.clients.cpuPercent.toFixed(0)}%, loop p99 ${wr.clients.loopDelayP99Ms.toFixed(1)} ms;`,
       `other work CPU ${wr.otherCpuPercent?.toFixed(0) ?? '?'}%; errors ${wr.errors}`,
     ].join(' '));
   }
