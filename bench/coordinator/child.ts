@@ -24,12 +24,8 @@ export class Child<In, Out extends { type: string }> {
    */
   constructor(readonly name: string, script: string, args: string[], execArgv: string[], private readonly logFile?: string) {
     const fd = logFile ? openSync(logFile, 'a') : null;
-    // TABFLEET_BENCH_COORDINATOR_CPU_PROF=<dir>: every child writes a CPU profile there when it exits
-    // (Node refuses --cpu-prof in NODE_OPTIONS). The profiler slows them: read shares, not times.
-    const profDir = process.env.TABFLEET_BENCH_COORDINATOR_CPU_PROF;
-    const profile = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [];
     this.proc = fork(join(import.meta.dirname, script), args, {
-      cwd: repoRoot, execArgv: [...TSX, ...profile, ...execArgv], stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe', 'ipc'],
+      cwd: repoRoot, execArgv: [...TSX, ...execArgv], stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe', 'ipc'],
     });
     if (fd !== null) closeSync(fd);
     const keep = (chunk: Buffer) => {
