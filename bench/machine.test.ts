@@ -8,6 +8,12 @@ test('benchCommand repeats the options a run was given, defaults left out', () =
   assert.equal(benchCommand('byzantine', { runs: 3, quick: false, only: ['robust', 'overhead'], out: '/tmp/b.json' }), 'npm run bench -- byzantine --runs 3 --only robust,overhead --out /tmp/b.json');
 });
 
+test('benchCommand leads with the TABFLEET_BENCH_* knobs the run was given, quoted where a shell needs it', () => {
+  const env = { TABFLEET_BENCH_COORDINATOR_STEPS: '5000,10000', TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS: "--trace-gc --title=it's", PATH: '/usr/bin', TABFLEET_BROWSER_WS: 'ws://x' };
+  assert.equal(benchCommand('coordinator', { runs: 5, quick: false }, env),
+    "TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS='--trace-gc --title=it'\\''s' TABFLEET_BENCH_COORDINATOR_STEPS=5000,10000 npm run bench -- coordinator");
+});
+
 test('runRecord names the commit, the start, the command, the machine and the duration', () => {
   const started = Date.now() - 1_500;
   const r = runRecord(started, 'npm run bench -- x');

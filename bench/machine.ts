@@ -7,16 +7,24 @@ export { commitOf, machineInfo, missingRecord, runRecord } from '../scripts/run-
 /**
  * The `npm run bench` line that repeats a run with these options. Built from the options rather than
  * process.argv, because tests call a benchmark's run() directly and argv would then name the test.
+ * The TABFLEET_BENCH_* knobs set for the run (steps, niceness, sections) lead it, as a shell would take them.
  */
-export function benchCommand(name: string, opts: { runs: number; quick: boolean; out?: string; only?: string[] }): string {
+export function benchCommand(name: string, opts: { runs: number; quick: boolean; out?: string; only?: string[] }, env: NodeJS.ProcessEnv = process.env): string {
   const defaultRuns = opts.quick ? 2 : 5;
+  const knobs = Object.keys(env).filter((k) => k.startsWith('TABFLEET_BENCH_') && env[k] !== undefined).sort();
   return [
+    ...knobs.map((k) => `${k}=${shellWord(env[k]!)}`),
     `npm run bench -- ${name}`,
     opts.quick ? '--quick' : '',
     opts.runs !== defaultRuns ? `--runs ${opts.runs}` : '',
     opts.only?.length ? `--only ${opts.only.join(',')}` : '',
     opts.out ? `--out ${opts.out}` : '',
   ].filter(Boolean).join(' ');
+}
+
+/** `value` as one shell word: bare when it is plainly safe, else in single quotes. */
+function shellWord(value: string): string {
+  return /^[\w.,:/=+-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
 }
 
 /**
