@@ -56,7 +56,7 @@ test('the dashboard\'s event bucket refills on the server clock: held, a spent b
   } finally {
     release();
   }
-  // Let go, the clock has moved on by the time it was held: the bucket refills from that.
+  // Released, the clock jumps ahead by the time it was held, and the bucket refills by that.
   await new Promise((r) => setTimeout(r, 200));
   assert.deepEqual([...await unsubscribe(socket, 5)], [['ok', 5]]);
   socket.close();
