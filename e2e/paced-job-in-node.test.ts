@@ -7,7 +7,7 @@
 // every sync waits on the slow member. (In one Node process a member's wall time includes the others'
 // compute, so the slow member measures slower than 4×.) An untrusted paced job weighs the members in
 // its robust rule (owners, validators and the server alike) and its group rounds commit as usual. A
-// paced ddp job gives members micro-batches of the global batch instead of local steps.
+// paced ddp job gives members micro-batches of the global batch instead of local steps (its slow member 10×).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MemoryNetwork } from '@tabfleet/collective';
@@ -25,12 +25,15 @@ const SLOWDOWNS = [1, 1, 4];
 const SYNCS = 8;
 
 /** Runs a job with the three volunteers to `syncs` syncs; its samples per second after the first 4 (which measure the paces), its rounds and workers. */
-async function run(pacing: 'fixed' | 'paced' | 'auto', trust: 'trusted' | 'untrusted' = 'trusted', syncs = SYNCS, strategy: 'localsgd' | 'ddp' = 'localsgd', net = new MemoryNetwork()) {
+async function run(
+  pacing: 'fixed' | 'paced' | 'auto', trust: 'trusted' | 'untrusted' = 'trusted', syncs = SYNCS, strategy: 'localsgd' | 'ddp' = 'localsgd', net = new MemoryNetwork(),
+  slowdowns = SLOWDOWNS,
+) {
   const job = await server.createJob({
     name: pacing, trust, strategy, H: strategy === 'ddp' ? 1 : 8, pacing, hyperparameters: { lr: 0.05, batchSize: 32 },
     minWorkers: 3, maxWorkers: 3, targetSteps: 1_000_000, evalEverySteps: 1_000_000, checkpointEvery: 1_000,
   });
-  const vols = SLOWDOWNS.map((slowdown) => nodeVolunteer(server.url, net, { jobId: job.id, slowdown }));
+  const vols = slowdowns.map((slowdown) => nodeVolunteer(server.url, net, { jobId: job.id, slowdown }));
   try {
     const summary = async () => (await server.api(`/api/jobs/${job.id}`)).body as { job: JobSummary; workers: WorkerRow[] };
     await waitFor(`${pacing}: 4 syncs`, async () => (await summary()).job.seq >= 4, 240_000, 100);
@@ -38,7 +41,7 @@ async function run(pacing: 'fixed' | 'paced' | 'auto', trust: 'trusted' | 'untru
     await waitFor(`${pacing}: ${syncs} syncs`, async () => (await summary()).job.seq >= syncs, 240_000, 100);
     const { job: j, workers } = await summary();
     // The job's step is each sync's mean steps per member: × members × batch = samples.
-    const samplesPerSec = ((j.step - start.step) * SLOWDOWNS.length * 32 * 1000) / (Date.now() - start.at);
+    const samplesPerSec = ((j.step - start.step) * slowdowns.length * 32 * 1000) / (Date.now() - start.at);
     const rounds = ((await server.api(`/api/jobs/${job.id}/rounds`)).body.rounds as { seq: number; outcome: string; detail: string }[]).filter((r) => r.outcome === 'committed');
     for (const v of vols) assert.equal(v.runtime.status.lastError, null, `${v.runtime.status.volunteerId}: ${v.runtime.status.lastError}`);
     const byVolunteer = vols.map((v) => workers.find((w) => w.volunteerId === v.runtime.status.volunteerId)!);
@@ -82,7 +85,10 @@ test('a paced job gives each member the steps its pace allows, weighs them by sa
 });
 
 test('a paced ddp job splits the global batch in micro-batches by pace: the slow member computes fewer, one optimizer step per sync, one model', { timeout: 300_000 }, async () => {
-  const paced = await run('paced', 'trusted', 8, 'ddp');
+  // 10× slower, not 4×: a micro-batch is short, and in one process a fast member's measured pace takes
+  // in the others' compute it waited behind. Beside a CPU-bound job the fast ones measured 33 and 33.5
+  // ms while the 4× member, slowed by 4× its own compute, measured 27.1 (micro-batches 4, 4 and 5).
+  const paced = await run('paced', 'trusted', 8, 'ddp', new MemoryNetwork(), [1, 1, 10]);
   const [fastA, fastB, slow] = paced.workers.map((w) => w.pace!);
   console.log(`paced ddp: micro-batches ${fastA.steps}, ${fastB.steps}, ${slow.steps}; ${paced.workers.map((w) => `${w.pace!.msPerStep} ms/micro-batch`).join(', ')}`);
   // Fewer than the faster fast member: beside another CPU-bound job one fast member's measured pace
