@@ -135,6 +135,10 @@ test('a bad event on the lean path gets the guard\'s coded answer, and a flood e
   assert.equal(!bad.ok && bad.error.code, 'bad_request');
   const raw = await rawLean(server.url);
   await joined(raw);
+  // Within the text bound, but over the event's when written out again (each 1e20 is 21 characters):
+  // past the guard's packet-size shortcut (guard.ts), measured, and refused.
+  raw.ws.send(`42${NAMESPACES.volunteer},["status",[${'1e20,'.repeat(4000)}1]]`);
+  await waitFor('too_large for a packet that grows when written', () => raw.texts.some((t) => t.includes('"protocol:error"') && t.includes('too_large')));
   for (let i = 0; i < 600; i++) raw.ws.send(`42${NAMESPACES.volunteer},["status",{"state":"idle"}]`);
   await Promise.race([raw.closed, new Promise((_, reject) => setTimeout(() => reject(new Error('the flood was not disconnected')), 20_000))]);
   assert.ok(raw.texts.some((t) => t.includes('event flood')), 'told why');

@@ -14,6 +14,12 @@ export interface VolunteerConnection {
   disconnect(close?: boolean): unknown;
   /** Every event the client sends, its ack function last when it asked for one. */
   onAny(listener: (event: unknown, ...args: unknown[]) => void): unknown;
+  /**
+   * While an event from a text packet with no binary attachments is being dispatched, that packet's
+   * length in UTF-8 bytes (0 otherwise, or absent where the transport does not say): the guard's
+   * cheap bound on the event's size (`jsonSizeBound` in guard.ts).
+   */
+  readonly textPacketBytes?: number;
   join(room: string): unknown;
   /** Called once, with the connection as `this`. */
   on(event: 'disconnect', listener: (reason: string) => void): unknown;

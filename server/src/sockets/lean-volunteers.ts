@@ -62,6 +62,7 @@ export class LeanVolunteer implements VolunteerConnection {
   /** A binary event waiting for its attachments. */
   pending: { packet: DecodedSocketPacket; buffers: Uint8Array[] } | null = null;
   anyListener: ((event: unknown, ...args: unknown[]) => void) | null = null;
+  textPacketBytes = 0;
   disconnectListener: ((reason: string) => void) | null = null;
   rooms: string[] | null = null;
   closeReason = 'transport close';
@@ -279,7 +280,14 @@ export class LeanVolunteers implements VolunteerEndpoint {
       if (socket.pending) throw new SocketWireError('a text message while a binary packet waits for its attachments');
       if (text === '3') socket.unanswered = 0;
       else if (text === '1') socket.ws.close();
-      else if (text[0] === '4') this.packet(socket, decodePacketText(text.slice(1), 1));
+      else if (text[0] === '4') {
+        socket.textPacketBytes = (data as Buffer).length;
+        try {
+          this.packet(socket, decodePacketText(text.slice(1), 1));
+        } finally {
+          socket.textPacketBytes = 0;
+        }
+      }
       else throw new SocketWireError(`unexpected Engine.IO packet ${JSON.stringify(text.slice(0, 8))}`);
     } catch (e) {
       this.opts.log(`volunteer connection ${socket.id} closed: ${(e as Error).message}`);
