@@ -13,11 +13,12 @@
 // members see them (see WindowSamples in messages.ts).
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import {
-  NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, VOLUNTEER_SOCKET_PATH, encodeSafetensors, f32Tensor, verifyCheckpoint, type Ack, type RoundBegin,
+  NAMESPACES, PRESET_LAYOUTS, PROTOCOL_VERSION, VOLUNTEER_SOCKET_PATH, encodeSafetensors, f32Tensor, realClock, verifyCheckpoint, type Ack, type RoundBegin,
 } from '@tabfleet/protocol';
 import { io } from 'socket.io-client';
 import { putCheckpoint } from '@tabfleet/worker/checkpoint-transfer';
 import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
+import { lightFetch } from './http';
 import { LightSocket, type BenchSocket } from './light-socket';
 import type { AddResult, ClientBehaviour, FromClient, ToClient, WindowSamples } from './messages';
 import { NeighbourLinks, ringNeighbours } from './signaling';
@@ -332,7 +333,8 @@ class Volunteer {
 
   /**
    * As the runtime uploads (packages/worker/src/runtime.ts): the event names the checkpoint's size, its
-   * ack hands back a URL and token, and the file is PUT there by the runtime's own `putCheckpoint`.
+   * ack hands back a URL and token, and the file is PUT there by the runtime's own `putCheckpoint`
+   * (its requests made on node:http, `lightFetch`).
    * (The event used to carry the model itself, a path the runtime no longer takes: the server was
    * measured receiving 800 KiB Socket.IO attachments no tab sends.)
    */
@@ -341,7 +343,7 @@ class Volunteer {
     this.emit('checkpoint:upload', { jobId, seq, step: this.step, bytes: data.byteLength }, (a) => {
       if (!a.ok) return;
       const { url, token } = a as { url?: unknown; token?: unknown };
-      putCheckpoint(new URL(String(url), this.job.url).href, String(token), data).then(
+      putCheckpoint(new URL(String(url), this.job.url).href, String(token), data, realClock, lightFetch).then(
         () => tally('checkpointsUploaded'),
         (e: unknown) => error(`checkpoint upload: ${(e as Error).message}`),
       );

@@ -22,8 +22,11 @@ async function refusal(what: string, res: Response): Promise<HttpRefusal> {
   return new HttpRefusal(res.status, `${what}: HTTP ${res.status} ${await res.text().catch(() => '')}`.trim());
 }
 
+/** The requests a transfer makes: the platform's `fetch` unless a caller brings its own (the coordinator bench's lighter one). */
+export type Fetch = (url: string, init?: RequestInit) => Promise<Response>;
+
 /** Sends `data` to an upload URL in chunks; after a failed chunk asks the server what it holds and goes on from there. */
-export async function putCheckpoint(url: string, token: string, data: Uint8Array, clock: Clock = realClock): Promise<void> {
+export async function putCheckpoint(url: string, token: string, data: Uint8Array, clock: Clock = realClock, fetch: Fetch = globalThis.fetch): Promise<void> {
   const auth = { authorization: `Bearer ${token}` };
   let sent = 0;
   for (let failures = 0; sent < data.byteLength; ) {
