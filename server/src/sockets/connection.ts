@@ -17,7 +17,7 @@ export interface VolunteerConnection {
   /**
    * While an event from a text packet with no binary attachments is being dispatched, that packet's
    * length in UTF-8 bytes (0 otherwise, or absent where the transport does not say): the guard's
-   * cheap bound on the event's size (`jsonSizeBound` in guard.ts).
+   * cheap bound on the event's size (`withinLimitByPacketSize` in guard.ts).
    */
   readonly textPacketBytes?: number;
   join(room: string): unknown;
