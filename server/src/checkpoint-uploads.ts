@@ -30,7 +30,7 @@ interface OpenUpload extends UploadProgress {
   busy: boolean;
   /** Every byte is in: the coordinator takes the file (and may refuse it, rejecting). */
   complete(file: string): Promise<void>;
-  /** A chunk was written (the upload's deadline runs from the last one). */
+  /** Bytes were written (the upload's deadline runs from the last ones, not the last whole chunk). */
   progressed(): void;
 }
 
@@ -110,7 +110,12 @@ export class CheckpointUploads {
     if (range.start !== u.received) throw new ProtocolError('conflict', `the server holds ${u.received} bytes of this upload: send from byte ${u.received}`);
     if (u.busy) throw new ProtocolError('conflict', 'another request is writing to this upload');
     u.busy = true;
-    const fh = await open(u.file, 'r+');
+    const givenUp = () => new ProtocolError('conflict', `checkpoint upload ${id} was given up`);
+    // Given up before its part could be opened: the part is gone, which is that, not a server fault.
+    const fh = await open(u.file, 'r+').catch((err: unknown) => {
+      u.busy = false;
+      throw this.uploads.get(id) === u ? err : givenUp();
+    });
     const end = range.end + 1;
     try {
       for await (const chunk of body) {
@@ -120,18 +125,18 @@ export class CheckpointUploads {
           off += bytesWritten;
           u.received += bytesWritten;
         }
+        // The deadline runs from the last bytes, not the last whole chunk: a chunk sent over a slow link
+        // (or read by a busy server) keeps its uploader while it keeps coming.
+        if (u.received < u.bytes && this.uploads.get(id) === u) u.progressed();
       }
     } finally {
       u.busy = false;
       await fh.close();
     }
     // Given up while this chunk was being written (the uploader was asked again, left, or ran out of time).
-    if (this.uploads.get(id) !== u) throw new ProtocolError('conflict', `checkpoint upload ${id} was given up`);
+    if (this.uploads.get(id) !== u) throw givenUp();
     if (u.received !== end) throw new ProtocolError('bad_request', `the body ended at byte ${u.received} before its Content-Range's end: send from byte ${u.received}`);
-    if (u.received < u.bytes) {
-      u.progressed();
-      return { bytes: u.bytes, received: u.received, complete: false };
-    }
+    if (u.received < u.bytes) return { bytes: u.bytes, received: u.received, complete: false };
     this.uploads.delete(id);
     await u.complete(u.file);
     return { bytes: u.bytes, received: u.received, complete: true };

@@ -1,7 +1,8 @@
-// An HTTP checkpoint upload's deadline runs from its last chunk: a large model whose bytes keep
-// coming is not cut off at the upload bound, and an upload that stalls is (its uploader evicted, its
-// part file deleted). Fake time, the coordinator with a real store and upload registry.
+// An HTTP checkpoint upload's deadline runs from the last bytes written: a large model (or one chunk)
+// whose bytes keep coming is not cut off at the upload bound, and an upload that stalls is (its
+// uploader evicted, its part file deleted). Fake time, the coordinator with a real store and upload registry.
 import assert from 'node:assert/strict';
+import { pbkdf2 } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,13 +54,15 @@ async function openUpload() {
   const ack = c.handle(r1.uploader, 'checkpoint:upload', { jobId: job.id, seq: 1, step: 1, bytes: file.byteLength }) as { url: string; token: string };
   const id = ack.url.split('/').pop()!;
   const chunk = (start: number, end: number) => uploads.write(id, ack.token, { start, end: end - 1, total: file.byteLength }, [file.subarray(start, end)]);
+  /** The whole file as one chunk (one Content-Range) whose body arrives as `body` yields it. */
+  const oneChunk = (body: AsyncIterable<Uint8Array>) => uploads.write(id, ack.token, { start: 0, end: file.byteLength - 1, total: file.byteLength }, body);
   const incoming = () => (existsSync(join(dir, 'incoming')) ? readdirSync(join(dir, 'incoming')) : []);
   const cleanup = async () => {
     await c.flushed();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   };
-  return { c, clock, store, uploader: r1.uploader as string, file, chunk, last, incoming, cleanup };
+  return { c, clock, store, uploads, id, uploader: r1.uploader as string, file, chunk, oneChunk, last, incoming, cleanup };
 }
 
 test('an upload whose chunks keep coming is not cut off at the upload bound', async () => {
@@ -85,5 +88,37 @@ test('an upload that stalls past the bound from its last chunk is given up and i
   assert.match(t.last(t.uploader, 'job:end').reason, /did not upload the checkpoint of sync 1 in time/);
   assert.deepEqual(t.incoming(), [], 'its part file is deleted');
   await assert.rejects(t.chunk(1_000, 2_000), /no checkpoint upload .* open on this server/);
+  await t.cleanup();
+});
+
+test('one chunk whose bytes keep coming past the bound keeps its uploader (the deadline follows bytes, not whole chunks)', async () => {
+  const t = await openUpload();
+  const quarter = Math.ceil(t.file.byteLength / 4);
+  const file = t.file;
+  const clock = t.clock;
+  // A slow link (or a busy server reading it): each piece inside the bound from the last one, the whole chunk past it.
+  async function* trickle() {
+    for (let start = 0; start < file.byteLength; start += quarter) {
+      await clock.advance(UPLOAD_BOUND_MS - 500);
+      yield file.subarray(start, Math.min(start + quarter, file.byteLength));
+    }
+  }
+  const done = await t.oneChunk(trickle());
+  assert.equal(done.complete, true);
+  assert.equal(t.last(t.uploader, 'job:end'), undefined, 'the uploader is still a member');
+  await t.c.flushed();
+  assert.equal((await t.store.latestCheckpoint('job-t'))?.seq, 1, 'the checkpoint is stored');
+  await t.cleanup();
+});
+
+test('a chunk whose upload is given up before its part is opened is refused as given up, not a server fault', async () => {
+  const t = await openUpload();
+  // The part is opened on the thread pool; with the pool busy (other uploads' writes), the give-up
+  // below deletes the part before the open runs. Here the pool is held by key derivations.
+  const poolBusy = Array.from({ length: 4 }, () => new Promise((done) => pbkdf2('x', 'y', 200_000, 32, 'sha256', done)));
+  const refused = assert.rejects(t.chunk(0, 1_000), (err: Error & { code?: string }) => err.code === 'conflict' && /was given up/.test(err.message));
+  t.uploads.cancel(t.id); // the coordinator gave it up (deadline, job end) while the request was arriving
+  await Promise.all([refused, ...poolBusy]);
+  assert.deepEqual(t.incoming(), []);
   await t.cleanup();
 });

@@ -227,8 +227,8 @@ export class Checkpoints {
   /**
    * The uploader sends its checkpoint over HTTP: it is handed a URL and a token for an upload of
    * `bytes` (over what the job's checkpoint can take: refused, nothing else changes). Asked again, the
-   * earlier upload is given up and a fresh one begun. Its deadline runs from its last chunk, so a large
-   * model on a slow link is not cut off while its bytes keep coming.
+   * earlier upload is given up and a fresh one begun. Its deadline runs from the last bytes written, so
+   * a large model on a slow link (or a chunk read by a busy server) is not cut off while its bytes keep coming.
    */
   private openTransfer(p: PendingUpload, bytes: number): object {
     const uploads = this.host.deps.checkpointUploads;
