@@ -18,7 +18,7 @@ import {
 import { io } from 'socket.io-client';
 import { putCheckpoint } from '@tabfleet/worker/checkpoint-transfer';
 import { SIM_CAPABILITIES } from '@tabfleet/server/testing';
-import { lightFetch } from './http';
+import { lightFetch, warmLightFetch } from './http';
 import { LightSocket, type BenchSocket } from './light-socket';
 import type { AddResult, ClientBehaviour, FromClient, ToClient, WindowSamples } from './messages';
 import { NeighbourLinks, ringNeighbours } from './signaling';
@@ -31,6 +31,7 @@ const behaviour = JSON.parse(process.argv[2] ?? '') as ClientBehaviour;
 const send = (m: FromClient) => process.send?.(m);
 // Never outlive the benchmark.
 process.on('disconnect', () => process.exit(0));
+warmLightFetch();
 
 /** Epoch milliseconds with sub-millisecond resolution (comparable across processes on this machine). */
 const now = () => performance.timeOrigin + performance.now();
