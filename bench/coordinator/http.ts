@@ -32,12 +32,6 @@ export async function createJob(url: string, token: string, spec: JobSpecInput):
 }
 
 /**
- * `fetch` for the simulated volunteers' checkpoint uploads, on node:http: the same requests (method,
- * headers, body with its Content-Length), answered as a `Response`. Node's own fetch took 6–13 ms of
- * CPU per 795 KiB PUT and 88 ms to load on its first call, against 3 ms here (both ends, measured on
- * this 2-core machine): time a tab on its own machine spends, which here came out of the server's.
- */
-/**
  * Node loads `Response` and `Headers` (undici) on their first use, tens of ms of CPU: a client process
  * calls this when it starts, so that load is not paid inside its first window with an upload.
  */
@@ -45,6 +39,12 @@ export function warmLightFetch(): void {
   void new Response(new Headers().get('x'));
 }
 
+/**
+ * `fetch` for the simulated volunteers' checkpoint uploads, on node:http: the same requests (method,
+ * headers, body with its Content-Length), answered as a `Response`. Node's own fetch took 6–13 ms of
+ * CPU per 795 KiB PUT and 88 ms to load on its first call, against 3 ms here (both ends, measured on
+ * this 2-core machine): time a tab on its own machine spends, which here came out of the server's.
+ */
 export function lightFetch(url: string, init: RequestInit = {}): Promise<Response> {
   const body = init.body === undefined || init.body === null ? null : init.body;
   if (!url.startsWith('http://')) return Promise.reject(new TypeError(`lightFetch speaks plain HTTP (the bench's servers), not ${url.slice(0, 8)}…`));
