@@ -65,7 +65,7 @@
 // TABFLEET_BENCH_COORDINATOR_SERVER_NODE_ARGS / _SERVER_LOG (e.g. "--trace-gc" and where its output
 // goes), TABFLEET_BENCH_COORDINATOR_SERVER_APP=<copy of server/src/app.ts> (measure a modified server).
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { ROUND_TIMING } from '@tabfleet/protocol';
@@ -202,6 +202,8 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
     for (const c of children) c.kill();
   };
   process.once('exit', killAll);
+  // A run that fails or has a step not held keeps its servers' logs (the data directory goes): they say why.
+  let keepLogs = true;
   try {
     const single: Phase = cfg.steps.length
       ? await runPhase(cfg, 1, cfg.steps, cfg.budgetMs, dataDir, token, children, log)
@@ -227,6 +229,7 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
       };
       floor[kind] = await measureFloor(floorOptions, log).catch((e: Error) => ({ error: e.message.slice(0, 2000) }));
     }
+    keepLogs = [...single.steps, ...(two?.steps ?? [])].some((st) => !st.held) || !!single.failure || !!two?.failure;
     const record = runRecord(t0);
     const summary = { ...summarize(single.steps, cfg, two?.steps ?? []), ...floorSummary(floor, single.steps) };
     const report = {
@@ -271,7 +274,21 @@ export async function runCoordinatorBench(opts: BenchOptions): Promise<{ file: s
   } finally {
     killAll();
     process.removeListener('exit', killAll);
+    if (keepLogs) keepServerLogs(dataDir, log);
     rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Copies the servers' logs (server.log, server.log.N-node-I) out of the data directory before it is removed. */
+function keepServerLogs(dataDir: string, log: (line: string) => void): void {
+  try {
+    const logs = readdirSync(dataDir).filter((f) => f.startsWith('server.log'));
+    if (!logs.length) return;
+    const kept = mkdtempSync(join(os.tmpdir(), 'tabfleet-bench-coordinator-logs-'));
+    for (const f of logs) copyFileSync(join(dataDir, f), join(kept, f));
+    log(`a step was not held or the run failed: the servers' logs are kept in ${kept}`);
+  } catch (e) {
+    log(`could not keep the servers' logs: ${(e as Error).message}`);
   }
 }
 
