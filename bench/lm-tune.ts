@@ -3,14 +3,16 @@
 // tuning split is the training records whose hash falls just below validation's (corpus.ts
 // tuningSplit); each candidate trains 4 workers on the rest at the lm benchmark's model, batch, inner
 // optimizer and tokens (seed 1) and is scored by its loss on the whole tuning split at the end; the
-// lowest is chosen. Writes bench/results/lm-tuning.json; protocol's defaultsFor gives GPT jobs the
-// chosen settings, and the lm benchmark runs with those defaults.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// lowest is chosen. Then whether DGC deltas warm their sparsity up (lm-tune-warmup.ts; alone:
+// `--only warmup`, into the existing file). Writes bench/results/lm-tuning.json; protocol's
+// defaultsFor gives GPT jobs the chosen settings, and the lm benchmark runs with those defaults.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { browserSession, repoRoot } from '@tabfleet/headless';
 import { lmShards, openLmPage } from './lm-corpus';
 import { DISTRIBUTED, lmConfig, lmVariantName, planOf } from './lm-config';
+import { warmupStudy, type WarmupStudy } from './lm-tune-warmup';
 import { benchCommand, runRecord } from './machine';
 import type { BenchOptions } from './run';
 
@@ -34,11 +36,15 @@ const CANDIDATES: Outer[] = [
 export async function run(opts: BenchOptions): Promise<void> {
   const file = opts.out ?? join(repoRoot, 'bench', 'results', opts.quick ? 'lm-tuning.quick.json' : 'lm-tuning.json');
   const plan = planOf(opts.quick);
+  const unknown = (opts.only ?? []).filter((o) => o !== 'warmup');
+  if (unknown.length) throw new Error(`lm-tune has one section to re-run alone, warmup; not ${unknown.join(', ')}`);
+  if (opts.only?.length) return rerunWarmup(file, opts);
   const variants = DISTRIBUTED.filter((v) => v.strategy === 'diloco');
   console.log(`[lm-tune] ${opts.quick ? 'quick mode, ' : ''}${variants.length} variants × ${CANDIDATES.length} outer steps; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   const t0 = Date.now();
   const shards = await lmShards(plan.gpt.context, { tuning: true });
   const out: { variant: string; candidates: (Outer & { tuningLoss: number; evals: number[] })[]; chosen: Outer; chosenTuningLoss: number }[] = [];
+  let dgcWarmup: WarmupStudy;
   const session = await browserSession();
   try {
     const { tab, urls } = await openLmPage(session.browser, session.baseUrl, shards, (l) => /rror/.test(l) && console.log(l));
@@ -55,6 +61,8 @@ export async function run(opts: BenchOptions): Promise<void> {
       const best = tried.reduce((a, b) => (b.tuningLoss < a.tuningLoss ? b : a));
       out.push({ variant: lmVariantName(v), candidates: tried, chosen: { outerLr: best.outerLr, outerMomentum: best.outerMomentum }, chosenTuningLoss: best.tuningLoss });
     }
+    // At the outer step protocol gives DGC jobs now (a new choice above reaches it once committed).
+    dgcWarmup = await warmupStudy({ tab, urls }, plan, console.log);
     if (tab.errors.length) throw new Error(`page errors: ${tab.errors.join('\n')}`);
     await tab.close();
   } finally {
@@ -71,8 +79,31 @@ export async function run(opts: BenchOptions): Promise<void> {
       chosen: 'the candidate with the lowest tuningLoss',
     },
     variants: out,
+    dgcWarmup: { ...dgcWarmup, ...runRecord(t0, benchCommand('lm-tune', opts)) },
   };
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, JSON.stringify(report, null, 2) + '\n');
   console.log(`[lm-tune] chosen: ${out.map((o) => `${o.variant} ${JSON.stringify(o.chosen)}`).join('; ')}; wrote ${file} in ${((Date.now() - t0) / 60_000).toFixed(1)} min`);
+}
+
+/** `--only warmup`: the warm-up study alone, into the existing lm-tuning.json (its own commit and date in its section). */
+async function rerunWarmup(file: string, opts: BenchOptions): Promise<void> {
+  if (!existsSync(file)) throw new Error(`--only warmup re-runs into ${file}, which does not exist: run the whole lm-tune first`);
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  const plan = planOf(opts.quick);
+  const t0 = Date.now();
+  const shards = await lmShards(plan.gpt.context, { tuning: true });
+  const session = await browserSession();
+  let study: WarmupStudy;
+  try {
+    const page = await openLmPage(session.browser, session.baseUrl, shards, (l) => /rror/.test(l) && console.log(l));
+    study = await warmupStudy(page, plan, console.log);
+    if (page.tab.errors.length) throw new Error(`page errors: ${page.tab.errors.join('\n')}`);
+    await page.tab.close();
+  } finally {
+    await session.close();
+  }
+  report.dgcWarmup = { ...study, ...runRecord(t0, benchCommand('lm-tune', opts)) };
+  writeFileSync(file, JSON.stringify(report, null, 2) + '\n');
+  console.log(`[lm-tune] DGC warm-up: ${study.chosen} (${study.settings.map((s) => `${s.warmupSyncs} syncs: ${s.medianTuningLoss.toFixed(4)}, ${s.medianBytesPerWorker} B`).join('; ')}); wrote ${file}`);
 }
