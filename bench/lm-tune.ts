@@ -105,5 +105,6 @@ async function rerunWarmup(file: string, opts: BenchOptions): Promise<void> {
   }
   report.dgcWarmup = { ...study, ...runRecord(t0, benchCommand('lm-tune', opts)) };
   writeFileSync(file, JSON.stringify(report, null, 2) + '\n');
-  console.log(`[lm-tune] DGC warm-up: ${study.chosen} (${study.settings.map((s) => `${s.warmupSyncs} syncs: ${s.medianTuningLoss.toFixed(4)}, ${s.medianBytesPerWorker} B`).join('; ')}); wrote ${file}`);
+  const settings = study.settings.map((s) => `${s.warmupSyncs} syncs: ${s.medianTuningLoss.toFixed(4)}, ${s.medianBytesPerWorker} B`);
+  console.log(`[lm-tune] DGC warm-up: ${study.chosen} (${settings.join('; ')}); wrote ${file}`);
 }

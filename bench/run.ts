@@ -28,7 +28,7 @@ const BENCHMARKS: Record<string, Benchmark> = {
   'lm-lab': { description: 'a GPT on fortunes by 4 Node volunteers in NATed homes of the network lab behind 10 and 2 Mbit/s uplinks: DDP, DiLoCo + DGC, + int8, ' +
     '+ E2M1 and Streaming DiLoCo + E2M1 against one volunteer at equal tokens (3 seeds), wall clock and bytes to a validation-loss target: writes lm-lab.json',
     load: () => import('./lm-lab') },
-  'lm-tune': { description: 'chooses a GPT job\'s DiLoCo outer lr and momentum (dense and DGC) on a tuning split of the fortunes training records, never the ' +
+  'lm-tune': { description: 'chooses a GPT job\'s DiLoCo outer lr and momentum (dense and DGC), and whether DGC warms up, on a tuning split of the fortunes training records, never the ' +
     'validation split `lm` reports: writes lm-tuning.json', load: () => import('./lm-tune') },
   tune: { description: 'chooses the convergence benchmark\'s hyperparameters on a validation split (last 5,000 training examples), never the test set: writes tuning.json',
     load: () => import('./tune') },
@@ -60,7 +60,7 @@ const USAGE = `usage: npm run bench -- <name> [--runs N] [--quick] [--out FILE] 
   --runs N     timed runs per measurement, median reported (default 5; --quick: 2)
   --quick      fewer runs and steps (CI smoke test; figures not for quoting)
   --out FILE   write the JSON here instead of bench/results/<name>.json
-  --only A,B   re-run only these sections into the existing JSON (byzantine: robust, overhead, verification; lm-lab: mbit10, mbit2)`;
+  --only A,B   re-run only these sections into the existing JSON (byzantine: robust, overhead, verification; lm-lab: mbit10, mbit2; lm-tune: warmup)`;
 
 function listBenchmarks(): string {
   const width = Math.max(...Object.keys(BENCHMARKS).map((n) => n.length));
