@@ -1,6 +1,7 @@
 // An HTTP checkpoint upload's deadline runs from the last bytes written: a large model (or one chunk)
 // whose bytes keep coming is not cut off at the upload bound, and an upload that stalls is (its
-// uploader evicted, its part file deleted). Fake time, the coordinator with a real store and upload registry.
+// uploader evicted, its part file deleted); one that trickles is, at its whole deadline. Fake time,
+// the coordinator with a real store and upload registry.
 import assert from 'node:assert/strict';
 import { pbkdf2 } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -13,6 +14,7 @@ import { CheckpointUploads } from '../checkpoint-uploads';
 import { SqliteStore } from '../store/sqlite';
 import type { JobRecord } from '../store/store';
 import { SIM_CAPABILITIES, checkpointOf, initialParams } from '../testing/sim-volunteer';
+import { MIN_UPLOAD_BYTES_PER_S } from './checkpoints';
 import { JobCoordinator } from './job-coordinator';
 import type { CoordinatorDeps } from './types';
 
@@ -120,5 +122,25 @@ test('a chunk whose upload is given up before its part is opened is refused as g
   t.uploads.cancel(t.id); // the coordinator gave it up (deadline, job end) while the request was arriving
   await Promise.all([refused, ...poolBusy]);
   assert.deepEqual(t.incoming(), []);
+  await t.cleanup();
+});
+
+test('an upload that trickles bytes inside each bound is given up at its whole deadline (the bound plus its bytes at the floor rate)', async () => {
+  const t = await openUpload();
+  const deadline = UPLOAD_BOUND_MS + Math.ceil((t.file.byteLength / MIN_UPLOAD_BYTES_PER_S) * 1000);
+  const every = UPLOAD_BOUND_MS - 500;
+  // 100 bytes inside each bound: held to the deadline from the last bytes alone, this held the job for ever.
+  let elapsed = 0;
+  for (let sent = 0; elapsed + every < deadline; sent += 100) {
+    await t.clock.advance(every);
+    elapsed += every;
+    await t.chunk(sent, sent + 100);
+    assert.equal(t.last(t.uploader, 'job:end'), undefined, `still a member at ${elapsed} ms`);
+  }
+  await t.clock.advance(deadline - elapsed - 1);
+  assert.equal(t.last(t.uploader, 'job:end'), undefined, 'a member until the whole deadline');
+  await t.clock.advance(1);
+  assert.match(t.last(t.uploader, 'job:end')?.reason ?? 'still a member', /did not upload the checkpoint of sync 1 in time \(slower than 32 KiB\/s/);
+  assert.deepEqual(t.incoming(), [], 'its part file is deleted');
   await t.cleanup();
 });

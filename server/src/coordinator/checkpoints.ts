@@ -28,8 +28,18 @@ interface PendingUpload {
   received: ReceivedCheckpoint | null;
   /** Its HTTP upload under way (checkpoint-uploads.ts), or null. */
   transfer: string | null;
+  /** When its HTTP upload must be in, bytes coming or not (openTransfer); null before it asks for one. */
+  transferDeadline: number | null;
   cancelTimer: () => void;
 }
+
+/**
+ * The slowest an HTTP checkpoint upload may average, from the URL handed out to its last byte: a
+ * 256 kbit/s uplink. The deadline otherwise runs from the last bytes written; without this floor an
+ * uploader that sent a byte inside each bound held the job for ever (no round begins while an upload
+ * is owed).
+ */
+export const MIN_UPLOAD_BYTES_PER_S = 32 * 1024;
 
 /** A checkpoint that arrived: its bytes (a Socket.IO attachment) or the file an HTTP upload wrote. */
 interface ReceivedCheckpoint {
@@ -228,7 +238,9 @@ export class Checkpoints {
    * The uploader sends its checkpoint over HTTP: it is handed a URL and a token for an upload of
    * `bytes` (over what the job's checkpoint can take: refused, nothing else changes). Asked again, the
    * earlier upload is given up and a fresh one begun. Its deadline runs from the last bytes written, so
-   * a large model on a slow link (or a chunk read by a busy server) is not cut off while its bytes keep coming.
+   * a large model on a slow link (or a chunk read by a busy server) is not cut off while its bytes keep coming;
+   * the whole upload has the bound plus its bytes at MIN_UPLOAD_BYTES_PER_S from the first URL (asking
+   * again does not move that).
    */
   private openTransfer(p: PendingUpload, bytes: number): object {
     const uploads = this.host.deps.checkpointUploads;
@@ -239,6 +251,8 @@ export class Checkpoints {
     });
     if (p.transfer) uploads.cancel(p.transfer);
     p.transfer = transfer.id;
+    // Later than the timer now running (the bound plus its bytes' time): the restarts bytes bring are held to it.
+    p.transferDeadline ??= this.host.deps.clock.now() + this.uploadTimeoutMs() + Math.ceil((bytes / MIN_UPLOAD_BYTES_PER_S) * 1000);
     return { url: transfer.url, token: transfer.token, bytes };
   }
 
@@ -538,7 +552,8 @@ export class Checkpoints {
    */
   private awaitUpload(seq: number, uploader: string, evaluatesFirst: boolean): void {
     const ms = this.uploadTimeoutMs() + (evaluatesFirst ? this.host.deadlines.bound('evaluate', this.host.deps.timing.loadTimeoutMs) : 0);
-    this.pending = { seq, uploader, since: this.host.deps.clock.now(), received: null, transfer: null, cancelTimer: this.host.deps.clock.after(ms, () => this.uploadTimedOut()) };
+    const cancelTimer = this.host.deps.clock.after(ms, () => this.uploadTimedOut());
+    this.pending = { seq, uploader, since: this.host.deps.clock.now(), received: null, transfer: null, transferDeadline: null, cancelTimer };
   }
 
   /** The uploader reported its evaluation: its upload is timed from now. */
@@ -549,9 +564,12 @@ export class Checkpoints {
     this.restartUploadTimer(p);
   }
 
+  /** The bound from now, or what is left of the HTTP upload's whole deadline if that comes first. */
   private restartUploadTimer(p: PendingUpload): void {
     p.cancelTimer();
-    p.cancelTimer = this.host.deps.clock.after(this.uploadTimeoutMs(), () => this.uploadTimedOut());
+    const left = p.transferDeadline === null ? Infinity : p.transferDeadline - this.host.deps.clock.now();
+    const overall = left <= this.uploadTimeoutMs();
+    p.cancelTimer = this.host.deps.clock.after(Math.max(0, Math.min(this.uploadTimeoutMs(), left)), () => this.uploadTimedOut(overall));
   }
 
   /** Bounded by the pace of earlier uploads; before any, by the configured maximum. */
@@ -559,12 +577,13 @@ export class Checkpoints {
     return this.host.deadlines.bound('upload', this.host.deps.timing.loadTimeoutMs);
   }
 
-  private uploadTimedOut(): void {
+  private uploadTimedOut(overall = false): void {
     const p = this.pending;
     if (!p) return;
+    const slowest = `${MIN_UPLOAD_BYTES_PER_S / 1024} KiB/s over the whole upload`;
     // Arrived but not yet verifiable (the evaluators are late): not the uploader's fault.
     if (p.received) this.loseCheckpoint(`its evaluators did not agree on the model of sync ${p.seq} in time`);
-    else this.uploaderFault(p, `did not upload the checkpoint of sync ${p.seq} in time`, 'liveness');
+    else this.uploaderFault(p, `did not upload the checkpoint of sync ${p.seq} in time${overall ? ` (slower than ${slowest})` : ''}`, 'liveness');
     this.host.tryBegin();
   }
 
