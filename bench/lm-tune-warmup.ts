@@ -11,7 +11,7 @@ import { DISTRIBUTED, lmConfig, lmVariantName } from './lm-config';
 import type { openLmPage } from './lm-corpus';
 import { median } from './stats';
 
-/** Nats per token: about the spread of one seed's tuning loss between neighbouring outer steps (lm-tuning.json). */
+/** Nats per byte token: the tuning loss no warm-up may give up for its fewer bytes, set before the runs. */
 export const WARMUP_LOSS_TOLERANCE = 0.02;
 export const WARMUP_SEEDS = [1, 2, 3];
 

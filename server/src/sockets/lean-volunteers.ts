@@ -191,7 +191,7 @@ export class LeanVolunteers implements VolunteerEndpoint {
 
   joined(socket: LeanVolunteer, room: string): void {
     if (!socket.connected || socket.rooms?.includes(room)) return;
-    // A new array of the exact length: pushing onto [] reserves 17 slots, 150 bytes per connection at 10,000.
+    // A new array of the exact length: pushing onto [] reserves 17 slots (about 150 bytes a connection).
     socket.rooms = socket.rooms ? [...socket.rooms, room] : [room];
     // A volunteer's own room holds one connection: kept bare, without a Set.
     const members = this.rooms.get(room);
